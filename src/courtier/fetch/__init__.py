@@ -1,0 +1,1 @@
+"""Fetching: the transport protocol, the aiohttp transport, DNS and the SSRF guard."""

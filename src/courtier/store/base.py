@@ -1,0 +1,264 @@
+"""The Store contract.
+
+Every store (SQLite now, PostgreSQL for scale-out) implements :class:`Store`
+and passes the same contract suite in ``tests/contract``. Callers must not
+assume anything beyond what these docstrings promise.
+
+Row life cycle of a URL::
+
+    add_urls ──► QUEUED ──load_due──► SCHEDULED (held by the shard owner's frontier)
+                   ▲                      │ commit (version v → v+1)
+                   └──────────────────────┘   next_fetch_at set, or RETIRED
+    reset_scheduled (new owner / restart): SCHEDULED ──► QUEUED
+
+The unique url_key is the truth about "seen". ``version`` counts completed
+fetch cycles; a lease carries the version it saw, and a commit is applied
+only if the row still has that version and the shard epoch is current, so a
+repeated or stale commit changes nothing and emits no second event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any, Protocol
+
+from courtier.outcome import Outcome
+
+
+class UrlState(IntEnum):
+    QUEUED = 0     # known, waiting for next_fetch_at
+    SCHEDULED = 1  # loaded into an owner's in-memory frontier
+    RETIRED = 2    # never fetched again (out of budget, permanently gone…)
+
+
+@dataclass(frozen=True, slots=True)
+class NewUrl:
+    """A discovered URL for intake. ``url_key`` (16 bytes) is the primary key."""
+
+    url_key: bytes
+    url: str
+    host_key: str
+    shard: int
+    depth: int
+    priority: int
+    next_fetch_at: float
+    discovered_at: float
+    redirect_hops: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class DueUrl:
+    """A URL row handed to the frontier by :meth:`Store.load_due`."""
+
+    url_key: bytes
+    url: str
+    host_key: str
+    shard: int
+    depth: int
+    priority: int
+    version: int
+    next_fetch_at: float
+    redirect_hops: int = 0
+    etag: str | None = None
+    last_modified: str | None = None
+    failure_count: int = 0
+
+
+@dataclass(slots=True)
+class FetchCommit:
+    """The result of one lease, written by :meth:`Store.commit`.
+
+    ``version`` and ``epoch`` are those the lease carried. ``next_fetch_at``
+    None retires the URL. ``event`` is the JSON-able outbox payload; the store
+    adds url_key, url, version (the new one) and outcome to it.
+    """
+
+    url_key: bytes
+    url: str
+    host_key: str
+    shard: int
+    version: int
+    epoch: int
+    outcome: Outcome
+    fetched_at: float
+    next_fetch_at: float | None
+    status: int | None = None
+    interval: float = 0.0
+    etag: str | None = None
+    last_modified: str | None = None
+    content_type: str | None = None
+    payload_digest: str | None = None
+    content_length: int | None = None
+    warc_file: str | None = None
+    warc_offset: int | None = None
+    warc_length: int | None = None
+    redirect_to: str | None = None
+    failure_count: int = 0
+    error_kind: str | None = None
+    robots_digest: str | None = None
+    delay_applied: float | None = None
+    title: str | None = None
+    new_urls: Sequence[NewUrl] = ()
+    event: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class CommitResult:
+    applied: int        # commits whose version/epoch matched
+    stale: int          # commits ignored (repeated, or a stale version/epoch)
+    new_urls: int       # discovered URLs that were not already known
+
+
+@dataclass(slots=True)
+class HostStatsDelta:
+    """Counter increments for one host, applied in the same transaction as a commit."""
+
+    host_key: str
+    shard: int
+    fetched: int = 0
+    errors: int = 0
+    bytes: int = 0
+    ttfb_sum: float = 0.0
+    status_2xx: int = 0
+    status_3xx: int = 0
+    status_4xx: int = 0
+    status_5xx: int = 0
+
+
+@dataclass(slots=True)
+class HostRecord:
+    """The durable part of a host's state (robots copy, policy, counters)."""
+
+    host_key: str
+    shard: int
+    robots_status: int | None = None     # HTTP status of the last robots fetch, 0 = network error
+    robots_body: bytes | None = None     # body of the last 2xx robots fetch (capped)
+    robots_fetched_at: float | None = None
+    robots_expires_at: float | None = None
+    robots_digest: str | None = None
+    crawl_delay: float | None = None
+    backoff_until: float | None = None
+    policy_delay: float | None = None
+    policy_max_in_flight: int | None = None
+    policy_max_pages: int | None = None
+    blocked: bool = False
+    fetched: int = 0
+    errors: int = 0
+    bytes: int = 0
+    ttfb_sum: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One outbox row. ``id`` increases; consumers read with ``after=id``."""
+
+    id: int
+    url_key: bytes
+    version: int
+    created_at: float
+    payload: dict[str, Any]
+
+
+class Store(Protocol):
+    """Durable crawl state. All methods are coroutines; each is atomic.
+
+    On failure a method raises :class:`courtier.errors.StoreError` and has
+    applied nothing. Callers retry later; the store never loses a row it
+    acknowledged.
+    """
+
+    async def open(self) -> None:
+        """Create or migrate the schema (numbered migrations, idempotent)."""
+
+    async def close(self) -> None:
+        """Flush and release resources. Idempotent."""
+
+    async def add_urls(self, urls: Sequence[NewUrl]) -> int:
+        """Insert URLs not yet known (``ON CONFLICT DO NOTHING``); return how many were new.
+
+        A known url_key is left untouched (its state, version and schedule are kept).
+        """
+
+    async def acquire_shards(
+        self, owner: str, shards: Sequence[int], now: float, lease_seconds: float
+    ) -> dict[int, int]:
+        """Take ownership of the shards that are free, expired, or already ours.
+
+        Returns ``{shard: epoch}`` for the shards now held. Taking a shard from
+        another (expired) owner, or re-acquiring after a restart, bumps its
+        epoch, which fences out writes carrying the old epoch.
+        """
+
+    async def renew_shards(
+        self, owner: str, epochs: dict[int, int], now: float, lease_seconds: float
+    ) -> set[int]:
+        """Extend leases still held with the same epoch; return the shards still held."""
+
+    async def release_shards(self, owner: str, shards: Sequence[int]) -> None:
+        """Give shards up (lease expires now); SCHEDULED rows of them go back to QUEUED."""
+
+    async def reset_scheduled(self, shards: Sequence[int]) -> int:
+        """Return SCHEDULED rows of these shards to QUEUED (after a restart/takeover)."""
+
+    async def load_due(
+        self,
+        shards: Sequence[int],
+        now: float,
+        limit: int,
+        per_host_limit: int,
+        skip_hosts: Collection[str] = (),
+    ) -> list[DueUrl]:
+        """Mark up to ``limit`` QUEUED rows with ``next_fetch_at <= now`` SCHEDULED and return them.
+
+        At most ``per_host_limit`` rows per host; hosts in ``skip_hosts`` are
+        skipped (their in-memory window is full). Best first: higher priority,
+        then earlier next_fetch_at, then smaller depth.
+        """
+
+    async def next_due_at(self, shards: Sequence[int]) -> float | None:
+        """Earliest ``next_fetch_at`` among QUEUED rows of these shards (None if none)."""
+
+    async def commit(
+        self, commits: Sequence[FetchCommit], host_stats: Sequence[HostStatsDelta] = ()
+    ) -> CommitResult:
+        """Apply fetch results, their discovered URLs, outbox events and host counters at once.
+
+        For each commit: applied only if the row's version equals
+        ``commit.version`` and the shard's current epoch equals
+        ``commit.epoch``; then version becomes ``version + 1``, state becomes
+        QUEUED (or RETIRED when ``next_fetch_at`` is None) and one event
+        ``(url_key, version + 1)`` is appended. Otherwise nothing of that
+        commit is applied (its new_urls are still inserted: discovery is
+        idempotent). The payload index (digest → first WARC location) is
+        filled from applied commits.
+        """
+
+    async def get_url(self, url_key: bytes) -> dict[str, Any] | None:
+        """The URL row as a dict (column name → value), or None."""
+
+    async def load_host(self, host_key: str) -> HostRecord | None: ...
+
+    async def save_robots(self, record: HostRecord) -> None:
+        """Upsert the robots fields (status, body, fetched/expires, digest, crawl_delay)."""
+
+    async def set_policy(
+        self,
+        host_key: str,
+        shard: int,
+        delay: float | None,
+        max_in_flight: int | None,
+        max_pages: int | None,
+        blocked: bool,
+    ) -> None:
+        """Upsert a host's policy override; None means "use the default"."""
+
+    async def payload_location(self, digest: str) -> tuple[str, int, str, float] | None:
+        """First (warc_file, offset, url, fetched_at) stored for this payload digest."""
+
+    async def read_events(self, after: int, limit: int) -> list[Event]:
+        """Outbox events with ``id > after`` in id order."""
+
+    async def counts(self) -> dict[str, int]:
+        """Crawl-wide figures: urls, queued, scheduled, retired, fetched, events, hosts."""

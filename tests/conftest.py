@@ -1,0 +1,28 @@
+"""Shared test helpers.
+
+Public conformance vectors live in ``../shared/conformance`` beside the
+checkout (CI has them). Tests that read them skip, saying so, when the folder
+is absent; in CI (``CI=true``) an absent folder is an error instead.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CONFORMANCE_DIR = Path(
+    os.environ.get("COURTIER_CONFORMANCE_DIR", REPO_ROOT.parent / "shared" / "conformance")
+)
+
+
+def conformance_file(relative: str) -> Path:
+    """Path of a conformance vector file; skips the test (or fails in CI) when absent."""
+    path = CONFORMANCE_DIR / relative
+    if not path.exists():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"conformance file missing in CI: {path}")
+        pytest.skip(f"conformance vectors not present ({path}); skipped, not passed")
+    return path
