@@ -202,6 +202,11 @@ class Store(Protocol):
     async def reset_scheduled(self, shards: Sequence[int]) -> int:
         """Return SCHEDULED rows of these shards to QUEUED (after a restart/takeover)."""
 
+    async def release(self, items: Sequence[tuple[bytes, float]]) -> int:
+        """Return SCHEDULED rows to QUEUED with a new ``next_fetch_at`` (no version bump, no
+        event): work the frontier gave back unfetched (back-off, shutdown). Returns rows changed.
+        """
+
     async def load_due(
         self,
         shards: Sequence[int],
@@ -259,6 +264,9 @@ class Store(Protocol):
 
     async def read_events(self, after: int, limit: int) -> list[Event]:
         """Outbox events with ``id > after`` in id order."""
+
+    async def seed_urls(self, limit: int = 100_000) -> list[str]:
+        """URLs at depth 0 (the seeds of every run so far); they define the crawl's scope."""
 
     async def counts(self) -> dict[str, int]:
         """Crawl-wide figures: urls, queued, scheduled, retired, fetched, events, hosts."""

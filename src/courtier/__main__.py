@@ -1,0 +1,7 @@
+"""``python -m courtier``."""
+
+import sys
+
+from courtier.cli import main
+
+sys.exit(main())

@@ -1,0 +1,155 @@
+"""Assembly: build the store, transport, archive and worker for one crawl and run it.
+
+Also owns process concerns: the data-dir lock (one crawl process per
+``--data``), signals (first Ctrl-C drains, second exits at once), WARC
+recovery on start-up, and the event loop (uvloop when available).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import logging
+import signal
+from collections.abc import Callable, Coroutine, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+from courtier.archive.warc import WarcWriter, recover_warc_dir
+from courtier.clock import RealClock
+from courtier.config import CrawlConfig
+from courtier.errors import ConfigError, InvalidURL
+from courtier.fetch.aiohttp_transport import AiohttpTransport
+from courtier.fetch.guard import AddressGuard
+from courtier.fetch.resolver import Resolver, load_hosts_file
+from courtier.intake import Intake, Scope, SeedProblem, read_seed_lines
+from courtier.progress import Progress
+from courtier.store.base import NewUrl, Store
+from courtier.store.sqlite import SqliteStore
+from courtier.urls import canonicalize
+from courtier.worker import CrawlStatus, Worker
+
+log = logging.getLogger("courtier")
+T = TypeVar("T")
+
+
+@contextlib.contextmanager
+def data_dir_lock(data: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``DATA/courtier.lock`` for the crawl's lifetime."""
+    data.mkdir(parents=True, exist_ok=True)
+    handle = (data / "courtier.lock").open("a+")
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise ConfigError(
+                f"--data {data}: another courtier process is using this directory"
+            ) from None
+        yield
+    finally:
+        handle.close()
+
+
+def collect_seeds(config: CrawlConfig, intake: Intake, now: float
+                  ) -> tuple[list[NewUrl], list[SeedProblem]]:
+    rows, problems = intake.seed_urls(
+        [(i + 1, s) for i, s in enumerate(config.seeds)], "argument", now)
+    if config.seeds_file is not None:
+        try:
+            lines = read_seed_lines(config.seeds_file)
+        except OSError as exc:
+            raise ConfigError(f"--seeds-file {config.seeds_file}: {exc.strerror}") from None
+        more, bad = intake.seed_urls(lines, str(config.seeds_file), now)
+        rows += more
+        problems += bad
+    return rows, problems
+
+
+async def crawl(
+    config: CrawlConfig,
+    progress: Callable[[CrawlStatus], None] | None = None,
+    report_problem: Callable[[SeedProblem], None] | None = None,
+    install_signals: bool = True,
+) -> CrawlStatus:
+    """Run one crawl to its end (nothing due, a limit, or a stop signal)."""
+    data = config.data
+    warc_root = data / "warc"
+    warc_root.mkdir(parents=True, exist_ok=True)
+    for report in recover_warc_dir(str(warc_root)):
+        log.warning("repaired WARC file after an unclean stop: %s", report)
+    overrides = load_hosts_file(str(config.resolve)) if config.resolve else None
+    guard = AddressGuard(allow=config.allow_network)
+    clock = RealClock()
+    resolver = Resolver(guard, overrides=overrides, clock=clock)
+    transport = AiohttpTransport(resolver, limit_per_host=config.max_in_flight_per_host)
+    store = SqliteStore(data / "courtier.db", clock=clock)
+    archive = WarcWriter(str(warc_root), max_file_bytes=config.warc_max_bytes,
+                         software=config.user_agent)
+    await store.open()
+    try:
+        intake = Intake(Scope(config, []))
+        rows, problems = collect_seeds(config, intake, clock.now())
+        for problem in problems:
+            if report_problem is not None:
+                report_problem(problem)
+        worker = Worker(config, store, transport, archive, clock, intake, on_progress=progress)
+        if rows:
+            await worker.add_seeds(rows)
+        await _restore_scope(store, intake)
+        loop = asyncio.get_running_loop()
+        interrupts = 0
+
+        def on_signal() -> None:
+            nonlocal interrupts
+            interrupts += 1
+            if interrupts == 1:
+                log.warning("stopping: finishing in-flight fetches (Ctrl-C again to exit now)")
+                worker.request_stop("interrupted")
+            else:
+                for task in list(worker._tasks):
+                    task.cancel()
+
+        if install_signals:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, on_signal)
+        try:
+            status = await worker.run()
+        finally:
+            if install_signals:
+                for sig in (signal.SIGINT, signal.SIGTERM):
+                    loop.remove_signal_handler(sig)
+        status.warc_files = sorted(str(p) for p in warc_root.rglob("*.warc.gz"))
+        return status
+    finally:
+        archive.close()
+        await transport.close()
+        await store.close()
+
+
+async def _restore_scope(store: Store, intake: Intake) -> None:
+    """On resume, seeds given in earlier runs still define the scope."""
+    for url in await store.seed_urls():
+        with contextlib.suppress(InvalidURL):
+            intake.scope.add_seed(canonicalize(url))
+
+
+def run(config: CrawlConfig, progress_mode: str = "auto",
+        report_problem: Callable[[SeedProblem], None] | None = None) -> CrawlStatus:
+    """Synchronous entry point used by the CLI."""
+    progress = Progress(progress_mode)
+    with data_dir_lock(config.data):
+        try:
+            return run_async(crawl(config, progress, report_problem))
+        finally:
+            progress.close()
+
+
+def run_async(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine on uvloop when it is installed, else on the default loop."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    result: T = uvloop.run(coro)
+    return result

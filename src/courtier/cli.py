@@ -1,0 +1,130 @@
+"""The ``courtier`` command line.
+
+Exit codes: 0 finished normally (limits reached count as normal), 2 usage or
+configuration error (the message names the flag, file or line), 1 anything else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from courtier import __version__
+from courtier.config import SCOPES, CrawlConfig, build_config
+from courtier.errors import ConfigError, CourtierError
+from courtier.intake import SeedProblem
+from courtier.progress import summary_line
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # usage errors exit 2 with the flag named
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"courtier: error: {message}\n")
+
+
+def add_crawl_flags(p: argparse.ArgumentParser) -> None:
+    """Flags shared by `crawl` (and `demo` where they make sense). Unset = None."""
+    p.add_argument("seeds", nargs="*", help="seed URLs")
+    p.add_argument("--seeds-file", type=Path, help="file with one URL per line (# comments)")
+    p.add_argument("--data", type=Path, help="crawl home: database, WARC files (resumable)")
+    p.add_argument("--config", type=Path, help="TOML file whose keys are these flags' names")
+    p.add_argument("--delay", type=float, help="seconds between request starts per host (1.0)")
+    p.add_argument("--max-in-flight-per-host", type=int, help="concurrent requests per host (1)")
+    p.add_argument("--concurrency", type=int, help="concurrent fetches in total (64)")
+    p.add_argument("--scope", choices=SCOPES, help="which hosts to follow (seeds-hosts)")
+    p.add_argument("--include", action="append", help="regex a URL must match (repeatable)")
+    p.add_argument("--exclude", action="append", help="regex that rejects a URL (repeatable)")
+    p.add_argument("--max-depth", type=int, help="link hops from a seed")
+    p.add_argument("--max-pages", type=int, help="stop after this many page fetches")
+    p.add_argument("--max-seconds", type=float, help="stop after this many seconds")
+    p.add_argument("--user-agent", help="User-Agent (its product token is matched by robots.txt)")
+    p.add_argument("--resolve", type=Path, help="hosts file (IP name…) overriding DNS")
+    p.add_argument("--allow-network", action="append",
+                   help="CIDR the SSRF guard should allow (repeatable), e.g. 127.0.0.0/8")
+    p.add_argument("--robots-expiry", type=float, help="seconds a robots.txt copy is used (86400)")
+    p.add_argument("--recrawl-interval", type=float, help="seconds before a page is due again")
+    p.add_argument("--continuous", action="store_true", default=None,
+                   help="keep running for recrawls instead of ending when nothing is due")
+    p.add_argument("--progress", choices=("auto", "bar", "log", "none"),
+                   help="progress display (auto: live line on a terminal, log lines otherwise)")
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="courtier", description="A polite, large-scale web crawler.")
+    parser.add_argument("--version", action="version", version=f"courtier {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    crawl = sub.add_parser("crawl", help="crawl from seeds; resumes on the same --data")
+    add_crawl_flags(crawl)
+    demo = sub.add_parser("demo", help="crawl a built-in multi-host test web on loopback")
+    demo.add_argument("--data", type=Path, help="where to put the demo crawl (a temp dir)")
+    demo.add_argument("--hosts", type=int, default=6, help="virtual hosts (6)")
+    demo.add_argument("--pages", type=int, default=20, help="pages per host (20)")
+    demo.add_argument("--delay", type=float, default=0.2, help="per-host delay (0.2)")
+    demo.add_argument("--progress", choices=("auto", "bar", "log", "none"), default="auto")
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> CrawlConfig:
+    flags = {k: v for k, v in vars(args).items() if k not in ("command", "config", "verbose")}
+    flags["seeds"] = tuple(args.seeds or ())
+    for name in ("include", "exclude", "allow_network"):
+        flags[name] = tuple(flags.get(name) or ())
+    return build_config(flags, args.config)
+
+
+def _print_problem(problem: SeedProblem) -> None:
+    print(f"courtier: skipped seed {problem}", file=sys.stderr)
+
+
+def cmd_crawl(args: argparse.Namespace) -> int:
+    from courtier.app import run
+
+    config = config_from_args(args)
+    if not config.seeds and config.seeds_file is None and not (config.data / "courtier.db").exists():
+        raise ConfigError("no seeds: give seed URLs, --seeds-file, or --data of an earlier crawl")
+    status = run(config, config.progress, _print_problem)
+    print(summary_line(status))
+    print(f"courtier: data in {config.data} (WARC files under {config.data / 'warc'})")
+    return EXIT_OK
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from courtier.demo import run_demo
+
+    return run_demo(args.data, args.hosts, args.pages, args.delay, args.progress)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if getattr(args, "verbose", False) else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        if args.command == "crawl":
+            return cmd_crawl(args)
+        if args.command == "demo":
+            return cmd_demo(args)
+    except ConfigError as exc:
+        print(f"courtier: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except CourtierError as exc:
+        print(f"courtier: failed: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    except KeyboardInterrupt:
+        print("courtier: interrupted", file=sys.stderr)
+        return EXIT_FAILURE
+    parser.error(f"unknown command {args.command}")
+    return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

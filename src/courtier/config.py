@@ -1,0 +1,159 @@
+"""One frozen, typed settings object.
+
+Precedence: defaults < TOML file (``--config``) < environment (``COURTIER_*``)
+< command-line flags. Keys in the file are the flag names without the leading
+dashes (``max-in-flight-per-host`` or ``max_in_flight_per_host``). Every
+error names the flag, file or key at fault.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from courtier import __version__
+from courtier.errors import ConfigError
+
+DEFAULT_USER_AGENT = f"courtier/{__version__} (polite crawler; robots.txt token: courtier)"
+SCOPES = ("seeds-hosts", "seeds-domains", "any")
+
+
+@dataclass(frozen=True, slots=True)
+class CrawlConfig:
+    """Settings of one crawl. Defaults are polite; see docs/configuration.md."""
+
+    data: Path = Path("crawl-data")
+    seeds: tuple[str, ...] = ()
+    seeds_file: Path | None = None
+    delay: float = 1.0
+    max_in_flight_per_host: int = 1
+    concurrency: int = 64
+    scope: str = "seeds-hosts"
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    max_depth: int | None = None
+    max_pages: int | None = None
+    max_seconds: float | None = None
+    user_agent: str = DEFAULT_USER_AGENT
+    resolve: Path | None = None
+    allow_network: tuple[str, ...] = ()
+    robots_expiry: float = 24 * 3600.0
+    max_redirect_hops: int = 5
+    recrawl_interval: float = 24 * 3600.0
+    max_retries: int = 3
+    max_body_bytes: int = 10 * 1024 * 1024
+    max_decoded_bytes: int = 20 * 1024 * 1024
+    connect_timeout: float = 10.0
+    read_timeout: float = 20.0
+    total_timeout: float = 60.0
+    warc_max_bytes: int = 1_000_000_000
+    host_window: int = 64
+    memory_window: int = 20_000
+    continuous: bool = False
+    progress: str = "auto"
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def validate(self) -> CrawlConfig:
+        """Check values that types alone cannot; raise ConfigError naming the flag."""
+        if self.delay < 0:
+            raise ConfigError("--delay must be >= 0")
+        if self.max_in_flight_per_host < 1:
+            raise ConfigError("--max-in-flight-per-host must be >= 1")
+        if self.concurrency < 1:
+            raise ConfigError("--concurrency must be >= 1")
+        if self.scope not in SCOPES:
+            raise ConfigError(f"--scope must be one of {', '.join(SCOPES)}, not {self.scope!r}")
+        if self.robots_expiry <= 0 or self.robots_expiry > 24 * 3600:
+            raise ConfigError("--robots-expiry must be in (0, 86400] seconds (RFC 9309)")
+        if self.progress not in ("auto", "bar", "log", "none"):
+            raise ConfigError("--progress must be auto, bar, log or none")
+        for flag, patterns in (("--include", self.include), ("--exclude", self.exclude)):
+            for pattern in patterns:
+                try:
+                    re.compile(pattern)
+                except re.error as exc:
+                    raise ConfigError(f"{flag} {pattern!r} is not a valid regex: {exc}") from None
+        for cidr in self.allow_network:
+            try:
+                ipaddress.ip_network(cidr, strict=False)
+            except ValueError:
+                raise ConfigError(f"--allow-network {cidr!r} is not a CIDR range") from None
+        return self
+
+
+FIELDS = {f.name: f for f in dataclasses.fields(CrawlConfig) if f.name != "extra"}
+
+
+def _coerce(name: str, value: Any, source: str) -> Any:
+    """Convert a file/env/flag value to the field's type; ConfigError names the source."""
+    kind = str(FIELDS[name].type)
+    try:
+        if kind.startswith("tuple"):
+            if isinstance(value, str):
+                value = [v for v in (p.strip() for p in value.split(",")) if v]
+            return tuple(str(v) for v in value)
+        if value is None:
+            return None
+        if "Path" in kind:
+            return Path(str(value))
+        if kind.startswith("bool"):
+            if isinstance(value, str):
+                return value.strip().lower() in ("1", "true", "yes", "on")
+            return bool(value)
+        if kind.startswith("int"):
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError(value)
+            return int(value)
+        if kind.startswith("float"):
+            return float(value)
+        return str(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{source}: {name.replace('_', '-')} has an invalid value {value!r}")
+
+
+def load_file(path: Path) -> dict[str, Any]:
+    """Read a TOML config file; unknown keys are errors (a typo should not pass silently)."""
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"--config {path}: cannot read: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"--config {path}: invalid TOML: {exc}") from None
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        name = key.replace("-", "_")
+        if name not in FIELDS:
+            raise ConfigError(f"--config {path}: unknown key {key!r}")
+        out[name] = _coerce(name, value, f"--config {path}")
+    return out
+
+
+def load_env(environ: Mapping[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in FIELDS:
+        env_name = "COURTIER_" + name.upper()
+        if env_name in environ:
+            out[name] = _coerce(name, environ[env_name], f"environment {env_name}")
+    return out
+
+
+def build_config(
+    flags: Mapping[str, Any], config_file: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> CrawlConfig:
+    """Merge defaults < file < environment < flags (flags given as None are unset)."""
+    values: dict[str, Any] = {}
+    if config_file is not None:
+        values.update(load_file(config_file))
+    values.update(load_env(os.environ if environ is None else environ))
+    for name, value in flags.items():
+        if name in FIELDS and value is not None and value != ():
+            values[name] = _coerce(name, value, "--" + name.replace("_", "-"))
+    return CrawlConfig(**values).validate()

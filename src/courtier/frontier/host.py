@@ -1,0 +1,58 @@
+"""Per-host scheduling state: small slotted objects, owned by one frontier."""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+
+from courtier.politeness.delays import HostTiming
+from courtier.politeness.robots_state import RobotsState
+from courtier.store.base import DueUrl
+
+
+@dataclass(slots=True)
+class HostPolicy:
+    """Per-host overrides; None means the crawl-wide default."""
+
+    delay: float | None = None
+    max_in_flight: int | None = None
+    max_pages: int | None = None
+    blocked: bool = False
+
+
+def url_rank(due: DueUrl) -> tuple[int, float, int, bytes]:
+    """Best URL first: higher priority, then earlier due time, then smaller depth."""
+    return (-due.priority, due.next_fetch_at, due.depth, due.url_key)
+
+
+@dataclass(slots=True)
+class HostState:
+    host_key: str
+    shard: int
+    queue: list[tuple[tuple[int, float, int, bytes], DueUrl]] = field(default_factory=list)
+    in_flight: int = 0
+    next_allowed_at: float = 0.0
+    robots: RobotsState = field(default_factory=RobotsState)
+    robots_in_flight: bool = False
+    timing: HostTiming = field(default_factory=HostTiming)
+    policy: HostPolicy = field(default_factory=HostPolicy)
+    loaded: bool = False          # durable state (robots copy, policy) read from the store
+    pages_issued: int = 0
+    token: int = 0                # bumps on every reschedule; stale heap entries are skipped
+
+    def push(self, due: DueUrl) -> None:
+        heapq.heappush(self.queue, (url_rank(due), due))
+
+    def pop(self) -> DueUrl:
+        return heapq.heappop(self.queue)[1]
+
+    def peek(self) -> DueUrl:
+        return self.queue[0][1]
+
+    def best_priority(self) -> int:
+        return self.queue[0][1].priority if self.queue else 0
+
+    def drain(self) -> list[DueUrl]:
+        items = [entry[1] for entry in self.queue]
+        self.queue.clear()
+        return items

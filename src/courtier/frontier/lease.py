@@ -1,0 +1,47 @@
+"""What the frontier hands to a fetcher."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from courtier.store.base import DueUrl
+
+
+class LeaseKind(StrEnum):
+    PAGE = "page"
+    ROBOTS = "robots"
+
+
+@dataclass(slots=True)
+class Lease:
+    """Permission to fetch one URL now.
+
+    A PAGE lease carries the URL row (``due``) with the version it saw and
+    the shard owner's ``epoch``; the commit of its result is conditional on
+    both. A ROBOTS lease fetches ``url`` for ``host_key``'s robots state and
+    carries no row. ``delay`` is the gap in force when it was issued and
+    ``robots_digest`` the robots.txt version obeyed (both for the audit trail).
+    """
+
+    kind: LeaseKind
+    host_key: str
+    url: str
+    issued_at: float
+    epoch: int
+    delay: float
+    due: DueUrl | None = None
+    robots_digest: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FetchFeedback:
+    """What the frontier needs to know about a finished fetch.
+
+    ``status`` is None for a network error or timeout; ``retry_at`` is the
+    absolute time a Retry-After header asked for (already parsed).
+    """
+
+    status: int | None
+    elapsed: float
+    retry_at: float | None = None

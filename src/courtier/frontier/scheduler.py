@@ -1,0 +1,327 @@
+"""The two-level frontier: pick a host that may be fetched now, then its best URL.
+
+Pure and clock-driven: every method reads time from the injected
+:class:`~courtier.clock.Clock` and does no I/O, so the simulator and the
+real worker drive the same code.
+
+Level 1 keeps hosts in two heaps: ``waiting`` ordered by the time the host may
+next start a request (``max(next_allowed_at, backoff_until, robots retry)``),
+and ``ready`` (due now) ordered best first (priority of the host's best URL,
+then how long it has waited). Level 2 is each host's own heap of URLs.
+Heap entries carry a per-host token; an entry whose token is stale is skipped,
+so rescheduling a host is O(log n) without searching the heaps.
+
+Invariants the frontier keeps for every host:
+
+* at most ``max_in_flight`` leases out at once (robots fetches included);
+* two lease start times at least the delay in force apart;
+* no page lease before robots.txt has been fetched (or while it is expired);
+* no page lease while the host is backing off or robots.txt is unreachable
+  with no earlier good copy;
+* no page lease for a URL its robots.txt disallows (those are *denied*).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import random
+from collections.abc import Iterable, Mapping
+
+from courtier.clock import Clock
+from courtier.frontier.host import HostPolicy, HostState
+from courtier.frontier.lease import FetchFeedback, Lease, LeaseKind
+from courtier.politeness.delays import DelayPolicy, effective_delay
+from courtier.politeness.robots_state import RobotsPolicy, RobotsStatus
+from courtier.store.base import DueUrl, HostRecord
+
+Denial = tuple[DueUrl, str, str | None]  # (url row, reason "robots"|"blocked", robots digest)
+
+
+def path_of(url: str) -> str:
+    """Path and query of an absolute canonical URL (what robots.txt rules match)."""
+    start = url.find("/", url.find("//") + 2)
+    return url[start:] if start >= 0 else "/"
+
+
+class Frontier:
+    """In-memory scheduling state of the shards this process owns."""
+
+    def __init__(
+        self,
+        clock: Clock,
+        agent_token: str,
+        delay_policy: DelayPolicy | None = None,
+        robots_policy: RobotsPolicy | None = None,
+        max_in_flight_per_host: int = 1,
+        epochs: Mapping[int, int] | None = None,
+        release_horizon: float = 60.0,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.clock = clock
+        self.agent = agent_token
+        self.delay_policy = delay_policy or DelayPolicy()
+        self.robots_policy = robots_policy or RobotsPolicy()
+        self.max_in_flight = max_in_flight_per_host
+        self.epochs: dict[int, int] = dict(epochs or {})
+        self.release_horizon = release_horizon
+        self.rng = rng or random.Random(0)
+        self.hosts: dict[str, HostState] = {}
+        self._waiting: list[tuple[float, int, int, str]] = []
+        self._ready: list[tuple[int, float, int, int, str]] = []
+        self._seq = itertools.count()
+        self._denied: list[Denial] = []
+        self._released: list[tuple[DueUrl, float]] = []
+        self._queued = 0
+        self._in_flight = 0
+
+    # ---- host registry -------------------------------------------------------------------
+
+    def knows_host(self, host_key: str) -> bool:
+        return host_key in self.hosts
+
+    def register_host(self, host_key: str, shard: int, record: HostRecord | None = None) -> None:
+        """Create the host's state, restoring its durable part (robots copy, policy, back-off)."""
+        if host_key in self.hosts:
+            return
+        host = HostState(host_key=host_key, shard=shard, loaded=True)
+        if record is not None:
+            host.robots.restore(
+                record.robots_body,
+                record.robots_status,
+                record.robots_fetched_at or 0.0,
+                record.robots_expires_at or 0.0,
+                self.clock.now(),
+            )
+            host.policy = HostPolicy(
+                record.policy_delay, record.policy_max_in_flight, record.policy_max_pages,
+                record.blocked,
+            )
+            host.timing.backoff_until = record.backoff_until or 0.0
+        self.hosts[host_key] = host
+
+    def set_policy(self, host_key: str, policy: HostPolicy) -> None:
+        """Apply a policy override at once (the next lease already obeys it)."""
+        host = self.hosts.get(host_key)
+        if host is None:
+            return
+        host.policy = policy
+        self._reschedule(host)
+
+    # ---- intake ---------------------------------------------------------------------------
+
+    def add(self, items: Iterable[DueUrl]) -> None:
+        """Queue URL rows loaded from the store. Their hosts must be registered first."""
+        touched: dict[str, HostState] = {}
+        for due in items:
+            host = self.hosts[due.host_key]
+            host.push(due)
+            self._queued += 1
+            touched[due.host_key] = host
+        for host in touched.values():
+            self._reschedule(host)
+
+    # ---- level 1 + level 2 ----------------------------------------------------------------
+
+    def next_lease(self) -> Lease | None:
+        """The next fetch that may start now, or None. Call again until None."""
+        now = self.clock.now()
+        waiting, ready = self._waiting, self._ready
+        while waiting and waiting[0][0] <= now:
+            at, seq, token, key = heapq.heappop(waiting)
+            host = self.hosts.get(key)
+            if host is not None and host.token == token:
+                heapq.heappush(ready, (-host.best_priority(), at, seq, token, key))
+        while ready:
+            _, _, _, token, key = heapq.heappop(ready)
+            host = self.hosts.get(key)
+            if host is None or host.token != token:
+                continue
+            lease = self._lease_from(host, now)
+            self._reschedule(host)
+            if lease is not None:
+                return lease
+        return None
+
+    def _lease_from(self, host: HostState, now: float) -> Lease | None:
+        if host.policy.blocked:
+            for due in host.drain():
+                self._queued -= 1
+                self._denied.append((due, "blocked", None))
+            return None
+        if host.robots.needs_fetch(now):
+            if host.in_flight > 0:
+                return None  # rescheduled when the in-flight fetches finish
+            url = host.robots.fetch_url or host.host_key + "/robots.txt"
+            return self._issue(host, now, LeaseKind.ROBOTS, url, None)
+        rules = host.robots.rules_in_force()
+        if rules is None:
+            return None  # unreachable robots.txt and no good copy: wait for the retry
+        while host.queue:
+            due = host.pop()
+            self._queued -= 1
+            if rules.allowed(self.agent, path_of(due.url)):
+                return self._issue(host, now, LeaseKind.PAGE, due.url, due, rules.digest)
+            self._denied.append((due, "robots", rules.digest))
+        return None
+
+    def _issue(
+        self,
+        host: HostState,
+        now: float,
+        kind: LeaseKind,
+        url: str,
+        due: DueUrl | None,
+        digest: str | None = None,
+    ) -> Lease:
+        delay = self.delay_for(host)
+        host.in_flight += 1
+        self._in_flight += 1
+        host.next_allowed_at = now + delay
+        if kind is LeaseKind.ROBOTS:
+            host.robots_in_flight = True
+        else:
+            host.pages_issued += 1
+        return Lease(kind, host.host_key, url, now, self.epochs.get(host.shard, 0), delay, due,
+                     digest)
+
+    def delay_for(self, host: HostState) -> float:
+        rules = host.robots.rules_in_force()
+        crawl_delay = rules.crawl_delay(self.agent) if rules is not None else None
+        return effective_delay(self.delay_policy, host.timing, crawl_delay, host.policy.delay)
+
+    def _max_in_flight(self, host: HostState) -> int:
+        return max(1, host.policy.max_in_flight or self.max_in_flight)
+
+    def _ready_at(self, host: HostState) -> float | None:
+        if not host.queue or host.robots_in_flight:
+            return None
+        if host.in_flight >= self._max_in_flight(host):
+            return None
+        at = max(host.next_allowed_at, host.timing.backoff_until)
+        robots = host.robots
+        if robots.status is RobotsStatus.UNREACHABLE and robots.last_good is None:
+            at = max(at, robots.retry_at)
+        return at
+
+    def _reschedule(self, host: HostState) -> None:
+        host.token += 1
+        at = self._ready_at(host)
+        if at is None:
+            return
+        if at > self.clock.now() + self.release_horizon:
+            # a long wait (back-off, unreachable robots, huge Crawl-delay): hand the URLs
+            # back to the store, due again when the host is; memory stays bounded
+            for due in host.drain():
+                self._queued -= 1
+                self._released.append((due, at))
+            return
+        heapq.heappush(self._waiting, (at, next(self._seq), host.token, host.host_key))
+
+    # ---- results --------------------------------------------------------------------------
+
+    def finish_page(self, lease: Lease, feedback: FetchFeedback) -> None:
+        """A page fetch ended: free its slot, adapt the delay, back off on trouble."""
+        host = self._release_slot(lease)
+        status = feedback.status
+        now = self.clock.now()
+        if status is None or status == 429 or status >= 500:
+            host.timing.record_failure(now, self.delay_policy, self.rng, feedback.retry_at)
+        else:
+            host.timing.record_success(feedback.elapsed, self.delay_policy)
+        self._reschedule(host)
+
+    def finish_robots(
+        self, lease: Lease, status: int | None, body: bytes = b"", location: str | None = None
+    ) -> None:
+        """A robots.txt fetch ended (status None = network error)."""
+        host = self._release_slot(lease)
+        host.robots_in_flight = False
+        now = self.clock.now()
+        if status is None:
+            host.robots.on_unreachable(now, self.robots_policy)
+        else:
+            host.robots.on_response(status, body, now, self.robots_policy, location)
+        self._reschedule(host)
+
+    def _release_slot(self, lease: Lease) -> HostState:
+        host = self.hosts[lease.host_key]
+        host.in_flight -= 1
+        self._in_flight -= 1
+        return host
+
+    def return_lease(self, lease: Lease) -> None:
+        """Give an unstarted or abandoned lease back (shutdown): its URL is released."""
+        host = self._release_slot(lease)
+        if lease.kind is LeaseKind.ROBOTS:
+            host.robots_in_flight = False
+        elif lease.due is not None:
+            self._released.append((lease.due, lease.due.next_fetch_at))
+        self._reschedule(host)
+
+    # ---- hand-offs to the worker ------------------------------------------------------------
+
+    def take_denied(self) -> list[Denial]:
+        out, self._denied = self._denied, []
+        return out
+
+    def take_released(self) -> list[tuple[DueUrl, float]]:
+        out, self._released = self._released, []
+        return out
+
+    def release_all(self) -> list[tuple[DueUrl, float]]:
+        """Drain every queued URL (shutdown or lost shard): they go back to the store."""
+        for host in self.hosts.values():
+            for due in host.drain():
+                self._queued -= 1
+                self._released.append((due, due.next_fetch_at))
+            host.token += 1
+        return self.take_released()
+
+    # ---- figures ---------------------------------------------------------------------------
+
+    def next_wake_at(self) -> float | None:
+        """Earliest time a queued host becomes ready (None: nothing waits on time)."""
+        if self._ready:
+            return self.clock.now()
+        while self._waiting:
+            at, _, token, key = self._waiting[0]
+            host = self.hosts.get(key)
+            if host is not None and host.token == token:
+                return at
+            heapq.heappop(self._waiting)
+        return None
+
+    @property
+    def queued(self) -> int:
+        return self._queued
+
+    @property
+    def in_flight(self) -> int:
+        return self._in_flight
+
+    def full_hosts(self, window: int) -> set[str]:
+        """Hosts whose in-memory queue holds at least ``window`` URLs (skip them on refill)."""
+        return {key for key, host in self.hosts.items() if len(host.queue) >= window}
+
+    def active_hosts(self) -> int:
+        return sum(1 for host in self.hosts.values() if host.queue or host.in_flight)
+
+    def forget_idle_hosts(self, keep: int) -> None:
+        """Drop state of idle hosts beyond ``keep`` (memory bounded by active hosts).
+
+        Only hosts whose delay and back-off have fully elapsed are dropped, so a
+        host that comes back starts from a clean slate without breaking its delay.
+        """
+        if len(self.hosts) <= keep:
+            return
+        now = self.clock.now()
+        idle = [
+            k for k, h in self.hosts.items()
+            if not h.queue and not h.in_flight
+            and h.next_allowed_at <= now and h.timing.backoff_until <= now
+        ]
+        for key in idle:
+            if len(self.hosts) <= keep:
+                break
+            del self.hosts[key]

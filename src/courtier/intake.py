@@ -1,0 +1,173 @@
+"""Intake: raw URL strings → canonical, in-scope, probably-new :class:`NewUrl` rows.
+
+Every discovered URL (seeds, links, redirect targets) passes through here:
+canonicalize → scope and depth rules → Bloom filter ("definitely new"
+skips nothing here: it only lets the caller know the store lookup is needed;
+the store's unique key stays the truth about "seen").
+"""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from courtier.config import CrawlConfig
+from courtier.dedup.seen import SeenFilter
+from courtier.errors import InvalidURL
+from courtier.store.base import NewUrl
+from courtier.urls import CanonicalUrl, canonicalize, registrable_domain
+
+SEED_PRIORITY = 10
+LINK_PRIORITY = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SeedProblem:
+    """A seed line that could not be used, with where it came from."""
+
+    source: str
+    line: int
+    text: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.source}:{self.line}: {self.reason}: {self.text!r}"
+
+
+def read_seed_lines(path: Path) -> list[tuple[int, str]]:
+    """Non-empty, non-comment lines of a seeds file with their 1-based line numbers."""
+    out: list[tuple[int, str]] = []
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        for number, line in enumerate(handle, start=1):
+            text = line.split("#", 1)[0].strip() if line.lstrip().startswith("#") else line.strip()
+            if text:
+                out.append((number, text))
+    return out
+
+
+class Scope:
+    """Which URLs the crawl admits: host/domain rules, include/exclude regexes, depth."""
+
+    def __init__(self, config: CrawlConfig, seeds: Iterable[CanonicalUrl]) -> None:
+        self.mode = config.scope
+        self.max_depth = config.max_depth
+        self.include = [re.compile(p) for p in config.include]
+        self.exclude = [re.compile(p) for p in config.exclude]
+        self.hosts: set[str] = set()
+        self.domains: set[str] = set()
+        for seed in seeds:
+            self.add_seed(seed)
+
+    def add_seed(self, seed: CanonicalUrl) -> None:
+        self.hosts.add(seed.host)
+        self.domains.add(registrable_domain(seed.host))
+
+    def rejects(self, url: CanonicalUrl, depth: int) -> str | None:
+        """Why this URL is out of scope, or None when it is admitted."""
+        if self.max_depth is not None and depth > self.max_depth:
+            return "too deep"
+        if self.mode == "seeds-hosts" and url.host not in self.hosts:
+            return "host not in seeds"
+        if self.mode == "seeds-domains" and registrable_domain(url.host) not in self.domains:
+            return "domain not in seeds"
+        if self.include and not any(p.search(url.url) for p in self.include):
+            return "not matched by --include"
+        if any(p.search(url.url) for p in self.exclude):
+            return "matched by --exclude"
+        return None
+
+
+class Intake:
+    """Turns candidate URLs into NewUrl rows for the store.
+
+    Two filters keep repeated links (navigation on every page) away from the
+    store without ever deciding "seen" wrongly: ``seen`` (Bloom) answers
+    "definitely new" for keys never offered before, and ``committed`` is an
+    exact, bounded LRU of keys the store has already acknowledged. Anything
+    else goes to the store, whose unique key decides.
+    """
+
+    def __init__(
+        self, scope: Scope, seen: SeenFilter | None = None, committed_window: int = 200_000
+    ) -> None:
+        self.scope = scope
+        self.seen = seen or SeenFilter(expected_items=1_000_000)
+        self.committed: OrderedDict[bytes, None] = OrderedDict()
+        self.committed_window = committed_window
+        self.rejected = 0
+        self.definitely_new = 0
+        self.known_skips = 0
+
+    def remember(self, keys: Iterable[bytes]) -> None:
+        """Keys the store has durably acknowledged (call after a successful commit)."""
+        committed = self.committed
+        for key in keys:
+            committed[key] = None
+            committed.move_to_end(key)
+        while len(committed) > self.committed_window:
+            committed.popitem(last=False)
+
+    def make(
+        self,
+        url: CanonicalUrl,
+        depth: int,
+        now: float,
+        priority: int = LINK_PRIORITY,
+        redirect_hops: int = 0,
+        check_scope: bool = True,
+    ) -> NewUrl | None:
+        if check_scope and self.scope.rejects(url, depth) is not None:
+            self.rejected += 1
+            return None
+        return NewUrl(
+            url_key=url.url_key, url=url.url, host_key=url.host_key, shard=url.shard,
+            depth=depth, priority=priority, next_fetch_at=now, discovered_at=now,
+            redirect_hops=redirect_hops,
+        )
+
+    def links(self, raw_links: Iterable[str], depth: int, now: float) -> list[NewUrl]:
+        """Canonicalize links found on a page of ``depth - 1``; invalid ones are dropped."""
+        out: list[NewUrl] = []
+        batch_keys: set[bytes] = set()
+        for raw in raw_links:
+            try:
+                url = canonicalize(raw)
+            except InvalidURL:
+                self.rejected += 1
+                continue
+            key = url.url_key
+            if key in batch_keys:
+                continue
+            if not self.seen.maybe_seen(key):
+                self.definitely_new += 1
+                self.seen.add(key)
+            elif key in self.committed:
+                self.known_skips += 1
+                continue
+            new = self.make(url, depth, now)
+            if new is None:
+                continue
+            batch_keys.add(key)
+            out.append(new)
+        return out
+
+    def seed_urls(
+        self, lines: Iterable[tuple[int, str]], source: str, now: float
+    ) -> tuple[list[NewUrl], list[SeedProblem]]:
+        """Seeds with their problems reported by line (never raises on bad input)."""
+        rows: list[NewUrl] = []
+        problems: list[SeedProblem] = []
+        for number, text in lines:
+            try:
+                url = canonicalize(text)
+            except InvalidURL as exc:
+                problems.append(SeedProblem(source, number, text, str(exc)))
+                continue
+            self.scope.add_seed(url)
+            new = self.make(url, 0, now, priority=SEED_PRIORITY, check_scope=False)
+            if new is not None:
+                rows.append(new)
+        return rows, problems

@@ -1,0 +1,141 @@
+"""The per-host robots.txt state machine (RFC 9309 §2.3.1).
+
+Pure: transitions take ``now`` and a fetch result; nothing here does I/O.
+
+=================  ==========================================================
+robots fetch       what the host's URLs get
+=================  ==========================================================
+2xx                the parsed rules, until ``expires_at`` (≤ 24 h)
+3xx                the redirect is followed (up to 5 hops, each a polite fetch)
+> 5 hops           "unavailable": allow all (RFC 9309 §2.3.1.2)
+4xx (401/403 too)  "unavailable": allow all, until ``expires_at``
+5xx, 429, error    "unreachable": disallow all and retry with back-off; the
+                   last good copy, if any, keeps being obeyed meanwhile
+=================  ==========================================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from courtier.politeness.robots import MAX_ROBOTS_BYTES, RobotsTxt
+
+MAX_ROBOTS_REDIRECTS = 5
+
+
+class RobotsStatus(StrEnum):
+    UNKNOWN = "unknown"            # never fetched (or expired and refetch pending)
+    OK = "ok"                      # 2xx parsed
+    UNAVAILABLE = "unavailable"    # 4xx or too many redirects: allow all
+    UNREACHABLE = "unreachable"    # 5xx, 429, network error: disallow all, retry
+
+
+@dataclass(frozen=True, slots=True)
+class RobotsPolicy:
+    expiry: float = 24 * 3600.0        # a good copy is refetched after this (≤ 24 h)
+    retry_base: float = 60.0           # first retry after an unreachable robots.txt
+    retry_max: float = 6 * 3600.0
+
+
+@dataclass(slots=True)
+class RobotsState:
+    """What one host's robots.txt currently says, and when to ask again."""
+
+    status: RobotsStatus = RobotsStatus.UNKNOWN
+    rules: RobotsTxt | None = None
+    fetched_at: float = 0.0
+    expires_at: float = 0.0
+    retry_at: float = 0.0
+    failures: int = 0
+    last_good: RobotsTxt | None = None
+    last_good_at: float = 0.0
+    redirects: int = 0
+    fetch_url: str | None = None       # a redirect target to fetch instead of /robots.txt
+    last_status: int | None = None
+
+    def needs_fetch(self, now: float) -> bool:
+        """True when the next request to this host must be a robots.txt fetch."""
+        if self.status is RobotsStatus.UNKNOWN:
+            return True
+        if self.status is RobotsStatus.UNREACHABLE:
+            return now >= self.retry_at
+        return now >= self.expires_at
+
+    def rules_in_force(self) -> RobotsTxt | None:
+        """Rules to obey now; None means "disallow everything, wait for a retry"."""
+        if self.status is RobotsStatus.OK:
+            return self.rules
+        if self.status is RobotsStatus.UNAVAILABLE:
+            return RobotsTxt.allow_all()
+        if self.status is RobotsStatus.UNREACHABLE:
+            return self.last_good
+        # UNKNOWN after an expiry: the old copy stays valid only until refetched
+        return None
+
+    def on_response(
+        self,
+        status: int,
+        body: bytes,
+        now: float,
+        policy: RobotsPolicy,
+        location: str | None = None,
+    ) -> str | None:
+        """Apply one robots.txt response. Returns a redirect target to fetch next, or None."""
+        self.last_status = status
+        if 200 <= status < 300:
+            self.rules = RobotsTxt.parse(body[:MAX_ROBOTS_BYTES])
+            self.last_good = self.rules
+            self.last_good_at = now
+            self._settle(RobotsStatus.OK, now, policy)
+            return None
+        if 300 <= status < 400 and location:
+            self.redirects += 1
+            if self.redirects <= MAX_ROBOTS_REDIRECTS:
+                self.fetch_url = location
+                return location
+            self._settle(RobotsStatus.UNAVAILABLE, now, policy)
+            return None
+        if 400 <= status < 500 and status != 429:
+            self.rules = None
+            self._settle(RobotsStatus.UNAVAILABLE, now, policy)
+            return None
+        # 5xx, 429, a 3xx without Location, or anything odd: unreachable
+        self.on_unreachable(now, policy)
+        return None
+
+    def on_unreachable(self, now: float, policy: RobotsPolicy) -> None:
+        """A network error, 5xx or 429: disallow (or keep the last good copy) and retry later."""
+        self.failures += 1
+        self.status = RobotsStatus.UNREACHABLE
+        self.redirects = 0
+        self.fetch_url = None
+        step = min(policy.retry_max, policy.retry_base * 2 ** min(self.failures - 1, 20))
+        self.retry_at = now + step
+
+    def restore(self, body: bytes | None, status: int | None, fetched_at: float,
+                expires_at: float, now: float) -> None:
+        """Reload a copy saved in the store; an expired one only serves as the last good copy."""
+        if status is None:
+            return
+        if body is not None and 200 <= status < 300:
+            rules = RobotsTxt.parse(body)
+            self.last_good = rules
+            self.last_good_at = fetched_at
+            if now < expires_at:
+                self.rules = rules
+                self.status = RobotsStatus.OK
+                self.fetched_at = fetched_at
+                self.expires_at = expires_at
+        elif 400 <= status < 500 and status != 429 and now < expires_at:
+            self.status = RobotsStatus.UNAVAILABLE
+            self.fetched_at = fetched_at
+            self.expires_at = expires_at
+
+    def _settle(self, status: RobotsStatus, now: float, policy: RobotsPolicy) -> None:
+        self.status = status
+        self.fetched_at = now
+        self.expires_at = now + policy.expiry
+        self.failures = 0
+        self.redirects = 0
+        self.fetch_url = None

@@ -1,0 +1,346 @@
+"""One crawl process: shard ownership and the loop frontier → fetch → archive → commit.
+
+The loop is single-threaded asyncio. Fetches run as tasks (at most
+``concurrency``); everything that touches the frontier runs on the loop, so
+the frontier needs no locks. Results are committed in batches (every 0.5 s or
+200 results) after the WARC writer has flushed the records they reference.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from courtier.archive.warc import WarcWriter
+from courtier.clock import Clock
+from courtier.config import CrawlConfig
+from courtier.errors import FetchError, InvalidURL, StoreError
+from courtier.fetch.transport import FetchLimits, FetchRequest, Transport
+from courtier.frontier.lease import FetchFeedback, Lease, LeaseKind
+from courtier.frontier.scheduler import Frontier
+from courtier.intake import Intake
+from courtier.politeness.delays import DelayPolicy, parse_retry_after
+from courtier.politeness.robots import MAX_ROBOTS_BYTES, product_token
+from courtier.politeness.robots_state import RobotsPolicy
+from courtier.process import PageProcessor
+from courtier.store.base import FetchCommit, HostRecord, NewUrl, Store
+from courtier.urls import SHARD_COUNT, canonicalize
+
+log = logging.getLogger("courtier.worker")
+
+COMMIT_EVERY = 0.5       # seconds: discovered URLs are durable within about this
+COMMIT_BATCH = 200
+REFILL_EVERY = 0.25
+SHARD_LEASE = 60.0
+
+
+@dataclass(slots=True)
+class CrawlStatus:
+    """Live figures for the progress display and the final summary."""
+
+    started_at: float = 0.0
+    now: float = 0.0
+    pages: int = 0
+    fetched: int = 0
+    errors: int = 0
+    denied: int = 0
+    bytes: int = 0
+    queued: int = 0
+    in_flight: int = 0
+    hosts_active: int = 0
+    discovered: int = 0
+    stale_commits: int = 0
+    stop_reason: str = ""
+    warc_files: list[str] = field(default_factory=list)
+
+    @property
+    def pages_per_second(self) -> float:
+        elapsed = self.now - self.started_at
+        return self.fetched / elapsed if elapsed > 0 else 0.0
+
+
+class Worker:
+    def __init__(
+        self,
+        config: CrawlConfig,
+        store: Store,
+        transport: Transport,
+        archive: WarcWriter,
+        clock: Clock,
+        intake: Intake,
+        owner: str = "local",
+        shards: Sequence[int] | None = None,
+        on_progress: Callable[[CrawlStatus], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.transport = transport
+        self.archive = archive
+        self.clock = clock
+        self.intake = intake
+        self.owner = owner
+        self.shards = list(range(SHARD_COUNT)) if shards is None else list(shards)
+        self.on_progress = on_progress
+        self.agent = product_token(config.user_agent)
+        self.frontier = Frontier(
+            clock, self.agent,
+            DelayPolicy(delay=config.delay),
+            RobotsPolicy(expiry=config.robots_expiry),
+            max_in_flight_per_host=config.max_in_flight_per_host,
+            release_horizon=max(30.0, 2 * config.delay),
+        )
+        self.processor = PageProcessor(config, intake, archive, self.agent)
+        self.limits = FetchLimits(
+            connect_timeout=config.connect_timeout, read_timeout=config.read_timeout,
+            total_timeout=config.total_timeout, max_body_bytes=config.max_body_bytes,
+            max_decoded_bytes=config.max_decoded_bytes,
+        )
+        self.robots_limits = dataclasses.replace(
+            self.limits, max_body_bytes=MAX_ROBOTS_BYTES, max_decoded_bytes=MAX_ROBOTS_BYTES)
+        self.status = CrawlStatus()
+        self._pending: list[FetchCommit] = []
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._stop = asyncio.Event()
+        self._pages_issued = 0
+
+    # ---- control ------------------------------------------------------------------------
+
+    def request_stop(self, reason: str = "stopped") -> None:
+        """First Ctrl-C: issue nothing new, let in-flight fetches finish, commit, exit."""
+        if not self._stop.is_set():
+            self.status.stop_reason = reason
+            self._stop.set()
+
+    async def add_seeds(self, rows: Sequence[NewUrl]) -> int:
+        added = await self.store.add_urls(rows)
+        self.intake.remember(r.url_key for r in rows)
+        return added
+
+    # ---- the loop -----------------------------------------------------------------------
+
+    async def run(self) -> CrawlStatus:
+        clock, store, frontier, config = self.clock, self.store, self.frontier, self.config
+        start = clock.now()
+        self.status.started_at = start
+        epochs = await store.acquire_shards(self.owner, self.shards, start, SHARD_LEASE)
+        frontier.epochs = dict(epochs)
+        self.shards = sorted(epochs)
+        await store.reset_scheduled(self.shards)
+        last_commit = last_refill = last_renew = float("-inf")
+        try:
+            while True:
+                now = clock.now()
+                if not self._stop.is_set():
+                    self._check_limits(now, start)
+                if now - last_renew >= SHARD_LEASE / 3:
+                    await self._renew(now)
+                    last_renew = now
+                stopping = self._stop.is_set()
+                if not stopping and now - last_refill >= REFILL_EVERY:
+                    await self._refill(now)
+                    last_refill = now
+                self._collect_denials(now)
+                await self._release_returned()
+                if not stopping:
+                    self._issue()
+                if self._pending and (len(self._pending) >= COMMIT_BATCH
+                                      or now - last_commit >= COMMIT_EVERY or not self._tasks):
+                    await self._flush()
+                    last_commit = clock.now()
+                self._report(now)
+                if not self._tasks and not self._pending:
+                    if stopping:
+                        break
+                    if frontier.queued == 0 and await self._nothing_due(now):
+                        self.status.stop_reason = "nothing due"
+                        break
+                await self._wait(now)
+        finally:
+            await self._shutdown()
+        return self.status
+
+    def _check_limits(self, now: float, start: float) -> None:
+        config = self.config
+        if config.max_pages is not None and self._pages_issued >= config.max_pages:
+            self.request_stop("max pages")
+        elif config.max_seconds is not None and now - start >= config.max_seconds:
+            self.request_stop("max seconds")
+
+    async def _nothing_due(self, now: float) -> bool:
+        if self.config.continuous:
+            return False
+        due_at = await self.store.next_due_at(self.shards)
+        return due_at is None or due_at > now
+
+    async def _wait(self, now: float) -> None:
+        wake = self.frontier.next_wake_at()
+        timeout = COMMIT_EVERY if wake is None else min(COMMIT_EVERY, max(0.0, wake - now))
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=timeout,
+                               return_when=asyncio.FIRST_COMPLETED)
+        elif timeout > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), timeout)
+
+    async def _renew(self, now: float) -> None:
+        if not self.frontier.epochs:
+            return
+        held = await self.store.renew_shards(self.owner, self.frontier.epochs, now, SHARD_LEASE)
+        lost = set(self.frontier.epochs) - held
+        if lost:
+            log.error("lost the lease of %d shards; stopping", len(lost))
+            self.request_stop("lost shard leases")
+
+    async def _refill(self, now: float) -> None:
+        config, frontier = self.config, self.frontier
+        room = config.memory_window - frontier.queued
+        if room < config.memory_window // 2:
+            return
+        due = await self.store.load_due(
+            self.shards, now, room, config.host_window,
+            skip_hosts=frontier.full_hosts(config.host_window // 2),
+        )
+        for host_key in {d.host_key for d in due if not frontier.knows_host(d.host_key)}:
+            record = await self.store.load_host(host_key)
+            shard = next(d.shard for d in due if d.host_key == host_key)
+            frontier.register_host(host_key, shard, record)
+        frontier.add(due)
+        frontier.forget_idle_hosts(keep=max(1000, config.memory_window // 4))
+
+    def _collect_denials(self, now: float) -> None:
+        for due, reason, digest in self.frontier.take_denied():
+            epoch = self.frontier.epochs.get(due.shard, 0)
+            self._pending.append(self.processor.denied(due, reason, digest, epoch, now))
+
+    async def _release_returned(self) -> None:
+        released = self.frontier.take_released()
+        if released:
+            await self.store.release([(due.url_key, at) for due, at in released])
+
+    def _issue(self) -> None:
+        max_pages = self.config.max_pages
+        while len(self._tasks) < self.config.concurrency:
+            if max_pages is not None and self._pages_issued >= max_pages:
+                return
+            lease = self.frontier.next_lease()
+            if lease is None:
+                return
+            if lease.kind is LeaseKind.PAGE:
+                self._pages_issued += 1
+            task = asyncio.create_task(self._fetch(lease))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    # ---- one fetch ----------------------------------------------------------------------
+
+    def _request(self, lease: Lease) -> FetchRequest:
+        headers = [("User-Agent", self.config.user_agent)]
+        due = lease.due
+        if due is not None:
+            if due.etag:
+                headers.append(("If-None-Match", due.etag))
+            if due.last_modified:
+                headers.append(("If-Modified-Since", due.last_modified))
+        return FetchRequest(lease.url, headers)
+
+    async def _fetch(self, lease: Lease) -> None:
+        if lease.kind is LeaseKind.ROBOTS:
+            await self._fetch_robots(lease)
+            return
+        try:
+            resp = await self.transport.fetch(self._request(lease), self.limits)
+        except FetchError as exc:
+            self.frontier.finish_page(lease, FetchFeedback(None, 0.0))
+            self._pending.append(self.processor.failed(lease, exc, self.clock.now()))
+            return
+        except asyncio.CancelledError:
+            self.frontier.return_lease(lease)
+            raise
+        now = self.clock.now()
+        retry_at = parse_retry_after(resp.header("retry-after"), now)
+        self.frontier.finish_page(lease, FetchFeedback(resp.status, resp.elapsed, retry_at))
+        self._pending.append(self.processor.fetched(lease, resp, now))
+
+    async def _fetch_robots(self, lease: Lease) -> None:
+        frontier = self.frontier
+        body: bytes | None = None
+        try:
+            resp = await self.transport.fetch(self._request(lease), self.robots_limits)
+        except FetchError:
+            frontier.finish_robots(lease, None)
+        except asyncio.CancelledError:
+            frontier.return_lease(lease)
+            raise
+        else:
+            location = resp.header("location")
+            if location:
+                try:
+                    location = canonicalize(location, base=lease.url).url
+                except InvalidURL:
+                    location = None
+            if 200 <= resp.status < 300:
+                body = resp.body[:MAX_ROBOTS_BYTES]
+            frontier.finish_robots(lease, resp.status, resp.body, location)
+        host = frontier.hosts.get(lease.host_key)
+        if host is None:
+            return
+        robots = host.robots
+        rules = robots.rules
+        record = HostRecord(
+            host_key=host.host_key, shard=host.shard, robots_status=robots.last_status,
+            robots_body=body, robots_fetched_at=robots.fetched_at,
+            robots_expires_at=robots.expires_at,
+            robots_digest=rules.digest if rules is not None else None,
+            crawl_delay=rules.crawl_delay(self.agent) if rules is not None else None,
+        )
+        try:
+            await self.store.save_robots(record)
+        except StoreError as exc:
+            log.warning("could not save robots.txt state of %s: %s", host.host_key, exc)
+
+    # ---- commits and shutdown -----------------------------------------------------------
+
+    async def _flush(self) -> None:
+        batch, self._pending = self._pending, []
+        self.archive.flush()  # records must be durable before the rows that point at them
+        while True:
+            try:
+                result = await self.store.commit(batch)
+                break
+            except StoreError as exc:
+                log.error("store write failed, retrying in 1 s: %s", exc)
+                await asyncio.sleep(1.0)
+        self.status.discovered += result.new_urls
+        self.status.stale_commits += result.stale
+        self.intake.remember(u.url_key for c in batch for u in c.new_urls)
+
+    def _report(self, now: float) -> None:
+        s, figures = self.status, self.processor.figures
+        s.now = now
+        s.fetched, s.errors, s.denied, s.bytes = (figures.fetched, figures.errors,
+                                                  figures.denied, figures.bytes)
+        s.pages = self._pages_issued
+        s.queued = self.frontier.queued
+        s.in_flight = len(self._tasks)
+        s.hosts_active = self.frontier.active_hosts()
+        if self.on_progress is not None:
+            self.on_progress(s)
+
+    async def _shutdown(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._collect_denials(self.clock.now())
+        if self._pending:
+            await self._flush()
+        released = self.frontier.release_all()
+        if released:
+            await self.store.release([(due.url_key, due.next_fetch_at) for due, _ in released])
+        self.archive.flush()
+        self.status.now = self.clock.now()
+        self._report(self.status.now)
