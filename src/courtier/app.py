@@ -16,7 +16,8 @@ from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from courtier.archive.warc import WarcWriter, recover_warc_dir
+from courtier.archive.recovery import recover_warc_dir
+from courtier.archive.warc import WarcWriter
 from courtier.clock import RealClock
 from courtier.config import CrawlConfig
 from courtier.errors import ConfigError, InvalidURL

@@ -14,7 +14,9 @@ so rescheduling a host is O(log n) without searching the heaps.
 Invariants the frontier keeps for every host:
 
 * at most ``max_in_flight`` leases out at once (robots fetches included);
-* two lease start times at least the delay in force apart;
+* two lease start times at least the delay in force apart; with one request
+  in flight (the default) the delay runs from the end of the previous fetch,
+  which bounds the gap the server observes too;
 * no page lease before robots.txt has been fetched (or while it is expired);
 * no page lease while the host is backing off or robots.txt is unreachable
   with no earlier good copy;
@@ -248,6 +250,12 @@ class Frontier:
         host = self.hosts[lease.host_key]
         host.in_flight -= 1
         self._in_flight -= 1
+        if self._max_in_flight(host) == 1:
+            # The server saw the request start somewhere between our lease and this
+            # moment (connection set-up delays it by an unknown amount), so the gap is
+            # counted from the end of the fetch: the next start is then at least
+            # ``delay`` after the previous one as the server measures it.
+            host.next_allowed_at = max(host.next_allowed_at, self.clock.now() + lease.delay)
         return host
 
     def return_lease(self, lease: Lease) -> None:

@@ -1,1 +1,47 @@
-"""testweb"""
+"""A local multi-host test web: deterministic pages, one loopback server, an access log.
+
+Used by integration tests and ``courtier demo``::
+
+    async with TestWebServer(default_web()) as server:
+        seeds = server.web.seeds()
+        expected = server.web.expected_fetches()
+        ...
+        assert politeness_violations(server.log, delay=1.0, max_in_flight=1) == []
+"""
+
+from courtier.testweb.links import HtmlPage, Link
+from courtier.testweb.server import (
+    RequestRecord,
+    TestWebServer,
+    politeness_violations,
+    run_testweb_forever,
+    serve_testweb,
+)
+from courtier.testweb.site import PageResponse, TestWeb, normalize_path
+from courtier.testweb.spec import (
+    ROBOTS_KINDS,
+    HostSpec,
+    RobotsKind,
+    WebSpec,
+    default_web,
+    host_name,
+)
+
+__all__ = [
+    "ROBOTS_KINDS",
+    "HostSpec",
+    "HtmlPage",
+    "Link",
+    "PageResponse",
+    "RequestRecord",
+    "RobotsKind",
+    "TestWeb",
+    "TestWebServer",
+    "WebSpec",
+    "default_web",
+    "host_name",
+    "normalize_path",
+    "politeness_violations",
+    "run_testweb_forever",
+    "serve_testweb",
+]

@@ -1,0 +1,205 @@
+"""Independent observer: coverage and politeness read from nginx's access log.
+
+The log format (see ``nginx.conf.template``) is tab-separated::
+
+    $host  $request_uri  $msec  $request_time  $status
+    $body_bytes_sent  $connection  $http_user_agent        (one line, 8 fields)
+
+``$msec`` is when nginx wrote the line (the response was handed to the
+kernel), ``$request_time`` how long the request took from its first byte, so a
+request occupies ``[msec - request_time, msec]`` on the server's clock.
+
+Politeness checks, per host (``$host``, i.e. without the port):
+
+* **concurrency** — a request that starts before an earlier request of the
+  same host has ended (``max_in_flight`` = 1) is one violation;
+* **gap** — a request whose start is less than ``delay`` after the previous
+  start of the same host is one violation;
+* **robots order** — a request other than ``/robots.txt`` that starts before
+  the host's first ``/robots.txt`` request ended (or on a host whose
+  robots.txt was never requested) is one violation;
+* **disallowed** — a request whose path starts with a robots-disallowed prefix.
+
+Both timing checks allow ``tolerance`` seconds of slack for the millisecond
+resolution of the log and for the loopback/event-loop latency between the
+crawler's send and nginx's read; the minimum observed gap is reported too, so
+the slack is visible.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROBOTS_URI = "/robots.txt"
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    """One request as nginx saw it (times in seconds since the epoch)."""
+
+    host: str
+    uri: str
+    start: float
+    end: float
+    status: int
+    size: int
+    connection: int
+    user_agent: str
+
+
+def parse_line(line: str) -> LogEntry | None:
+    """Parse one line of the ``bench`` log format; ``None`` for a malformed line."""
+    parts = line.rstrip("\n").split("\t")
+    if len(parts) < 8:
+        return None
+    try:
+        end = float(parts[2])
+        took = float(parts[3])
+        return LogEntry(
+            host=parts[0].lower(),
+            uri=parts[1],
+            start=end - took,
+            end=end,
+            status=int(parts[4]),
+            size=int(parts[5]),
+            connection=int(parts[6]),
+            user_agent=parts[7],
+        )
+    except ValueError:
+        return None
+
+
+def read_log(path: str | Path) -> list[LogEntry]:
+    """All well-formed entries of an access log file (empty list if it is absent)."""
+    p = Path(path)
+    if not p.exists():
+        return []
+    with p.open(encoding="utf-8", errors="replace") as fh:
+        return [e for e in map(parse_line, fh) if e is not None]
+
+
+@dataclass
+class PolitenessReport:
+    """Violations counted by :func:`check_politeness` (0 everywhere = polite)."""
+
+    hosts: int = 0
+    requests: int = 0
+    concurrency: int = 0
+    gap: int = 0
+    robots_order: int = 0
+    disallowed: int = 0
+    min_gap: float | None = None
+    max_in_flight: int = 0
+    examples: list[str] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        """All violations of all kinds."""
+        return self.concurrency + self.gap + self.robots_order + self.disallowed
+
+    def _note(self, text: str) -> None:
+        if len(self.examples) < 10:
+            self.examples.append(text)
+
+
+def check_politeness(
+    entries: Iterable[LogEntry],
+    delay: float,
+    tolerance: float = 0.01,
+    disallowed_prefixes: Iterable[str] = ("/private/",),
+) -> PolitenessReport:
+    """Count politeness violations per host; see the module docstring for the rules."""
+    by_host: dict[str, list[LogEntry]] = defaultdict(list)
+    for e in entries:
+        by_host[e.host].append(e)
+    prefixes = tuple(disallowed_prefixes)
+    rep = PolitenessReport(hosts=len(by_host))
+    for host, reqs in by_host.items():
+        reqs.sort(key=lambda e: (e.start, e.end))
+        rep.requests += len(reqs)
+        robots_end = min((e.end for e in reqs if e.uri == ROBOTS_URI), default=None)
+        busy_until = float("-inf")
+        open_ends: list[float] = []
+        prev_start: float | None = None
+        for e in reqs:
+            open_ends = [t for t in open_ends if t > e.start + tolerance] + [e.end]
+            rep.max_in_flight = max(rep.max_in_flight, len(open_ends))
+            if e.start < busy_until - tolerance:
+                rep.concurrency += 1
+                rep._note(f"{host}: {e.uri} started {busy_until - e.start:.3f}s before end")
+            busy_until = max(busy_until, e.end)
+            if prev_start is not None:
+                gap = e.start - prev_start
+                rep.min_gap = gap if rep.min_gap is None else min(rep.min_gap, gap)
+                if gap < delay - tolerance:
+                    rep.gap += 1
+                    rep._note(f"{host}: {e.uri} only {gap:.3f}s after previous start")
+            prev_start = e.start
+            if e.uri != ROBOTS_URI and (robots_end is None or e.start < robots_end - tolerance):
+                rep.robots_order += 1
+                rep._note(f"{host}: {e.uri} before robots.txt")
+            path = e.uri.split("?", 1)[0]
+            if path.startswith(prefixes):
+                rep.disallowed += 1
+                rep._note(f"{host}: fetched disallowed {e.uri}")
+    return rep
+
+
+@dataclass(frozen=True)
+class CoverageReport:
+    """How much of the web a crawl fetched, counted by the server.
+
+    ``distinct`` counts pages that exist (from the manifest) and were served
+    with status 200 at least once; ``page_requests`` counts every such
+    response, so ``page_requests - distinct`` are refetches.
+    """
+
+    existing: int
+    distinct: int
+    page_requests: int
+    robots_requests: int
+    other_requests: int
+    first_start: float | None
+    last_end: float | None
+
+    @property
+    def coverage(self) -> float:
+        """distinct / existing (0.0 for an empty web)."""
+        return self.distinct / self.existing if self.existing else 0.0
+
+    @property
+    def refetches(self) -> int:
+        """Responses for pages that had already been served once."""
+        return self.page_requests - self.distinct
+
+
+def check_coverage(entries: Iterable[LogEntry], pages: dict[str, list[str]]) -> CoverageReport:
+    """Compare served pages with ``pages`` (host → URIs that exist and are allowed)."""
+    wanted = {(h, u) for h, uris in pages.items() for u in uris}
+    seen: set[tuple[str, str]] = set()
+    page_requests = robots = other = 0
+    first: float | None = None
+    last: float | None = None
+    for e in entries:
+        first = e.start if first is None else min(first, e.start)
+        last = e.end if last is None else max(last, e.end)
+        key = (e.host, e.uri)
+        if e.uri == ROBOTS_URI:
+            robots += 1
+        elif e.status == 200 and key in wanted:
+            page_requests += 1
+            seen.add(key)
+        else:
+            other += 1
+    return CoverageReport(
+        existing=len(wanted),
+        distinct=len(seen),
+        page_requests=page_requests,
+        robots_requests=robots,
+        other_requests=other,
+        first_start=first,
+        last_end=last,
+    )

@@ -1,0 +1,422 @@
+"""Side-by-side crawl benchmark: courtier vs Scrapy on the same local static web.
+
+One command (from the repository root)::
+
+    .venv/bin/python bench/crawl_vs_scrapy.py            # 200 hosts x 30 pages, delay 0.5 s
+    .venv/bin/python bench/crawl_vs_scrapy.py --smoke    # 10 hosts x 10 pages, quick check
+
+What happens:
+
+1. nginx is found (or installed with apt-get), the Scrapy peer venv
+   ``bench/.peer-venv`` is created with ``pip install scrapy`` if missing;
+2. the static web is generated in a temp dir (``static_web.py``), with seeds
+   and an /etc/hosts-style file mapping every ``*.bench.test`` name to 127.0.0.1;
+3. each crawler runs against a fresh nginx instance on 127.0.0.1 with its own
+   access log, under the same politeness (robots.txt obeyed, 1 request in
+   flight per host, a fixed delay between request starts of a host) and the
+   same total concurrency; its CPU (user+sys) and peak RSS come from
+   ``os.wait4`` on the crawler's process (children it waited for included),
+   with a hard timeout that kills its process group;
+4. coverage and politeness are counted from nginx's access log
+   (``access_log.py``), never from the crawlers' own reports.
+
+It prints one table and the line ``courtier CPU/page ÷ Scrapy CPU/page = X``;
+the figures are also saved as JSON under ``bench/out/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import access_log
+import static_web
+from nginx_local import LocalNginx, ensure_nginx, free_port
+
+BENCH = Path(__file__).resolve().parent
+PEER_VENV = BENCH / ".peer-venv"
+PEER_PY = PEER_VENV / "bin" / "python"
+
+
+@dataclass
+class RunResult:
+    """One crawler run, measured from outside and judged from nginx's log."""
+
+    name: str
+    exit_code: int
+    timed_out: bool
+    wall_s: float
+    cpu_user_s: float
+    cpu_sys_s: float
+    max_rss_mb: float
+    pages: int
+    existing: int
+    coverage: float
+    refetches: int
+    robots_requests: int
+    other_requests: int
+    active_s: float
+    violations: int
+    concurrency_violations: int
+    gap_violations: int
+    robots_order_violations: int
+    disallowed_fetches: int
+    min_gap_s: float | None
+    examples: list[str]
+
+    @property
+    def cpu_s(self) -> float:
+        """user + sys CPU seconds of the crawler's process tree."""
+        return self.cpu_user_s + self.cpu_sys_s
+
+    @property
+    def cpu_per_1k(self) -> float | None:
+        """CPU seconds per 1,000 distinct pages fetched (None when nothing was fetched)."""
+        return self.cpu_s * 1000 / self.pages if self.pages else None
+
+    @property
+    def pages_per_s(self) -> float:
+        """Distinct pages per wall-clock second, process start to exit."""
+        return self.pages / self.wall_s if self.wall_s > 0 else 0.0
+
+
+def run_measured(
+    cmd: list[str], cwd: Path, log_path: Path, timeout: float
+) -> tuple[int, bool, float, resource.struct_rusage]:
+    """Run ``cmd`` to its end (or kill it after ``timeout`` s); return exit code, timed-out
+    flag, wall seconds and the rusage of the process and the descendants it waited for."""
+    start = time.monotonic()
+    with log_path.open("wb") as out:
+        proc = subprocess.Popen(
+            cmd,
+            cwd=cwd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    timed_out = False
+    term_sent_at: float | None = None
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid == proc.pid:
+            break
+        now = time.monotonic()
+        if now - start > timeout and term_sent_at is None:
+            timed_out = True
+            term_sent_at = now
+            os.killpg(proc.pid, signal.SIGTERM)
+        elif term_sent_at is not None and now - term_sent_at > 10:
+            os.killpg(proc.pid, signal.SIGKILL)
+        time.sleep(0.02)
+    wall = time.monotonic() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, timed_out, wall, usage
+
+
+def ensure_peer_venv(spec: str) -> None:
+    """Create bench/.peer-venv with Scrapy unless it already imports scrapy."""
+    if PEER_PY.exists():
+        ok = subprocess.run([str(PEER_PY), "-c", "import scrapy"], capture_output=True)
+        if ok.returncode == 0:
+            return
+    print(f"creating {PEER_VENV} with pip install {spec} …", flush=True)
+    subprocess.run([sys.executable, "-m", "venv", "--clear", str(PEER_VENV)], check=True)
+    subprocess.run([str(PEER_PY), "-m", "pip", "install", "-q", spec], check=True, timeout=900)
+
+
+def courtier_binary() -> Path:
+    """The project venv's ``courtier`` entry point (beside this interpreter)."""
+    return Path(sys.executable).with_name("courtier")
+
+
+def courtier_ready() -> tuple[bool, str]:
+    """Whether ``courtier crawl --help`` works, and its help text (or the error)."""
+    exe = courtier_binary()
+    if not exe.exists():
+        return False, f"{exe} not found"
+    done = subprocess.run([str(exe), "crawl", "--help"], capture_output=True, text=True, timeout=60)
+    return done.returncode == 0, done.stdout if done.returncode == 0 else done.stderr[-800:]
+
+
+def courtier_cmd(
+    a: argparse.Namespace, data: Path, seeds: Path, hosts: Path, max_pages: int, help_text: str
+) -> list[str]:
+    """The courtier command line with the benchmark's politeness settings."""
+    cmd = [
+        str(courtier_binary()),
+        "crawl",
+        "--data",
+        str(data),
+        "--seeds-file",
+        str(seeds),
+        "--resolve",
+        str(hosts),
+        "--allow-network",
+        "127.0.0.0/8",
+        "--delay",
+        str(a.delay),
+        "--max-in-flight-per-host",
+        "1",
+        "--scope",
+        "seeds-hosts",
+        "--max-pages",
+        str(max_pages),
+        "--max-seconds",
+        str(a.max_seconds),
+        "--user-agent",
+        "courtier-bench/1.0",
+    ]
+    if "--concurrency" in help_text:
+        cmd += ["--concurrency", str(a.concurrency)]
+    if "--progress" in help_text:
+        cmd += ["--progress", "none"]
+    return cmd + list(a.courtier_arg or [])
+
+
+def scrapy_cmd(a: argparse.Namespace, seeds: Path, max_pages: int, stats: Path) -> list[str]:
+    """The Scrapy peer command line with the same politeness settings."""
+    return [
+        str(PEER_PY),
+        "-m",
+        "scrapy_peer.run_peer",
+        "--seeds-file",
+        str(seeds),
+        "--delay",
+        str(a.delay),
+        "--concurrency",
+        str(a.concurrency),
+        "--max-pages",
+        str(max_pages),
+        "--max-seconds",
+        str(a.max_seconds),
+        "--stats-out",
+        str(stats),
+    ]
+
+
+def measure(
+    name: str,
+    cmd: list[str],
+    cwd: Path,
+    a: argparse.Namespace,
+    manifest: static_web.SiteManifest,
+    work: Path,
+    out: Path,
+) -> RunResult:
+    """Serve the web with a fresh nginx, run one crawler, judge it from the access log."""
+    log = work / f"access-{name}.log"
+    print(f"[{name}] {' '.join(cmd)}", flush=True)
+    with LocalNginx(
+        Path(manifest.root), work / f"nginx-{name}", manifest.port, log, workers=a.nginx_workers
+    ):
+        code, timed_out, wall, ru = run_measured(
+            cmd, cwd, out / f"{name}.log", a.max_seconds + a.grace
+        )
+    entries = access_log.read_log(log)
+    shutil.copy(log, out / log.name)
+    pol = access_log.check_politeness(entries, a.delay, a.tolerance, manifest.disallowed)
+    cov = access_log.check_coverage(entries, manifest.pages)
+    active = (cov.last_end - cov.first_start) if cov.first_start and cov.last_end else 0.0
+    res = RunResult(
+        name=name,
+        exit_code=code,
+        timed_out=timed_out,
+        wall_s=wall,
+        cpu_user_s=ru.ru_utime,
+        cpu_sys_s=ru.ru_stime,
+        max_rss_mb=ru.ru_maxrss / 1024,
+        pages=cov.distinct,
+        existing=cov.existing,
+        coverage=cov.coverage,
+        refetches=cov.refetches,
+        robots_requests=cov.robots_requests,
+        other_requests=cov.other_requests,
+        active_s=active,
+        violations=pol.total,
+        concurrency_violations=pol.concurrency,
+        gap_violations=pol.gap,
+        robots_order_violations=pol.robots_order,
+        disallowed_fetches=pol.disallowed,
+        min_gap_s=pol.min_gap,
+        examples=pol.examples,
+    )
+    print(
+        f"[{name}] exit {code}{' (killed at hard timeout)' if timed_out else ''}, "
+        f"{res.pages} pages in {wall:.1f} s",
+        flush=True,
+    )
+    return res
+
+
+def _fmt(v: float | None, spec: str) -> str:
+    return "n/a" if v is None else format(v, spec)
+
+
+def table(results: list[RunResult]) -> str:
+    """The side-by-side table as plain text."""
+    rows = [
+        (
+            "crawler",
+            "pages",
+            "coverage",
+            "wall s",
+            "pages/s",
+            "CPU s",
+            "CPU s/1k pages",
+            "peak RSS MB",
+            "violations c/g/r/d",
+            "min gap s",
+            "refetch",
+            "exit",
+        )
+    ]
+    for r in results:
+        rows.append(
+            (
+                r.name,
+                str(r.pages),
+                f"{r.coverage:.1%}",
+                f"{r.wall_s:.1f}",
+                f"{r.pages_per_s:.1f}",
+                f"{r.cpu_s:.2f}",
+                _fmt(r.cpu_per_1k, ".2f"),
+                f"{r.max_rss_mb:.0f}",
+                f"{r.violations} ({r.concurrency_violations}/{r.gap_violations}/"
+                f"{r.robots_order_violations}/{r.disallowed_fetches})",
+                _fmt(r.min_gap_s, ".3f"),
+                str(r.refetches),
+                str(r.exit_code) + ("!" if r.timed_out else ""),
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = [
+        "  ".join(
+            c.rjust(w) if i else c.ljust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        )
+        for row in rows
+    ]
+    lines.insert(1, "-" * len(lines[0]))
+    return "\n".join(lines)
+
+
+def ratio_line(results: list[RunResult]) -> str | None:
+    """``courtier CPU/page ÷ Scrapy CPU/page = X`` when both ran and fetched pages."""
+    by = {r.name: r for r in results}
+    c, s = by.get("courtier"), by.get("scrapy")
+    if not c or not s or not c.cpu_per_1k or not s.cpu_per_1k:
+        return None
+    x = c.cpu_per_1k / s.cpu_per_1k
+    verdict = "meets" if x <= 1 / 3 else "misses"
+    return f"courtier CPU/page ÷ Scrapy CPU/page = {x:.3f} ({verdict} the target ≤ 0.333)"
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description="courtier vs Scrapy on a local nginx test web")
+    ap.add_argument("--hosts", type=int, default=200)
+    ap.add_argument("--pages", type=int, default=30, help="pages per host, home page included")
+    ap.add_argument("--page-bytes", type=int, default=30_000)
+    ap.add_argument("--links", type=int, default=50, help="links per page")
+    ap.add_argument("--delay", type=float, default=0.5, help="per-host delay, both crawlers")
+    ap.add_argument("--concurrency", type=int, default=64, help="total requests in flight")
+    ap.add_argument("--max-seconds", type=float, default=600, help="each crawler's own limit")
+    ap.add_argument("--grace", type=float, default=60, help="hard kill this long after it")
+    ap.add_argument("--tolerance", type=float, default=0.01, help="timing slack of the checks")
+    ap.add_argument("--only", choices=("both", "courtier", "scrapy"), default="both")
+    ap.add_argument("--nginx-workers", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--scrapy-spec", default="scrapy", help="pip spec for the peer venv")
+    ap.add_argument("--courtier-arg", action="append", help="extra courtier flag (repeatable)")
+    ap.add_argument("--out", type=Path, default=BENCH / "out")
+    ap.add_argument("--keep", action="store_true", help="keep the temp dir (web, logs, data)")
+    ap.add_argument("--smoke", action="store_true", help="10 hosts x 10 pages, delay 0.2 s")
+    a = ap.parse_args(argv)
+    if a.smoke:
+        a.hosts, a.pages, a.delay, a.max_seconds = 10, 10, 0.2, 120
+    return a
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark; exit 0 when every selected crawler ran (whatever its figures)."""
+    a = parse_args(argv)
+    ensure_nginx()
+    names = ["courtier", "scrapy"] if a.only == "both" else [a.only]
+    help_text = ""
+    if "courtier" in names:
+        ready, help_text = courtier_ready()
+        if not ready:
+            print(f"courtier CLI not usable, skipping it:\n{help_text}", file=sys.stderr)
+            names.remove("courtier")
+    if "scrapy" in names:
+        ensure_peer_venv(a.scrapy_spec)
+    if not names:
+        return 1
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    out = (a.out / stamp).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="courtier-bench-"))
+    try:
+        port = free_port()
+        t0 = time.monotonic()
+        manifest = static_web.generate(
+            work / "www", a.hosts, a.pages, port, a.seed, a.page_bytes, a.links
+        )
+        seeds = static_web.write_seeds(manifest, work / "seeds.txt")
+        hosts = static_web.write_hosts_file(manifest, work / "hosts.txt")
+        print(
+            f"web: {a.hosts} hosts x {a.pages} pages = {manifest.total_pages} pages "
+            f"on 127.0.0.1:{port} (generated in {time.monotonic() - t0:.1f} s)",
+            flush=True,
+        )
+        max_pages = 2 * manifest.total_pages + a.hosts
+        results: list[RunResult] = []
+        for name in names:
+            if name == "courtier":
+                cmd = courtier_cmd(a, work / "courtier-data", seeds, hosts, max_pages, help_text)
+                results.append(measure(name, cmd, BENCH, a, manifest, work, out))
+            else:
+                cmd = scrapy_cmd(a, seeds, max_pages, out / "scrapy-stats.json")
+                results.append(measure(name, cmd, BENCH, a, manifest, work, out))
+    finally:
+        if not a.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    text = table(results)
+    ratio = ratio_line(results)
+    print()
+    print(
+        f"delay {a.delay} s, 1 in flight per host, concurrency {a.concurrency}, "
+        f"{a.hosts} hosts x {a.pages} pages, {os.cpu_count()} CPUs; "
+        "violations = concurrency/gap/robots-order/disallowed, from nginx's log"
+    )
+    print(text)
+    if ratio:
+        print(ratio)
+    for r in results:
+        for ex in r.examples[:5]:
+            print(f"  {r.name} violation: {ex}")
+    summary = {
+        "args": {k: str(v) for k, v in vars(a).items()},
+        "results": [
+            asdict(r) | {"cpu_per_1k": r.cpu_per_1k, "pages_per_s": r.pages_per_s} for r in results
+        ],
+        "ratio": ratio,
+        "table": text,
+    }
+    (out / "results.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
+    print(f"saved {out / 'results.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

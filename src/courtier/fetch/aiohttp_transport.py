@@ -1,0 +1,401 @@
+"""The real :class:`~courtier.fetch.transport.Transport`: one aiohttp session.
+
+Contract beyond the protocol:
+
+* Only ``http(s)`` URLs with a host are fetched; anything else raises
+  :class:`BlockedAddressError` (refused by policy, nothing is sent).
+* The host is resolved once through :class:`~courtier.fetch.resolver.Resolver`
+  (which applies the SSRF guard) *before* any connection is made; aiohttp's
+  own DNS cache is disabled and its resolver is an adapter that hands back
+  exactly the addresses this fetch checked, so the socket goes to a checked
+  address (no second lookup, no DNS rebinding); IP literals are checked too.
+* Keep-alive connections are pooled per host. Redirects are never followed,
+  cookies never stored, environment proxies ignored.
+* ``Accept-Encoding: gzip, deflate, br`` is always sent (replacing a caller's
+  value) and the body is decoded here, not by aiohttp: nested encodings are
+  undone in reverse order, ``deflate`` may be zlib-wrapped or raw, a gzip
+  body may hold several members. Decoding is incremental in bounded pieces,
+  so a decompression bomb never allocates past ``max_decoded_bytes``.
+* ``FetchResponse.truncated`` is one of: ``"length"`` (raw body reached
+  ``max_body_bytes``), ``"decoded"`` (decoded body reached
+  ``max_decoded_bytes``), ``"time"`` (total or read timeout after the
+  headers arrived), ``"disconnect"`` (the connection broke mid-body),
+  ``"encoding"`` (unknown or corrupt Content-Encoding; ``body`` holds what
+  decoded before the error, empty for an unknown coding).
+* Failures before a usable response raise: :class:`DNSError`,
+  :class:`BlockedAddressError`, :class:`ConnectError` (refused, reset, TLS,
+  server closed without answering), :class:`FetchTimeout` (connect, read or
+  total timeout before the headers), :class:`ProtocolError` (invalid status
+  line or headers, headers over ``max_header_bytes``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import socket
+import time
+import zlib
+from collections.abc import Iterator
+from typing import Any, Final
+
+import aiohttp
+import brotli
+from aiohttp.abc import AbstractResolver, ResolveResult
+from yarl import URL
+
+from courtier import __version__
+from courtier.errors import (
+    BlockedAddressError,
+    ConnectError,
+    FetchError,
+    FetchTimeout,
+    ProtocolError,
+)
+from courtier.fetch.resolver import Resolver
+from courtier.fetch.transport import FetchLimits, FetchRequest, FetchResponse
+
+ACCEPT_ENCODING: Final = "gzip, deflate, br"
+DEFAULT_USER_AGENT: Final = f"courtier/{__version__}"
+#: largest piece a decoder emits at once (bounds memory per decoding stage)
+_PIECE: Final = 64 * 1024
+
+#: (host, port, addresses) checked by the current fetch; read by the adapter
+_PINNED: contextvars.ContextVar[tuple[str, int, list[str]] | None] = contextvars.ContextVar(
+    "courtier_pinned_addresses", default=None
+)
+
+
+class _PinnedResolver(AbstractResolver):
+    """aiohttp resolver adapter: the addresses this fetch already checked, or a
+    fresh checked lookup through :class:`Resolver` when none are pinned."""
+
+    def __init__(self, resolver: Resolver) -> None:
+        self._resolver = resolver
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        pinned = _PINNED.get()
+        if pinned is not None and pinned[0] == host and pinned[1] == port:
+            addresses = pinned[2]
+        else:
+            addresses = await self._resolver.resolve(host, port)
+        flags = socket.AI_NUMERICHOST | socket.AI_NUMERICSERV
+        return [
+            ResolveResult(
+                hostname=host,
+                host=ip,
+                port=port,
+                family=socket.AF_INET6 if ":" in ip else socket.AF_INET,
+                proto=0,
+                flags=flags,
+            )
+            for ip in addresses
+        ]
+
+    async def close(self) -> None:
+        """The wrapped :class:`Resolver` belongs to the caller; nothing to release."""
+
+
+class _Decoder:
+    """One content-coding stage; ``feed`` yields decoded pieces of ≤ ``_PIECE`` bytes."""
+
+    def __init__(self, coding: str) -> None:
+        self.coding = coding
+        self._zlib: Any = None
+        self._brotli: Any = None
+        self._head = b""
+        if coding in ("gzip", "x-gzip"):
+            self._zlib = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        elif coding == "br":
+            self._brotli = brotli.Decompressor()
+        elif coding != "deflate":
+            raise ValueError(coding)
+
+    def feed(self, data: bytes) -> Iterator[bytes]:
+        if self._brotli is not None:
+            yield from self._feed_brotli(data)
+            return
+        if self._zlib is None:  # deflate: pick zlib-wrapped or raw from the first two bytes
+            data, self._head = self._head + data, b""
+            if len(data) < 2:
+                self._head = data
+                return
+            cmf, flg = data[0], data[1]
+            wrapped = cmf & 0x0F == 8 and cmf >> 4 <= 7 and ((cmf << 8) | flg) % 31 == 0
+            self._zlib = zlib.decompressobj(zlib.MAX_WBITS if wrapped else -zlib.MAX_WBITS)
+        yield from self._feed_zlib(data)
+
+    def _feed_zlib(self, data: bytes) -> Iterator[bytes]:
+        while True:
+            if self._zlib.eof:
+                rest = self._zlib.unused_data + data
+                if self.coding == "deflate" or rest[:1] != b"\x1f":
+                    return  # bytes after the stream that start no gzip member are ignored
+                self._zlib = zlib.decompressobj(16 + zlib.MAX_WBITS)  # next gzip member
+                data = rest
+            out = self._zlib.decompress(data, _PIECE)
+            data = self._zlib.unconsumed_tail
+            if out:
+                yield out
+            if len(out) < _PIECE and not data and not self._zlib.eof:
+                return
+
+    def _feed_brotli(self, data: bytes) -> Iterator[bytes]:
+        if self._brotli.is_finished():
+            return
+        out = self._brotli.process(data, output_buffer_limit=_PIECE)
+        if out:
+            yield out
+        while not self._brotli.can_accept_more_data():
+            out = self._brotli.process(b"", output_buffer_limit=_PIECE)
+            if not out:
+                return
+            yield out
+
+
+class _DecodedCap(Exception):
+    """Internal: the decoded body reached its cap."""
+
+
+class _BodyDecoder:
+    """Undoes a Content-Encoding list (last applied first) with a cap on output.
+
+    ``feed`` appends to :attr:`parts`; it raises ``_DecodedCap`` when the output
+    would pass ``cap`` (exactly ``cap`` bytes are kept) and ``ValueError`` for
+    corrupt data. The constructor raises ``ValueError`` for an unknown coding.
+    """
+
+    def __init__(self, content_encoding: str | None, cap: int) -> None:
+        codings = [c.strip().lower() for c in (content_encoding or "").split(",")]
+        self.stages = [_Decoder(c) for c in reversed(codings) if c and c != "identity"]
+        self.cap = cap
+        self.parts: list[bytes] = []
+        self.size = 0
+
+    def feed(self, data: bytes) -> None:
+        try:
+            for piece in self._through(data, 0):
+                room = self.cap - self.size
+                if len(piece) > room:
+                    self.parts.append(piece[:room])
+                    self.size = self.cap
+                    raise _DecodedCap
+                self.parts.append(piece)
+                self.size += len(piece)
+        except (zlib.error, brotli.error) as exc:
+            raise ValueError(str(exc)) from None
+
+    def _through(self, data: bytes, index: int) -> Iterator[bytes]:
+        if index == len(self.stages):
+            if data:
+                yield data
+            return
+        for piece in self.stages[index].feed(data):
+            yield from self._through(piece, index + 1)
+
+
+def _map_error(exc: BaseException, url: str) -> FetchError:
+    """Map an aiohttp/OS/asyncio failure before the headers into courtier's tree."""
+    if isinstance(exc, FetchError):
+        return exc
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError | aiohttp.ClientSSLError):
+        return ConnectError(f"{url}: TLS failed: {exc}")
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return ConnectError(f"{url}: cannot connect: {exc.os_error or exc}")
+    if isinstance(exc, TimeoutError):
+        return FetchTimeout(f"{url}: timed out before the response headers ({exc or 'total'})")
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return ConnectError(f"{url}: server closed the connection without a response")
+    if isinstance(exc, aiohttp.ClientResponseError):
+        return ProtocolError(f"{url}: invalid response: {exc.message}")
+    if isinstance(exc, aiohttp.InvalidURL):
+        return BlockedAddressError(f"{url}: refused URL: {exc}")
+    if isinstance(exc, aiohttp.ClientOSError | OSError):
+        return ConnectError(f"{url}: connection failed: {exc}")
+    return ProtocolError(f"{url}: {type(exc).__name__}: {exc}")
+
+
+def _peer_ip(response: aiohttp.ClientResponse) -> str | None:
+    transport = response.connection.transport if response.connection is not None else None
+    peer = transport.get_extra_info("peername") if transport is not None else None
+    return str(peer[0]) if peer else None
+
+
+class AiohttpTransport:
+    """HTTP/1.1 GETs over one pooled aiohttp session (see the module contract).
+
+    ``limit_per_host`` and ``limit`` bound pooled connections per host and in
+    total; ``ssl_verify=False`` disables certificate checks (test setups
+    only). The session is created on the first fetch, inside the running loop.
+    The ``resolver`` stays the caller's: :meth:`close` does not close it.
+    """
+
+    def __init__(
+        self,
+        resolver: Resolver,
+        limit_per_host: int = 2,
+        limit: int = 256,
+        ssl_verify: bool = True,
+    ) -> None:
+        self._resolver = resolver
+        self._limit_per_host = limit_per_host
+        self._limit = limit
+        self._ssl_verify = ssl_verify
+        self._session: aiohttp.ClientSession | None = None
+        self._closed = False
+
+    def _get_session(self) -> aiohttp.ClientSession:
+        if self._closed:
+            raise ConnectError("transport is closed")
+        if self._session is None:
+            connector = aiohttp.TCPConnector(
+                resolver=_PinnedResolver(self._resolver),
+                use_dns_cache=False,
+                limit=self._limit,
+                limit_per_host=self._limit_per_host,
+                ssl=self._ssl_verify,
+            )
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                cookie_jar=aiohttp.DummyCookieJar(),
+                trust_env=False,
+                auto_decompress=False,
+                raise_for_status=False,
+            )
+        return self._session
+
+    async def close(self) -> None:
+        """Close pooled connections; later fetches raise :class:`ConnectError`."""
+        self._closed = True
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
+
+    async def fetch(self, request: FetchRequest, limits: FetchLimits) -> FetchResponse:
+        """One GET of ``request.url`` under ``limits``; see the module contract."""
+        try:
+            url = URL(request.url, encoded=True)
+            port = url.port or (443 if url.scheme == "https" else 80)
+        except ValueError as exc:
+            raise BlockedAddressError(f"{request.url}: refused URL: {exc}") from None
+        if url.scheme not in ("http", "https") or not url.host:
+            raise BlockedAddressError(f"{request.url}: only http(s) URLs with a host are fetched")
+        session = self._get_session()
+        loop = asyncio.get_running_loop()
+        started_at = time.time()
+        start = loop.time()
+        deadline = start + limits.total_timeout
+        headers = [(k, v) for k, v in request.headers if k.lower() != "accept-encoding"]
+        headers.append(("Accept-Encoding", ACCEPT_ENCODING))
+        if not any(k.lower() == "user-agent" for k, _ in headers):
+            headers.append(("User-Agent", DEFAULT_USER_AGENT))
+        line_cap = max(1024, limits.max_header_bytes)
+        token = None
+        try:
+            async with asyncio.timeout_at(deadline):
+                addresses = await self._resolver.resolve(url.host, port)
+                token = _PINNED.set((url.host, port, addresses))
+                response = await session.get(
+                    url,
+                    headers=headers,
+                    allow_redirects=False,
+                    max_line_size=line_cap,
+                    max_field_size=line_cap,
+                    timeout=aiohttp.ClientTimeout(
+                        total=None,
+                        sock_connect=limits.connect_timeout,
+                        sock_read=limits.read_timeout,
+                    ),
+                )
+        except (aiohttp.ClientError, OSError, TimeoutError, FetchError) as exc:
+            raise _map_error(exc, request.url) from exc
+        finally:
+            if token is not None:
+                _PINNED.reset(token)
+        ttfb = loop.time() - start
+        try:
+            raw_headers = [
+                (k.decode("latin-1"), v.decode("latin-1")) for k, v in response.raw_headers
+            ]
+            header_bytes = sum(len(k) + len(v) + 4 for k, v in raw_headers)
+            if header_bytes > limits.max_header_bytes:
+                raise ProtocolError(
+                    f"{request.url}: response headers are {header_bytes} bytes,"
+                    f" over the {limits.max_header_bytes}-byte cap"
+                )
+            remote_ip = _peer_ip(response) or addresses[0]
+            raw_body, body, truncated = await self._read_body(response, limits, deadline)
+        except BaseException:
+            response.close()
+            raise
+        if truncated is None:
+            response.release()  # fully read: the connection goes back to the pool
+        else:
+            response.close()
+        return FetchResponse(
+            url=request.url,
+            status=response.status,
+            reason=response.reason or "",
+            http_version=f"{v.major}.{v.minor}" if (v := response.version) else "1.1",
+            headers=raw_headers,
+            raw_body=raw_body,
+            body=body,
+            request_headers=[(str(k), str(v)) for k, v in response.request_info.headers.items()],
+            remote_ip=remote_ip,
+            started_at=started_at,
+            ttfb=ttfb,
+            elapsed=loop.time() - start,
+            truncated=truncated,
+        )
+
+    async def _read_body(
+        self, response: aiohttp.ClientResponse, limits: FetchLimits, deadline: float
+    ) -> tuple[bytes, bytes, str | None]:
+        """Read, cap and decode the body; returns (raw, decoded, truncated)."""
+        raw_parts: list[bytes] = []
+        raw_size = 0
+        truncated: str | None = None
+        decoder: _BodyDecoder | None = None
+        try:
+            decoder = _BodyDecoder(
+                response.headers.get("Content-Encoding"), limits.max_decoded_bytes
+            )
+        except ValueError:
+            truncated = "encoding"  # unknown coding: keep reading raw, decode nothing
+        decoding = decoder is not None and bool(decoder.stages)
+        try:
+            async with asyncio.timeout_at(deadline):
+                while True:
+                    chunk = await response.content.readany()
+                    if not chunk:
+                        break
+                    room = limits.max_body_bytes - raw_size
+                    if len(chunk) > room:
+                        chunk = chunk[:room]
+                        truncated = "length"
+                    raw_parts.append(chunk)
+                    raw_size += len(chunk)
+                    if decoding and decoder is not None:
+                        try:
+                            decoder.feed(chunk)
+                        except _DecodedCap:
+                            truncated = "decoded"
+                            break
+                        except ValueError:
+                            truncated, decoding = "encoding", False
+                    if truncated == "length":
+                        break
+        except TimeoutError:
+            truncated = "time"
+        except (aiohttp.ClientError, OSError):
+            truncated = "disconnect"
+        raw_body = b"".join(raw_parts)
+        if decoder is None:
+            body = b""
+        elif not decoder.stages:
+            body = raw_body
+        else:
+            body = b"".join(decoder.parts)
+        return raw_body, body, truncated

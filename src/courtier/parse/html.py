@@ -1,0 +1,285 @@
+"""HTML page parsing: out-links, ``<base>``, robots directives, canonical, title, text.
+
+One call, :func:`parse_html`, turns a fetched body into a :class:`ParsedPage`.
+It uses selectolax's Lexbor parser (a WHATWG-conformant HTML5 tree builder), so
+malformed markup is repaired the way a browser would repair it. The function
+never raises: invalid UTF-8, binary junk and unparseable URLs only cost links.
+
+Link rules (the contract):
+
+- links come from ``a[href]``, ``area[href]``, ``frame[src]``, ``iframe[src]``
+  and ``link[href]`` whose ``rel`` has ``alternate``, ``next`` or ``prev``
+  (never ``stylesheet`` or ``icon``, even as ``rel="alternate stylesheet"``);
+- each value is stripped of leading/trailing C0 controls and spaces; empty and
+  fragment-only (``#…``) values are skipped;
+- it is resolved (WHATWG, via ada-url) against the document base URL: the
+  first ``<base href>`` resolved against the page URL when that gives an
+  http(s) URL, else the page URL;
+- only absolute ``http``/``https`` results are kept, which drops
+  ``javascript:``, ``mailto:``, ``tel:``, ``data:`` and every other scheme;
+- URLs are *not* canonicalized here (fragments are kept); duplicates are
+  folded, keeping the first position, and a URL is ``nofollow`` only if every
+  occurrence carries ``rel=nofollow``; at most ``max_links`` are returned.
+
+Robots directives: ``<meta name="robots">`` and ``<meta name="{agent_token}">``
+(names case-insensitive), and the ``X-Robots-Tag`` header (see
+:func:`robots_directives`), with the tokens ``noindex``, ``nofollow`` and
+``none`` (= both). **A nofollow page returns no links at all**; ``canonical``
+is still reported.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ada_url import join_url, normalize_url
+from selectolax.lexbor import LexborHTMLParser
+
+from courtier.parse.charset import prepare_html
+
+__all__ = ["Link", "ParsedPage", "collapse_whitespace", "parse_html", "robots_directives"]
+
+_SELECTOR = (
+    "a[href], area[href], link[href], frame[src], iframe[src], base[href], meta[name], title"
+)
+_C0_SPACE = "".join(chr(i) for i in range(0x21))
+_SKIP_SCHEMES = ("javascript:", "mailto:", "tel:", "data:")
+_LINK_RELS = frozenset({"alternate", "next", "prev"})
+_NOT_PAGE_RELS = frozenset({"stylesheet", "icon"})
+_NOT_TEXT_TAGS = ["script", "style", "noscript", "template"]
+#: directives whose own syntax has a colon, so they are not "agent:" prefixes
+_COLON_DIRECTIVES = frozenset(
+    {"unavailable_after", "max-snippet", "max-image-preview", "max-video-preview"}
+)
+_TOKEN_SPLIT = re.compile(r"[,\s]+")
+_AGENT_PREFIX = re.compile(r"\s*([A-Za-z0-9_.\-]+)\s*:(.*)", re.DOTALL)
+_NEXT_SPACE = re.compile(r"\s")
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """One out-link: absolute (not canonicalized) URL and where it came from."""
+
+    url: str
+    tag: str  # "a", "area", "link", "frame" or "iframe"
+    rel: str  # the rel attribute, lower-cased, whitespace-collapsed ("" if none)
+    nofollow: bool
+
+
+@dataclass(slots=True)
+class ParsedPage:
+    """What the crawler keeps from one HTML page."""
+
+    links: list[Link]
+    base_url: str
+    title: str | None
+    canonical: str | None
+    meta_noindex: bool
+    meta_nofollow: bool
+    encoding: str
+    text: str = field(default="")
+
+
+def _flags(tokens: str) -> tuple[bool, bool]:
+    """(noindex, nofollow) from a comma/space separated directive list."""
+    noindex = nofollow = False
+    for token in _TOKEN_SPLIT.split(tokens.lower()):
+        if token == "noindex":
+            noindex = True
+        elif token == "nofollow":
+            nofollow = True
+        elif token == "none":
+            noindex = nofollow = True
+    return noindex, nofollow
+
+
+def robots_directives(header: str | None, agent_token: str = "courtier") -> tuple[bool, bool]:
+    """(noindex, nofollow) from an ``X-Robots-Tag`` value (several may be comma-joined).
+
+    A segment ``"agent: directives"`` scopes it and the following segments to
+    that agent until the next prefix; unprefixed segments apply to everyone.
+    Only unscoped segments and those scoped to ``agent_token`` (case-insensitive)
+    count. ``unavailable_after: …`` and ``max-…: …`` are directives, not prefixes.
+    """
+    if not header:
+        return False, False
+    me = agent_token.lower()
+    scope: str | None = None
+    noindex = nofollow = False
+    for segment in re.split(r"[,\n]", header):
+        m = _AGENT_PREFIX.match(segment)
+        if m is not None and m.group(1).lower() not in _COLON_DIRECTIVES:
+            scope = m.group(1).lower()
+            segment = m.group(2)
+        if scope is None or scope == me:
+            ni, nf = _flags(segment)
+            noindex |= ni
+            nofollow |= nf
+    return noindex, nofollow
+
+
+def collapse_whitespace(raw: str, cap: int) -> str:
+    """``" ".join(raw.split())`` truncated to ``cap`` chars, without splitting all of ``raw``."""
+    parts: list[str] = []
+    size = 0
+    pos = 0
+    n = len(raw)
+    while pos < n and size < cap:
+        end = min(n, pos + (cap - size) + 64)
+        if end < n:
+            m = _NEXT_SPACE.search(raw, end)
+            end = m.start() if m is not None else n
+        chunk = " ".join(raw[pos:end].split())
+        if chunk:
+            parts.append(chunk)
+            size += len(chunk) + 1
+        pos = end
+    return " ".join(parts)[:cap].rstrip()
+
+
+def _http_join(base: str, ref: str) -> str | None:
+    """``ref`` resolved against ``base`` if that yields an http(s) URL, else None.
+
+    An unparseable ``base`` (a bad page URL) still lets absolute refs through.
+    """
+    try:
+        url = join_url(base, ref)
+    except ValueError:
+        try:
+            url = normalize_url(ref)
+        except ValueError:
+            return None
+    if url.startswith(("http://", "https://")):
+        return url
+    return None
+
+
+def _link_target(value: str | None) -> str | None:
+    """The reference to resolve, or None when the value is to be skipped."""
+    if value is None:
+        return None
+    ref = value.strip(_C0_SPACE)
+    if not ref or ref[0] == "#":
+        return None
+    if ref[:11].lower().startswith(_SKIP_SCHEMES):
+        return None
+    return ref
+
+
+def _rel_tokens(rel: str | None) -> tuple[str, set[str]]:
+    if not rel:
+        return "", set()
+    tokens = rel.lower().split()
+    return " ".join(tokens), set(tokens)
+
+
+def parse_html(
+    body: bytes,
+    url: str,
+    content_type: str | None = None,
+    x_robots_tag: str | None = None,
+    max_links: int = 10_000,
+    max_text_chars: int = 200_000,
+    agent_token: str = "courtier",
+    *,
+    want_text: bool = True,
+) -> ParsedPage:
+    """Parse one HTML body fetched from ``url``; never raises.
+
+    ``content_type`` is the HTTP header (its charset wins over ``<meta>``),
+    ``x_robots_tag`` the (comma-joined) ``X-Robots-Tag`` header. The page's
+    ``meta_noindex``/``meta_nofollow`` combine the meta tags and the header.
+    ``text`` is the visible text (``script``, ``style``, ``noscript`` and
+    ``template`` removed, text nodes joined by a space, whitespace collapsed,
+    at most ``max_text_chars`` characters); it costs about as much as the rest
+    of the parse, so ``want_text=False`` skips it and leaves ``text == ""``.
+    """
+    markup, encoding = prepare_html(body, content_type)
+    parser = LexborHTMLParser(markup)
+    nodes = parser.css(_SELECTOR)
+
+    base_href: str | None = None
+    title: str | None = None
+    seen_title = False
+    noindex, nofollow = robots_directives(x_robots_tag, agent_token)
+    me = agent_token.lower()
+    raw: list[tuple[str, str, str | None]] = []  # (tag, reference, rel)
+    for node in nodes:
+        tag = node.tag or ""
+        attrs = node.attributes
+        if tag in ("a", "area", "link"):
+            raw.append((tag, attrs.get("href") or "", attrs.get("rel")))
+        elif tag in ("frame", "iframe"):
+            raw.append((tag, attrs.get("src") or "", None))
+        elif tag == "meta":
+            name = (attrs.get("name") or "").strip().lower()
+            if name in ("robots", me):
+                ni, nf = _flags(attrs.get("content") or "")
+                noindex |= ni
+                nofollow |= nf
+        elif tag == "base":
+            if base_href is None:
+                base_href = attrs.get("href") or ""
+        elif tag == "title" and not seen_title:
+            seen_title = True
+            title = " ".join(node.text().split()) or None
+
+    base_url = url
+    if base_href is not None:
+        resolved = _http_join(url, base_href.strip(_C0_SPACE))
+        if resolved is not None:
+            base_url = resolved
+
+    links: list[Link] = []
+    index: dict[str, int] = {}
+    canonical: str | None = None
+    for tag, value, rel_attr in raw:
+        if tag == "link":
+            rel, rels = _rel_tokens(rel_attr)
+            if canonical is None and "canonical" in rels:
+                ref = _link_target(value)
+                canonical = _http_join(base_url, ref) if ref is not None else None
+            if rels.isdisjoint(_LINK_RELS) or not rels.isdisjoint(_NOT_PAGE_RELS):
+                continue
+        elif nofollow or len(links) >= max_links:
+            if canonical is not None:
+                break
+            continue
+        else:
+            rel, rels = _rel_tokens(rel_attr)
+        if nofollow or len(links) >= max_links:
+            continue
+        ref = _link_target(value)
+        if ref is None:
+            continue
+        target = _http_join(base_url, ref)
+        if target is None:
+            continue
+        follow_not = "nofollow" in rels
+        at = index.get(target)
+        if at is not None:
+            if links[at].nofollow and not follow_not:
+                old = links[at]
+                links[at] = Link(old.url, old.tag, old.rel, False)
+            continue
+        index[target] = len(links)
+        links.append(Link(target, tag, rel, follow_not))
+
+    text = ""
+    if want_text and max_text_chars > 0:
+        parser.strip_tags(_NOT_TEXT_TAGS)
+        root = parser.body or parser.root
+        if root is not None:
+            text = collapse_whitespace(root.text(separator=" "), max_text_chars)
+
+    return ParsedPage(
+        links=links,
+        base_url=base_url,
+        title=title,
+        canonical=canonical,
+        meta_noindex=noindex,
+        meta_nofollow=nofollow,
+        encoding=encoding,
+        text=text,
+    )

@@ -1,0 +1,307 @@
+"""Transaction bodies of the SQLite store for URL intake, refill and shard leases.
+
+Each function takes the store's connection and runs inside a transaction
+opened by :class:`courtier.store.sqlite.store.SqliteStore`; none of them
+commits or rolls back itself. Lists of shards and host keys are passed as
+one JSON array parameter (``json_each``) so there is no bound-variable limit.
+Commit logic lives in :mod:`courtier.store.sqlite._commit`.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Collection, Sequence
+from typing import Any
+
+from courtier.store.base import DueUrl, HostRecord, NewUrl, UrlState
+
+QUEUED = int(UrlState.QUEUED)
+SCHEDULED = int(UrlState.SCHEDULED)
+RETIRED = int(UrlState.RETIRED)
+
+_INSERT_URL = (
+    "INSERT OR IGNORE INTO urls (url_key, url, host_key, shard, depth, priority, state,"
+    " version, discovered_at, next_fetch_at, redirect_hops)"
+    f" VALUES (?, ?, ?, ?, ?, ?, {QUEUED}, 0, ?, ?, ?)"
+)
+
+
+def as_json_list(values: Collection[Any]) -> str:
+    """A JSON array for ``json_each(?)``."""
+    return json.dumps(list(values))
+
+
+def insert_urls(conn: sqlite3.Connection, urls: Sequence[NewUrl]) -> int:
+    """INSERT OR IGNORE the URLs in one ``executemany``; return how many were new."""
+    if not urls:
+        return 0
+    before = conn.total_changes
+    conn.executemany(
+        _INSERT_URL,
+        [
+            (
+                u.url_key,
+                u.url,
+                u.host_key,
+                u.shard,
+                u.depth,
+                u.priority,
+                u.discovered_at,
+                u.next_fetch_at,
+                u.redirect_hops,
+            )
+            for u in urls
+        ],
+    )
+    return conn.total_changes - before
+
+
+_LOAD_DUE = f"""
+WITH ranked AS (
+    SELECT url_key, priority, next_fetch_at, depth,
+           ROW_NUMBER() OVER (
+               PARTITION BY host_key
+               ORDER BY priority DESC, next_fetch_at, depth, url_key
+           ) AS host_rank
+    FROM urls
+    WHERE shard IN (SELECT value FROM json_each(:shards))
+      AND state = {QUEUED}
+      AND next_fetch_at <= :now
+      AND host_key NOT IN (SELECT value FROM json_each(:skip))
+)
+SELECT u.url_key, u.url, u.host_key, u.shard, u.depth, u.priority, u.version,
+       u.next_fetch_at, u.redirect_hops, u.etag, u.last_modified, u.failure_count
+FROM ranked AS r JOIN urls AS u ON u.url_key = r.url_key
+WHERE r.host_rank <= :per_host
+ORDER BY r.priority DESC, r.next_fetch_at, r.depth, r.url_key
+LIMIT :limit
+"""
+
+
+def load_due(
+    conn: sqlite3.Connection,
+    shards: Sequence[int],
+    now: float,
+    limit: int,
+    per_host_limit: int,
+    skip_hosts: Collection[str],
+) -> list[DueUrl]:
+    """Select the best due QUEUED rows (capped per host) and mark them SCHEDULED."""
+    if limit <= 0 or per_host_limit <= 0 or not shards:
+        return []
+    rows = conn.execute(
+        _LOAD_DUE,
+        {
+            "shards": as_json_list(shards),
+            "now": now,
+            "skip": as_json_list(skip_hosts),
+            "per_host": per_host_limit,
+            "limit": limit,
+        },
+    ).fetchall()
+    if not rows:
+        return []
+    conn.executemany(
+        f"UPDATE urls SET state = {SCHEDULED} WHERE url_key = ? AND state = {QUEUED}",
+        [(row[0],) for row in rows],
+    )
+    return [
+        DueUrl(
+            url_key=bytes(r[0]),
+            url=r[1],
+            host_key=r[2],
+            shard=r[3],
+            depth=r[4],
+            priority=r[5],
+            version=r[6],
+            next_fetch_at=r[7],
+            redirect_hops=r[8],
+            etag=r[9],
+            last_modified=r[10],
+            failure_count=r[11],
+        )
+        for r in rows
+    ]
+
+
+def reset_scheduled(conn: sqlite3.Connection, shards: Sequence[int]) -> int:
+    """SCHEDULED → QUEUED for these shards; return how many rows changed."""
+    if not shards:
+        return 0
+    cur = conn.execute(
+        f"UPDATE urls SET state = {QUEUED}"
+        f" WHERE shard IN (SELECT value FROM json_each(?)) AND state = {SCHEDULED}",
+        (as_json_list(shards),),
+    )
+    return cur.rowcount
+
+
+def release(conn: sqlite3.Connection, items: Sequence[tuple[bytes, float]]) -> int:
+    """SCHEDULED → QUEUED with a new next_fetch_at; version untouched. Rows changed."""
+    if not items:
+        return 0
+    before = conn.total_changes
+    conn.executemany(
+        f"UPDATE urls SET state = {QUEUED}, next_fetch_at = ?"
+        f" WHERE url_key = ? AND state = {SCHEDULED}",
+        [(at, url_key) for url_key, at in items],
+    )
+    return conn.total_changes - before
+
+
+def seed_urls(conn: sqlite3.Connection, limit: int) -> list[str]:
+    """URLs at depth 0, oldest first (uses the partial index ``urls_seeds``)."""
+    rows = conn.execute(
+        "SELECT url FROM urls WHERE depth = 0 ORDER BY discovered_at, url LIMIT ?",
+        (max(0, limit),),
+    )
+    return [row[0] for row in rows]
+
+
+def next_due_at(conn: sqlite3.Connection, shards: Sequence[int]) -> float | None:
+    """Earliest next_fetch_at of QUEUED rows; one index probe per shard."""
+    if not shards:
+        return None
+    row = conn.execute(
+        "SELECT MIN(m) FROM (SELECT (SELECT MIN(next_fetch_at) FROM urls"
+        f" WHERE shard = j.value AND state = {QUEUED}) AS m FROM json_each(?) AS j)",
+        (as_json_list(shards),),
+    ).fetchone()
+    return None if row is None or row[0] is None else float(row[0])
+
+
+def acquire_shards(
+    conn: sqlite3.Connection, owner: str, shards: Sequence[int], now: float, lease: float
+) -> dict[int, int]:
+    """Take free, expired or own shards; every acquisition bumps the epoch."""
+    held: dict[int, int] = {}
+    expires = now + lease
+    for shard in dict.fromkeys(shards):
+        row = conn.execute(
+            "SELECT owner, epoch, lease_expires_at FROM shards WHERE shard = ?", (shard,)
+        ).fetchone()
+        if row is None:
+            conn.execute(
+                "INSERT INTO shards (shard, owner, epoch, lease_expires_at) VALUES (?, ?, 1, ?)",
+                (shard, owner, expires),
+            )
+            held[shard] = 1
+            continue
+        current_owner, epoch, lease_expires_at = row
+        if current_owner is None or current_owner == owner or lease_expires_at <= now:
+            conn.execute(
+                "UPDATE shards SET owner = ?, epoch = ?, lease_expires_at = ? WHERE shard = ?",
+                (owner, epoch + 1, expires, shard),
+            )
+            held[shard] = epoch + 1
+    return held
+
+
+def renew_shards(
+    conn: sqlite3.Connection, owner: str, epochs: dict[int, int], now: float, lease: float
+) -> set[int]:
+    """Extend the leases whose owner and epoch still match."""
+    still: set[int] = set()
+    for shard, epoch in epochs.items():
+        cur = conn.execute(
+            "UPDATE shards SET lease_expires_at = ? WHERE shard = ? AND owner = ? AND epoch = ?",
+            (now + lease, shard, owner, epoch),
+        )
+        if cur.rowcount:
+            still.add(shard)
+    return still
+
+
+def release_shards(conn: sqlite3.Connection, owner: str, shards: Sequence[int]) -> None:
+    """Free this owner's shards and requeue their SCHEDULED rows."""
+    mine = [
+        shard
+        for shard in dict.fromkeys(shards)
+        if conn.execute(
+            "UPDATE shards SET owner = NULL, lease_expires_at = 0 WHERE shard = ? AND owner = ?",
+            (shard, owner),
+        ).rowcount
+    ]
+    reset_scheduled(conn, mine)
+
+
+_HOST_COLUMNS = (
+    "host_key, shard, robots_status, robots_body, robots_fetched_at, robots_expires_at,"
+    " robots_digest, crawl_delay, backoff_until, policy_delay, policy_max_in_flight,"
+    " policy_max_pages, blocked, fetched, errors, bytes, ttfb_sum"
+)
+
+
+def load_host(conn: sqlite3.Connection, host_key: str) -> HostRecord | None:
+    row = conn.execute(
+        f"SELECT {_HOST_COLUMNS} FROM hosts WHERE host_key = ?", (host_key,)
+    ).fetchone()
+    if row is None:
+        return None
+    return HostRecord(
+        host_key=row[0],
+        shard=row[1],
+        robots_status=row[2],
+        robots_body=None if row[3] is None else bytes(row[3]),
+        robots_fetched_at=row[4],
+        robots_expires_at=row[5],
+        robots_digest=row[6],
+        crawl_delay=row[7],
+        backoff_until=row[8],
+        policy_delay=row[9],
+        policy_max_in_flight=row[10],
+        policy_max_pages=row[11],
+        blocked=bool(row[12]),
+        fetched=row[13],
+        errors=row[14],
+        bytes=row[15],
+        ttfb_sum=row[16],
+    )
+
+
+def save_robots(conn: sqlite3.Connection, record: HostRecord, now: float) -> None:
+    """Upsert exactly the robots fields of ``record``; policy and counters are kept."""
+    conn.execute(
+        "INSERT INTO hosts (host_key, shard, robots_status, robots_body, robots_fetched_at,"
+        " robots_expires_at, robots_digest, crawl_delay, updated_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT (host_key) DO UPDATE SET shard = excluded.shard,"
+        " robots_status = excluded.robots_status, robots_body = excluded.robots_body,"
+        " robots_fetched_at = excluded.robots_fetched_at,"
+        " robots_expires_at = excluded.robots_expires_at,"
+        " robots_digest = excluded.robots_digest, crawl_delay = excluded.crawl_delay,"
+        " updated_at = excluded.updated_at",
+        (
+            record.host_key,
+            record.shard,
+            record.robots_status,
+            record.robots_body,
+            record.robots_fetched_at,
+            record.robots_expires_at,
+            record.robots_digest,
+            record.crawl_delay,
+            now,
+        ),
+    )
+
+
+def set_policy(
+    conn: sqlite3.Connection,
+    host_key: str,
+    shard: int,
+    policy: tuple[float | None, int | None, int | None, bool],
+    now: float,
+) -> None:
+    """Upsert a host's policy override; robots fields and counters are kept."""
+    delay, max_in_flight, max_pages, blocked = policy
+    conn.execute(
+        "INSERT INTO hosts (host_key, shard, policy_delay, policy_max_in_flight,"
+        " policy_max_pages, blocked, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT (host_key) DO UPDATE SET shard = excluded.shard,"
+        " policy_delay = excluded.policy_delay,"
+        " policy_max_in_flight = excluded.policy_max_in_flight,"
+        " policy_max_pages = excluded.policy_max_pages, blocked = excluded.blocked,"
+        " updated_at = excluded.updated_at",
+        (host_key, shard, delay, max_in_flight, max_pages, int(blocked), now),
+    )

@@ -1,0 +1,345 @@
+"""SqliteStore: the embedded :class:`~courtier.store.base.Store` (one file, WAL).
+
+Threading model: one ``sqlite3`` connection, created, used and closed on one
+dedicated worker thread (a ``ThreadPoolExecutor(max_workers=1)``). Every
+public method is a coroutine that hands one job to that thread, so the event
+loop never blocks on disk and writes are naturally serialised (one writer,
+as SQLite wants). Concurrent callers queue in submission order.
+
+Transactions: each method is exactly one transaction — ``BEGIN IMMEDIATE``
+for methods that write, ``BEGIN`` (a consistent read snapshot) for those
+that only read — committed at the end and rolled back on any error.
+``sqlite3.Error`` and ``OSError`` (disk full, I/O error, corrupt file,
+unwritable path) are raised as :class:`~courtier.errors.StoreError` naming
+the file and the operation; nothing of a failed call is applied.
+
+Durability: WAL with ``synchronous=NORMAL`` — an acknowledged write survives
+a process crash (kill -9); the last transactions may be lost on power
+failure or an OS crash, which at-least-once fetching tolerates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from collections.abc import Callable, Collection, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from courtier.clock import Clock, RealClock
+from courtier.errors import StoreError
+from courtier.store.base import (
+    CommitResult,
+    DueUrl,
+    Event,
+    FetchCommit,
+    HostRecord,
+    HostStatsDelta,
+    NewUrl,
+)
+from courtier.store.sqlite import _commit, _queries, _schema
+
+T = TypeVar("T")
+
+
+def _describe(exc: BaseException) -> str:
+    """A hint for the common failure classes, appended to the error message."""
+    text = str(exc).lower()
+    if "full" in text or getattr(exc, "errno", None) == 28:
+        return " (the disk or database is full: free space, or move --data elsewhere)"
+    if "not a database" in text or "malformed" in text:
+        return " (the file is not a courtier database or is corrupted)"
+    if "unable to open" in text or isinstance(exc, PermissionError | NotADirectoryError):
+        return " (check that the folder exists and is writable)"
+    if "locked" in text or "busy" in text:
+        return " (another process holds the database lock for too long)"
+    return ""
+
+
+class SqliteStore:
+    """A :class:`courtier.store.base.Store` in one SQLite file.
+
+    ``path`` is the database file (created with its folder on :meth:`open`);
+    ``":memory:"`` gives a private in-memory store. ``clock`` stamps event
+    ``created_at`` and host ``updated_at`` (default: :class:`RealClock`).
+    Call :meth:`open` before anything else; methods of a store that is not
+    open raise :class:`StoreError`.
+    """
+
+    def __init__(self, path: str | Path, clock: Clock | None = None) -> None:
+        self._path = str(path)
+        self._clock: Clock = clock if clock is not None else RealClock()
+        self._executor: ThreadPoolExecutor | None = None
+        self._conn: sqlite3.Connection | None = None
+        self._closed = False
+        self._schema_version = 0
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    @property
+    def schema_version(self) -> int:
+        """The schema version after :meth:`open` (0 before)."""
+        return self._schema_version
+
+    # -- plumbing ---------------------------------------------------------
+
+    async def _submit(self, op: str, fn: Callable[[], T]) -> T:
+        executor = self._executor
+        if executor is None or self._closed:
+            raise StoreError(f"SQLite store {self._path}: {op} called on a store that is not open")
+        loop = asyncio.get_running_loop()
+
+        def guarded() -> T:
+            try:
+                return fn()
+            except StoreError:
+                raise
+            except (sqlite3.Error, OSError) as exc:
+                raise StoreError(
+                    f"SQLite store {self._path}: {op} failed: {exc}{_describe(exc)}"
+                ) from exc
+
+        return await loop.run_in_executor(executor, guarded)
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise StoreError(f"SQLite store {self._path} is not open")
+        return self._conn
+
+    async def _tx(self, op: str, fn: Callable[[sqlite3.Connection], T], write: bool = True) -> T:
+        """Run ``fn(conn)`` in one transaction on the worker thread."""
+
+        def job() -> T:
+            conn = self._connection()
+            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            try:
+                result = fn(conn)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return result
+
+        return await self._submit(op, job)
+
+    async def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn(conn)`` on the worker thread outside any transaction (tests, tools)."""
+        return await self._submit("call", lambda: fn(self._connection()))
+
+    # -- life cycle -------------------------------------------------------
+
+    async def open(self) -> None:
+        """Connect, set the PRAGMAs and apply pending migrations. Idempotent."""
+        if self._conn is not None:
+            return
+        if self._closed:
+            raise StoreError(f"SQLite store {self._path} was closed; create a new SqliteStore")
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="courtier-sqlite")
+
+        def job() -> int:
+            conn = _schema.connect(self._path)
+            try:
+                version = _schema.migrate(conn)
+            except BaseException:
+                conn.close()
+                raise
+            self._conn = conn
+            return version
+
+        try:
+            self._schema_version = await self._submit("open", job)
+        except BaseException:
+            self._executor.shutdown(wait=False)
+            self._executor = None
+            raise
+
+    async def close(self) -> None:
+        """Close the connection (SQLite checkpoints the WAL) and stop the thread. Idempotent."""
+        executor = self._executor
+        if executor is None or self._closed:
+            self._closed = True
+            return
+
+        def job() -> None:
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                conn.close()
+
+        try:
+            await self._submit("close", job)
+        finally:
+            self._closed = True
+            self._executor = None
+            executor.shutdown(wait=False)
+
+    # -- URLs ---------------------------------------------------------------
+
+    async def add_urls(self, urls: Sequence[NewUrl]) -> int:
+        if not urls:
+            return 0
+        batch = list(urls)
+        return await self._tx("add_urls", lambda conn: _queries.insert_urls(conn, batch))
+
+    async def load_due(
+        self,
+        shards: Sequence[int],
+        now: float,
+        limit: int,
+        per_host_limit: int,
+        skip_hosts: Collection[str] = (),
+    ) -> list[DueUrl]:
+        shard_list, skip = list(shards), list(skip_hosts)
+        return await self._tx(
+            "load_due",
+            lambda conn: _queries.load_due(conn, shard_list, now, limit, per_host_limit, skip),
+        )
+
+    async def reset_scheduled(self, shards: Sequence[int]) -> int:
+        shard_list = list(shards)
+        return await self._tx(
+            "reset_scheduled", lambda conn: _queries.reset_scheduled(conn, shard_list)
+        )
+
+    async def release(self, items: Sequence[tuple[bytes, float]]) -> int:
+        """SCHEDULED rows given back unfetched → QUEUED at the given time (no version bump).
+
+        Rows that are not SCHEDULED (already committed, retired, requeued) are
+        left alone and not counted.
+        """
+        if not items:
+            return 0
+        batch = list(items)
+        return await self._tx("release", lambda conn: _queries.release(conn, batch))
+
+    async def seed_urls(self, limit: int = 100_000) -> list[str]:
+        """URLs at depth 0 (seeds of every run so far), oldest first, at most ``limit``."""
+        return await self._tx(
+            "seed_urls", lambda conn: _queries.seed_urls(conn, limit), write=False
+        )
+
+    async def next_due_at(self, shards: Sequence[int]) -> float | None:
+        shard_list = list(shards)
+        return await self._tx(
+            "next_due_at", lambda conn: _queries.next_due_at(conn, shard_list), write=False
+        )
+
+    async def commit(
+        self, commits: Sequence[FetchCommit], host_stats: Sequence[HostStatsDelta] = ()
+    ) -> CommitResult:
+        if not commits and not host_stats:
+            return CommitResult(applied=0, stale=0, new_urls=0)
+        batch, stats, now = list(commits), list(host_stats), self._clock.now()
+        return await self._tx("commit", lambda conn: _commit.apply_commits(conn, batch, stats, now))
+
+    async def get_url(self, url_key: bytes) -> dict[str, Any] | None:
+        def job(conn: sqlite3.Connection) -> dict[str, Any] | None:
+            cur = conn.execute("SELECT * FROM urls WHERE url_key = ?", (url_key,))
+            row = cur.fetchone()
+            if row is None:
+                return None
+            result = {d[0]: value for d, value in zip(cur.description, row, strict=True)}
+            result["url_key"] = bytes(result["url_key"])
+            result["url_key_hex"] = result["url_key"].hex()
+            return result
+
+        return await self._tx("get_url", job, write=False)
+
+    # -- shards ---------------------------------------------------------------
+
+    async def acquire_shards(
+        self, owner: str, shards: Sequence[int], now: float, lease_seconds: float
+    ) -> dict[int, int]:
+        shard_list = list(shards)
+        return await self._tx(
+            "acquire_shards",
+            lambda conn: _queries.acquire_shards(conn, owner, shard_list, now, lease_seconds),
+        )
+
+    async def renew_shards(
+        self, owner: str, epochs: dict[int, int], now: float, lease_seconds: float
+    ) -> set[int]:
+        held = dict(epochs)
+        return await self._tx(
+            "renew_shards",
+            lambda conn: _queries.renew_shards(conn, owner, held, now, lease_seconds),
+        )
+
+    async def release_shards(self, owner: str, shards: Sequence[int]) -> None:
+        shard_list = list(shards)
+        await self._tx(
+            "release_shards", lambda conn: _queries.release_shards(conn, owner, shard_list)
+        )
+
+    # -- hosts ------------------------------------------------------------------
+
+    async def load_host(self, host_key: str) -> HostRecord | None:
+        return await self._tx(
+            "load_host", lambda conn: _queries.load_host(conn, host_key), write=False
+        )
+
+    async def save_robots(self, record: HostRecord) -> None:
+        now = self._clock.now()
+        await self._tx("save_robots", lambda conn: _queries.save_robots(conn, record, now))
+
+    async def set_policy(
+        self,
+        host_key: str,
+        shard: int,
+        delay: float | None,
+        max_in_flight: int | None,
+        max_pages: int | None,
+        blocked: bool,
+    ) -> None:
+        policy, now = (delay, max_in_flight, max_pages, blocked), self._clock.now()
+        await self._tx(
+            "set_policy", lambda conn: _queries.set_policy(conn, host_key, shard, policy, now)
+        )
+
+    # -- payloads, events, figures ----------------------------------------------
+
+    async def payload_location(self, digest: str) -> tuple[str, int, str, float] | None:
+        def job(conn: sqlite3.Connection) -> tuple[str, int, str, float] | None:
+            row = conn.execute(
+                "SELECT warc_file, warc_offset, url, fetched_at FROM payloads WHERE digest = ?",
+                (digest,),
+            ).fetchone()
+            return None if row is None else (row[0], int(row[1]), row[2], float(row[3]))
+
+        return await self._tx("payload_location", job, write=False)
+
+    async def read_events(self, after: int, limit: int) -> list[Event]:
+        def job(conn: sqlite3.Connection) -> list[Event]:
+            rows = conn.execute(
+                "SELECT id, url_key, version, created_at, payload FROM events"
+                " WHERE id > ? ORDER BY id LIMIT ?",
+                (after, max(0, limit)),
+            ).fetchall()
+            return [Event(r[0], bytes(r[1]), r[2], r[3], json.loads(r[4])) for r in rows]
+
+        return await self._tx("read_events", job, write=False)
+
+    async def counts(self) -> dict[str, int]:
+        """urls, queued, scheduled, retired, fetched (last_fetch_at set), events, hosts.
+
+        ``hosts`` counts rows of the hosts table (hosts with robots, policy or
+        counters stored). The URL figures take one scan of ``urls``.
+        """
+
+        def job(conn: sqlite3.Connection) -> dict[str, int]:
+            row = conn.execute(
+                "SELECT COUNT(*), TOTAL(state = ?), TOTAL(state = ?), TOTAL(state = ?),"
+                " COUNT(last_fetch_at) FROM urls",
+                (_queries.QUEUED, _queries.SCHEDULED, _queries.RETIRED),
+            ).fetchone()
+            events = conn.execute("SELECT COUNT(*) FROM events").fetchone()[0]
+            hosts = conn.execute("SELECT COUNT(*) FROM hosts").fetchone()[0]
+            names = ("urls", "queued", "scheduled", "retired", "fetched")
+            figures = {name: int(value) for name, value in zip(names, row, strict=True)}
+            return {**figures, "events": int(events), "hosts": int(hosts)}
+
+        return await self._tx("counts", job, write=False)

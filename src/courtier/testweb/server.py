@@ -1,0 +1,245 @@
+"""One aiohttp server on 127.0.0.1 serving every virtual host, with an access log.
+
+The server dispatches on the ``Host`` header, so a crawler reaches
+``h01.courtier.test`` by mapping the name to 127.0.0.1 (``--resolve`` with
+:meth:`TestWeb.hosts_file_text`). Each request is appended to
+:attr:`TestWebServer.log` as a :class:`RequestRecord`; that log is the
+independent observer of politeness that :func:`politeness_violations` checks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+
+from aiohttp import web
+from aiohttp.web_request import BaseRequest
+from aiohttp.web_response import StreamResponse
+
+from courtier.errors import ConfigError
+from courtier.testweb.site import TestWeb, normalize_path
+from courtier.testweb.spec import WebSpec
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRecord:
+    """One request as the server saw it.
+
+    ``host`` is the Host header without port, lower-cased; ``path_qs`` the raw
+    request target; ``start`` (``time.monotonic()``) is taken when the handler
+    begins, ``end`` once the response has been fully written.
+    """
+
+    host: str
+    path_qs: str
+    method: str
+    start: float
+    end: float
+    status: int
+    peer_port: int | None
+
+
+class TestWebServer:
+    """Serves a :class:`WebSpec` on ``127.0.0.1:port`` (port 0 picks a free one).
+
+    Usable as ``async with TestWebServer(spec) as server``. ``web`` and
+    ``port`` are valid after :meth:`start`. Latency configured on a host is
+    awaited before its response is sent; ``If-None-Match`` with the current
+    ETag answers 304.
+    """
+
+    __test__ = False  # not a pytest test class
+
+    def __init__(self, spec: WebSpec, port: int = 0, host: str = "127.0.0.1") -> None:
+        self.spec = spec
+        self.bind_host = host
+        self._requested_port = port
+        self._port: int | None = None
+        self._web: TestWeb | None = None
+        self._runner: web.ServerRunner | None = None
+        self.log: list[RequestRecord] = []
+
+    @property
+    def port(self) -> int:
+        if self._port is None:
+            raise ConfigError("TestWebServer is not started")
+        return self._port
+
+    @property
+    def web(self) -> TestWeb:
+        if self._web is None:
+            raise ConfigError("TestWebServer is not started")
+        return self._web
+
+    def base_url(self, host: str) -> str:
+        """``http://host:port`` of a virtual host."""
+        return self.web.base_url(host)
+
+    def url(self, host: str, path: str) -> str:
+        return self.web.url(host, path)
+
+    async def start(self) -> None:
+        """Bind and start serving; idempotent. Raises ConfigError if the port is taken."""
+        if self._runner is not None:
+            return
+        runner = web.ServerRunner(web.Server(self._handle), access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, self.bind_host, self._requested_port)
+        try:
+            await site.start()
+        except OSError as exc:
+            await runner.cleanup()
+            raise ConfigError(
+                f"testweb cannot listen on port {self._requested_port}: {exc}"
+            ) from exc
+        port = None
+        for addr in runner.addresses:
+            if isinstance(addr, tuple) and len(addr) >= 2:
+                port = int(addr[1])
+                break
+        if port is None:
+            await runner.cleanup()
+            raise ConfigError("testweb server did not report a listening port")
+        self._runner = runner
+        self._port = port
+        self._web = TestWeb(self.spec, port)
+
+    async def stop(self) -> None:
+        """Stop serving and close connections; idempotent."""
+        if self._runner is not None:
+            runner, self._runner = self._runner, None
+            await runner.cleanup()
+
+    async def __aenter__(self) -> TestWebServer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    async def _handle(self, request: BaseRequest) -> StreamResponse:
+        start = time.monotonic()
+        host = _host_name(request.host or "")
+        peer = request.transport.get_extra_info("peername") if request.transport else None
+        peer_port = int(peer[1]) if isinstance(peer, tuple) and len(peer) >= 2 else None
+        status = 0
+        try:
+            spec = self.spec.host(host)
+            if spec is not None and spec.latency > 0:
+                await asyncio.sleep(spec.latency)
+            page = self.web.page(host, request.raw_path)
+            status, body = page.status, page.body
+            etag = page.header("ETag")
+            if etag is not None and etag in request.headers.get("If-None-Match", ""):
+                status, body = 304, b""
+            resp = StreamResponse(status=status)
+            for name, value in page.headers:
+                resp.headers[name] = value
+            if status != 304:
+                resp.content_length = len(body)
+            await resp.prepare(request)
+            if request.method != "HEAD" and body:
+                await resp.write(body)
+            await resp.write_eof()
+            return resp
+        finally:
+            end = time.monotonic()
+            self.log.append(
+                RequestRecord(host, request.raw_path, request.method, start, end, status, peer_port)
+            )
+
+    def requests_for(self, host: str) -> list[RequestRecord]:
+        """The log entries of one host, in arrival order."""
+        return [r for r in self.log if r.host == host.lower()]
+
+    def fetched_urls(self, method: str = "GET") -> set[str]:
+        """Canonical URLs requested with ``method`` (robots files included)."""
+        return {
+            self.web.url(r.host, normalize_path(r.path_qs)) for r in self.log if r.method == method
+        }
+
+
+def _host_name(header: str) -> str:
+    """The host of a Host header value: port removed, lower-case, no trailing dot."""
+    bracket = header.startswith("[")
+    name = header[: header.find("]") + 1] if bracket else header.rsplit(":", 1)[0]
+    return name.lower().rstrip(".")
+
+
+def politeness_violations(
+    log: Iterable[RequestRecord],
+    delay: float,
+    max_in_flight: int,
+    tolerance: float = 0.01,
+    *,
+    host_delays: Mapping[str, float] | None = None,
+) -> list[str]:
+    """Describe every politeness violation in ``log``; empty when compliant.
+
+    Per host: a request whose start makes more than ``max_in_flight``
+    requests overlap (intervals are half-open ``[start, end)``), and every pair
+    of consecutive request starts closer than ``delay - tolerance``.
+    ``host_delays`` overrides ``delay`` per host (e.g. a Crawl-delay host).
+    """
+    by_host: dict[str, list[RequestRecord]] = defaultdict(list)
+    for rec in log:
+        by_host[rec.host].append(rec)
+    problems: list[str] = []
+    for host in sorted(by_host):
+        recs = sorted(by_host[host], key=lambda r: r.start)
+        need = (host_delays or {}).get(host, delay)
+        open_ends: list[float] = []
+        prev: RequestRecord | None = None
+        for rec in recs:
+            open_ends = [e for e in open_ends if e > rec.start]
+            open_ends.append(rec.end)
+            if len(open_ends) > max_in_flight:
+                problems.append(
+                    f"{host}: {len(open_ends)} requests in flight at {rec.start:.3f} "
+                    f"(max {max_in_flight}) when {rec.method} {rec.path_qs} started"
+                )
+            if prev is not None and rec.start - prev.start < need - tolerance:
+                problems.append(
+                    f"{host}: {rec.method} {rec.path_qs} started {rec.start - prev.start:.3f}s "
+                    f"after {prev.path_qs} (delay {need:.3f}s)"
+                )
+            prev = rec
+    return problems
+
+
+async def serve_testweb(
+    spec: WebSpec,
+    port: int = 0,
+    *,
+    on_ready: Callable[[TestWebServer], None] | None = None,
+) -> None:
+    """Serve ``spec`` until the task is cancelled; ``on_ready`` runs once listening."""
+    async with TestWebServer(spec, port) as server:
+        if on_ready is not None:
+            on_ready(server)
+        await asyncio.Event().wait()
+
+
+def _announce(server: TestWebServer) -> None:
+    print(f"courtier testweb listening on 127.0.0.1:{server.port}", file=sys.stderr)
+    print("hosts file:\n" + server.web.hosts_file_text(), file=sys.stderr)
+    for seed in server.web.seeds():
+        print(seed)
+    sys.stdout.flush()
+
+
+def run_testweb_forever(spec: WebSpec, port: int = 8080) -> None:
+    """Serve ``spec`` in the foreground until interrupted (Ctrl-C); prints seeds to stdout."""
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(serve_testweb(spec, port, on_ready=_announce))

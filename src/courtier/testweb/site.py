@@ -1,0 +1,354 @@
+"""The deterministic site model of the test web (pure: no I/O, no clock).
+
+:class:`TestWeb` answers ``page(host, path_qs)`` for every virtual host of a
+:class:`~courtier.testweb.spec.WebSpec` once the server port is known. The
+same spec, port and seed always give the same bytes.
+
+URL space of every host::
+
+    /robots.txt               per the host's robots flavour
+    /robots-real.txt          ("redirect" hosts) the allow-all target of /robots.txt
+    /                         index
+    /p/{i}.html               pages 0 … pages-1; links in many equivalent spellings
+    /r/{i}                    301 → /p/{i}.html
+    /loop/a, /loop/b          302 to each other
+    /missing/{i}.html         404
+    /files/{i}.pdf            application/pdf
+    /img/{i}.png              image/png (a valid 1×1 PNG)
+    /private/x.html           disallowed on "disallow_some" hosts
+    /secret/y.html            disallowed for courtier on "disallow_some" hosts
+    /meta-nofollow.html       <meta name=robots content=nofollow>; links to /hidden/{k}.html
+    /hidden/{k}.html          only linked from the meta-nofollow page
+    /nofollow-target.html     only linked with rel=nofollow
+
+:meth:`TestWeb.expected_fetches` is the oracle: the canonical URLs a correct
+polite crawler seeded with every host's ``/`` fetches with a GET.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+import struct
+import zlib
+from collections import deque
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from courtier.testweb.links import HtmlPage, Link, LinkWriter, leaf_page, render_html
+from courtier.testweb.spec import COURTIER_AGENT, HostSpec, WebSpec
+
+_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+_PCT_RE = re.compile(r"%([0-9A-Fa-f]{2})")
+_LAST_MODIFIED = "Mon, 01 Jan 2024 00:00:00 GMT"
+_BASE_DIR = "/p/deep/"
+
+
+@dataclass(frozen=True, slots=True)
+class PageResponse:
+    """What the server sends for one path: status, headers (in order) and body."""
+
+    status: int
+    headers: tuple[tuple[str, str], ...]
+    body: bytes
+
+    def header(self, name: str) -> str | None:
+        """The first header value named ``name`` (case-insensitive), or None."""
+        lname = name.lower()
+        return next((v for k, v in self.headers if k.lower() == lname), None)
+
+
+def normalize_path(path_qs: str) -> str:
+    """The path the model serves for a raw request target.
+
+    Drops query and fragment, decodes percent-encoded unreserved characters
+    and resolves ``.``/``..`` segments, so every equivalent spelling maps to
+    one page.
+    """
+    path = path_qs.split("#", 1)[0].split("?", 1)[0] or "/"
+
+    def _decode(m: re.Match[str]) -> str:
+        ch = chr(int(m.group(1), 16))
+        return ch if ch in _UNRESERVED else m.group(0).upper()
+
+    path = _PCT_RE.sub(_decode, path)
+    out: list[str] = []
+    segments = path.split("/")[1:]
+    for n, seg in enumerate(segments):
+        last = n == len(segments) - 1
+        if seg == "..":
+            if out:
+                out.pop()
+            if last:
+                out.append("")
+        elif seg == ".":
+            if last:
+                out.append("")
+        else:
+            out.append(seg)
+    return "/" + "/".join(out)
+
+
+def _png(i: int) -> bytes:
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        crc = zlib.crc32(kind + data) & 0xFFFFFFFF
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc)
+
+    ihdr = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
+    pixel = bytes((0, i % 256, (i * 7) % 256, (i * 13) % 256))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", ihdr)
+        + chunk(b"IDAT", zlib.compress(pixel))
+        + chunk(b"IEND", b"")
+    )
+
+
+def _pdf(host: str, i: int) -> bytes:
+    return (
+        f"%PDF-1.4\n% courtier testweb {host} file {i}\n1 0 obj << /Type /Catalog >> endobj\n"
+        "trailer << /Root 1 0 R >>\n%%EOF\n"
+    ).encode()
+
+
+class TestWeb:
+    """The site model bound to a scheme and port (see the module docstring)."""
+
+    __test__ = False  # not a pytest test class
+
+    def __init__(self, spec: WebSpec, port: int, scheme: str = "http") -> None:
+        self.spec = spec
+        self.port = port
+        self.scheme = scheme
+        self._cache: dict[tuple[str, str], PageResponse] = {}
+        self._models: dict[tuple[str, str], HtmlPage] = {}
+
+    # ----------------------------------------------------------------- URLs
+    def base_url(self, host: str) -> str:
+        """``scheme://host[:port]`` of a host (default port omitted)."""
+        return LinkWriter(self.scheme, host, self.port, "/").canonical(host.lower(), "")
+
+    def url(self, host: str, path: str) -> str:
+        """The canonical URL of ``path`` on ``host``."""
+        return self.base_url(host) + path
+
+    def seeds(self) -> list[str]:
+        """Every host's index URL, in spec order."""
+        return [self.url(h.name, "/") for h in self.spec.hosts]
+
+    def robots_url(self, host: str) -> str:
+        return self.url(host, "/robots.txt")
+
+    def hosts_file_text(self, ip: str = "127.0.0.1") -> str:
+        """An /etc/hosts style file mapping every host name to ``ip``."""
+        return "".join(f"{ip} {h.name}\n" for h in self.spec.hosts)
+
+    # ---------------------------------------------------------------- model
+    def html_model(self, host: str, path: str) -> HtmlPage | None:
+        """The link table of an HTML page (None when ``path`` is not an HTML page)."""
+        spec = self.spec.host(host)
+        if spec is None:
+            return None
+        key = (spec.name, path)
+        if key not in self._models:
+            model = self._build_model(spec, path)
+            if model is None:
+                return None
+            self._models[key] = model
+        return self._models[key]
+
+    def _page_index(self, spec: HostSpec, path: str) -> int | None:
+        m = re.fullmatch(r"/p/(\d+)\.html", path)
+        if m is None or (len(m.group(1)) > 1 and m.group(1).startswith("0")):
+            return None
+        i = int(m.group(1))
+        return i if i < spec.pages else None
+
+    def _rng(self, host: str, path: str) -> random.Random:
+        return random.Random(f"{self.spec.seed}:{host}:{path}")
+
+    def _other_hosts(self, spec: HostSpec) -> list[HostSpec]:
+        return [h for h in self.spec.hosts if h.name != spec.name]
+
+    def _build_model(self, spec: HostSpec, path: str) -> HtmlPage | None:
+        host = spec.name
+        writer = LinkWriter(self.scheme, host, self.port, path[: path.rfind("/") + 1])
+        others = self._other_hosts(spec)
+        if path == "/":
+            n = min(spec.pages, 8)
+            links = [writer.link(host, f"/p/{j}.html") for j in range(n)]
+            links += [
+                writer.link(host, p)
+                for p in (
+                    "/private/x.html",
+                    "/secret/y.html",
+                    "/loop/a",
+                    "/r/0",
+                    "/missing/0.html",
+                    "/files/0.pdf",
+                    "/img/0.png",
+                    "/meta-nofollow.html",
+                )
+            ]
+            links.append(writer.link(host, "/nofollow-target.html", rel="nofollow"))
+            links.append(writer.self_fragment("/"))
+            if others:
+                links.append(writer.link(others[0].name, "/"))
+            return HtmlPage(title=f"{host} index", links=tuple(links))
+        i = self._page_index(spec, path)
+        if i is not None:
+            return self._content_page(spec, i, others)
+        if path == "/meta-nofollow.html":
+            links = [writer.link(host, f"/hidden/{k}.html") for k in range(2)]
+            if others:
+                links.append(writer.link(others[0].name, "/hidden/9.html"))
+            return HtmlPage(f"{host} meta nofollow", tuple(links), meta_robots="nofollow")
+        if path in ("/private/x.html", "/secret/y.html", "/nofollow-target.html") or (
+            re.fullmatch(r"/hidden/\d+\.html", path)
+        ):
+            return leaf_page(f"{host} {path}", writer)
+        return None
+
+    def _content_page(self, spec: HostSpec, i: int, others: list[HostSpec]) -> HtmlPage:
+        host, n = spec.name, spec.pages
+        rng = self._rng(host, f"/p/{i}.html")
+        with_base = i % 4 == 3
+        base_dir = _BASE_DIR if with_base else "/p/"
+        writer = LinkWriter(self.scheme, host, self.port, base_dir, start=i * 5)
+        targets = [(i + 1) % n, 2 * i + 1, 2 * i + 2, rng.randrange(n), rng.randrange(n)]
+        links: list[Link] = [writer.link(host, f"/p/{j}.html") for j in targets if j < n]
+        links.append(writer.link(host, "/"))
+        specials = (
+            (i % 3 == 1, f"/r/{i}"),
+            (i % 5 == 0, f"/missing/{i}.html"),
+            (i % 4 == 1, f"/files/{i}.pdf"),
+            (i % 4 == 2, f"/img/{i}.png"),
+            (i % 7 == 3, "/private/x.html"),
+            (i % 7 == 4, "/secret/y.html"),
+            (i % 9 == 5, "/loop/b"),
+        )
+        links += [writer.link(host, p) for cond, p in specials if cond]
+        if i % 8 == 6:
+            links.append(writer.link(host, "/nofollow-target.html", rel="external NoFollow"))
+        if not with_base:
+            links.append(writer.self_fragment(f"/p/{i}.html"))
+        for _ in range(2 if others else 0):
+            other = rng.choice(others)
+            links.append(writer.link(other.name, f"/p/{rng.randrange(other.pages)}.html"))
+        if others and i % 6 == 0:
+            links.append(writer.link(rng.choice(others).name, "/private/x.html"))
+        base = f"{self.scheme.upper()}://{writer.authority(host).upper()}{_BASE_DIR}"
+        return HtmlPage(
+            title=f"{host} page {i}", links=tuple(links), base_href=base if with_base else None
+        )
+
+    # ------------------------------------------------------------- responses
+    def page(self, host: str, path_qs: str) -> PageResponse:
+        """The response for ``path_qs`` on ``host`` (404 for unknown hosts and paths)."""
+        key = (host.lower().rstrip("."), normalize_path(path_qs))
+        cached = self._cache.get(key)
+        if cached is None:
+            cached = self._respond(*key)
+            self._cache[key] = cached
+        return cached
+
+    def _respond(self, host: str, path: str) -> PageResponse:
+        spec = self.spec.host(host)
+        if spec is None:
+            return _plain(404, b"unknown host\n")
+        if path == "/robots.txt":
+            if spec.robots == "404":
+                return _plain(404, b"no robots here\n")
+            if spec.robots == "500":
+                return _plain(500, b"robots.txt is broken\n")
+            if spec.robots == "redirect":
+                return _redirect(301, self.url(host, "/robots-real.txt"))
+            return _ok("text/plain; charset=utf-8", spec.robots_body())
+        if path == "/robots-real.txt" and spec.robots == "redirect":
+            return _ok("text/plain; charset=utf-8", spec.robots_body(real=True))
+        if m := re.fullmatch(r"/r/(\d+)", path):
+            j = int(m.group(1))
+            if j >= spec.pages:
+                return _plain(404, b"no such page\n")
+            location = f"/p/{j}.html" if j % 2 == 0 else self.url(host, f"/p/{j}.html")
+            return _redirect(301, location)
+        if path in ("/loop/a", "/loop/b"):
+            return _redirect(302, "/loop/b" if path == "/loop/a" else "/loop/a")
+        if m := re.fullmatch(r"/files/(\d+)\.pdf", path):
+            return _ok("application/pdf", _pdf(host, int(m.group(1))))
+        if m := re.fullmatch(r"/img/(\d+)\.png", path):
+            return _ok("image/png", _png(int(m.group(1))))
+        model = self.html_model(host, path)
+        if model is None:
+            return _plain(404, b"not found\n")
+        body = render_html(model, self._rng(host, path), spec.page_bytes)
+        return _ok("text/html; charset=utf-8", body)
+
+    # ---------------------------------------------------------------- oracle
+    def _crawl(self, agent: str) -> tuple[set[str], set[str]]:
+        seen = set(self.seeds())
+        queue = deque(self.seeds())
+        fetched: set[str] = set()
+        denied: set[str] = set()
+        while queue:
+            url = queue.popleft()
+            parts = urlsplit(url)
+            spec = self.spec.host(parts.hostname or "")
+            if spec is None:
+                continue
+            path = parts.path or "/"
+            if spec.robots == "500" or path.startswith(spec.disallowed_prefixes(agent)):
+                denied.add(url)
+                continue
+            fetched.add(url)
+            resp = self.page(spec.name, path)
+            targets: list[str] = []
+            location = resp.header("Location")
+            if 300 <= resp.status < 400 and location is not None:
+                targets.append(location if "://" in location else self.url(spec.name, location))
+            model = self.html_model(spec.name, path) if resp.status == 200 else None
+            if model is not None and not model.meta_nofollow:
+                targets += [link.target for link in model.links if link.follow]
+            for target in targets:
+                if target not in seen:
+                    seen.add(target)
+                    queue.append(target)
+        return fetched, denied
+
+    def expected_fetches(self, agent: str = COURTIER_AGENT) -> set[str]:
+        """Canonical URLs a correct polite crawler GETs, robots.txt files excluded.
+
+        Seeds are every host's ``/``. A URL counts when it is reachable through
+        followable links or redirect Locations from fetched URLs and allowed by
+        its host's robots.txt for ``agent``; nothing of a "500" host counts.
+        The robots fetches (``/robots.txt`` and, for "redirect" hosts, the
+        ``/robots-real.txt`` it points to) are excluded.
+        """
+        return self._crawl(agent)[0]
+
+    def expected_denied(self, agent: str = COURTIER_AGENT) -> set[str]:
+        """Discovered URLs a polite crawler must *not* fetch because of robots.txt."""
+        return self._crawl(agent)[1]
+
+
+def _etag(body: bytes) -> str:
+    return '"' + hashlib.blake2b(body, digest_size=8).hexdigest() + '"'
+
+
+def _ok(content_type: str, body: bytes) -> PageResponse:
+    headers = (
+        ("Content-Type", content_type),
+        ("ETag", _etag(body)),
+        ("Last-Modified", _LAST_MODIFIED),
+    )
+    return PageResponse(200, headers, body)
+
+
+def _plain(status: int, body: bytes) -> PageResponse:
+    return PageResponse(status, (("Content-Type", "text/plain; charset=utf-8"),), body)
+
+
+def _redirect(status: int, location: str) -> PageResponse:
+    headers = (("Location", location), ("Content-Type", "text/plain; charset=utf-8"))
+    return PageResponse(status, headers, f"moved to {location}\n".encode())

@@ -1,0 +1,572 @@
+"""The Store contract suite: every Store implementation must pass all of it.
+
+Tests use only the :class:`courtier.store.base.Store` protocol. A backend is
+added by appending a factory to ``FACTORIES``: a function of a per-test temp
+folder returning a zero-argument callable that builds a *new, unopened*
+store over the same backing data each time it is called (so durability can
+be tested by closing one instance and opening another).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from courtier.clock import VirtualClock
+from courtier.outcome import Outcome
+from courtier.store.base import (
+    FetchCommit,
+    HostRecord,
+    HostStatsDelta,
+    NewUrl,
+    Store,
+    UrlState,
+)
+from courtier.store.sqlite import SqliteStore
+
+T0 = 1_700_000_000.0
+
+StoreMaker = Callable[[], Store]
+
+
+def _sqlite_factory(tmp: Path) -> StoreMaker:
+    path = tmp / "data" / "crawl.sqlite"
+    clock = VirtualClock(T0)
+    return lambda: SqliteStore(path, clock=clock)
+
+
+FACTORIES: dict[str, Callable[[Path], StoreMaker]] = {"sqlite": _sqlite_factory}
+
+
+@pytest.fixture(params=sorted(FACTORIES))
+def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> StoreMaker:
+    return FACTORIES[request.param](tmp_path)
+
+
+@pytest.fixture
+async def store(make_store: StoreMaker) -> AsyncIterator[Store]:
+    s = make_store()
+    await s.open()
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+def key(url: str) -> bytes:
+    return hashlib.blake2b(url.encode(), digest_size=16).digest()
+
+
+def new(
+    url: str,
+    *,
+    shard: int = 1,
+    host: str | None = None,
+    priority: int = 0,
+    depth: int = 0,
+    due: float = T0,
+) -> NewUrl:
+    host_key = host if host is not None else url.split("/", 3)[2]
+    return NewUrl(key(url), url, host_key, shard, depth, priority, due, T0)
+
+
+def done(
+    url: str,
+    *,
+    version: int = 0,
+    epoch: int = 0,
+    shard: int = 1,
+    next_fetch_at: float | None = T0 + 3600,
+    **extra: object,
+) -> FetchCommit:
+    host = url.split("/", 3)[2]
+    fields: dict[str, object] = {
+        "url_key": key(url),
+        "url": url,
+        "host_key": host,
+        "shard": shard,
+        "version": version,
+        "epoch": epoch,
+        "outcome": Outcome.OK,
+        "fetched_at": T0 + 1,
+        "next_fetch_at": next_fetch_at,
+        "status": 200,
+    }
+    fields.update(extra)
+    return FetchCommit(**fields)  # type: ignore[arg-type]
+
+
+async def state_of(store: Store, url: str) -> int:
+    row = await store.get_url(key(url))
+    assert row is not None
+    return int(row["state"])
+
+
+# -- intake ------------------------------------------------------------------
+
+
+async def test_add_urls_counts_new_and_is_idempotent(store: Store) -> None:
+    urls = [new(f"http://a.test/{i}") for i in range(5)]
+    assert await store.add_urls(urls) == 5
+    assert await store.add_urls(urls) == 0
+    assert await store.add_urls([*urls[:2], new("http://a.test/new")]) == 1
+    assert (await store.counts())["urls"] == 6
+
+
+async def test_add_urls_leaves_known_rows_untouched(store: Store) -> None:
+    await store.add_urls([new("http://a.test/x", priority=1)])
+    assert len(await store.load_due([1], T0, 10, 10)) == 1
+    await store.add_urls([new("http://a.test/x", priority=9, due=T0 + 99)])
+    row = await store.get_url(key("http://a.test/x"))
+    assert row is not None
+    assert row["state"] == UrlState.SCHEDULED
+    assert row["priority"] == 1
+    assert row["next_fetch_at"] == T0
+
+
+async def test_get_url_returns_row_with_hex_key(store: Store) -> None:
+    assert await store.get_url(key("http://a.test/none")) is None
+    await store.add_urls([new("http://a.test/p", depth=2)])
+    row = await store.get_url(key("http://a.test/p"))
+    assert row is not None
+    assert row["url"] == "http://a.test/p"
+    assert row["url_key_hex"] == key("http://a.test/p").hex()
+    assert row["depth"] == 2 and row["version"] == 0 and row["state"] == UrlState.QUEUED
+
+
+# -- refill --------------------------------------------------------------------
+
+
+async def test_load_due_respects_due_time(store: Store) -> None:
+    await store.add_urls([new("http://a.test/now"), new("http://b.test/later", due=T0 + 60)])
+    due = await store.load_due([1], T0, 10, 10)
+    assert [d.url for d in due] == ["http://a.test/now"]
+    later = await store.load_due([1], T0 + 60, 10, 10)
+    assert [d.url for d in later] == ["http://b.test/later"]
+
+
+async def test_load_due_respects_limit(store: Store) -> None:
+    await store.add_urls([new(f"http://h{i}.test/") for i in range(10)])
+    assert len(await store.load_due([1], T0, 4, 10)) == 4
+    assert len(await store.load_due([1], T0, 100, 10)) == 6
+
+
+async def test_load_due_caps_per_host(store: Store) -> None:
+    await store.add_urls([new(f"http://a.test/{i}") for i in range(5)])
+    await store.add_urls([new(f"http://b.test/{i}") for i in range(5)])
+    due = await store.load_due([1], T0, 100, 2)
+    hosts = sorted(d.host_key for d in due)
+    assert hosts == ["a.test", "a.test", "b.test", "b.test"]
+
+
+async def test_load_due_skips_hosts(store: Store) -> None:
+    await store.add_urls([new("http://a.test/1"), new("http://b.test/1"), new("http://c.test/1")])
+    due = await store.load_due([1], T0, 10, 10, skip_hosts={"a.test", "c.test"})
+    assert [d.host_key for d in due] == ["b.test"]
+    assert await state_of(store, "http://a.test/1") == UrlState.QUEUED
+
+
+async def test_load_due_orders_best_first(store: Store) -> None:
+    await store.add_urls(
+        [
+            new("http://a.test/low", priority=0, due=T0 - 100),
+            new("http://b.test/high-late", priority=5, due=T0 - 1),
+            new("http://c.test/high-early-deep", priority=5, due=T0 - 50, depth=3),
+            new("http://d.test/high-early-shallow", priority=5, due=T0 - 50, depth=1),
+        ]
+    )
+    due = await store.load_due([1], T0, 10, 10)
+    assert [d.url.rsplit("/", 1)[1] for d in due] == [
+        "high-early-shallow",
+        "high-early-deep",
+        "high-late",
+        "low",
+    ]
+
+
+async def test_load_due_per_host_cap_keeps_the_best_of_each_host(store: Store) -> None:
+    await store.add_urls([new(f"http://a.test/{p}", priority=p) for p in (1, 7, 3)])
+    due = await store.load_due([1], T0, 10, 1)
+    assert [d.url for d in due] == ["http://a.test/7"]
+
+
+async def test_load_due_marks_scheduled_once(store: Store) -> None:
+    await store.add_urls([new("http://a.test/1"), new("http://a.test/2")])
+    first = await store.load_due([1], T0, 10, 10)
+    assert len(first) == 2
+    assert await store.load_due([1], T0 + 1000, 10, 10) == []
+    assert await state_of(store, "http://a.test/1") == UrlState.SCHEDULED
+    assert (await store.counts())["scheduled"] == 2
+
+
+async def test_load_due_only_returns_requested_shards(store: Store) -> None:
+    await store.add_urls([new("http://a.test/1", shard=1), new("http://b.test/1", shard=2)])
+    due = await store.load_due([2, 3], T0, 10, 10)
+    assert [(d.url, d.shard) for d in due] == [("http://b.test/1", 2)]
+
+
+async def test_reset_scheduled_requeues(store: Store) -> None:
+    await store.add_urls([new("http://a.test/1", shard=1), new("http://b.test/1", shard=2)])
+    await store.load_due([1, 2], T0, 10, 10)
+    assert await store.reset_scheduled([1]) == 1
+    assert await state_of(store, "http://a.test/1") == UrlState.QUEUED
+    assert await state_of(store, "http://b.test/1") == UrlState.SCHEDULED
+    again = await store.load_due([1, 2], T0, 10, 10)
+    assert [d.url for d in again] == ["http://a.test/1"]
+
+
+async def test_release_requeues_with_new_time_without_version_bump(store: Store) -> None:
+    await store.add_urls([new("http://a.test/1"), new("http://a.test/2"), new("http://b.test/1")])
+    await store.load_due([1], T0, 10, 10)
+    await store.commit([done("http://b.test/1")])  # no longer SCHEDULED
+    changed = await store.release(
+        [(key("http://a.test/1"), T0 + 500), (key("http://b.test/1"), T0 + 1)]
+    )
+    assert changed == 1
+    row = await store.get_url(key("http://a.test/1"))
+    assert row is not None
+    assert (row["state"], row["version"], row["next_fetch_at"]) == (UrlState.QUEUED, 0, T0 + 500)
+    other = await store.get_url(key("http://b.test/1"))
+    assert other is not None and other["next_fetch_at"] == T0 + 3600
+    assert await state_of(store, "http://a.test/2") == UrlState.SCHEDULED
+    assert len(await store.read_events(0, 10)) == 1  # release emits no event
+    assert await store.load_due([1], T0 + 499, 10, 10) == []
+    assert [d.url for d in await store.load_due([1], T0 + 500, 10, 10)] == ["http://a.test/1"]
+    assert await store.release([]) == 0
+
+
+async def test_seed_urls_are_the_depth_zero_rows(store: Store) -> None:
+    assert await store.seed_urls() == []
+    await store.add_urls([new("http://a.test/", depth=0), new("http://a.test/deep", depth=1)])
+    await store.add_urls([new("http://b.test/", depth=0)])
+    assert sorted(await store.seed_urls()) == ["http://a.test/", "http://b.test/"]
+    assert len(await store.seed_urls(limit=1)) == 1
+
+
+async def test_next_due_at(store: Store) -> None:
+    assert await store.next_due_at([1]) is None
+    await store.add_urls(
+        [
+            new("http://a.test/1", due=T0 + 30),
+            new("http://a.test/2", due=T0 + 10),
+            new("http://b.test/1", shard=2, due=T0 + 1),
+        ]
+    )
+    assert await store.next_due_at([1]) == T0 + 10
+    assert await store.next_due_at([1, 2]) == T0 + 1
+    await store.load_due([1], T0 + 10, 10, 10)  # the T0+10 row is now SCHEDULED
+    assert await store.next_due_at([1]) == T0 + 30
+
+
+# -- commit ----------------------------------------------------------------------
+
+
+async def test_commit_applies_once(store: Store) -> None:
+    await store.add_urls([new("http://a.test/p")])
+    (lease,) = await store.load_due([1], T0, 10, 10)
+    result = await store.commit([done(lease.url, version=lease.version, etag='"v1"')])
+    assert (result.applied, result.stale) == (1, 0)
+    row = await store.get_url(lease.url_key)
+    assert row is not None
+    assert row["version"] == 1 and row["state"] == UrlState.QUEUED
+    assert row["next_fetch_at"] == T0 + 3600 and row["etag"] == '"v1"'
+    assert row["last_fetch_at"] == T0 + 1 and row["status"] == 200
+    repeat = await store.commit([done(lease.url, version=lease.version, etag='"v2"')])
+    assert (repeat.applied, repeat.stale) == (0, 1)
+    events = await store.read_events(0, 100)
+    assert len(events) == 1
+    assert (events[0].url_key, events[0].version) == (lease.url_key, 1)
+    row = await store.get_url(lease.url_key)
+    assert row is not None and row["version"] == 1 and row["etag"] == '"v1"'
+
+
+async def test_commit_repeated_within_one_batch_applies_once(store: Store) -> None:
+    await store.add_urls([new("http://a.test/p")])
+    await store.load_due([1], T0, 10, 10)
+    result = await store.commit([done("http://a.test/p"), done("http://a.test/p")])
+    assert (result.applied, result.stale) == (1, 1)
+    assert len(await store.read_events(0, 10)) == 1
+
+
+async def test_commit_with_old_version_is_stale(store: Store) -> None:
+    await store.add_urls([new("http://a.test/p")])
+    await store.load_due([1], T0, 10, 10)
+    assert (await store.commit([done("http://a.test/p", version=0)])).applied == 1
+    await store.load_due([1], T0 + 7200, 10, 10)
+    old = await store.commit([done("http://a.test/p", version=0, next_fetch_at=None)])
+    assert (old.applied, old.stale) == (0, 1)
+    row = await store.get_url(key("http://a.test/p"))
+    assert row is not None and row["version"] == 1 and row["state"] == UrlState.SCHEDULED
+    assert (await store.commit([done("http://a.test/p", version=1)])).applied == 1
+
+
+async def test_commit_for_unknown_url_is_stale(store: Store) -> None:
+    result = await store.commit([done("http://a.test/never-added")])
+    assert (result.applied, result.stale) == (0, 1)
+    assert await store.get_url(key("http://a.test/never-added")) is None
+
+
+async def test_commit_with_old_epoch_is_fenced(store: Store) -> None:
+    assert await store.acquire_shards("A", [1], T0, 10) == {1: 1}
+    await store.add_urls([new("http://a.test/p")])
+    (lease,) = await store.load_due([1], T0, 10, 10)
+    assert await store.acquire_shards("B", [1], T0 + 11, 10) == {1: 2}
+    fenced = await store.commit([done(lease.url, epoch=1)])
+    assert (fenced.applied, fenced.stale) == (0, 1)
+    assert await store.read_events(0, 10) == []
+    assert (await store.commit([done(lease.url, epoch=2)])).applied == 1
+
+
+async def test_commit_event_payload(store: Store) -> None:
+    await store.add_urls([new("http://a.test/p")])
+    await store.load_due([1], T0, 10, 10)
+    await store.commit(
+        [done("http://a.test/p", outcome=Outcome.NOT_MODIFIED, event={"title": "Hi", "n": 3})]
+    )
+    (event,) = await store.read_events(0, 10)
+    assert event.payload["url"] == "http://a.test/p"
+    assert event.payload["url_key"] == key("http://a.test/p").hex()
+    assert event.payload["version"] == 1
+    assert event.payload["outcome"] == "not_modified"
+    assert event.payload["title"] == "Hi" and event.payload["n"] == 3
+
+
+async def test_commit_retires_and_retired_rows_are_never_loaded(store: Store) -> None:
+    await store.add_urls([new("http://a.test/gone"), new("http://a.test/ok")])
+    await store.load_due([1], T0, 10, 10)
+    await store.commit(
+        [
+            done("http://a.test/gone", outcome=Outcome.GONE, status=410, next_fetch_at=None),
+            done("http://a.test/ok", next_fetch_at=T0 + 5),
+        ]
+    )
+    assert await state_of(store, "http://a.test/gone") == UrlState.RETIRED
+    assert await store.reset_scheduled([1]) == 0
+    due = await store.load_due([1], T0 + 10**9, 10, 10)
+    assert [d.url for d in due] == ["http://a.test/ok"]
+    again = await store.commit([done("http://a.test/gone", version=1)])
+    assert (again.applied, again.stale) == (0, 1)
+    counts = await store.counts()
+    assert counts["retired"] == 1 and counts["fetched"] == 2
+
+
+async def test_commit_inserts_new_urls_even_when_stale(store: Store) -> None:
+    await store.add_urls([new("http://a.test/p"), new("http://a.test/known")])
+    await store.load_due([1], T0, 10, 10)
+    links = (new("http://a.test/known"), new("http://b.test/fresh", shard=2))
+    first = await store.commit([done("http://a.test/p", new_urls=links)])
+    assert (first.applied, first.new_urls) == (1, 1)
+    more = (new("http://c.test/late", shard=3),)
+    stale = await store.commit([done("http://a.test/p", new_urls=more)])
+    assert (stale.applied, stale.stale, stale.new_urls) == (0, 1, 1)
+    assert await store.get_url(key("http://c.test/late")) is not None
+    assert (await store.counts())["urls"] == 4
+
+
+async def test_payload_location_keeps_the_first_copy(store: Store) -> None:
+    await store.add_urls([new("http://a.test/1"), new("http://b.test/2")])
+    await store.load_due([1], T0, 10, 10)
+    assert await store.payload_location("sha256:abc") is None
+    loc: dict[str, Any] = {
+        "payload_digest": "sha256:abc",
+        "warc_file": "w-0.warc.gz",
+        "warc_length": 9,
+    }
+    await store.commit([done("http://a.test/1", warc_offset=120, **loc)])
+    await store.commit([done("http://b.test/2", warc_offset=999, **loc)])
+    assert await store.payload_location("sha256:abc") == (
+        "w-0.warc.gz",
+        120,
+        "http://a.test/1",
+        T0 + 1,
+    )
+
+
+async def test_commit_applies_host_stats(store: Store) -> None:
+    await store.add_urls([new("http://a.test/1")])
+    await store.load_due([1], T0, 10, 10)
+    delta = HostStatsDelta("a.test", 1, fetched=1, bytes=500, ttfb_sum=0.25, status_2xx=1)
+    await store.commit([done("http://a.test/1")], [delta])
+    host = await store.load_host("a.test")
+    assert host is not None
+    assert (host.fetched, host.bytes, host.ttfb_sum) == (1, 500, 0.25)
+    only_stats = HostStatsDelta("a.test", 1, errors=2)
+    await store.commit([], [only_stats])
+    host = await store.load_host("a.test")
+    assert host is not None and (host.fetched, host.errors) == (1, 2)
+
+
+# -- shards ------------------------------------------------------------------------
+
+
+async def test_acquire_shards_leases_and_epochs(store: Store) -> None:
+    assert await store.acquire_shards("A", [1, 2], T0, 30) == {1: 1, 2: 1}
+    assert await store.acquire_shards("B", [1, 2, 3], T0 + 10, 30) == {3: 1}
+    assert await store.acquire_shards("B", [1], T0 + 31, 30) == {1: 2}
+    # the same owner re-acquiring (a restart) bumps the epoch: fencing
+    assert await store.acquire_shards("A", [2], T0 + 31, 30) == {2: 2}
+
+
+async def test_renew_shards(store: Store) -> None:
+    epochs = await store.acquire_shards("A", [1, 2], T0, 30)
+    assert await store.renew_shards("A", epochs, T0 + 20, 30) == {1, 2}
+    # renewed until T0+50, so B cannot take shard 1 at T0+40
+    assert await store.acquire_shards("B", [1], T0 + 40, 30) == {}
+    assert await store.acquire_shards("B", [1], T0 + 51, 30) == {1: 2}
+    assert await store.renew_shards("A", epochs, T0 + 52, 30) == {2}
+    assert await store.renew_shards("A", {2: 99}, T0 + 52, 30) == set()
+    assert await store.renew_shards("B", {2: 1}, T0 + 52, 30) == set()
+
+
+async def test_release_shards(store: Store) -> None:
+    await store.acquire_shards("A", [1, 2], T0, 300)
+    await store.add_urls([new("http://a.test/1", shard=1), new("http://b.test/1", shard=2)])
+    await store.load_due([1, 2], T0, 10, 10)
+    await store.release_shards("B", [1])  # not B's: nothing happens
+    assert await store.acquire_shards("B", [1], T0 + 1, 300) == {}
+    await store.release_shards("A", [1])
+    assert await state_of(store, "http://a.test/1") == UrlState.QUEUED
+    assert await state_of(store, "http://b.test/1") == UrlState.SCHEDULED
+    assert await store.acquire_shards("B", [1], T0 + 1, 300) == {1: 2}
+
+
+# -- events ------------------------------------------------------------------------------
+
+
+async def test_read_events_with_cursor(store: Store) -> None:
+    urls = [f"http://h{i}.test/" for i in range(5)]
+    await store.add_urls([new(u) for u in urls])
+    await store.load_due([1], T0, 10, 10)
+    await store.commit([done(u) for u in urls[:3]])
+    await store.commit([done(u) for u in urls[3:]])
+    page1 = await store.read_events(0, 2)
+    assert len(page1) == 2
+    page2 = await store.read_events(page1[-1].id, 100)
+    assert len(page2) == 3
+    ids = [e.id for e in page1 + page2]
+    assert ids == sorted(ids) and len(set(ids)) == 5
+    assert {e.payload["url"] for e in page1 + page2} == set(urls)
+    assert await store.read_events(0, 2) == page1
+    assert await store.read_events(ids[-1], 10) == []
+
+
+# -- hosts -----------------------------------------------------------------------
+
+
+async def test_robots_round_trip(store: Store) -> None:
+    assert await store.load_host("a.test") is None
+    record = HostRecord(
+        host_key="a.test",
+        shard=1,
+        robots_status=200,
+        robots_body=b"User-agent: *\nDisallow: /private\n",
+        robots_fetched_at=T0,
+        robots_expires_at=T0 + 86400,
+        robots_digest="sha256:r1",
+        crawl_delay=2.5,
+    )
+    await store.save_robots(record)
+    loaded = await store.load_host("a.test")
+    assert loaded is not None
+    assert loaded.robots_body == record.robots_body
+    assert (loaded.robots_status, loaded.robots_digest, loaded.crawl_delay) == (
+        200,
+        "sha256:r1",
+        2.5,
+    )
+    assert (loaded.robots_fetched_at, loaded.robots_expires_at) == (T0, T0 + 86400)
+    record.robots_status = 503
+    await store.save_robots(record)
+    reloaded = await store.load_host("a.test")
+    assert reloaded is not None and reloaded.robots_status == 503
+
+
+async def test_set_policy_round_trip_keeps_robots(store: Store) -> None:
+    await store.save_robots(HostRecord("a.test", 1, robots_status=404, crawl_delay=1.0))
+    await store.set_policy("a.test", 1, delay=3.0, max_in_flight=2, max_pages=100, blocked=True)
+    host = await store.load_host("a.test")
+    assert host is not None
+    assert (host.policy_delay, host.policy_max_in_flight, host.policy_max_pages) == (3.0, 2, 100)
+    assert host.blocked is True
+    assert (host.robots_status, host.crawl_delay) == (404, 1.0)
+    await store.set_policy(
+        "a.test", 1, delay=None, max_in_flight=None, max_pages=None, blocked=False
+    )
+    host = await store.load_host("a.test")
+    assert host is not None and host.policy_delay is None and host.blocked is False
+    await store.save_robots(HostRecord("a.test", 1, robots_status=200))
+    host = await store.load_host("a.test")
+    assert host is not None and host.robots_status == 200 and host.policy_delay is None
+    await store.set_policy("b.test", 4, delay=1.0, max_in_flight=None, max_pages=5, blocked=False)
+    other = await store.load_host("b.test")
+    assert other is not None and other.shard == 4 and other.policy_max_pages == 5
+    assert (await store.counts())["hosts"] == 2
+
+
+# -- durability and concurrency ----------------------------------------------------------
+
+
+async def test_counts(store: Store) -> None:
+    await store.add_urls([new(f"http://a.test/{i}") for i in range(4)])
+    loaded = await store.load_due([1], T0, 3, 10)
+    await store.commit([done(loaded[0].url, next_fetch_at=None)])
+    assert await store.counts() == {
+        "urls": 4,
+        "queued": 1,
+        "scheduled": 2,
+        "retired": 1,
+        "fetched": 1,
+        "events": 1,
+        "hosts": 0,
+    }
+
+
+async def test_reopen_keeps_everything(make_store: StoreMaker) -> None:
+    first = make_store()
+    await first.open()
+    await first.add_urls([new(f"http://a.test/{i}") for i in range(50)])
+    await first.load_due([1], T0, 1, 10)
+    epochs = await first.acquire_shards("A", [1], T0, 60)
+    await first.commit([done("http://a.test/0", epoch=epochs[1], payload_digest="d")])
+    await first.save_robots(HostRecord("a.test", 1, robots_status=200, robots_body=b"x"))
+    before = await first.counts()
+    await first.close()
+    await first.close()  # idempotent
+    second = make_store()
+    await second.open()
+    try:
+        assert await second.counts() == before
+        row = await second.get_url(key("http://a.test/0"))
+        assert row is not None and row["version"] == 1 and row["payload_digest"] == "d"
+        assert len(await second.read_events(0, 10)) == 1
+        host = await second.load_host("a.test")
+        assert host is not None and host.robots_body == b"x"
+        assert await second.acquire_shards("A", [1], T0, 60) == {1: 2}
+    finally:
+        await second.close()
+
+
+async def test_concurrent_calls_all_succeed(store: Store) -> None:
+    batches = [[new(f"http://h{b % 10}.test/{b}/{i}") for i in range(20)] for b in range(50)]
+    batches.append(batches[0])  # a duplicate batch adds nothing
+    results = await asyncio.wait_for(
+        asyncio.gather(*(store.add_urls(batch) for batch in batches)), timeout=20
+    )
+    assert sum(results) == 50 * 20
+    assert sorted(results)[:1] == [0]
+    assert (await store.counts())["urls"] == 1000
+
+
+async def test_concurrent_mixed_calls(store: Store) -> None:
+    await store.add_urls([new(f"http://h{i}.test/") for i in range(40)])
+    loads = [store.load_due([1], T0, 5, 10) for _ in range(10)]
+    counts = asyncio.ensure_future(store.counts())
+    results = await asyncio.wait_for(asyncio.gather(*loads), timeout=20)
+    loaded = [d.url for batch in results for d in batch]
+    assert len(loaded) == 40 and len(set(loaded)) == 40
+    assert (await counts)["urls"] == 40

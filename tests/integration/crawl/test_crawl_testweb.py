@@ -1,0 +1,96 @@
+"""End-to-end crawls of the local multi-host test web, judged from the server's log."""
+
+from __future__ import annotations
+
+import collections
+from pathlib import Path
+
+import pytest
+from warcio.archiveiterator import ArchiveIterator
+
+from courtier.app import crawl
+from courtier.config import build_config
+from courtier.store.sqlite import SqliteStore
+from courtier.testweb import TestWebServer, default_web, politeness_violations
+
+DELAY = 0.15
+
+
+def config_for(server: TestWebServer, data: Path, **extra: object) -> object:
+    resolve = data.parent / f"{data.name}-hosts.txt"
+    resolve.write_text(server.web.hosts_file_text())
+    flags: dict[str, object] = {
+        "data": data, "seeds": tuple(server.web.seeds()), "resolve": resolve,
+        "allow_network": ("127.0.0.0/8",), "delay": DELAY, "progress": "none",
+        "concurrency": 16,
+    }
+    flags.update(extra)
+    return build_config(flags)
+
+
+@pytest.mark.timeout(120)
+async def test_crawl_fetches_every_allowed_url_once_and_politely(tmp_path: Path) -> None:
+    async with TestWebServer(default_web(n_hosts=6, pages_per_host=8, crawl_delay=0.3)) as server:
+        status = await crawl(config_for(server, tmp_path / "data"),  # type: ignore[arg-type]
+                             install_signals=False)
+        expected = server.web.expected_fetches()
+        log = list(server.log)
+    assert status.stop_reason == "nothing due"
+    gets = [r for r in log if r.method == "GET" and not r.path_qs.startswith("/robots")]
+    counts = collections.Counter(server.url(r.host, r.path_qs) for r in gets)
+    fetched = set(counts)
+    assert fetched == expected, (
+        f"missing {sorted(expected - fetched)[:5]}, unexpected {sorted(fetched - expected)[:5]}")
+    assert [u for u, n in counts.items() if n > 1] == []
+    assert politeness_violations(log, delay=DELAY, max_in_flight=1) == []
+    # robots.txt came first on every host that was fetched at all
+    first_by_host: dict[str, str] = {}
+    for r in sorted(log, key=lambda r: r.start):
+        first_by_host.setdefault(r.host, r.path_qs)
+    assert set(first_by_host.values()) == {"/robots.txt"}
+
+
+@pytest.mark.timeout(120)
+async def test_warc_files_are_readable_with_correct_digests(tmp_path: Path) -> None:
+    async with TestWebServer(default_web(n_hosts=3, pages_per_host=5, crawl_delay=0.3)) as server:
+        data = tmp_path / "data"
+        await crawl(config_for(server, data), install_signals=False)  # type: ignore[arg-type]
+    files = sorted((data / "warc").rglob("*.warc.gz"))
+    assert files
+    responses = 0
+    for path in files:
+        with path.open("rb") as handle:
+            for record in ArchiveIterator(handle, check_digests="raise"):
+                if record.rec_type == "response":
+                    responses += 1
+                    record.content_stream().read()
+    store = SqliteStore(data / "courtier.db")
+    await store.open()
+    try:
+        events = await store.read_events(0, 10_000)
+    finally:
+        await store.close()
+    archived = [e for e in events if e.payload["warc"] is not None]
+    assert responses == len(archived) > 0
+    assert {e.payload["outcome"] for e in events} >= {"ok", "redirect", "gone", "robots_denied"}
+
+
+@pytest.mark.timeout(120)
+async def test_second_run_on_same_data_fetches_nothing_again(tmp_path: Path) -> None:
+    async with TestWebServer(default_web(n_hosts=3, pages_per_host=5, crawl_delay=0.3)) as server:
+        data = tmp_path / "data"
+        await crawl(config_for(server, data), install_signals=False)  # type: ignore[arg-type]
+        first = len(server.log)
+        status = await crawl(config_for(server, data), install_signals=False)  # type: ignore[arg-type]
+        assert status.fetched == 0
+        assert len(server.log) == first
+
+
+@pytest.mark.timeout(120)
+async def test_max_pages_stops_cleanly(tmp_path: Path) -> None:
+    async with TestWebServer(default_web(n_hosts=4, pages_per_host=10, crawl_delay=0.3)) as server:
+        status = await crawl(config_for(server, tmp_path / "d", max_pages=7),  # type: ignore[arg-type]
+                             install_signals=False)
+        pages = [r for r in server.log if not r.path_qs.startswith("/robots")]
+    assert status.stop_reason == "max pages"
+    assert len(pages) == 7

@@ -1,0 +1,254 @@
+"""SQLite-only behaviour: migrations, PRAGMAs, error mapping, atomicity, threading."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import sqlite3
+import threading
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+import courtier.store.sqlite as sqlite_pkg
+from courtier.clock import VirtualClock
+from courtier.errors import StoreError
+from courtier.outcome import Outcome
+from courtier.store.base import FetchCommit, HostStatsDelta, NewUrl, UrlState
+from courtier.store.sqlite import SqliteStore
+from courtier.store.sqlite._schema import connect, load_migrations, migrate
+
+T0 = 1_700_000_000.0
+TABLES = {"urls", "hosts", "shards", "events", "payloads", "fetch_log", "schema_version"}
+
+
+def key(url: str) -> bytes:
+    return hashlib.blake2b(url.encode(), digest_size=16).digest()
+
+
+def new(url: str, shard: int = 1) -> NewUrl:
+    return NewUrl(key(url), url, url.split("/", 3)[2], shard, 0, 0, T0, T0)
+
+
+def ok(url: str, version: int = 0, **extra: object) -> FetchCommit:
+    fields: dict[str, object] = {
+        "url_key": key(url),
+        "url": url,
+        "host_key": url.split("/", 3)[2],
+        "shard": 1,
+        "version": version,
+        "epoch": 0,
+        "outcome": Outcome.OK,
+        "fetched_at": T0,
+        "next_fetch_at": T0 + 60,
+    }
+    fields.update(extra)
+    return FetchCommit(**fields)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
+    s = SqliteStore(tmp_path / "crawl.sqlite", clock=VirtualClock(T0))
+    await s.open()
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+def raw(path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(path, isolation_level=None)
+
+
+def test_package_exports() -> None:
+    assert sqlite_pkg.__all__ == ["SqliteStore"]
+
+
+def test_migrations_are_numbered_from_one() -> None:
+    steps = load_migrations()
+    assert [m.version for m in steps] == list(range(1, len(steps) + 1))
+    assert steps[0].name == "0001_initial.sql"
+
+
+async def test_migrates_an_empty_file_and_reopen_is_idempotent(tmp_path: Path) -> None:
+    path = tmp_path / "empty.sqlite"
+    path.touch()
+    first = SqliteStore(path)
+    await first.open()
+    await first.add_urls([new("http://a.test/1")])
+    await first.close()
+    newest = load_migrations()[-1].version
+    assert first.schema_version == newest
+    second = SqliteStore(path)
+    await second.open()
+    await second.close()
+    with raw(path) as conn:
+        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        versions = [r[0] for r in conn.execute("SELECT version FROM schema_version")]
+        urls = conn.execute("SELECT COUNT(*) FROM urls").fetchone()[0]
+    assert names >= TABLES
+    assert versions == list(range(1, newest + 1))
+    assert urls == 1
+
+
+async def test_upgrades_a_version_one_database(tmp_path: Path) -> None:
+    path = tmp_path / "v1.sqlite"
+    conn = connect(str(path))
+    try:
+        assert migrate(conn, load_migrations()[:1]) == 1
+        conn.execute(
+            "INSERT INTO urls (url_key, url, host_key, shard, discovered_at, next_fetch_at)"
+            " VALUES (?, 'http://a.test/', 'a.test', 1, 1.0, 1.0)",
+            (key("http://a.test/"),),
+        )
+    finally:
+        conn.close()
+    s = SqliteStore(path)
+    await s.open()
+    try:
+        assert s.schema_version == load_migrations()[-1].version >= 2
+        assert await s.seed_urls() == ["http://a.test/"]
+    finally:
+        await s.close()
+    with raw(path) as check:
+        indexes = {r[0] for r in check.execute("SELECT name FROM sqlite_master WHERE type='index'")}
+    assert {"urls_due", "urls_seeds"} <= indexes
+
+
+async def test_pragmas_and_index(store: SqliteStore) -> None:
+    def inspect(conn: sqlite3.Connection) -> tuple[str, int, int, int, str]:
+        plan = " ".join(
+            str(r[3])
+            for r in conn.execute(
+                "EXPLAIN QUERY PLAN SELECT url_key FROM urls"
+                " WHERE shard IN (SELECT value FROM json_each('[1,2]'))"
+                " AND state = 0 AND next_fetch_at <= 5"
+            )
+        )
+        return (
+            conn.execute("PRAGMA journal_mode").fetchone()[0],
+            conn.execute("PRAGMA synchronous").fetchone()[0],
+            conn.execute("PRAGMA foreign_keys").fetchone()[0],
+            conn.execute("PRAGMA busy_timeout").fetchone()[0],
+            plan,
+        )
+
+    mode, synchronous, foreign_keys, busy, plan = await store._call(inspect)
+    assert (mode, synchronous, foreign_keys, busy) == ("wal", 1, 0, 5000)
+    assert "urls_due" in plan
+
+
+async def test_all_work_runs_on_one_worker_thread(store: SqliteStore) -> None:
+    idents = await asyncio.gather(
+        *(store._call(lambda _c: threading.get_ident()) for _ in range(20))
+    )
+    assert len(set(idents)) == 1
+    assert idents[0] != threading.get_ident()
+
+
+async def test_unwritable_path_raises_store_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    s = SqliteStore(blocker / "crawl.sqlite")
+    with pytest.raises(StoreError, match=r"a-file.*open failed.*(writable|exists)"):
+        await s.open()
+    with pytest.raises(StoreError, match="not open"):
+        await s.add_urls([new("http://a.test/1")])
+    await s.close()
+
+
+async def test_corrupt_file_raises_store_error(tmp_path: Path) -> None:
+    path = tmp_path / "garbage.sqlite"
+    path.write_bytes(b"this is not sqlite" * 400)
+    with pytest.raises(StoreError, match="not a courtier database"):
+        await SqliteStore(path).open()
+
+
+async def test_newer_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "future.sqlite"
+    s = SqliteStore(path)
+    await s.open()
+    await s.close()
+    with raw(path) as conn:
+        conn.execute("INSERT INTO schema_version VALUES (999, '0999_future.sql', 0)")
+    with pytest.raises(StoreError, match="version 999"):
+        await SqliteStore(path).open()
+
+
+async def test_failed_commit_applies_nothing(store: SqliteStore, tmp_path: Path) -> None:
+    await store.add_urls([new("http://a.test/1"), new("http://a.test/2")])
+    await store.load_due([1], T0, 10, 10)
+    with raw(tmp_path / "crawl.sqlite") as conn:
+        conn.execute(
+            "CREATE TRIGGER boom BEFORE INSERT ON fetch_log WHEN NEW.status = 500"
+            " BEGIN SELECT RAISE(ABORT, 'injected failure'); END"
+        )
+    batch = [ok("http://a.test/1", status=200, new_urls=[new("http://b.test/x")])]
+    batch.append(ok("http://a.test/2", status=500))
+    with pytest.raises(StoreError, match=r"commit failed.*injected failure"):
+        await store.commit(batch)
+    row = await store.get_url(key("http://a.test/1"))
+    assert row is not None and row["version"] == 0 and row["state"] == UrlState.SCHEDULED
+    assert await store.get_url(key("http://b.test/x")) is None
+    assert await store.read_events(0, 10) == []
+    assert (await store.commit(batch[:1])).applied == 1  # the store still works
+
+
+async def test_full_database_raises_and_inserts_nothing(store: SqliteStore) -> None:
+    await store.add_urls([new("http://a.test/seed")])
+    pages = await store._call(lambda c: int(c.execute("PRAGMA page_count").fetchone()[0]))
+    await store._call(lambda c: c.execute(f"PRAGMA max_page_count = {pages + 2}"))
+    batch = [new(f"http://a.test/{'x' * 200}/{i}") for i in range(2000)]
+    with pytest.raises(StoreError, match="full"):
+        await store.add_urls(batch)
+    assert (await store.counts())["urls"] == 1
+
+
+async def test_fetch_log_row_per_applied_commit(store: SqliteStore, tmp_path: Path) -> None:
+    await store.add_urls([new("http://a.test/1")])
+    await store.load_due([1], T0, 10, 10)
+    commit = ok("http://a.test/1", status=200, robots_digest="r", delay_applied=1.5)
+    await store.commit([commit])
+    await store.commit([commit])  # stale: no second audit row
+    with raw(tmp_path / "crawl.sqlite") as conn:
+        rows = conn.execute(
+            "SELECT version, status, outcome, robots_digest, delay_applied FROM fetch_log"
+        ).fetchall()
+    assert rows == [(1, 200, "ok", "r", 1.5)]
+
+
+async def test_validators_survive_a_not_modified_commit(store: SqliteStore) -> None:
+    await store.add_urls([new("http://a.test/1")])
+    await store.load_due([1], T0, 10, 10)
+    await store.commit([ok("http://a.test/1", etag='"e1"', payload_digest="d1", title="T")])
+    await store.load_due([1], T0 + 60, 10, 10)
+    await store.commit([ok("http://a.test/1", version=1, outcome=Outcome.NOT_MODIFIED, status=304)])
+    row = await store.get_url(key("http://a.test/1"))
+    assert row is not None
+    assert (row["etag"], row["payload_digest"], row["title"]) == ('"e1"', "d1", "T")
+    assert (row["status"], row["outcome"], row["version"]) == (304, "not_modified", 2)
+
+
+async def test_events_are_stamped_with_the_store_clock(tmp_path: Path) -> None:
+    clock = VirtualClock(T0)
+    s = SqliteStore(tmp_path / "c.sqlite", clock=clock)
+    await s.open()
+    try:
+        await s.add_urls([new("http://a.test/1")])
+        clock.advance(42)
+        await s.commit([ok("http://a.test/1")])
+        (event,) = await s.read_events(0, 10)
+        assert event.created_at == T0 + 42
+    finally:
+        await s.close()
+
+
+async def test_replayed_batch_does_not_count_host_stats_twice(store: SqliteStore) -> None:
+    await store.add_urls([new("http://a.test/1")])
+    await store.load_due([1], T0, 10, 10)
+    delta = HostStatsDelta("a.test", 1, fetched=1, status_2xx=1)
+    await store.commit([ok("http://a.test/1")], [delta])
+    await store.commit([ok("http://a.test/1")], [delta])
+    host = await store.load_host("a.test")
+    assert host is not None and host.fetched == 1
