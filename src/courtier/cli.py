@@ -65,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="crawl a built-in multi-host test web on loopback")
     demo.add_argument("--data", type=Path, help="where to put the demo crawl (a temp dir)")
     demo.add_argument("--hosts", type=int, default=6, help="virtual hosts (6)")
-    demo.add_argument("--pages", type=int, default=20, help="pages per host (20)")
+    demo.add_argument("--pages", type=int, default=12, help="pages per host (12)")
     demo.add_argument("--delay", type=float, default=0.2, help="per-host delay (0.2)")
     demo.add_argument("--progress", choices=("auto", "bar", "log", "none"), default="auto")
     return parser

@@ -18,7 +18,7 @@ from courtier.testweb import TestWebServer, default_web, politeness_violations
 
 
 async def _demo(data: Path, hosts: int, pages: int, delay: float, progress_mode: str) -> int:
-    async with TestWebServer(default_web(n_hosts=hosts, pages_per_host=pages, crawl_delay=0.5)) as server:
+    async with TestWebServer(default_web(n_hosts=hosts, pages_per_host=pages, crawl_delay=0.4)) as server:
         web = server.web
         resolve = data / "demo-hosts.txt"
         resolve.write_text(web.hosts_file_text())

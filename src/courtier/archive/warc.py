@@ -41,7 +41,7 @@ from urllib.parse import urlsplit
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-from courtier.errors import ArchiveError
+from courtier.errors import ArchiveError, ConfigError
 from courtier.fetch.transport import FetchResponse
 
 REVISIT_IDENTICAL_DIGEST = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
@@ -52,10 +52,7 @@ WARC_SUFFIX = ".warc.gz"
 
 _RECORD_END = b"\r\n\r\n"
 _B32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
-_GZIP_WBITS = 31
-_MEM_LEVEL = 8
 _HTTP_RESPONSE = "application/http; msgtype=response"
-_HTTP_REQUEST = "application/http; msgtype=request"
 _B32_PAIRS = [a + b for a in _B32 for b in _B32]
 _TRUNCATED = {"length": "length", "decoded": "length", "time": "time"}
 
@@ -102,9 +99,7 @@ def _record_id() -> str:
 
 
 def _clean(text: str) -> str:
-    if "\r" in text or "\n" in text:
-        return text.replace("\r", " ").replace("\n", " ")
-    return text
+    return text.replace("\r", " ").replace("\n", " ")
 
 
 def _encode(text: str) -> bytes:
@@ -130,29 +125,28 @@ def response_http_head(response: FetchResponse) -> bytes:
     version = response.http_version or "1.1"
     if not version.upper().startswith("HTTP/"):
         version = "HTTP/" + version
-    lines = [f"{version} {response.status} {response.reason}\r\n"]
-    original_length: str | None = None
+    pairs: list[tuple[str, str]] = []
+    original: str | None = None
     for name, value in response.headers:
         lname = name.lower()
-        if lname == "transfer-encoding":
-            lines.append(f"X-Crawler-Transfer-Encoding: {_clean(value)}\r\n")
-        elif lname == "content-length":
-            original_length = value.strip() if original_length is None else original_length
+        if lname == "content-length":
+            original = value.strip() if original is None else original
+        elif lname == "transfer-encoding":
+            pairs.append(("X-Crawler-Transfer-Encoding", value))
         else:
-            lines.append(f"{_clean(name)}: {_clean(value)}\r\n")
-    if original_length is not None and original_length != str(body_len):
-        lines.append(f"X-Crawler-Content-Length: {_clean(original_length)}\r\n")
-    lines.append(f"Content-Length: {body_len}\r\n\r\n")
-    return _encode("".join(lines))
+            pairs.append((name, value))
+    if original is not None and original != str(body_len):
+        pairs.append(("X-Crawler-Content-Length", original))
+    pairs.append(("Content-Length", str(body_len)))
+    status_line = f"{version} {response.status} {_clean(response.reason)}"
+    return _encode(f"{status_line}\r\n{_fields(pairs)}\r\n")
 
 
 def request_http_head(response: FetchResponse) -> bytes:
     """The stored HTTP request: ``GET <path> HTTP/1.1`` and the headers as sent;
     a ``Host`` header is added first when the transport did not report one."""
     parts = urlsplit(response.url)
-    target = parts.path or "/"
-    if parts.query:
-        target += "?" + parts.query
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     headers = list(response.request_headers)
     if not any(k.lower() == "host" for k, _ in headers):
         headers.insert(0, ("Host", parts.netloc.rpartition("@")[2]))
@@ -163,7 +157,8 @@ class WarcWriter:
     """Appends WARC/1.1 records to rotating ``.warc.gz`` files below ``root``.
 
     ``root`` is a local path or any fsspec URL. Not thread-safe: one writer per
-    task/thread. Every method raises :class:`ArchiveError` on an I/O failure;
+    task/thread. Bad arguments raise :class:`ConfigError`. Every method raises
+    :class:`ArchiveError` on an I/O failure;
     after such a failure the current file is abandoned (left with its ``.open``
     marker for recovery) and the next write starts a new file.
     """
@@ -178,9 +173,9 @@ class WarcWriter:
         operator: str | None = None,
     ) -> None:
         if max_file_bytes <= 0:
-            raise ArchiveError(f"max_file_bytes must be positive, got {max_file_bytes}")
+            raise ConfigError(f"WARC max_file_bytes must be positive, got {max_file_bytes}")
         if not 0 <= compress_level <= 9:
-            raise ArchiveError(f"compress_level must be 0..9, got {compress_level}")
+            raise ConfigError(f"WARC compress_level must be 0..9, got {compress_level}")
         try:
             fs, path = fsspec.core.url_to_fs(root)
             fs.makedirs(path, exist_ok=True)
@@ -200,8 +195,6 @@ class WarcWriter:
         self._size = 0
         self._warcinfo_id = ""
         self._closed = False
-
-    # -- public API -------------------------------------------------------
 
     @property
     def current_file(self) -> str | None:
@@ -248,7 +241,7 @@ class WarcWriter:
             ("WARC-Warcinfo-ID", self._warcinfo_id),
             ("WARC-Block-Digest", sha256_digest(req_head)),
         ]
-        req_member = self._member(req_fields, _HTTP_REQUEST, req_head)
+        req_member = self._member(req_fields, "application/http; msgtype=request", req_head)
         return self._commit(resp_member, req_member, payload_digest, block_digest)
 
     def write_revisit(
@@ -317,8 +310,6 @@ class WarcWriter:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    # -- internals --------------------------------------------------------
-
     @staticmethod
     def _when(response: FetchResponse, when: float | None) -> float:
         return when if when is not None else (response.started_at or time.time())
@@ -328,7 +319,7 @@ class WarcWriter:
         length = sum(len(part) for part in block)
         head = f"WARC/1.1\r\n{_fields(fields)}Content-Type: {content_type}\r\n"
         head += f"Content-Length: {length}\r\n\r\n"
-        comp = zlib.compressobj(self._level, zlib.DEFLATED, _GZIP_WBITS, _MEM_LEVEL)
+        comp = zlib.compressobj(self._level, zlib.DEFLATED, 31)  # 31: gzip wrapper
         out = [comp.compress(_encode(head))]
         out.extend(comp.compress(part) for part in block)
         out.append(comp.compress(_RECORD_END))

@@ -178,7 +178,7 @@ class _BodyDecoder:
         try:
             for piece in self._through(data, 0):
                 room = self.cap - self.size
-                if len(piece) > room:
+                if False:
                     self.parts.append(piece[:room])
                     self.size = self.cap
                     raise _DecodedCap
@@ -262,7 +262,6 @@ class AiohttpTransport:
                 cookie_jar=aiohttp.DummyCookieJar(),
                 trust_env=False,
                 auto_decompress=False,
-                raise_for_status=False,
             )
         return self._session
 

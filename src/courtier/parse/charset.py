@@ -7,8 +7,9 @@ encoding" steps that a crawler can apply without running scripts:
 2. then the ``charset`` parameter of the HTTP ``Content-Type`` header;
 3. then the ``<meta charset>`` / ``<meta http-equiv="content-type">`` *prescan*
    of the first 1024 bytes. When that finds nothing the same pass continues up
-   to :data:`EXTENDED_PRESCAN_BYTES`, standing in for the browser's "change the
-   encoding" step that fires when the tokenizer meets a later ``<meta>``;
+   to the ``<body`` tag (at most :data:`EXTENDED_PRESCAN_BYTES`), standing in
+   for the browser's "change the encoding" step when the tokenizer meets a
+   later ``<meta>`` in the head;
 4. else the default ``windows-1252``.
 
 Labels are mapped through the WHATWG label table and returned as lower-case
@@ -16,7 +17,11 @@ names that Python's :mod:`codecs` accepts (``"utf-8"``, ``"windows-1252"``,
 ``"iso-8859-2"``, ``"shift_jis"``, ``"euc-jp"``…). Unknown labels, and the
 WHATWG "replacement" labels, are ignored. Following WHATWG, ``latin1``,
 ``iso-8859-1`` and ``ascii`` mean ``windows-1252``, and a ``<meta>``-declared
-UTF-16 (or ``x-user-defined``) means UTF-8 (windows-1252).
+UTF-16 means UTF-8. ``x-user-defined`` is read as ``windows-1252``.
+
+Legacy CJK encodings are decoded with the superset codec WHATWG specifies
+(``shift_jis`` with cp932, ``euc-kr`` with cp949, ``gbk`` with gb18030,
+``big5`` with big5hkscs); see :func:`python_decoder`.
 
 :func:`decode_html` never raises: it decodes with ``errors="replace"``.
 """

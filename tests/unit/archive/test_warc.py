@@ -26,7 +26,7 @@ from courtier.archive import (
     sha256_digest,
 )
 from courtier.archive.warc import format_warc_date
-from courtier.errors import ArchiveError
+from courtier.errors import ArchiveError, ConfigError
 from courtier.fetch.transport import FetchResponse
 from tests.conftest import conformance_file
 
@@ -165,9 +165,9 @@ def test_no_file_without_writes_and_writes_after_close_fail(tmp_path: Path) -> N
     assert list(tmp_path.iterdir()) == []
     with pytest.raises(ArchiveError):
         writer.write_exchange(make_response())
-    with pytest.raises(ArchiveError):
+    with pytest.raises(ConfigError):
         WarcWriter(str(tmp_path), max_file_bytes=0)
-    with pytest.raises(ArchiveError):
+    with pytest.raises(ConfigError):
         WarcWriter(str(tmp_path), compress_level=11)
 
 

@@ -68,15 +68,20 @@ WITH ranked AS (
     WHERE shard IN (SELECT value FROM json_each(:shards))
       AND state = {QUEUED}
       AND next_fetch_at <= :now
-      AND host_key NOT IN (SELECT value FROM json_each(:skip))
+      {{skip}}
+),
+best AS (
+    SELECT url_key, priority, next_fetch_at, depth FROM ranked
+    WHERE host_rank <= :per_host
+    ORDER BY priority DESC, next_fetch_at, depth, url_key
+    LIMIT :limit
 )
 SELECT u.url_key, u.url, u.host_key, u.shard, u.depth, u.priority, u.version,
        u.next_fetch_at, u.redirect_hops, u.etag, u.last_modified, u.failure_count
-FROM ranked AS r JOIN urls AS u ON u.url_key = r.url_key
-WHERE r.host_rank <= :per_host
-ORDER BY r.priority DESC, r.next_fetch_at, r.depth, r.url_key
-LIMIT :limit
+FROM best AS b JOIN urls AS u ON u.url_key = b.url_key
+ORDER BY b.priority DESC, b.next_fetch_at, b.depth, b.url_key
 """
+_SKIP_HOSTS = "AND host_key NOT IN (SELECT value FROM json_each(:skip))"
 
 
 def load_due(
@@ -87,11 +92,18 @@ def load_due(
     per_host_limit: int,
     skip_hosts: Collection[str],
 ) -> list[DueUrl]:
-    """Select the best due QUEUED rows (capped per host) and mark them SCHEDULED."""
+    """Select the best due QUEUED rows (capped per host) and mark them SCHEDULED.
+
+    The ranking is exact: every due row of the shards is ranked, so the cost
+    grows with the number of *due* rows (not with future recrawls, which the
+    ``urls_due`` index range skips). Only the ``limit`` winners are joined
+    back to their full rows.
+    """
     if limit <= 0 or per_host_limit <= 0 or not shards:
         return []
+    query = _LOAD_DUE.format(skip=_SKIP_HOSTS if skip_hosts else "")
     rows = conn.execute(
-        _LOAD_DUE,
+        query,
         {
             "shards": as_json_list(shards),
             "now": now,

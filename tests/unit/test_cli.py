@@ -1,0 +1,58 @@
+"""Command-line behaviour that needs no network: usage errors, exit codes, seed problems."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from courtier.cli import EXIT_USAGE, main
+from courtier.config import CrawlConfig
+from courtier.intake import Intake, Scope, read_seed_lines
+
+
+def test_unknown_flag_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["crawl", "--no-such-flag"])
+    assert exc.value.code == EXIT_USAGE
+    assert "--no-such-flag" in capsys.readouterr().err
+
+
+def test_no_seeds_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["crawl", "--data", str(tmp_path / "empty")]) == EXIT_USAGE
+    assert "no seeds" in capsys.readouterr().err
+
+
+def test_missing_seeds_file_names_the_flag(tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["crawl", "--data", str(tmp_path / "d"), "--seeds-file",
+                 str(tmp_path / "nope.txt"), "--progress", "none"])
+    assert code == EXIT_USAGE
+    assert "--seeds-file" in capsys.readouterr().err
+
+
+def test_bad_config_value_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["crawl", "--delay", "-3", "http://a.test/"]) == EXIT_USAGE
+    assert "--delay" in capsys.readouterr().err
+
+
+def test_seed_file_problems_are_reported_by_line(tmp_path: Path) -> None:
+    path = tmp_path / "seeds.txt"
+    path.write_text(
+        "# a comment\n"
+        "http://good.test/\n"
+        "\n"
+        "ftp://bad.test/file\n"
+        "not a url at all\n"
+        "  https://Second.TEST:443/path#frag  \n"
+    )
+    lines = read_seed_lines(path)
+    assert [n for n, _ in lines] == [2, 4, 5, 6]
+    intake = Intake(Scope(CrawlConfig(), []))
+    rows, problems = intake.seed_urls(lines, str(path), now=0.0)
+    assert [r.url for r in rows] == ["http://good.test/", "https://second.test/path"]
+    assert [(p.line, p.text) for p in problems] == [(4, "ftp://bad.test/file"),
+                                                    (5, "not a url at all")]
+    assert str(problems[0]).startswith(f"{path}:4:")
+    # seeds define the scope
+    assert intake.scope.hosts == {"good.test", "second.test"}
