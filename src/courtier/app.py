@@ -12,7 +12,7 @@ import contextlib
 import fcntl
 import logging
 import signal
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -20,7 +20,7 @@ from courtier.archive.recovery import recover_warc_dir
 from courtier.archive.warc import WarcWriter
 from courtier.clock import RealClock
 from courtier.config import CrawlConfig
-from courtier.errors import ConfigError, InvalidURL
+from courtier.errors import ConfigError, FetchError, InvalidURL
 from courtier.fetch.aiohttp_transport import AiohttpTransport
 from courtier.fetch.guard import AddressGuard
 from courtier.fetch.resolver import Resolver, load_hosts_file
@@ -94,7 +94,8 @@ async def crawl(
         for problem in problems:
             if report_problem is not None:
                 report_problem(problem)
-        worker = Worker(config, store, transport, archive, clock, intake, on_progress=progress)
+        worker = Worker(config, store, transport, archive, clock, intake, on_progress=progress,
+                        resolve_ip=host_ip_lookup(resolver))
         if rows:
             await worker.add_seeds(rows)
         await _restore_scope(store, intake)
@@ -126,6 +127,28 @@ async def crawl(
         archive.close()
         await transport.close()
         await store.close()
+
+
+def host_ip_lookup(resolver: Resolver) -> Callable[[str], Awaitable[str | None]]:
+    """host_key → its first allowed address (None when it does not resolve or is blocked)."""
+
+    async def lookup(host_key: str) -> str | None:
+        scheme, _, authority = host_key.partition("://")
+        host, port = authority, 443 if scheme == "https" else 80
+        if authority.startswith("["):
+            host, _, rest = authority[1:].partition("]")
+            if rest.startswith(":"):
+                port = int(rest[1:])
+        elif ":" in authority:
+            host, _, port_text = authority.rpartition(":")
+            port = int(port_text)
+        try:
+            addresses = await resolver.resolve(host, port)
+        except FetchError:
+            return None
+        return addresses[0] if addresses else None
+
+    return lookup
 
 
 async def _restore_scope(store: Store, intake: Intake) -> None:

@@ -36,6 +36,10 @@ def add_crawl_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", type=Path, help="TOML file whose keys are these flags' names")
     p.add_argument("--delay", type=float, help="seconds between request starts per host (1.0)")
     p.add_argument("--max-in-flight-per-host", type=int, help="concurrent requests per host (1)")
+    p.add_argument("--max-in-flight-per-ip", type=int,
+                   help="concurrent requests to all hosts on one IP address (8; 0: no cap)")
+    p.add_argument("--ip-delay", type=float,
+                   help="seconds between request starts to one IP address (0)")
     p.add_argument("--concurrency", type=int, help="concurrent fetches in total (64)")
     p.add_argument("--scope", choices=SCOPES, help="which hosts to follow (seeds-hosts)")
     p.add_argument("--include", action="append", help="regex a URL must match (repeatable)")

@@ -34,6 +34,8 @@ class CrawlConfig:
     seeds_file: Path | None = None
     delay: float = 1.0
     max_in_flight_per_host: int = 1
+    max_in_flight_per_ip: int = 8
+    ip_delay: float = 0.0
     concurrency: int = 64
     scope: str = "seeds-hosts"
     include: tuple[str, ...] = ()
@@ -66,6 +68,10 @@ class CrawlConfig:
             raise ConfigError("--delay must be >= 0")
         if self.max_in_flight_per_host < 1:
             raise ConfigError("--max-in-flight-per-host must be >= 1")
+        if self.max_in_flight_per_ip < 0:
+            raise ConfigError("--max-in-flight-per-ip must be >= 0 (0: no per-IP cap)")
+        if self.ip_delay < 0:
+            raise ConfigError("--ip-delay must be >= 0")
         if self.concurrency < 1:
             raise ConfigError("--concurrency must be >= 1")
         if self.scope not in SCOPES:

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from courtier.archive.warc import WarcWriter
@@ -75,6 +75,7 @@ class Worker:
         owner: str = "local",
         shards: Sequence[int] | None = None,
         on_progress: Callable[[CrawlStatus], None] | None = None,
+        resolve_ip: Callable[[str], Awaitable[str | None]] | None = None,
     ) -> None:
         self.config = config
         self.store = store
@@ -85,6 +86,7 @@ class Worker:
         self.owner = owner
         self.shards = list(range(SHARD_COUNT)) if shards is None else list(shards)
         self.on_progress = on_progress
+        self.resolve_ip = resolve_ip
         self.agent = product_token(config.user_agent)
         self.frontier = Frontier(
             clock, self.agent,
@@ -92,6 +94,8 @@ class Worker:
             RobotsPolicy(expiry=config.robots_expiry),
             max_in_flight_per_host=config.max_in_flight_per_host,
             release_horizon=max(30.0, 2 * config.delay),
+            max_in_flight_per_ip=config.max_in_flight_per_ip,
+            ip_delay=config.ip_delay,
         )
         self.processor = PageProcessor(config, intake, archive, self.agent)
         self.limits = FetchLimits(
@@ -204,10 +208,11 @@ class Worker:
             self.shards, now, room, config.host_window,
             skip_hosts=frontier.full_hosts(config.host_window // 2),
         )
-        for host_key in {d.host_key for d in due if not frontier.knows_host(d.host_key)}:
+        new_hosts = {d.host_key: d.shard for d in due if not frontier.knows_host(d.host_key)}
+        for host_key, shard in new_hosts.items():
             record = await self.store.load_host(host_key)
-            shard = next(d.shard for d in due if d.host_key == host_key)
-            frontier.register_host(host_key, shard, record)
+            ip = await self.resolve_ip(host_key) if self.resolve_ip is not None else None
+            frontier.register_host(host_key, shard, record, ip)
         frontier.add(due)
         frontier.forget_idle_hosts(keep=max(1000, config.memory_window // 4))
 
@@ -254,7 +259,7 @@ class Worker:
         try:
             resp = await self.transport.fetch(self._request(lease), self.limits)
         except FetchError as exc:
-            self.frontier.finish_page(lease, FetchFeedback(None, 0.0))
+            self.frontier.finish_page(lease, FetchFeedback(None, 0.0, None, lease.ip))
             self._pending.append(self.processor.failed(lease, exc, self.clock.now()))
             return
         except asyncio.CancelledError:
@@ -262,7 +267,8 @@ class Worker:
             raise
         now = self.clock.now()
         retry_at = parse_retry_after(resp.header("retry-after"), now)
-        self.frontier.finish_page(lease, FetchFeedback(resp.status, resp.elapsed, retry_at))
+        self.frontier.finish_page(
+            lease, FetchFeedback(resp.status, resp.elapsed, retry_at, resp.remote_ip))
         self._pending.append(self.processor.fetched(lease, resp, now))
 
     async def _fetch_robots(self, lease: Lease) -> None:
@@ -284,7 +290,7 @@ class Worker:
                     location = None
             if 200 <= resp.status < 300:
                 body = resp.body[:MAX_ROBOTS_BYTES]
-            frontier.finish_robots(lease, resp.status, resp.body, location)
+            frontier.finish_robots(lease, resp.status, resp.body, location, resp.remote_ip)
         host = frontier.hosts.get(lease.host_key)
         if host is None:
             return

@@ -178,7 +178,7 @@ class _BodyDecoder:
         try:
             for piece in self._through(data, 0):
                 room = self.cap - self.size
-                if False:
+                if len(piece) > room:
                     self.parts.append(piece[:room])
                     self.size = self.cap
                     raise _DecodedCap

@@ -20,6 +20,15 @@ class HostPolicy:
     blocked: bool = False
 
 
+@dataclass(slots=True)
+class IpState:
+    """Limits shared by every host that resolves to one address."""
+
+    in_flight: int = 0
+    next_allowed_at: float = 0.0
+    waiting: set[str] = field(default_factory=set)   # hosts held back by the IP cap
+
+
 def url_rank(due: DueUrl) -> tuple[int, float, int, bytes]:
     """Best URL first: higher priority, then earlier due time, then smaller depth."""
     return (-due.priority, due.next_fetch_at, due.depth, due.url_key)
@@ -38,6 +47,7 @@ class HostState:
     policy: HostPolicy = field(default_factory=HostPolicy)
     loaded: bool = False          # durable state (robots copy, policy) read from the store
     pages_issued: int = 0
+    ip: str | None = None         # last address connected to; hosts on one IP share limits
     token: int = 0                # bumps on every reschedule; stale heap entries are skipped
 
     def push(self, due: DueUrl) -> None:

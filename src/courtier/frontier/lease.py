@@ -32,6 +32,7 @@ class Lease:
     delay: float
     due: DueUrl | None = None
     robots_digest: str | None = None
+    ip: str | None = None            # the IP group this lease was counted against
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,9 +40,11 @@ class FetchFeedback:
     """What the frontier needs to know about a finished fetch.
 
     ``status`` is None for a network error or timeout; ``retry_at`` is the
-    absolute time a Retry-After header asked for (already parsed).
+    absolute time a Retry-After header asked for (already parsed); ``ip`` the
+    address connected to, which puts the host in that IP's group.
     """
 
     status: int | None
     elapsed: float
     retry_at: float | None = None
+    ip: str | None = None            # the address the transport connected to

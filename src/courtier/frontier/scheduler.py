@@ -13,7 +13,8 @@ so rescheduling a host is O(log n) without searching the heaps.
 
 Invariants the frontier keeps for every host:
 
-* at most ``max_in_flight`` leases out at once (robots fetches included);
+* at most ``max_in_flight`` leases out at once (robots fetches included), and
+  at most ``max_in_flight_per_ip`` to all hosts known to share one address;
 * two lease start times at least the delay in force apart; with one request
   in flight (the default) the delay runs from the end of the previous fetch,
   which bounds the gap the server observes too;
@@ -31,7 +32,7 @@ import random
 from collections.abc import Iterable, Mapping
 
 from courtier.clock import Clock
-from courtier.frontier.host import HostPolicy, HostState
+from courtier.frontier.host import HostPolicy, HostState, IpState
 from courtier.frontier.lease import FetchFeedback, Lease, LeaseKind
 from courtier.politeness.delays import DelayPolicy, effective_delay
 from courtier.politeness.robots_state import RobotsPolicy, RobotsStatus
@@ -59,6 +60,8 @@ class Frontier:
         epochs: Mapping[int, int] | None = None,
         release_horizon: float = 60.0,
         rng: random.Random | None = None,
+        max_in_flight_per_ip: int = 8,
+        ip_delay: float = 0.0,
     ) -> None:
         self.clock = clock
         self.agent = agent_token
@@ -68,7 +71,10 @@ class Frontier:
         self.epochs: dict[int, int] = dict(epochs or {})
         self.release_horizon = release_horizon
         self.rng = rng or random.Random(0)
+        self.max_in_flight_per_ip = max_in_flight_per_ip
+        self.ip_delay = ip_delay
         self.hosts: dict[str, HostState] = {}
+        self.ips: dict[str, IpState] = {}
         self._waiting: list[tuple[float, int, int, str]] = []
         self._ready: list[tuple[int, float, int, int, str]] = []
         self._seq = itertools.count()
@@ -82,11 +88,18 @@ class Frontier:
     def knows_host(self, host_key: str) -> bool:
         return host_key in self.hosts
 
-    def register_host(self, host_key: str, shard: int, record: HostRecord | None = None) -> None:
-        """Create the host's state, restoring its durable part (robots copy, policy, back-off)."""
+    def register_host(self, host_key: str, shard: int, record: HostRecord | None = None,
+                      ip: str | None = None) -> None:
+        """Create the host's state, restoring its durable part (robots copy, policy, back-off).
+
+        ``ip`` (when already resolved) puts the host in its IP group from the first
+        request on, robots.txt included.
+        """
         if host_key in self.hosts:
             return
-        host = HostState(host_key=host_key, shard=shard, loaded=True)
+        host = HostState(host_key=host_key, shard=shard, loaded=True, ip=ip)
+        if ip is not None:
+            self.ips.setdefault(ip, IpState())
         if record is not None:
             host.robots.restore(
                 record.robots_body,
@@ -180,12 +193,16 @@ class Frontier:
         host.in_flight += 1
         self._in_flight += 1
         host.next_allowed_at = now + delay
+        if host.ip is not None:
+            ip = self.ips[host.ip]
+            ip.in_flight += 1
+            ip.next_allowed_at = max(ip.next_allowed_at, now + self.ip_delay)
         if kind is LeaseKind.ROBOTS:
             host.robots_in_flight = True
         else:
             host.pages_issued += 1
         return Lease(kind, host.host_key, url, now, self.epochs.get(host.shard, 0), delay, due,
-                     digest)
+                     digest, host.ip)
 
     def delay_for(self, host: HostState) -> float:
         rules = host.robots.rules_in_force()
@@ -201,6 +218,12 @@ class Frontier:
         if host.in_flight >= self._max_in_flight(host):
             return None
         at = max(host.next_allowed_at, host.timing.backoff_until)
+        if host.ip is not None:
+            ip = self.ips[host.ip]
+            if self.max_in_flight_per_ip and ip.in_flight >= self.max_in_flight_per_ip:
+                ip.waiting.add(host.host_key)
+                return None
+            at = max(at, ip.next_allowed_at)
         robots = host.robots
         if robots.status is RobotsStatus.UNREACHABLE and robots.last_good is None:
             at = max(at, robots.retry_at)
@@ -224,7 +247,7 @@ class Frontier:
 
     def finish_page(self, lease: Lease, feedback: FetchFeedback) -> None:
         """A page fetch ended: free its slot, adapt the delay, back off on trouble."""
-        host = self._release_slot(lease)
+        host = self._release_slot(lease, feedback.ip)
         status = feedback.status
         now = self.clock.now()
         if status is None or status == 429 or status >= 500:
@@ -234,10 +257,11 @@ class Frontier:
         self._reschedule(host)
 
     def finish_robots(
-        self, lease: Lease, status: int | None, body: bytes = b"", location: str | None = None
+        self, lease: Lease, status: int | None, body: bytes = b"", location: str | None = None,
+        ip: str | None = None,
     ) -> None:
         """A robots.txt fetch ended (status None = network error)."""
-        host = self._release_slot(lease)
+        host = self._release_slot(lease, ip)
         host.robots_in_flight = False
         now = self.clock.now()
         if status is None:
@@ -246,10 +270,21 @@ class Frontier:
             host.robots.on_response(status, body, now, self.robots_policy, location)
         self._reschedule(host)
 
-    def _release_slot(self, lease: Lease) -> HostState:
+    def _release_slot(self, lease: Lease, ip: str | None = None) -> HostState:
         host = self.hosts[lease.host_key]
         host.in_flight -= 1
         self._in_flight -= 1
+        if lease.ip is not None:
+            group = self.ips[lease.ip]
+            group.in_flight -= 1
+            waiting, group.waiting = group.waiting, set()
+            for key in waiting:
+                other = self.hosts.get(key)
+                if other is not None and key != host.host_key:
+                    self._reschedule(other)
+        if ip is not None and ip != host.ip:
+            host.ip = ip
+            self.ips.setdefault(ip, IpState())
         if self._max_in_flight(host) == 1:
             # The server saw the request start somewhere between our lease and this
             # moment (connection set-up delays it by an unknown amount), so the gap is

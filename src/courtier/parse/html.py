@@ -232,7 +232,8 @@ def parse_html(
             base_url = resolved
 
     links: list[Link] = []
-    index: dict[str, int] = {}
+    index: dict[str, int] = {}  # url -> position in links
+    memo: dict[str, str | None] = {}  # raw attribute value -> url (pages repeat links)
     canonical: str | None = None
     for tag, value, rel_attr in raw:
         if tag == "link":
@@ -250,10 +251,11 @@ def parse_html(
             rel, rels = _rel_tokens(rel_attr)
         if nofollow or len(links) >= max_links:
             continue
-        ref = _link_target(value)
-        if ref is None:
-            continue
-        target = _http_join(base_url, ref)
+        if value in memo:
+            target = memo[value]
+        else:
+            ref = _link_target(value)
+            target = memo[value] = None if ref is None else _http_join(base_url, ref)
         if target is None:
             continue
         follow_not = "nofollow" in rels

@@ -263,7 +263,7 @@ def test_title() -> None:
 def test_visible_text_excludes_scripts_styles_and_noscript() -> None:
     page = parse(
         "<html><head><title>T</title><style>p{color:red}</style></head><body>"
-        "<h1>Head  line</h1>\n\n<p>one\t<b>two</b></p><script>var s = 'hidden';</script>"
+        "<h1>Head  line</h1>\n\n<p>one\t<!-- hidden --><b>two</b></p><script>var s = 'hidden';</script>"
         "<noscript>enable js</noscript><template><p>tpl</p></template><p>three</p></body></html>"
     )
     assert page.text == "Head line one two three"

@@ -1,0 +1,56 @@
+"""A :class:`~courtier.fetch.transport.Transport` over the simulated web, in virtual time."""
+
+from __future__ import annotations
+
+import asyncio
+
+from courtier.clock import Clock
+from courtier.errors import ConnectError
+from courtier.fetch.transport import FetchLimits, FetchRequest, FetchResponse
+from courtier.sim.observer import Observer
+from courtier.sim.web import SimWeb
+
+
+def split_url(url: str) -> tuple[str, str]:
+    """(host, path+query) of an absolute http URL."""
+    rest = url.split("://", 1)[1]
+    slash = rest.find("/")
+    authority, path = (rest, "/") if slash < 0 else (rest[:slash], rest[slash:])
+    return authority.split(":", 1)[0], path
+
+
+class SimTransport:
+    """Answers from :class:`SimWeb` after the host's latency; every request is observed."""
+
+    def __init__(self, web: SimWeb, clock: Clock, observer: Observer) -> None:
+        self.web = web
+        self.clock = clock
+        self.observer = observer
+
+    async def fetch(self, request: FetchRequest, limits: FetchLimits) -> FetchResponse:
+        host_name, path = split_url(request.url)
+        host = self.web.host(host_name)
+        if host is None:
+            raise ConnectError(f"no such simulated host {host_name}")
+        start = self.clock.now()
+        self.observer.on_start(host_name, host.ip, path, start)
+        try:
+            answer = self.web.answer(host_name, path, start)
+        except ConnectError:
+            await asyncio.sleep(host.latency)
+            self.observer.on_end(host_name, host.ip, path, start, self.clock.now(), 0)
+            raise
+        await asyncio.sleep(min(answer.latency, limits.total_timeout))
+        end = self.clock.now()
+        retry_after = next((v for k, v in answer.headers if k == "Retry-After"), None)
+        self.observer.on_end(host_name, host.ip, path, start, end, answer.status, answer.body,
+                             retry_after)
+        return FetchResponse(
+            url=request.url, status=answer.status, reason="", http_version="1.1",
+            headers=list(answer.headers), raw_body=answer.body, body=answer.body,
+            request_headers=list(request.headers), remote_ip=host.ip, started_at=start,
+            ttfb=answer.latency, elapsed=end - start,
+        )
+
+    async def close(self) -> None:
+        return None

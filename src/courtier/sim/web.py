@@ -1,0 +1,98 @@
+"""A simulated web: hosts with their own latency, robots.txt, Crawl-delay,
+Retry-After behaviour, failure rates and shared IP addresses.
+
+Pure and deterministic: a response depends only on the host spec, the path,
+the request count and the seed.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from courtier.errors import ConnectError
+
+
+@dataclass(frozen=True, slots=True)
+class SimHost:
+    """One simulated host. ``robots_status`` 0 means "connection refused" for robots.txt."""
+
+    name: str
+    ip: str = "192.0.2.1"
+    pages: int = 20
+    links_per_page: int = 5
+    latency: float = 0.1
+    latency_jitter: float = 0.5          # ± fraction of latency
+    robots_status: int = 200
+    robots_body: bytes = b"User-agent: *\nDisallow: /private/\n"
+    robots_fail_until: float = 0.0       # robots.txt answers 503 until this virtual time
+    failure_rate: float = 0.0            # share of page requests answered 503
+    retry_after: str | None = None       # Retry-After sent with 503/429
+    slow_after: int | None = None        # after this many requests the host gets slow
+    slow_latency: float = 2.0
+    cross_links: int = 1                 # links per page to other hosts
+
+
+@dataclass(frozen=True, slots=True)
+class SimAnswer:
+    status: int
+    body: bytes
+    headers: tuple[tuple[str, str], ...]
+    latency: float
+
+
+@dataclass(slots=True)
+class SimWeb:
+    hosts: list[SimHost]
+    seed: int = 0
+    requests: dict[str, int] = field(default_factory=dict)
+    _by_name: dict[str, SimHost] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._by_name = {h.name: h for h in self.hosts}
+
+    def host(self, name: str) -> SimHost | None:
+        return self._by_name.get(name)
+
+    def seeds(self) -> list[str]:
+        return [f"http://{h.name}/" for h in self.hosts]
+
+    def page_urls(self, host: SimHost) -> list[str]:
+        return [f"http://{host.name}/"] + [f"http://{host.name}/p/{i}" for i in range(host.pages)]
+
+    def answer(self, host_name: str, path: str, now: float) -> SimAnswer:
+        """The response to a GET at virtual time ``now``; raises ConnectError for refusals."""
+        host = self._by_name.get(host_name)
+        if host is None:
+            raise ConnectError(f"no such simulated host {host_name}")
+        count = self.requests.get(host_name, 0) + 1
+        self.requests[host_name] = count
+        rng = random.Random(f"{self.seed}:{host_name}:{path}:{count}")
+        latency = host.latency * (1 + host.latency_jitter * (2 * rng.random() - 1))
+        if host.slow_after is not None and count > host.slow_after:
+            latency = host.slow_latency
+        if path == "/robots.txt":
+            if now < host.robots_fail_until:
+                return SimAnswer(503, b"", (), latency)
+            if host.robots_status == 0:
+                raise ConnectError(f"{host_name}: connection refused (simulated)")
+            return SimAnswer(host.robots_status, host.robots_body,
+                             (("Content-Type", "text/plain"),), latency)
+        if host.failure_rate and rng.random() < host.failure_rate:
+            headers: tuple[tuple[str, str], ...] = ()
+            if host.retry_after is not None:
+                headers = (("Retry-After", host.retry_after),)
+            return SimAnswer(503, b"", headers, latency)
+        return SimAnswer(200, self._html(host, path, rng), (("Content-Type", "text/html"),),
+                         latency)
+
+    def _html(self, host: SimHost, path: str, rng: random.Random) -> bytes:
+        links = [f"/p/{rng.randrange(host.pages)}" for _ in range(host.links_per_page)]
+        if path == "/":
+            links = [f"/p/{i}" for i in range(host.pages)] + ["/private/x"]
+        others = [h for h in self.hosts if h.name != host.name]
+        for _ in range(min(host.cross_links, len(others))):
+            other = others[rng.randrange(len(others))]
+            links.append(f"http://{other.name}/p/{rng.randrange(other.pages)}")
+        anchors = "".join(f'<a href="{href}">x</a>' for href in links)
+        return f"<html><head><title>{host.name}{path}</title></head><body>{anchors}</body></html>".encode()
