@@ -29,99 +29,22 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import access_log
 import static_web
 from nginx_local import LocalNginx, ensure_nginx, free_port
+from report import RunResult, ratio_line, run_measured, table
 
 BENCH = Path(__file__).resolve().parent
 PEER_VENV = BENCH / ".peer-venv"
 PEER_PY = PEER_VENV / "bin" / "python"
-
-
-@dataclass
-class RunResult:
-    """One crawler run, measured from outside and judged from nginx's log."""
-
-    name: str
-    exit_code: int
-    timed_out: bool
-    wall_s: float
-    cpu_user_s: float
-    cpu_sys_s: float
-    max_rss_mb: float
-    pages: int
-    existing: int
-    coverage: float
-    refetches: int
-    robots_requests: int
-    other_requests: int
-    active_s: float
-    violations: int
-    concurrency_violations: int
-    gap_violations: int
-    robots_order_violations: int
-    disallowed_fetches: int
-    min_gap_s: float | None
-    examples: list[str]
-
-    @property
-    def cpu_s(self) -> float:
-        """user + sys CPU seconds of the crawler's process tree."""
-        return self.cpu_user_s + self.cpu_sys_s
-
-    @property
-    def cpu_per_1k(self) -> float | None:
-        """CPU seconds per 1,000 distinct pages fetched (None when nothing was fetched)."""
-        return self.cpu_s * 1000 / self.pages if self.pages else None
-
-    @property
-    def pages_per_s(self) -> float:
-        """Distinct pages per wall-clock second, process start to exit."""
-        return self.pages / self.wall_s if self.wall_s > 0 else 0.0
-
-
-def run_measured(
-    cmd: list[str], cwd: Path, log_path: Path, timeout: float
-) -> tuple[int, bool, float, resource.struct_rusage]:
-    """Run ``cmd`` to its end (or kill it after ``timeout`` s); return exit code, timed-out
-    flag, wall seconds and the rusage of the process and the descendants it waited for."""
-    start = time.monotonic()
-    with log_path.open("wb") as out:
-        proc = subprocess.Popen(
-            cmd,
-            cwd=cwd,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    timed_out = False
-    term_sent_at: float | None = None
-    while True:
-        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-        if pid == proc.pid:
-            break
-        now = time.monotonic()
-        if now - start > timeout and term_sent_at is None:
-            timed_out = True
-            term_sent_at = now
-            os.killpg(proc.pid, signal.SIGTERM)
-        elif term_sent_at is not None and now - term_sent_at > 10:
-            os.killpg(proc.pid, signal.SIGKILL)
-        time.sleep(0.02)
-    wall = time.monotonic() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, timed_out, wall, usage
 
 
 def ensure_peer_venv(spec: str) -> None:
@@ -179,6 +102,10 @@ def courtier_cmd(
     ]
     if "--concurrency" in help_text:
         cmd += ["--concurrency", str(a.concurrency)]
+    if "--max-in-flight-per-ip" in help_text:
+        # Every test host is on 127.0.0.1; like Scrapy's CONCURRENT_REQUESTS_PER_IP = 0,
+        # only the per-host limit applies (the per-IP cap is for real shared hosting).
+        cmd += ["--max-in-flight-per-ip", "0"]
     if "--progress" in help_text:
         cmd += ["--progress", "none"]
     return cmd + list(a.courtier_arg or [])
@@ -217,6 +144,7 @@ def measure(
     """Serve the web with a fresh nginx, run one crawler, judge it from the access log."""
     log = work / f"access-{name}.log"
     print(f"[{name}] {' '.join(cmd)}", flush=True)
+    load_before = os.getloadavg()[0]
     with LocalNginx(
         Path(manifest.root), work / f"nginx-{name}", manifest.port, log, workers=a.nginx_workers
     ):
@@ -250,6 +178,8 @@ def measure(
         disallowed_fetches=pol.disallowed,
         min_gap_s=pol.min_gap,
         examples=pol.examples,
+        load_before=load_before,
+        load_after=os.getloadavg()[0],
     )
     print(
         f"[{name}] exit {code}{' (killed at hard timeout)' if timed_out else ''}, "
@@ -257,69 +187,6 @@ def measure(
         flush=True,
     )
     return res
-
-
-def _fmt(v: float | None, spec: str) -> str:
-    return "n/a" if v is None else format(v, spec)
-
-
-def table(results: list[RunResult]) -> str:
-    """The side-by-side table as plain text."""
-    rows = [
-        (
-            "crawler",
-            "pages",
-            "coverage",
-            "wall s",
-            "pages/s",
-            "CPU s",
-            "CPU s/1k pages",
-            "peak RSS MB",
-            "violations c/g/r/d",
-            "min gap s",
-            "refetch",
-            "exit",
-        )
-    ]
-    for r in results:
-        rows.append(
-            (
-                r.name,
-                str(r.pages),
-                f"{r.coverage:.1%}",
-                f"{r.wall_s:.1f}",
-                f"{r.pages_per_s:.1f}",
-                f"{r.cpu_s:.2f}",
-                _fmt(r.cpu_per_1k, ".2f"),
-                f"{r.max_rss_mb:.0f}",
-                f"{r.violations} ({r.concurrency_violations}/{r.gap_violations}/"
-                f"{r.robots_order_violations}/{r.disallowed_fetches})",
-                _fmt(r.min_gap_s, ".3f"),
-                str(r.refetches),
-                str(r.exit_code) + ("!" if r.timed_out else ""),
-            )
-        )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = [
-        "  ".join(
-            c.rjust(w) if i else c.ljust(w)
-            for i, (c, w) in enumerate(zip(row, widths, strict=True))
-        )
-        for row in rows
-    ]
-    lines.insert(1, "-" * len(lines[0]))
-    return "\n".join(lines)
-
-
-def ratio_line(results: list[RunResult]) -> str | None:
-    """``courtier CPU/page ÷ Scrapy CPU/page = X`` when both ran and fetched pages."""
-    by = {r.name: r for r in results}
-    c, s = by.get("courtier"), by.get("scrapy")
-    if not c or not s or not c.cpu_per_1k or not s.cpu_per_1k:
-        return None
-    x = c.cpu_per_1k / s.cpu_per_1k
-    verdict = "meets" if x <= 1 / 3 else "misses"
-    return f"courtier CPU/page ÷ Scrapy CPU/page = {x:.3f} ({verdict} the target ≤ 0.333)"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

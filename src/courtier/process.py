@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from courtier.archive.warc import ArchivedRecord, WarcWriter
+from courtier.archive.base import ArchiveWriter
+from courtier.archive.warc import ArchivedRecord
 from courtier.config import CrawlConfig
 from courtier.errors import BlockedAddressError, FetchError, InvalidURL
 from courtier.fetch.transport import FetchResponse
@@ -42,7 +43,7 @@ def is_html(content_type: str | None) -> bool:
 
 
 class PageProcessor:
-    def __init__(self, config: CrawlConfig, intake: Intake, archive: WarcWriter,
+    def __init__(self, config: CrawlConfig, intake: Intake, archive: ArchiveWriter,
                  agent_token: str) -> None:
         self.config = config
         self.intake = intake
@@ -71,12 +72,16 @@ class PageProcessor:
 
     def denied(self, due: DueUrl, reason: str, digest: str | None, epoch: int,
                now: float) -> FetchCommit:
-        """A URL not fetched because robots.txt or a policy forbids it."""
+        """A URL not fetched: robots.txt disallows it, a policy blocks its host, or its
+        host's robots.txt stayed unreachable (the cycle ends; it returns at recrawl)."""
         self.figures.denied += 1
-        outcome = Outcome.ROBOTS_DENIED if reason == "robots" else Outcome.BLOCKED
+        outcome = {"robots": Outcome.ROBOTS_DENIED, "blocked": Outcome.BLOCKED}.get(
+            reason, Outcome.ERROR)
         lease = Lease(kind=LeaseKind.PAGE, host_key=due.host_key, url=due.url, issued_at=now,
                       epoch=epoch, delay=0.0, due=due, robots_digest=digest)
-        return self._commit(lease, due, outcome, now, now + self.config.recrawl_interval)
+        error_kind = None if outcome is not Outcome.ERROR else reason
+        return self._commit(lease, due, outcome, now, now + self.config.recrawl_interval,
+                            error_kind=error_kind)
 
     def failed(self, lease: Lease, exc: FetchError, now: float) -> FetchCommit:
         """No usable response: retry with capped back-off, or give up after max_retries."""

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from courtier.archive.warc import WarcWriter
+from courtier.archive.base import ArchiveWriter
 from courtier.clock import Clock
 from courtier.config import CrawlConfig
 from courtier.errors import FetchError, InvalidURL, StoreError
@@ -36,6 +36,7 @@ COMMIT_EVERY = 0.5       # seconds: discovered URLs are durable within about thi
 COMMIT_BATCH = 200
 REFILL_EVERY = 0.25
 SHARD_LEASE = 60.0
+IDLE_POLL = 5.0          # longest sleep while waiting for retries (new seeds wait at most this)
 
 
 @dataclass(slots=True)
@@ -69,13 +70,14 @@ class Worker:
         config: CrawlConfig,
         store: Store,
         transport: Transport,
-        archive: WarcWriter,
+        archive: ArchiveWriter,
         clock: Clock,
         intake: Intake,
         owner: str = "local",
         shards: Sequence[int] | None = None,
         on_progress: Callable[[CrawlStatus], None] | None = None,
         resolve_ip: Callable[[str], Awaitable[str | None]] | None = None,
+        record_lags: bool = False,
     ) -> None:
         self.config = config
         self.store = store
@@ -87,6 +89,9 @@ class Worker:
         self.shards = list(range(SHARD_COUNT)) if shards is None else list(shards)
         self.on_progress = on_progress
         self.resolve_ip = resolve_ip
+        self.record_lags = record_lags
+        #: seconds from due to lease of each page lease (simulator figures only)
+        self.due_lags: list[float] = []
         self.agent = product_token(config.user_agent)
         self.frontier = Frontier(
             clock, self.agent,
@@ -110,6 +115,7 @@ class Worker:
         self._tasks: set[asyncio.Task[None]] = set()
         self._stop = asyncio.Event()
         self._pages_issued = 0
+        self._idle_until: float | None = None
 
     # ---- control ------------------------------------------------------------------------
 
@@ -175,14 +181,24 @@ class Worker:
             self.request_stop("max seconds")
 
     async def _nothing_due(self, now: float) -> bool:
+        """A one-shot crawl ends when nothing is due now and no fetch cycle is unfinished
+        (retries and hosts in back-off are waited for; recrawls are not)."""
         if self.config.continuous:
             return False
         due_at = await self.store.next_due_at(self.shards)
-        return due_at is None or due_at > now
+        if due_at is not None and due_at <= now:
+            return False
+        pending_at = await self.store.next_due_at(self.shards, pending_only=True)
+        self._idle_until = pending_at
+        return pending_at is None
 
     async def _wait(self, now: float) -> None:
         wake = self.frontier.next_wake_at()
         timeout = COMMIT_EVERY if wake is None else min(COMMIT_EVERY, max(0.0, wake - now))
+        idle_until, self._idle_until = self._idle_until, None
+        if idle_until is not None and not self._tasks and self.frontier.queued == 0:
+            # only retries or backed-off hosts remain: sleep until the first is due
+            timeout = min(IDLE_POLL, max(REFILL_EVERY, idle_until - now))
         if self._tasks:
             await asyncio.wait(self._tasks, timeout=timeout,
                                return_when=asyncio.FIRST_COMPLETED)
@@ -236,6 +252,8 @@ class Worker:
                 return
             if lease.kind is LeaseKind.PAGE:
                 self._pages_issued += 1
+                if self.record_lags and lease.due is not None:
+                    self.due_lags.append(lease.issued_at - lease.due.next_fetch_at)
             task = asyncio.create_task(self._fetch(lease))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)

@@ -27,6 +27,7 @@ from courtier.store.base import (
     Store,
     UrlState,
 )
+from courtier.store.memory import MemoryStore
 from courtier.store.sqlite import SqliteStore
 
 T0 = 1_700_000_000.0
@@ -40,7 +41,16 @@ def _sqlite_factory(tmp: Path) -> StoreMaker:
     return lambda: SqliteStore(path, clock=clock)
 
 
-FACTORIES: dict[str, Callable[[Path], StoreMaker]] = {"sqlite": _sqlite_factory}
+def _memory_factory(tmp: Path) -> StoreMaker:
+    # one object is its own "backing data": reopening it sees what was written
+    store = MemoryStore(clock=VirtualClock(T0))
+    return lambda: store
+
+
+FACTORIES: dict[str, Callable[[Path], StoreMaker]] = {
+    "sqlite": _sqlite_factory,
+    "memory": _memory_factory,
+}
 
 
 @pytest.fixture(params=sorted(FACTORIES))

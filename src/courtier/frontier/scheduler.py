@@ -38,7 +38,8 @@ from courtier.politeness.delays import DelayPolicy, effective_delay
 from courtier.politeness.robots_state import RobotsPolicy, RobotsStatus
 from courtier.store.base import DueUrl, HostRecord
 
-Denial = tuple[DueUrl, str, str | None]  # (url row, reason "robots"|"blocked", robots digest)
+#: (url row, reason "robots" | "blocked" | "robots_unreachable", robots digest)
+Denial = tuple[DueUrl, str, str | None]
 
 
 def path_of(url: str) -> str:
@@ -152,6 +153,10 @@ class Frontier:
             host = self.hosts.get(key)
             if host is None or host.token != token:
                 continue
+            at = self._ready_at(host)  # shared (per-IP) limits may have changed since
+            if at is None or at > now:
+                self._reschedule(host)
+                continue
             lease = self._lease_from(host, now)
             self._reschedule(host)
             if lease is not None:
@@ -231,6 +236,11 @@ class Frontier:
 
     def _reschedule(self, host: HostState) -> None:
         host.token += 1
+        if host.queue and host.robots.given_up(self.robots_policy):
+            for due in host.drain():
+                self._queued -= 1
+                self._denied.append((due, "robots_unreachable", None))
+            return
         at = self._ready_at(host)
         if at is None:
             return
@@ -254,6 +264,7 @@ class Frontier:
             host.timing.record_failure(now, self.delay_policy, self.rng, feedback.retry_at)
         else:
             host.timing.record_success(feedback.elapsed, self.delay_policy)
+        self._space_next(host, lease)
         self._reschedule(host)
 
     def finish_robots(
@@ -268,6 +279,7 @@ class Frontier:
             host.robots.on_unreachable(now, self.robots_policy)
         else:
             host.robots.on_response(status, body, now, self.robots_policy, location)
+        self._space_next(host, lease)
         self._reschedule(host)
 
     def _release_slot(self, lease: Lease, ip: str | None = None) -> HostState:
@@ -285,13 +297,20 @@ class Frontier:
         if ip is not None and ip != host.ip:
             host.ip = ip
             self.ips.setdefault(ip, IpState())
+        return host
+
+    def _space_next(self, host: HostState, lease: Lease) -> None:
+        """Set the earliest next start from the delay in force *after* this response
+        (a new Crawl-delay or a slower host applies to the very next request)."""
+        delay = max(lease.delay, self.delay_for(host))
+        at = lease.issued_at + delay
         if self._max_in_flight(host) == 1:
             # The server saw the request start somewhere between our lease and this
             # moment (connection set-up delays it by an unknown amount), so the gap is
             # counted from the end of the fetch: the next start is then at least
             # ``delay`` after the previous one as the server measures it.
-            host.next_allowed_at = max(host.next_allowed_at, self.clock.now() + lease.delay)
-        return host
+            at = self.clock.now() + delay
+        host.next_allowed_at = max(host.next_allowed_at, at)
 
     def return_lease(self, lease: Lease) -> None:
         """Give an unstarted or abandoned lease back (shutdown): its URL is released."""

@@ -78,6 +78,7 @@ _UTF8_BOM: Final = b"\xef\xbb\xbf"
 _PRODUCT_BYTES = re.compile(rb"[A-Za-z_-]*")
 _PRODUCT_STR = re.compile(r"[A-Za-z_-]*")
 _ROBOTS_PATH: Final = "/robots.txt"
+_DECIMAL = re.compile(rb"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")
 
 
 def product_token(user_agent: str) -> str:
@@ -150,16 +151,12 @@ def _agent_of(value: bytes) -> str:
 
 
 def _delay_of(value: bytes) -> float | None:
-    words = value.split()
-    if not words:
+    """Seconds from a ``crawl-delay`` value (its first word, plain decimal), or None."""
+    words = value.split(maxsplit=1)
+    if not words or _DECIMAL.fullmatch(words[0]) is None:
         return None
-    try:
-        delay = float(words[0])
-    except ValueError:
-        return None
-    if not math.isfinite(delay) or delay < 0:
-        return None
-    return delay
+    delay = float(words[0])
+    return delay if math.isfinite(delay) else None
 
 
 def _pattern_of(value: bytes) -> str:
@@ -230,6 +227,10 @@ class RobotsTxt:
 
     digest: str
     sitemaps: tuple[str, ...]
+    _groups: tuple[_GroupBuilder, ...]
+    _by_agent: dict[str, tuple[int, ...]]
+    _star: tuple[int, ...]
+    _cache: dict[str, RobotsGroup]
 
     def __init__(self, body: bytes) -> None:
         """Use :meth:`parse`, :meth:`allow_all` or :meth:`disallow_all`."""

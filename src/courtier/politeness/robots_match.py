@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 _UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 
 #: an escape, or an octet that must be escaped (anything but printable ASCII)
 _TO_FIX = re.compile(rb"%([0-9A-Fa-f]{2})|[^\x21-\x7e]")
-#: quick test: a str path that needs no rewriting at all
+#: quick tests: input that needs no rewriting at all (printable ASCII, no "%")
+_BYTES_NEED_FIX = re.compile(rb"[^\x21-\x24\x26-\x7e]")
 _STR_NEEDS_FIX = re.compile(r"[^\x21-\x24\x26-\x7e]")
 
 
@@ -47,6 +48,8 @@ def _fix(match: re.Match[bytes]) -> bytes:
 
 def normalize_bytes(raw: bytes) -> str:
     """The canonical comparison form of a pattern or path given as octets (pure ASCII out)."""
+    if _BYTES_NEED_FIX.search(raw) is None:
+        return raw.decode("ascii")
     return _TO_FIX.sub(_fix, raw).decode("ascii")
 
 
@@ -71,19 +74,22 @@ class Rule:
 
 @dataclass(frozen=True, slots=True)
 class _Wildcard:
-    """A pattern with at least one inner ``*``: literal segments between the stars."""
+    """A pattern with a ``*`` after its literal head: the segments between the stars.
+
+    :meth:`matches_after` is called only once the path is known to start with
+    the head; each segment is found at its leftmost place, which is optimal
+    for ``*``-only globs, so matching is a handful of ``str.find`` calls.
+    """
 
     length: int
     allow: bool
-    head: str
+    head_length: int
     middle: tuple[str, ...]
     tail: str
     anchored: bool
 
-    def matches(self, path: str) -> bool:
-        if not path.startswith(self.head):
-            return False
-        pos = len(self.head)
+    def matches_after(self, path: str) -> bool:
+        pos = self.head_length
         for segment in self.middle:
             found = path.find(segment, pos)
             if found < 0:
@@ -100,61 +106,101 @@ def _better(length: int, allow: bool, best_length: int, best_allow: bool) -> boo
     return length > best_length or (length == best_length and allow and not best_allow)
 
 
+@dataclass(slots=True)
+class _Pending:
+    """Rules sharing one literal head, while a :class:`RuleSet` is being built."""
+
+    plain: bool | None = None  # a plain prefix rule equal to the head: Allow?
+    wildcards: list[_Wildcard] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """Every rule whose literal head is one given string, compiled."""
+
+    plain: bool | None
+    wildcards: tuple[_Wildcard, ...]  # longest first, Allow before Disallow
+    longest: int  # the longest pattern in this entry
+
+
 class RuleSet:
     """The compiled rules of one merged group; immutable, safe to share.
+
+    Rules are indexed by their literal head (the text before the first
+    ``*``, or the whole pattern): one dictionary per head length. A lookup
+    walks head lengths from the longest down, so it costs one slice and one
+    dictionary probe per distinct head length, plus the ``*`` rules whose
+    head is a prefix of the path.
 
     ``decide(path)`` returns ``True`` (allowed) / ``False`` (disallowed) for
     the best matching rule, or ``None`` when no rule matches. ``path`` must
     already be :func:`normalize`-d.
     """
 
-    __slots__ = ("_exact", "_lengths", "_prefixes", "_rule_count", "_wildcards")
+    __slots__ = ("_exact", "_levels", "_rule_count")
 
     def __init__(self, rules: Iterable[Rule]) -> None:
-        #: plain prefixes (no "*", no "$"): prefix length -> prefix -> Allow?
-        prefixes: dict[int, dict[str, bool]] = {}
+        pending: dict[int, dict[str, _Pending]] = {}
         #: "$"-anchored literals: literal -> (pattern length, Allow?)
         exact: dict[str, tuple[int, bool]] = {}
-        wildcards: list[_Wildcard] = []
         count = 0
         for rule in rules:
             count += 1
-            pattern = rule.pattern
-            length = len(pattern)  # specificity counts the pattern as written, "*"/"$" included
-            anchored = pattern.endswith("$")
-            body = pattern[:-1] if anchored else pattern
-            if anchored and body.endswith("*"):
-                anchored = False  # "…*$" matches any ending: the anchor says nothing
-            if not anchored:
-                body = body.rstrip("*")  # trailing stars add nothing to a prefix match
-            if "*" not in body and anchored:
-                old = exact.get(body)
-                if old is None or _better(length, rule.allow, old[0], old[1]):
-                    exact[body] = (length, rule.allow)
-            elif "*" not in body and len(body) == length:
-                bucket = prefixes.setdefault(length, {})
-                bucket[body] = bucket.get(body, False) or rule.allow  # Allow wins a tie
-            else:
-                # inner stars, or trailing stars that make the pattern longer than its
-                # prefix (their specificity differs from the prefix's length)
-                head, *rest = body.split("*")
-                wildcards.append(
-                    _Wildcard(
-                        length=length,
-                        allow=rule.allow,
-                        head=head,
-                        middle=tuple(p for p in rest[:-1] if p),
-                        tail=rest[-1] if rest else "",
-                        anchored=anchored,
-                    )
+            self._add(rule, pending, exact)
+        # levels, longest head first; each carries the longest pattern at or below it,
+        # so a lookup can stop once nothing shorter could beat what it has found
+        levels: list[tuple[int, dict[str, _Entry], int]] = []
+        floor = -1
+        for head_length in sorted(pending):
+            entries: dict[str, _Entry] = {}
+            for head, built in pending[head_length].items():
+                wildcards = sorted(built.wildcards, key=lambda w: (-w.length, not w.allow))
+                longest = max(
+                    [head_length if built.plain is not None else -1] + [w.length for w in wildcards]
                 )
-        self._rule_count = count
-        self._prefixes = prefixes
-        self._lengths = tuple(sorted(prefixes, reverse=True))
+                entries[head] = _Entry(built.plain, tuple(wildcards), longest)
+                floor = max(floor, longest)
+            levels.append((head_length, entries, floor))
+        levels.reverse()
+        self._levels = tuple(levels)
         self._exact = exact
-        # longest first, Allow before Disallow at equal length: the first hit wins
-        wildcards.sort(key=lambda w: (-w.length, not w.allow))
-        self._wildcards = tuple(wildcards)
+        self._rule_count = count
+
+    @staticmethod
+    def _add(
+        rule: Rule,
+        pending: dict[int, dict[str, _Pending]],
+        exact: dict[str, tuple[int, bool]],
+    ) -> None:
+        pattern = rule.pattern
+        length = len(pattern)  # specificity counts the pattern as written, "*"/"$" included
+        anchored = pattern.endswith("$")
+        body = pattern[:-1] if anchored else pattern
+        if anchored and body.endswith("*"):
+            anchored = False  # "…*$" matches any ending: the anchor says nothing
+        if not anchored:
+            body = body.rstrip("*")  # trailing stars add nothing to a prefix match
+        if "*" not in body and anchored:
+            old = exact.get(body)
+            if old is None or _better(length, rule.allow, old[0], old[1]):
+                exact[body] = (length, rule.allow)
+            return
+        head, *rest = body.split("*")
+        entry = pending.setdefault(len(head), {}).setdefault(head, _Pending())
+        if not rest and len(body) == length:
+            entry.plain = bool(entry.plain) or rule.allow  # Allow wins a tie
+            return
+        # inner stars, or trailing stars that make the pattern longer than its head
+        entry.wildcards.append(
+            _Wildcard(
+                length=length,
+                allow=rule.allow,
+                head_length=len(head),
+                middle=tuple(p for p in rest[:-1] if p),
+                tail=rest[-1] if rest else "",
+                anchored=anchored,
+            )
+        )
 
     def __len__(self) -> int:
         """Number of rules compiled into this set."""
@@ -164,27 +210,30 @@ class RuleSet:
         """Allowed (True), disallowed (False) or no rule matched (None) for a normalised path."""
         best_length = -1
         best_allow = False
-        size = len(path)
-        prefixes = self._prefixes
-        for length in self._lengths:  # longest prefix first: the first hit is the best
-            if length > size:
-                continue
-            allow = prefixes[length].get(path[:length])
-            if allow is not None:
-                best_length, best_allow = length, allow
-                break
         if self._exact:
             hit = self._exact.get(path)
-            if hit is not None and _better(hit[0], hit[1], best_length, best_allow):
+            if hit is not None:
                 best_length, best_allow = hit
-        for wildcard in self._wildcards:
-            if wildcard.length < best_length:
-                break
-            if _better(wildcard.length, wildcard.allow, best_length, best_allow) and (
-                wildcard.matches(path)
-            ):
-                best_length, best_allow = wildcard.length, wildcard.allow
-                break
+        size = len(path)
+        for head_length, entries, floor in self._levels:
+            if floor < best_length:
+                break  # nothing at this head length or shorter can win
+            if head_length > size:
+                continue
+            entry = entries.get(path[:head_length])
+            if entry is None or entry.longest < best_length:
+                continue
+            plain = entry.plain
+            if plain is not None and _better(head_length, plain, best_length, best_allow):
+                best_length, best_allow = head_length, plain
+            for wildcard in entry.wildcards:
+                if wildcard.length < best_length:
+                    break
+                if _better(wildcard.length, wildcard.allow, best_length, best_allow) and (
+                    wildcard.matches_after(path)
+                ):
+                    best_length, best_allow = wildcard.length, wildcard.allow
+                    break
         if best_length < 0:
             return None
         return best_allow

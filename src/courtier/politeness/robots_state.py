@@ -25,17 +25,19 @@ MAX_ROBOTS_REDIRECTS = 5
 
 
 class RobotsStatus(StrEnum):
-    UNKNOWN = "unknown"            # never fetched (or expired and refetch pending)
-    OK = "ok"                      # 2xx parsed
-    UNAVAILABLE = "unavailable"    # 4xx or too many redirects: allow all
-    UNREACHABLE = "unreachable"    # 5xx, 429, network error: disallow all, retry
+    UNKNOWN = "unknown"  # never fetched (or expired and refetch pending)
+    OK = "ok"  # 2xx parsed
+    UNAVAILABLE = "unavailable"  # 4xx or too many redirects: allow all
+    UNREACHABLE = "unreachable"  # 5xx, 429, network error: disallow all, retry
 
 
 @dataclass(frozen=True, slots=True)
 class RobotsPolicy:
-    expiry: float = 24 * 3600.0        # a good copy is refetched after this (≤ 24 h)
-    retry_base: float = 60.0           # first retry after an unreachable robots.txt
+    expiry: float = 24 * 3600.0  # a good copy is refetched after this (≤ 24 h)
+    retry_base: float = 60.0  # first retry after an unreachable robots.txt
     retry_max: float = 6 * 3600.0
+    give_up_after: int = 5  # unreachable this many times in a row: end the URLs'
+    # cycle (they return at their next recrawl)
 
 
 @dataclass(slots=True)
@@ -51,7 +53,7 @@ class RobotsState:
     last_good: RobotsTxt | None = None
     last_good_at: float = 0.0
     redirects: int = 0
-    fetch_url: str | None = None       # a redirect target to fetch instead of /robots.txt
+    fetch_url: str | None = None  # a redirect target to fetch instead of /robots.txt
     last_status: int | None = None
 
     def needs_fetch(self, now: float) -> bool:
@@ -61,6 +63,14 @@ class RobotsState:
         if self.status is RobotsStatus.UNREACHABLE:
             return now >= self.retry_at
         return now >= self.expires_at
+
+    def given_up(self, policy: RobotsPolicy) -> bool:
+        """Unreachable too often with no good copy to fall back on: stop waiting for it."""
+        return (
+            self.status is RobotsStatus.UNREACHABLE
+            and self.last_good is None
+            and self.failures >= policy.give_up_after
+        )
 
     def rules_in_force(self) -> RobotsTxt | None:
         """Rules to obey now; None means "disallow everything, wait for a retry"."""
@@ -113,8 +123,14 @@ class RobotsState:
         step = min(policy.retry_max, policy.retry_base * 2 ** min(self.failures - 1, 20))
         self.retry_at = now + step
 
-    def restore(self, body: bytes | None, status: int | None, fetched_at: float,
-                expires_at: float, now: float) -> None:
+    def restore(
+        self,
+        body: bytes | None,
+        status: int | None,
+        fetched_at: float,
+        expires_at: float,
+        now: float,
+    ) -> None:
         """Reload a copy saved in the store; an expired one only serves as the last good copy."""
         if status is None:
             return

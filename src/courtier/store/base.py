@@ -222,8 +222,13 @@ class Store(Protocol):
         then earlier next_fetch_at, then smaller depth.
         """
 
-    async def next_due_at(self, shards: Sequence[int]) -> float | None:
-        """Earliest ``next_fetch_at`` among QUEUED rows of these shards (None if none)."""
+    async def next_due_at(self, shards: Sequence[int], pending_only: bool = False) -> float | None:
+        """Earliest ``next_fetch_at`` among QUEUED rows of these shards (None if none).
+
+        ``pending_only`` considers only rows whose current cycle is unfinished: never
+        fetched (version 0) or retrying after a failure (failure_count > 0) — what a
+        one-shot crawl waits for, unlike recrawls.
+        """
 
     async def commit(
         self, commits: Sequence[FetchCommit], host_stats: Sequence[HostStatsDelta] = ()

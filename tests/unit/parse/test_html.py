@@ -19,18 +19,21 @@ def urls(page: ParsedPage) -> list[str]:
     return [link.url for link in page.links]
 
 
-def test_links_from_each_tag_in_document_order() -> None:
+def test_links_grouped_by_kind_each_in_document_order() -> None:
     page = parse(
         '<html><head><link rel="next" href="/n"></head><body>'
-        '<iframe src="/if"></iframe><a href="/a">a</a>'
-        '<map name="m"><area href="/ar" alt=""></map>'
+        '<iframe src="/if"></iframe><a href="/a1">a</a>'
+        '<map name="m"><area href="/ar" alt=""></map><a href="/a2">a</a>'
+        '<link rel="prev" href="/p">'
         "</body></html>"
     )
     assert [(link.tag, link.url) for link in page.links] == [
         ("link", "https://example.com/n"),
-        ("iframe", "https://example.com/if"),
-        ("a", "https://example.com/a"),
+        ("link", "https://example.com/p"),
+        ("a", "https://example.com/a1"),
+        ("a", "https://example.com/a2"),
         ("area", "https://example.com/ar"),
+        ("iframe", "https://example.com/if"),
     ]
 
 
@@ -145,6 +148,12 @@ def test_unusable_base_falls_back_to_the_page_url(href: str) -> None:
 def test_base_without_href_is_ignored() -> None:
     page = parse('<base target="_blank"><base href="/b/"><a href="x">x</a>')
     assert urls(page) == ["https://example.com/b/x"]
+
+
+def test_valueless_base_href_is_the_first_base_and_means_the_page_url() -> None:
+    page = parse('<base href><base href="/b/"><a href="x">x</a>')
+    assert page.base_url == PAGE
+    assert urls(page) == ["https://example.com/dir/sub/x"]
 
 
 def test_rel_nofollow_flags_the_link() -> None:
@@ -263,7 +272,8 @@ def test_title() -> None:
 def test_visible_text_excludes_scripts_styles_and_noscript() -> None:
     page = parse(
         "<html><head><title>T</title><style>p{color:red}</style></head><body>"
-        "<h1>Head  line</h1>\n\n<p>one\t<!-- hidden --><b>two</b></p><script>var s = 'hidden';</script>"
+        "<h1>Head  line</h1>\n\n<p>one\t<!-- hidden --><b>two</b></p>"
+        "<script>var s = 'hidden';</script>"
         "<noscript>enable js</noscript><template><p>tpl</p></template><p>three</p></body></html>"
     )
     assert page.text == "Head line one two three"
@@ -382,3 +392,72 @@ def test_tag_soup_never_raises(parts: list[str]) -> None:
     page = parse_html("".join(parts).encode(), PAGE)
     assert all(link.url.startswith("https://") for link in page.links)
     assert page.meta_nofollow or page.base_url.startswith("https://example.com/")
+
+
+RESOLVER_BASES = [
+    PAGE,
+    "https://example.com",
+    "http://Example.COM:80/a/b/",
+    "https://user:pw@example.com:8443/x/y.html?q=1#frag",
+    "http://[::1]:8080/dir/file",
+    "https://example.com/a/./b/../c?x",
+    "https://xn--caf-dma.example/%7Euser/",
+    "not a url",
+]
+REF_PIECES = st.sampled_from(
+    [
+        "/",
+        "//",
+        ".",
+        "..",
+        "%2e",
+        "%2E",
+        "%20",
+        "?",
+        "#",
+        ":",
+        "a",
+        "B",
+        "1",
+        "-",
+        "_",
+        "~",
+        "@",
+        "'",
+        " ",
+        "\\",
+        "\t",
+        "=",
+        "&",
+        "%",
+        "x.html",
+        "https://example.com/",
+        "http://example.com:80/",
+        "https://user:pw@example.com:8443/",
+        "mailto:",
+        "é",
+        "|",
+        "^",
+    ]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from(RESOLVER_BASES), st.lists(REF_PIECES, min_size=1, max_size=8))
+def test_resolver_fast_path_agrees_with_ada(base: str, pieces: list[str]) -> None:
+    from courtier.parse.html import _http_join, _Resolver
+
+    ref = "".join(pieces)
+    assert _Resolver(base)(ref) == _http_join(base, ref)
+
+
+@pytest.mark.parametrize("base", RESOLVER_BASES[:-1])
+@pytest.mark.parametrize(
+    "ref", ["/a/b?c=1#d", "page.html", "sub/page.html?x=1", "?q=2", "https://example.com/z"]
+)
+def test_resolver_fast_path_common_refs(base: str, ref: str) -> None:
+    from ada_url import join_url
+
+    from courtier.parse.html import _Resolver
+
+    assert _Resolver(base)(ref) == join_url(base, ref)

@@ -171,13 +171,19 @@ def seed_urls(conn: sqlite3.Connection, limit: int) -> list[str]:
     return [row[0] for row in rows]
 
 
-def next_due_at(conn: sqlite3.Connection, shards: Sequence[int]) -> float | None:
-    """Earliest next_fetch_at of QUEUED rows; one index probe per shard."""
+def next_due_at(
+    conn: sqlite3.Connection, shards: Sequence[int], pending_only: bool = False
+) -> float | None:
+    """Earliest next_fetch_at of QUEUED rows; one index probe per shard.
+
+    ``pending_only``: only rows of an unfinished cycle (version 0 or retrying).
+    """
     if not shards:
         return None
+    pending = " AND (version = 0 OR failure_count > 0)" if pending_only else ""
     row = conn.execute(
         "SELECT MIN(m) FROM (SELECT (SELECT MIN(next_fetch_at) FROM urls"
-        f" WHERE shard = j.value AND state = {QUEUED}) AS m FROM json_each(?) AS j)",
+        f" WHERE shard = j.value AND state = {QUEUED}{pending}) AS m FROM json_each(?) AS j)",
         (as_json_list(shards),),
     ).fetchone()
     return None if row is None or row[0] is None else float(row[0])

@@ -222,10 +222,12 @@ class SqliteStore:
             "seed_urls", lambda conn: _queries.seed_urls(conn, limit), write=False
         )
 
-    async def next_due_at(self, shards: Sequence[int]) -> float | None:
+    async def next_due_at(self, shards: Sequence[int], pending_only: bool = False) -> float | None:
         shard_list = list(shards)
         return await self._tx(
-            "next_due_at", lambda conn: _queries.next_due_at(conn, shard_list), write=False
+            "next_due_at",
+            lambda conn: _queries.next_due_at(conn, shard_list, pending_only),
+            write=False,
         )
 
     async def commit(

@@ -1,0 +1,26 @@
+"""The ArchiveWriter contract (WARC writer, or a digest-only writer in the simulator)."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from courtier.archive.warc import ArchivedRecord
+from courtier.fetch.transport import FetchResponse
+
+
+class ArchiveWriter(Protocol):
+    """Writes fetched exchanges durably.
+
+    ``write_exchange`` returns where the response record is and its digests;
+    the record need not be durable until ``flush`` returns. A caller commits
+    rows that reference records only after ``flush``. Errors raise
+    :class:`courtier.errors.ArchiveError`; a failed write leaves earlier
+    records intact.
+    """
+
+    def write_exchange(self, response: FetchResponse,
+                       warc_date: float | None = None) -> ArchivedRecord: ...
+
+    def flush(self) -> None: ...
+
+    def close(self) -> None: ...

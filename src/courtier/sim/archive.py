@@ -1,0 +1,26 @@
+"""A digest-only archive for the simulator: no files, same digests and locations."""
+
+from __future__ import annotations
+
+from courtier.archive.warc import ArchivedRecord, WarcLocation, sha256_digest
+from courtier.fetch.transport import FetchResponse
+
+
+class DigestOnlyArchive:
+    """Implements :class:`~courtier.archive.base.ArchiveWriter` without writing anything."""
+
+    def __init__(self) -> None:
+        self.records = 0
+        self.flushes = 0
+
+    def write_exchange(self, response: FetchResponse,
+                       warc_date: float | None = None) -> ArchivedRecord:
+        self.records += 1
+        digest = sha256_digest(response.raw_body)
+        return ArchivedRecord(WarcLocation("sim.warc.gz", self.records, 1), digest, digest)
+
+    def flush(self) -> None:
+        self.flushes += 1
+
+    def close(self) -> None:
+        return None

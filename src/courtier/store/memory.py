@@ -1,0 +1,268 @@
+"""An in-memory Store: the simulator's store, and a reference for the contract suite.
+
+Nothing survives the process; everything else follows the :class:`Store`
+contract exactly (the same contract tests run against it). No threads: every
+method completes without awaiting, so it is deterministic under the
+simulator's virtual-time loop.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+from collections.abc import Collection, Sequence
+from typing import Any
+
+from courtier.clock import Clock, RealClock
+from courtier.outcome import Outcome
+from courtier.store.base import (
+    CommitResult,
+    DueUrl,
+    Event,
+    FetchCommit,
+    HostRecord,
+    HostStatsDelta,
+    NewUrl,
+    UrlState,
+)
+
+ROW_FIELDS = ("url_key", "url", "host_key", "shard", "depth", "priority", "state", "version",
+              "discovered_at", "last_fetch_at", "next_fetch_at", "interval", "status",
+              "outcome", "etag", "last_modified", "content_type", "payload_digest",
+              "content_length", "failure_count", "redirect_hops", "redirect_to", "warc_file",
+              "warc_offset", "warc_length", "error_kind", "title", "robots_digest",
+              "delay_applied")
+
+
+KEPT_UNLESS_OK = ("etag", "last_modified", "content_type", "payload_digest", "content_length",
+                  "warc_file", "warc_offset", "warc_length", "title")
+
+
+class MemoryStore:
+    def __init__(self, clock: Clock | None = None) -> None:
+        self.clock = clock or RealClock()
+        self.urls: dict[bytes, dict[str, Any]] = {}
+        self.hosts: dict[str, HostRecord] = {}
+        self.shards: dict[int, tuple[str | None, int, float]] = {}
+        self.events: list[Event] = []
+        self._event_keys: set[tuple[bytes, int]] = set()
+        self.payloads: dict[str, tuple[str, int, str, float]] = {}
+        self.fetch_log: list[dict[str, Any]] = []
+        self._due: list[tuple[float, bytes]] = []
+
+    async def open(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    async def add_urls(self, urls: Sequence[NewUrl]) -> int:
+        added = 0
+        for new in urls:
+            if new.url_key in self.urls:
+                continue
+            row = dict.fromkeys(ROW_FIELDS)
+            row.update(dataclasses.asdict(new))
+            row.update(state=int(UrlState.QUEUED), version=0, failure_count=0)
+            self.urls[new.url_key] = row
+            self._enqueue(row)
+            added += 1
+        return added
+
+    async def acquire_shards(self, owner: str, shards: Sequence[int], now: float,
+                             lease_seconds: float) -> dict[int, int]:
+        held: dict[int, int] = {}
+        for shard in shards:
+            current, epoch, expires = self.shards.get(shard, (None, 0, 0.0))
+            if current not in (None, owner) and expires > now:
+                continue
+            self.shards[shard] = (owner, epoch + 1, now + lease_seconds)
+            held[shard] = epoch + 1
+        return held
+
+    async def renew_shards(self, owner: str, epochs: dict[int, int], now: float,
+                           lease_seconds: float) -> set[int]:
+        kept = set()
+        for shard, epoch in epochs.items():
+            current, current_epoch, _ = self.shards.get(shard, (None, 0, 0.0))
+            if current == owner and current_epoch == epoch:
+                self.shards[shard] = (owner, epoch, now + lease_seconds)
+                kept.add(shard)
+        return kept
+
+    async def release_shards(self, owner: str, shards: Sequence[int]) -> None:
+        mine = [s for s in shards if self.shards.get(s, (None, 0, 0.0))[0] == owner]
+        for shard in mine:
+            _, epoch, _ = self.shards[shard]
+            self.shards[shard] = (None, epoch, 0.0)
+        await self.reset_scheduled(mine)
+
+    async def reset_scheduled(self, shards: Sequence[int]) -> int:
+        wanted = set(shards)
+        changed = 0
+        for row in self.urls.values():
+            if row["state"] == UrlState.SCHEDULED and row["shard"] in wanted:
+                row["state"] = int(UrlState.QUEUED)
+                self._enqueue(row)
+                changed += 1
+        return changed
+
+    async def release(self, items: Sequence[tuple[bytes, float]]) -> int:
+        changed = 0
+        for key, at in items:
+            row = self.urls.get(key)
+            if row is not None and row["state"] == UrlState.SCHEDULED:
+                row["state"] = int(UrlState.QUEUED)
+                row["next_fetch_at"] = at
+                self._enqueue(row)
+                changed += 1
+        return changed
+
+    def _enqueue(self, row: dict[str, Any]) -> None:
+        """Index a QUEUED row by due time (lazy: stale entries are skipped when popped)."""
+        heapq.heappush(self._due, (row["next_fetch_at"], row["url_key"]))
+
+    def _valid(self, at: float, key: bytes) -> dict[str, Any] | None:
+        row = self.urls.get(key)
+        if row is None or row["state"] != UrlState.QUEUED or row["next_fetch_at"] != at:
+            return None
+        return row
+
+    async def load_due(self, shards: Sequence[int], now: float, limit: int,
+                       per_host_limit: int, skip_hosts: Collection[str] = ()) -> list[DueUrl]:
+        wanted, skip = set(shards), set(skip_hosts)
+        due_rows: list[dict[str, Any]] = []
+        while self._due and self._due[0][0] <= now:
+            at, key = heapq.heappop(self._due)
+            row = self._valid(at, key)
+            if row is not None:
+                due_rows.append(row)
+        due_rows.sort(key=lambda r: (-r["priority"], r["next_fetch_at"], r["depth"], r["url_key"]))
+        per_host: dict[str, int] = {}
+        out: list[DueUrl] = []
+        for row in due_rows:
+            count = per_host.get(row["host_key"], 0)
+            if (len(out) >= limit or count >= per_host_limit or row["shard"] not in wanted
+                    or row["host_key"] in skip):
+                self._enqueue(row)
+                continue
+            per_host[row["host_key"]] = count + 1
+            row["state"] = int(UrlState.SCHEDULED)
+            out.append(DueUrl(
+                row["url_key"], row["url"], row["host_key"], row["shard"], row["depth"],
+                row["priority"], row["version"], row["next_fetch_at"], row["redirect_hops"],
+                row["etag"], row["last_modified"], row["failure_count"]))
+        return out
+
+    async def next_due_at(self, shards: Sequence[int], pending_only: bool = False) -> float | None:
+        wanted = set(shards)
+        if not pending_only:
+            while self._due and self._valid(*self._due[0]) is None:
+                heapq.heappop(self._due)
+            if not self._due:
+                return None
+            at, key = self._due[0]
+            if self.urls[key]["shard"] in wanted:
+                return at
+        times = [r["next_fetch_at"] for r in self.urls.values()
+                 if r["state"] == UrlState.QUEUED and r["shard"] in wanted
+                 and (not pending_only or r["version"] == 0 or r["failure_count"] > 0)]
+        return min(times) if times else None
+
+    async def commit(self, commits: Sequence[FetchCommit],
+                     host_stats: Sequence[HostStatsDelta] = ()) -> CommitResult:
+        applied = stale = 0
+        new_total = 0
+        for commit in commits:
+            new_total += await self.add_urls(commit.new_urls)
+            row = self.urls.get(commit.url_key)
+            epoch = self.shards.get(commit.shard, (None, 0, 0.0))[1]
+            if (row is None or row["version"] != commit.version
+                    or row["state"] == UrlState.RETIRED or epoch != commit.epoch):
+                stale += 1
+                continue
+            applied += 1
+            self._apply(row, commit)
+        for delta in host_stats:
+            host = self.hosts.setdefault(delta.host_key, HostRecord(delta.host_key, delta.shard))
+            host.fetched += delta.fetched
+            host.errors += delta.errors
+            host.bytes += delta.bytes
+            host.ttfb_sum += delta.ttfb_sum
+        return CommitResult(applied, stale, new_total)
+
+    def _apply(self, row: dict[str, Any], commit: FetchCommit) -> None:
+        version = commit.version + 1
+        for name in ("status", "redirect_to", "failure_count", "error_kind", "robots_digest",
+                     "delay_applied", "interval", "next_fetch_at"):
+            row[name] = getattr(commit, name)
+        ok = commit.outcome is Outcome.OK
+        for name in KEPT_UNLESS_OK:
+            value = getattr(commit, name)
+            if ok or value is not None:  # a 304 or a retry keeps the validators it had
+                row[name] = value
+        row.update(version=version, outcome=str(commit.outcome),
+                   last_fetch_at=commit.fetched_at,
+                   state=int(UrlState.QUEUED if commit.next_fetch_at is not None
+                             else UrlState.RETIRED))
+        if commit.next_fetch_at is not None:
+            self._enqueue(row)
+        if (commit.url_key, version) not in self._event_keys:
+            self._event_keys.add((commit.url_key, version))
+            payload = dict(commit.event)
+            payload.update(url_key=commit.url_key.hex(), url=commit.url, version=version,
+                           outcome=str(commit.outcome))
+            self.events.append(Event(len(self.events) + 1, commit.url_key, version,
+                                     commit.fetched_at, payload))
+        if commit.payload_digest and commit.warc_file and commit.warc_offset is not None:
+            self.payloads.setdefault(commit.payload_digest, (
+                commit.warc_file, commit.warc_offset, commit.url, commit.fetched_at))
+        self.fetch_log.append({
+            "url_key": commit.url_key, "version": version, "fetched_at": commit.fetched_at,
+            "status": commit.status, "outcome": str(commit.outcome),
+            "robots_digest": commit.robots_digest, "delay_applied": commit.delay_applied,
+            "error_kind": commit.error_kind})
+
+    async def get_url(self, url_key: bytes) -> dict[str, Any] | None:
+        row = self.urls.get(url_key)
+        if row is None:
+            return None
+        return {**row, "url_key_hex": url_key.hex()}
+
+    async def load_host(self, host_key: str) -> HostRecord | None:
+        record = self.hosts.get(host_key)
+        return dataclasses.replace(record) if record is not None else None
+
+    async def save_robots(self, record: HostRecord) -> None:
+        host = self.hosts.setdefault(record.host_key, HostRecord(record.host_key, record.shard))
+        for name in ("robots_status", "robots_body", "robots_fetched_at", "robots_expires_at",
+                     "robots_digest", "crawl_delay"):
+            setattr(host, name, getattr(record, name))
+
+    async def set_policy(self, host_key: str, shard: int, delay: float | None,
+                         max_in_flight: int | None, max_pages: int | None,
+                         blocked: bool) -> None:
+        host = self.hosts.setdefault(host_key, HostRecord(host_key, shard))
+        host.policy_delay, host.policy_max_in_flight = delay, max_in_flight
+        host.policy_max_pages, host.blocked = max_pages, blocked
+
+    async def payload_location(self, digest: str) -> tuple[str, int, str, float] | None:
+        return self.payloads.get(digest)
+
+    async def read_events(self, after: int, limit: int) -> list[Event]:
+        return [e for e in self.events if e.id > after][:limit]
+
+    async def seed_urls(self, limit: int = 100_000) -> list[str]:
+        return [r["url"] for r in self.urls.values() if r["depth"] == 0][:limit]
+
+    async def counts(self) -> dict[str, int]:
+        rows = self.urls.values()
+        return {
+            "urls": len(self.urls),
+            "queued": sum(1 for r in rows if r["state"] == UrlState.QUEUED),
+            "scheduled": sum(1 for r in rows if r["state"] == UrlState.SCHEDULED),
+            "retired": sum(1 for r in rows if r["state"] == UrlState.RETIRED),
+            "fetched": sum(1 for r in rows if r["last_fetch_at"] is not None),
+            "events": len(self.events),
+            "hosts": len(self.hosts),
+        }
