@@ -109,8 +109,7 @@ async def crawl(
                 log.warning("stopping: finishing in-flight fetches (Ctrl-C again to exit now)")
                 worker.request_stop("interrupted")
             else:
-                for task in list(worker._tasks):
-                    task.cancel()
+                worker.abort()
 
         if install_signals:
             for sig in (signal.SIGINT, signal.SIGTERM):

@@ -55,6 +55,9 @@ def add_crawl_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--recrawl-interval", type=float, help="seconds before a page is due again")
     p.add_argument("--continuous", action="store_true", default=None,
                    help="keep running for recrawls instead of ending when nothing is due")
+    p.add_argument("--linger", type=float,
+                   help="seconds a one-shot crawl waits for retries and backed-off hosts "
+                        "before ending (120); later ones are kept for the next run")
     p.add_argument("--progress", choices=("auto", "bar", "log", "none"),
                    help="progress display (auto: live line on a terminal, log lines otherwise)")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -91,7 +94,8 @@ def cmd_crawl(args: argparse.Namespace) -> int:
     from courtier.app import run
 
     config = config_from_args(args)
-    if not config.seeds and config.seeds_file is None and not (config.data / "courtier.db").exists():
+    resuming = (config.data / "courtier.db").exists()
+    if not config.seeds and config.seeds_file is None and not resuming:
         raise ConfigError("no seeds: give seed URLs, --seeds-file, or --data of an earlier crawl")
     status = run(config, config.progress, _print_problem)
     print(summary_line(status))

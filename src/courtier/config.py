@@ -59,6 +59,7 @@ class CrawlConfig:
     host_window: int = 64
     memory_window: int = 20_000
     continuous: bool = False
+    linger: float = 120.0
     progress: str = "auto"
     extra: Mapping[str, Any] = field(default_factory=dict)
 
@@ -72,6 +73,8 @@ class CrawlConfig:
             raise ConfigError("--max-in-flight-per-ip must be >= 0 (0: no per-IP cap)")
         if self.ip_delay < 0:
             raise ConfigError("--ip-delay must be >= 0")
+        if self.linger < 0:
+            raise ConfigError("--linger must be >= 0")
         if self.concurrency < 1:
             raise ConfigError("--concurrency must be >= 1")
         if self.scope not in SCOPES:
@@ -121,7 +124,8 @@ def _coerce(name: str, value: Any, source: str) -> Any:
             return float(value)
         return str(value)
     except (TypeError, ValueError):
-        raise ConfigError(f"{source}: {name.replace('_', '-')} has an invalid value {value!r}")
+        raise ConfigError(
+            f"{source}: {name.replace('_', '-')} has an invalid value {value!r}") from None
 
 
 def load_file(path: Path) -> dict[str, Any]:

@@ -18,13 +18,15 @@ from courtier.testweb import TestWebServer, default_web, politeness_violations
 
 
 async def _demo(data: Path, hosts: int, pages: int, delay: float, progress_mode: str) -> int:
-    async with TestWebServer(default_web(n_hosts=hosts, pages_per_host=pages, crawl_delay=0.4)) as server:
+    spec = default_web(n_hosts=hosts, pages_per_host=pages, crawl_delay=0.4)
+    async with TestWebServer(spec) as server:
         web = server.web
         resolve = data / "demo-hosts.txt"
         resolve.write_text(web.hosts_file_text())
         config = build_config({
             "data": data, "seeds": tuple(web.seeds()), "resolve": resolve,
             "allow_network": ("127.0.0.0/8",), "delay": delay, "progress": progress_mode,
+            "linger": 0.0,
         })
         progress = Progress(progress_mode)
         try:

@@ -128,7 +128,7 @@ class PageProcessor:
             new_urls: list[NewUrl] = []
             if is_html(content_type) and resp.truncated is None:
                 page = parse_html(resp.body, due.url, content_type, resp.header("x-robots-tag"),
-                                  agent_token=self.agent)
+                                  agent_token=self.agent, want_text=False)
                 fields["title"] = page.title
                 if not page.meta_nofollow:
                     raws = [link.url for link in page.links if not link.nofollow]

@@ -31,6 +31,8 @@ def summary_line(s: CrawlStatus) -> str:
         f"courtier: {s.stop_reason or 'finished'} after {elapsed:.1f} s: fetched {s.fetched} "
         f"({s.pages_per_second:.1f}/s), errors {s.errors}, robots-denied {s.denied}, "
         f"discovered {s.discovered} new URLs, {human_bytes(s.bytes)}"
+        + ("; some retries are due later: run again on the same --data to finish them"
+           if s.left_for_later else "")
     )
 
 

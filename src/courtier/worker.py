@@ -36,7 +36,9 @@ COMMIT_EVERY = 0.5       # seconds: discovered URLs are durable within about thi
 COMMIT_BATCH = 200
 REFILL_EVERY = 0.25
 SHARD_LEASE = 60.0
+MIN_WAIT = 0.001         # never spin: a host that is "ready" but cannot start waits a little
 IDLE_POLL = 5.0          # longest sleep while waiting for retries (new seeds wait at most this)
+REPORT_EVERY = 0.25      # seconds between progress figure updates
 
 
 @dataclass(slots=True)
@@ -55,6 +57,7 @@ class CrawlStatus:
     hosts_active: int = 0
     discovered: int = 0
     stale_commits: int = 0
+    left_for_later: bool = False   # unfinished retries remain beyond --linger
     stop_reason: str = ""
     warc_files: list[str] = field(default_factory=list)
 
@@ -114,6 +117,8 @@ class Worker:
         self._pending: list[FetchCommit] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self._stop = asyncio.Event()
+        self._wakeup = asyncio.Event()
+        self._last_report = float("-inf")
         self._pages_issued = 0
         self._idle_until: float | None = None
 
@@ -124,6 +129,14 @@ class Worker:
         if not self._stop.is_set():
             self.status.stop_reason = reason
             self._stop.set()
+            self._wakeup.set()
+
+    def abort(self) -> None:
+        """Second Ctrl-C: cancel in-flight fetches now (their URLs return to the queue);
+        discovered URLs already parsed are still committed on the way out."""
+        self.request_stop("aborted")
+        for task in list(self._tasks):
+            task.cancel()
 
     async def add_seeds(self, rows: Sequence[NewUrl]) -> int:
         added = await self.store.add_urls(rows)
@@ -133,7 +146,7 @@ class Worker:
     # ---- the loop -----------------------------------------------------------------------
 
     async def run(self) -> CrawlStatus:
-        clock, store, frontier, config = self.clock, self.store, self.frontier, self.config
+        clock, store, frontier, _config = self.clock, self.store, self.frontier, self.config
         start = clock.now()
         self.status.started_at = start
         epochs = await store.acquire_shards(self.owner, self.shards, start, SHARD_LEASE)
@@ -181,30 +194,38 @@ class Worker:
             self.request_stop("max seconds")
 
     async def _nothing_due(self, now: float) -> bool:
-        """A one-shot crawl ends when nothing is due now and no fetch cycle is unfinished
-        (retries and hosts in back-off are waited for; recrawls are not)."""
+        """A one-shot crawl ends when nothing is due now and no unfinished fetch cycle
+        (a retry, a host in back-off or with robots.txt unreachable) is due within
+        ``--linger`` seconds; later ones stay queued for the next run. Recrawls are
+        never waited for."""
         if self.config.continuous:
             return False
         due_at = await self.store.next_due_at(self.shards)
         if due_at is not None and due_at <= now:
             return False
         pending_at = await self.store.next_due_at(self.shards, pending_only=True)
-        self._idle_until = pending_at
-        return pending_at is None
+        if pending_at is not None and pending_at - now <= self.config.linger:
+            self._idle_until = pending_at
+            return False
+        self.status.left_for_later = pending_at is not None
+        return True
 
     async def _wait(self, now: float) -> None:
         wake = self.frontier.next_wake_at()
-        timeout = COMMIT_EVERY if wake is None else min(COMMIT_EVERY, max(0.0, wake - now))
+        if wake is None or len(self._tasks) >= self.config.concurrency or self._stop.is_set():
+            timeout = COMMIT_EVERY  # a finishing fetch wakes us sooner
+        else:
+            timeout = min(COMMIT_EVERY, max(MIN_WAIT, wake - now))
         idle_until, self._idle_until = self._idle_until, None
         if idle_until is not None and not self._tasks and self.frontier.queued == 0:
             # only retries or backed-off hosts remain: sleep until the first is due
             timeout = min(IDLE_POLL, max(REFILL_EVERY, idle_until - now))
-        if self._tasks:
-            await asyncio.wait(self._tasks, timeout=timeout,
-                               return_when=asyncio.FIRST_COMPLETED)
-        elif timeout > 0:
+        # one event for "a fetch finished or a stop was asked": O(1) per wait, unlike
+        # asyncio.wait over every task
+        if not self._wakeup.is_set() and timeout > 0:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), timeout)
+                await asyncio.wait_for(self._wakeup.wait(), timeout)
+        self._wakeup.clear()
 
     async def _renew(self, now: float) -> None:
         if not self.frontier.epochs:
@@ -256,7 +277,13 @@ class Worker:
                     self.due_lags.append(lease.issued_at - lease.due.next_fetch_at)
             task = asyncio.create_task(self._fetch(lease))
             self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        self._wakeup.set()
+        if not task.cancelled() and task.exception() is not None:
+            log.error("fetch task failed", exc_info=task.exception())
 
     # ---- one fetch ----------------------------------------------------------------------
 
@@ -342,7 +369,10 @@ class Worker:
         self.status.stale_commits += result.stale
         self.intake.remember(u.url_key for c in batch for u in c.new_urls)
 
-    def _report(self, now: float) -> None:
+    def _report(self, now: float, force: bool = False) -> None:
+        if not force and now - self._last_report < REPORT_EVERY:
+            return
+        self._last_report = now
         s, figures = self.status, self.processor.figures
         s.now = now
         s.fetched, s.errors, s.denied, s.bytes = (figures.fetched, figures.errors,
@@ -367,4 +397,4 @@ class Worker:
             await self.store.release([(due.url_key, due.next_fetch_at) for due, _ in released])
         self.archive.flush()
         self.status.now = self.clock.now()
-        self._report(self.status.now)
+        self._report(self.status.now, force=True)

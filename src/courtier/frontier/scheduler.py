@@ -153,8 +153,8 @@ class Frontier:
             host = self.hosts.get(key)
             if host is None or host.token != token:
                 continue
-            at = self._ready_at(host)  # shared (per-IP) limits may have changed since
-            if at is None or at > now:
+            ready_at = self._ready_at(host)  # shared (per-IP) limits may have changed since
+            if ready_at is None or ready_at > now:
                 self._reschedule(host)
                 continue
             lease = self._lease_from(host, now)

@@ -71,9 +71,9 @@ class Observer:
                 problems.append("page before robots.txt")
             elif view.robots_unreachable and view.robots is None:
                 problems.append("page while robots.txt unreachable")
-            elif view.robots is not None and not view.robots_allow_all:
-                if not view.robots.allowed(self.agent, path):
-                    problems.append("disallowed by robots.txt")
+            elif (view.robots is not None and not view.robots_allow_all
+                  and not view.robots.allowed(self.agent, path)):
+                problems.append("disallowed by robots.txt")
         for problem in problems:
             self.violations.append(f"{now:.3f} {host}{path}: {problem}")
         view.in_flight += 1

@@ -35,7 +35,8 @@ class SimReport:
 
 def sim_config(**overrides: object) -> CrawlConfig:
     """Settings for a simulated crawl: scope "any" (the simulated web is closed)."""
-    base = CrawlConfig(scope="any", progress="none", concurrency=256, max_seconds=24 * 3600.0)
+    base = CrawlConfig(scope="any", progress="none", concurrency=256, max_seconds=24 * 3600.0,
+                       linger=24 * 3600.0)
     return dataclasses.replace(base, **overrides).validate()  # type: ignore[arg-type]
 
 

@@ -26,6 +26,7 @@ class SimTransport:
         self.web = web
         self.clock = clock
         self.observer = observer
+        self.t0: float | None = None     # simulated hosts see time since the first request
 
     async def fetch(self, request: FetchRequest, limits: FetchLimits) -> FetchResponse:
         host_name, path = split_url(request.url)
@@ -33,9 +34,11 @@ class SimTransport:
         if host is None:
             raise ConnectError(f"no such simulated host {host_name}")
         start = self.clock.now()
+        if self.t0 is None:
+            self.t0 = start
         self.observer.on_start(host_name, host.ip, path, start)
         try:
-            answer = self.web.answer(host_name, path, start)
+            answer = self.web.answer(host_name, path, start - self.t0)
         except ConnectError:
             await asyncio.sleep(host.latency)
             self.observer.on_end(host_name, host.ip, path, start, self.clock.now(), 0)

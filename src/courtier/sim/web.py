@@ -25,7 +25,7 @@ class SimHost:
     latency_jitter: float = 0.5          # ± fraction of latency
     robots_status: int = 200
     robots_body: bytes = b"User-agent: *\nDisallow: /private/\n"
-    robots_fail_until: float = 0.0       # robots.txt answers 503 until this virtual time
+    robots_fail_until: float = 0.0       # robots.txt answers 503 until this many seconds in
     failure_rate: float = 0.0            # share of page requests answered 503
     retry_after: str | None = None       # Retry-After sent with 503/429
     slow_after: int | None = None        # after this many requests the host gets slow
@@ -90,9 +90,11 @@ class SimWeb:
         links = [f"/p/{rng.randrange(host.pages)}" for _ in range(host.links_per_page)]
         if path == "/":
             links = [f"/p/{i}" for i in range(host.pages)] + ["/private/x"]
-        others = [h for h in self.hosts if h.name != host.name]
-        for _ in range(min(host.cross_links, len(others))):
-            other = others[rng.randrange(len(others))]
+        for _ in range(min(host.cross_links, len(self.hosts) - 1)):
+            other = self.hosts[rng.randrange(len(self.hosts))]
+            if other.name == host.name:
+                continue
             links.append(f"http://{other.name}/p/{rng.randrange(other.pages)}")
         anchors = "".join(f'<a href="{href}">x</a>' for href in links)
-        return f"<html><head><title>{host.name}{path}</title></head><body>{anchors}</body></html>".encode()
+        title = f"{host.name}{path}"
+        return f"<html><head><title>{title}</title></head><body>{anchors}</body></html>".encode()

@@ -22,7 +22,7 @@ def config_for(server: TestWebServer, data: Path, **extra: object) -> object:
     flags: dict[str, object] = {
         "data": data, "seeds": tuple(server.web.seeds()), "resolve": resolve,
         "allow_network": ("127.0.0.0/8",), "delay": DELAY, "progress": "none",
-        "concurrency": 16,
+        "concurrency": 16, "linger": 0.0,
     }
     flags.update(extra)
     return build_config(flags)

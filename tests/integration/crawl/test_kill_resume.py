@@ -18,13 +18,13 @@ DELAY = 0.1
 
 
 async def run_cli(args: list[str], kill_when: int | None, server: TestWebServer,
-                  timeout: float = 90.0) -> int:
+                  limit: float = 90.0) -> int:
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "courtier", *args,
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
     )
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
+    deadline = loop.time() + limit
     try:
         while proc.returncode is None and loop.time() < deadline:
             if kill_when is not None and len(server.log) >= kill_when:
@@ -50,7 +50,7 @@ async def test_kill_9_then_resume_equals_an_uninterrupted_crawl(tmp_path: Path) 
         data = tmp_path / "data"
         args = ["crawl", "--data", str(data), "--seeds-file", str(seeds), "--resolve",
                 str(resolve), "--allow-network", "127.0.0.0/8", "--delay", str(DELAY),
-                "--progress", "none"]
+                "--progress", "none", "--linger", "0"]
         expected = server.web.expected_fetches()
         rc = await run_cli(args, kill_when=len(expected) // 2, server=server)
         assert rc == -signal.SIGKILL

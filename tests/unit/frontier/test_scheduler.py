@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from courtier.clock import VirtualClock
 from courtier.frontier import FetchFeedback, Frontier, HostPolicy, Lease, LeaseKind
 from courtier.politeness.delays import DelayPolicy
@@ -61,7 +63,7 @@ def test_robots_is_fetched_first_and_counts_against_the_delay() -> None:
     assert [lease.kind for lease in leases] == [LeaseKind.ROBOTS, LeaseKind.PAGE, LeaseKind.PAGE]
     assert leases[0].url == "http://a.test/robots.txt"
     starts = [lease.issued_at for lease in leases]
-    assert all(b - a >= 2.0 for a, b in zip(starts, starts[1:], strict=False))
+    assert all(b - a >= 2.0 for a, b in itertools.pairwise(starts))
 
 
 def test_no_second_lease_while_one_is_in_flight() -> None:
@@ -80,7 +82,7 @@ def test_no_second_lease_while_one_is_in_flight() -> None:
 
 
 def test_max_in_flight_override_allows_two() -> None:
-    clock, frontier = make(delay=0.0)
+    _clock, frontier = make(delay=0.0)
     add(frontier, due("http://a.test/1"), due("http://a.test/2"), due("http://a.test/3"))
     frontier.set_policy("http://a.test", HostPolicy(max_in_flight=2))
     robots = frontier.next_lease()
@@ -144,7 +146,7 @@ def test_crawl_delay_is_honoured_when_larger_than_the_delay() -> None:
     leases = run(clock, frontier, {"http://a.test": (200, body)})
     pages = [lease.issued_at for lease in leases if lease.kind is LeaseKind.PAGE]
     assert len(pages) == 4
-    assert all(b - a >= 3.0 for a, b in zip(pages, pages[1:], strict=False))
+    assert all(b - a >= 3.0 for a, b in itertools.pairwise(pages))
 
 
 def test_retry_after_pauses_the_whole_host() -> None:
@@ -164,7 +166,7 @@ def test_retry_after_pauses_the_whole_host() -> None:
 
 
 def test_best_host_and_best_url_first() -> None:
-    clock, frontier = make(delay=0.0)
+    _clock, frontier = make(delay=0.0)
     add(frontier, due("http://low.test/1", priority=0), due("http://high.test/1", priority=5))
     for _ in range(2):  # robots of both
         lease = frontier.next_lease()
@@ -176,7 +178,7 @@ def test_best_host_and_best_url_first() -> None:
 
 
 def test_blocked_host_denies_its_urls() -> None:
-    clock, frontier = make()
+    _clock, frontier = make()
     add(frontier, due("http://a.test/1"))
     frontier.set_policy("http://a.test", HostPolicy(blocked=True))
     assert frontier.next_lease() is None
@@ -204,6 +206,6 @@ def test_many_hosts_are_served_in_parallel_but_each_politely() -> None:
     for lease in leases:
         by_host.setdefault(lease.host_key, []).append(lease.issued_at)
     for starts in by_host.values():
-        assert all(b - a >= 5.0 for a, b in zip(starts, starts[1:], strict=False))
+        assert all(b - a >= 5.0 for a, b in itertools.pairwise(starts))
     # 20 hosts in parallel: 6 requests per host at 5 s → about 25 s, not 100 × 5 s
     assert clock.now() - 1000.0 <= 30.0
