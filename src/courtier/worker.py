@@ -18,11 +18,13 @@ from dataclasses import dataclass, field
 from courtier.archive.base import ArchiveWriter
 from courtier.clock import Clock
 from courtier.config import CrawlConfig
-from courtier.errors import FetchError, InvalidURL, StoreError
+from courtier.errors import ArchiveError, FetchError, InvalidURL, StoreError
 from courtier.fetch.transport import FetchLimits, FetchRequest, Transport
 from courtier.frontier.lease import FetchFeedback, Lease, LeaseKind
 from courtier.frontier.scheduler import Frontier
 from courtier.intake import Intake
+from courtier.metrics import CrawlMetrics, status_class
+from courtier.politeness.audit import LeaseAuditor
 from courtier.politeness.delays import DelayPolicy, parse_retry_after
 from courtier.politeness.robots import MAX_ROBOTS_BYTES, product_token
 from courtier.politeness.robots_state import RobotsPolicy
@@ -39,6 +41,7 @@ SHARD_LEASE = 60.0
 MIN_WAIT = 0.001         # never spin: a host that is "ready" but cannot start waits a little
 IDLE_POLL = 5.0          # longest sleep while waiting for retries (new seeds wait at most this)
 REPORT_EVERY = 0.25      # seconds between progress figure updates
+ARCHIVE_RETRY = 5.0      # seconds to wait after a WARC write error (disk full…)
 
 
 @dataclass(slots=True)
@@ -81,6 +84,7 @@ class Worker:
         on_progress: Callable[[CrawlStatus], None] | None = None,
         resolve_ip: Callable[[str], Awaitable[str | None]] | None = None,
         record_lags: bool = False,
+        metrics: CrawlMetrics | None = None,
     ) -> None:
         self.config = config
         self.store = store
@@ -106,6 +110,9 @@ class Worker:
             ip_delay=config.ip_delay,
         )
         self.processor = PageProcessor(config, intake, archive, self.agent)
+        self.metrics = metrics or CrawlMetrics()
+        self.metrics.bind_frontier(self.frontier, clock)
+        self.auditor = LeaseAuditor()
         self.limits = FetchLimits(
             connect_timeout=config.connect_timeout, read_timeout=config.read_timeout,
             total_timeout=config.total_timeout, max_body_bytes=config.max_body_bytes,
@@ -121,6 +128,7 @@ class Worker:
         self._last_report = float("-inf")
         self._pages_issued = 0
         self._idle_until: float | None = None
+        self._archive_trouble_until = float("-inf")
 
     # ---- control ------------------------------------------------------------------------
 
@@ -168,7 +176,7 @@ class Worker:
                     last_refill = now
                 self._collect_denials(now)
                 await self._release_returned()
-                if not stopping:
+                if not stopping and now >= self._archive_trouble_until:
                     self._issue()
                 if self._pending and (len(self._pending) >= COMMIT_BATCH
                                       or now - last_commit >= COMMIT_EVERY or not self._tasks):
@@ -271,10 +279,18 @@ class Worker:
             lease = self.frontier.next_lease()
             if lease is None:
                 return
+            host = self.frontier.hosts[lease.host_key]
+            if self.auditor.on_issue(lease.host_key, lease.issued_at, lease.delay,
+                                     self.frontier.max_in_flight_of(host)):
+                self.metrics.politeness_violations.inc()
+                log.error("politeness self-check: %s", self.auditor.last[-1])
             if lease.kind is LeaseKind.PAGE:
                 self._pages_issued += 1
-                if self.record_lags and lease.due is not None:
-                    self.due_lags.append(lease.issued_at - lease.due.next_fetch_at)
+                if lease.due is not None:
+                    lag = max(0.0, lease.issued_at - lease.due.next_fetch_at)
+                    self.metrics.eligible_lag.observe(lag)
+                    if self.record_lags:
+                        self.due_lags.append(lag)
             task = asyncio.create_task(self._fetch(lease))
             self._tasks.add(task)
             task.add_done_callback(self._task_done)
@@ -304,17 +320,37 @@ class Worker:
         try:
             resp = await self.transport.fetch(self._request(lease), self.limits)
         except FetchError as exc:
+            self._finished(lease, None)
             self.frontier.finish_page(lease, FetchFeedback(None, 0.0, None, lease.ip))
-            self._pending.append(self.processor.failed(lease, exc, self.clock.now()))
+            commit = self.processor.failed(lease, exc, self.clock.now())
+            self._pending.append(commit)
+            self.metrics.fetches.labels(str(commit.outcome), "error").inc()
             return
         except asyncio.CancelledError:
+            self.auditor.on_finish(lease.host_key)
             self.frontier.return_lease(lease)
             raise
         now = self.clock.now()
+        self._finished(lease, resp.status)
         retry_at = parse_retry_after(resp.header("retry-after"), now)
         self.frontier.finish_page(
             lease, FetchFeedback(resp.status, resp.elapsed, retry_at, resp.remote_ip))
-        self._pending.append(self.processor.fetched(lease, resp, now))
+        try:
+            commit = self.processor.fetched(lease, resp, now)
+        except ArchiveError as exc:
+            # not archived ⇒ not committed: the URL is released and fetched again later
+            log.error("WARC write failed, pausing before the next fetches: %s", exc)
+            self.frontier.release_url(lease.due, now + ARCHIVE_RETRY)
+            self._archive_trouble_until = now + ARCHIVE_RETRY
+            return
+        self._pending.append(commit)
+        self.metrics.fetches.labels(str(commit.outcome), status_class(resp.status)).inc()
+        self.metrics.bytes.inc(len(resp.raw_body))
+
+    def _finished(self, lease: Lease, status: int | None) -> None:
+        self.auditor.on_finish(lease.host_key)
+        if status is None or status == 429 or status >= 500:
+            self.metrics.backoffs.inc()
 
     async def _fetch_robots(self, lease: Lease) -> None:
         frontier = self.frontier
@@ -322,11 +358,16 @@ class Worker:
         try:
             resp = await self.transport.fetch(self._request(lease), self.robots_limits)
         except FetchError:
+            self._finished(lease, None)
+            self.metrics.robots_fetches.labels("error").inc()
             frontier.finish_robots(lease, None)
         except asyncio.CancelledError:
+            self.auditor.on_finish(lease.host_key)
             frontier.return_lease(lease)
             raise
         else:
+            self.auditor.on_finish(lease.host_key)
+            self.metrics.robots_fetches.labels(status_class(resp.status)).inc()
             location = resp.header("location")
             if location:
                 try:
@@ -367,6 +408,7 @@ class Worker:
                 await asyncio.sleep(1.0)
         self.status.discovered += result.new_urls
         self.status.stale_commits += result.stale
+        self.metrics.stale_commits.inc(result.stale)
         self.intake.remember(u.url_key for c in batch for u in c.new_urls)
 
     def _report(self, now: float, force: bool = False) -> None:

@@ -214,6 +214,15 @@ class Frontier:
         crawl_delay = rules.crawl_delay(self.agent) if rules is not None else None
         return effective_delay(self.delay_policy, host.timing, crawl_delay, host.policy.delay)
 
+    def max_in_flight_of(self, host: HostState) -> int:
+        """The in-flight cap in force for this host (policy override or default)."""
+        return self._max_in_flight(host)
+
+    def release_url(self, due: DueUrl | None, at: float) -> None:
+        """Hand one URL back to the store, due again at ``at`` (its fetch was not kept)."""
+        if due is not None:
+            self._released.append((due, at))
+
     def _max_in_flight(self, host: HostState) -> int:
         return max(1, host.policy.max_in_flight or self.max_in_flight)
 

@@ -1,0 +1,97 @@
+"""Prometheus metrics of one crawl process.
+
+Counters are incremented on the hot path (cheap: one dict lookup and an
+add); gauges about the frontier (queue depth, robots states, back-offs) are
+computed when scraped, from the live frontier, so they cost nothing between
+scrapes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from courtier.clock import Clock
+from courtier.frontier.scheduler import Frontier
+
+
+class _FrontierCollector(Collector):
+    def __init__(self, frontier: Frontier, clock: Clock) -> None:
+        self.frontier = frontier
+        self.clock = clock
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        frontier, now = self.frontier, self.clock.now()
+        queued = GaugeMetricFamily("courtier_queue_depth", "URLs queued in memory")
+        queued.add_metric([], frontier.queued)
+        yield queued
+        in_flight = GaugeMetricFamily("courtier_in_flight", "fetches in flight")
+        in_flight.add_metric([], frontier.in_flight)
+        yield in_flight
+        states: dict[str, int] = {}
+        backing_off = 0
+        oldest = 0.0
+        for host in frontier.hosts.values():
+            states[str(host.robots.status)] = states.get(str(host.robots.status), 0) + 1
+            if host.timing.backoff_until > now:
+                backing_off += 1
+            if host.robots.fetched_at:
+                oldest = max(oldest, now - host.robots.fetched_at)
+        robots = GaugeMetricFamily("courtier_robots_hosts", "hosts by robots.txt state",
+                                   labels=["state"])
+        for state, count in sorted(states.items()):
+            robots.add_metric([state], count)
+        yield robots
+        age = GaugeMetricFamily("courtier_robots_cache_age_max_seconds",
+                                "age of the oldest robots.txt copy in use")
+        age.add_metric([], oldest)
+        yield age
+        backoff = GaugeMetricFamily("courtier_hosts_in_backoff", "hosts pausing now")
+        backoff.add_metric([], backing_off)
+        yield backoff
+        hosts = GaugeMetricFamily("courtier_hosts_active", "hosts with queued or in-flight work")
+        hosts.add_metric([], frontier.active_hosts())
+        yield hosts
+
+
+class CrawlMetrics:
+    """The registry and instruments of one crawl process."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.fetches = Counter("courtier_fetches", "finished fetches",
+                               ["outcome", "status_class"], registry=r)
+        self.bytes = Counter("courtier_fetched_bytes", "payload bytes fetched", registry=r)
+        self.backoffs = Counter("courtier_backoffs", "times a host was paused (429/5xx/errors)",
+                                registry=r)
+        self.politeness_violations = Counter(
+            "courtier_politeness_violations",
+            "lease starts that broke a host's delay or in-flight cap (must stay 0)", registry=r)
+        self.robots_fetches = Counter("courtier_robots_fetches", "robots.txt fetches",
+                                      ["status_class"], registry=r)
+        self.duplicates = Counter("courtier_duplicates", "duplicates found", ["kind"],
+                                  registry=r)
+        self.stale_commits = Counter("courtier_stale_commits",
+                                     "commits ignored (repeated or fenced)", registry=r)
+        self.eligible_lag = Histogram(
+            "courtier_eligible_lag_seconds", "from a URL being due to its lease",
+            buckets=(1, 5, 30, 60, 300, 600, 1800, 3600, 6 * 3600, 24 * 3600), registry=r)
+        self._frontier: _FrontierCollector | None = None
+
+    def bind_frontier(self, frontier: Frontier, clock: Clock) -> None:
+        """Report live frontier gauges on every scrape."""
+        if self._frontier is None:
+            self._frontier = _FrontierCollector(frontier, clock)
+            self.registry.register(self._frontier)
+
+    def render(self) -> bytes:
+        """The Prometheus text exposition of every metric."""
+        return generate_latest(self.registry)
+
+
+def status_class(status: int | None) -> str:
+    return "error" if status is None else f"{status // 100}xx"
