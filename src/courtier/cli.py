@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from courtier import __version__
+from courtier.cli_admin import add_admin_commands, run_admin
 from courtier.config import SCOPES, CrawlConfig, build_config
 from courtier.errors import ConfigError, CourtierError
 from courtier.intake import SeedProblem
@@ -75,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--pages", type=int, default=12, help="pages per host (12)")
     demo.add_argument("--delay", type=float, default=0.2, help="per-host delay (0.2)")
     demo.add_argument("--progress", choices=("auto", "bar", "log", "none"), default="auto")
+    add_admin_commands(sub)
     return parser
 
 
@@ -121,6 +123,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_crawl(args)
         if args.command == "demo":
             return cmd_demo(args)
+        if args.command in ("policy", "events", "export"):
+            return run_admin(args)
     except ConfigError as exc:
         print(f"courtier: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

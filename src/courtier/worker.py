@@ -20,6 +20,7 @@ from courtier.clock import Clock
 from courtier.config import CrawlConfig
 from courtier.errors import ArchiveError, FetchError, InvalidURL, StoreError
 from courtier.fetch.transport import FetchLimits, FetchRequest, Transport
+from courtier.frontier.host import HostPolicy
 from courtier.frontier.lease import FetchFeedback, Lease, LeaseKind
 from courtier.frontier.scheduler import Frontier
 from courtier.intake import Intake
@@ -41,6 +42,7 @@ SHARD_LEASE = 60.0
 MIN_WAIT = 0.001         # never spin: a host that is "ready" but cannot start waits a little
 IDLE_POLL = 5.0          # longest sleep while waiting for retries (new seeds wait at most this)
 REPORT_EVERY = 0.25      # seconds between progress figure updates
+POLICY_POLL = 1.0        # seconds: policy overrides from other processes apply within this
 ARCHIVE_RETRY = 5.0      # seconds to wait after a WARC write error (disk full…)
 
 
@@ -161,7 +163,7 @@ class Worker:
         frontier.epochs = dict(epochs)
         self.shards = sorted(epochs)
         await store.reset_scheduled(self.shards)
-        last_commit = last_refill = last_renew = float("-inf")
+        last_commit = last_refill = last_renew = last_policy = float("-inf")
         try:
             while True:
                 now = clock.now()
@@ -170,6 +172,9 @@ class Worker:
                 if now - last_renew >= SHARD_LEASE / 3:
                     await self._renew(now)
                     last_renew = now
+                if now - last_policy >= POLICY_POLL:
+                    await self._apply_policies(last_policy - 2 * POLICY_POLL)
+                    last_policy = now
                 stopping = self._stop.is_set()
                 if not stopping and now - last_refill >= REFILL_EVERY:
                     await self._refill(now)
@@ -243,6 +248,14 @@ class Worker:
         if lost:
             log.error("lost the lease of %d shards; stopping", len(lost))
             self.request_stop("lost shard leases")
+
+    async def _apply_policies(self, since: float) -> None:
+        """Apply policy overrides set by another process (CLI, API) to known hosts."""
+        for record in await self.store.policies_changed(since):
+            if self.frontier.knows_host(record.host_key):
+                self.frontier.set_policy(record.host_key, HostPolicy(
+                    record.policy_delay, record.policy_max_in_flight, record.policy_max_pages,
+                    record.blocked))
 
     async def _refill(self, now: float) -> None:
         config, frontier = self.config, self.frontier

@@ -518,6 +518,32 @@ async def test_set_policy_round_trip_keeps_robots(store: Store) -> None:
     assert (await store.counts())["hosts"] == 2
 
 
+async def test_policies_changed_lists_overridden_hosts(store: Store) -> None:
+    await store.save_robots(HostRecord("quiet.test", 1, robots_status=200))
+    assert await store.policies_changed(T0 - 1) == []
+    await store.set_policy("slow.test", 2, delay=9.0, max_in_flight=None, max_pages=None,
+                           blocked=False)
+    changed = await store.policies_changed(T0 - 1)
+    assert [(h.host_key, h.policy_delay) for h in changed] == [("slow.test", 9.0)]
+    assert await store.policies_changed(T0) == []  # nothing after the store's "now"
+
+
+async def test_fetch_log_records_each_applied_commit(store: Store) -> None:
+    await store.add_urls([new("http://a.test/p"), new("http://a.test/q")])
+    first, second = await store.load_due([1], T0, 10, 10)
+    await store.commit([done(first.url, robots_digest="abc", delay_applied=1.5)])
+    await store.commit([done(first.url)])  # stale: not logged
+    await store.commit([done(second.url, outcome=Outcome.GONE, status=404)])
+    rows = await store.fetch_log()
+    assert [(r["url_key"], r["outcome"]) for r in rows] == [
+        (first.url_key.hex(), "ok"), (second.url_key.hex(), "gone")]
+    assert (rows[0]["robots_digest"], rows[0]["delay_applied"], rows[0]["version"]) == (
+        "abc", 1.5, 1)
+    assert await store.fetch_log(after=rows[0]["id"]) == rows[1:]
+    only = await store.fetch_log(url_key=second.url_key)
+    assert [r["status"] for r in only] == [404]
+
+
 # -- durability and concurrency ----------------------------------------------------------
 
 

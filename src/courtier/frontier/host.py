@@ -47,6 +47,8 @@ class HostState:
     policy: HostPolicy = field(default_factory=HostPolicy)
     loaded: bool = False          # durable state (robots copy, policy) read from the store
     pages_issued: int = 0
+    day_start: float | None = None  # start of the current 24 h page-budget window
+    day_pages: int = 0            # pages issued in that window (policy max_pages)
     ip: str | None = None         # last address connected to; hosts on one IP share limits
     token: int = 0                # bumps on every reschedule; stale heap entries are skipped
 

@@ -42,6 +42,9 @@ from courtier.store.base import DueUrl, HostRecord
 Denial = tuple[DueUrl, str, str | None]
 
 
+DAY = 24 * 3600.0
+
+
 def path_of(url: str) -> str:
     """Path and query of an absolute canonical URL (what robots.txt rules match)."""
     start = url.find("/", url.find("//") + 2)
@@ -206,6 +209,9 @@ class Frontier:
             host.robots_in_flight = True
         else:
             host.pages_issued += 1
+            if host.day_start is None or now - host.day_start >= DAY:
+                host.day_start, host.day_pages = now, 0
+            host.day_pages += 1
         return Lease(kind, host.host_key, url, now, self.epochs.get(host.shard, 0), delay, due,
                      digest, host.ip)
 
@@ -232,6 +238,9 @@ class Frontier:
         if host.in_flight >= self._max_in_flight(host):
             return None
         at = max(host.next_allowed_at, host.timing.backoff_until)
+        limit = host.policy.max_pages
+        if limit is not None and host.day_start is not None and host.day_pages >= limit:
+            at = max(at, host.day_start + DAY)  # this host's daily page budget is spent
         if host.ip is not None:
             ip = self.ips[host.ip]
             if self.max_in_flight_per_ip and ip.in_flight >= self.max_in_flight_per_ip:

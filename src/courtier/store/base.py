@@ -264,6 +264,17 @@ class Store(Protocol):
     ) -> None:
         """Upsert a host's policy override; None means "use the default"."""
 
+    async def policies_changed(self, since: float) -> list[HostRecord]:
+        """Hosts whose policy override was set or cleared after ``since`` (store clock),
+        so a running crawl applies overrides made by another process within a second."""
+
+    async def fetch_log(
+        self, after: int = 0, limit: int = 1000, url_key: bytes | None = None
+    ) -> list[dict[str, Any]]:
+        """The audit trail: one row per applied commit (id, url_key, version, fetched_at,
+        status, outcome, robots_digest, delay_applied, error_kind), in id order, with
+        ``id > after``; only that URL's rows when ``url_key`` is given."""
+
     async def payload_location(self, digest: str) -> tuple[str, int, str, float] | None:
         """First (warc_file, offset, url, fetched_at) stored for this payload digest."""
 

@@ -47,8 +47,9 @@ class MemoryStore:
         self.events: list[Event] = []
         self._event_keys: set[tuple[bytes, int]] = set()
         self.payloads: dict[str, tuple[str, int, str, float]] = {}
-        self.fetch_log: list[dict[str, Any]] = []
+        self._fetch_log: list[dict[str, Any]] = []
         self._due: list[tuple[float, bytes]] = []
+        self._policy_at: dict[str, float] = {}
 
     async def open(self) -> None:
         return None
@@ -217,7 +218,7 @@ class MemoryStore:
         if commit.payload_digest and commit.warc_file and commit.warc_offset is not None:
             self.payloads.setdefault(commit.payload_digest, (
                 commit.warc_file, commit.warc_offset, commit.url, commit.fetched_at))
-        self.fetch_log.append({
+        self._fetch_log.append({
             "url_key": commit.url_key, "version": version, "fetched_at": commit.fetched_at,
             "status": commit.status, "outcome": str(commit.outcome),
             "robots_digest": commit.robots_digest, "delay_applied": commit.delay_applied,
@@ -245,6 +246,20 @@ class MemoryStore:
         host = self.hosts.setdefault(host_key, HostRecord(host_key, shard))
         host.policy_delay, host.policy_max_in_flight = delay, max_in_flight
         host.policy_max_pages, host.blocked = max_pages, blocked
+        self._policy_at[host_key] = self.clock.now()
+
+    async def policies_changed(self, since: float) -> list[HostRecord]:
+        return [dataclasses.replace(self.hosts[k]) for k, at in self._policy_at.items()
+                if at > since and k in self.hosts]
+
+    async def fetch_log(self, after: int = 0, limit: int = 1000,
+                        url_key: bytes | None = None) -> list[dict[str, Any]]:
+        rows = [
+            {"id": i, **row, "url_key": row["url_key"].hex()}
+            for i, row in enumerate(self._fetch_log, start=1)
+            if i > after and (url_key is None or row["url_key"] == url_key)
+        ]
+        return rows[:limit]
 
     async def payload_location(self, digest: str) -> tuple[str, int, str, float] | None:
         return self.payloads.get(digest)

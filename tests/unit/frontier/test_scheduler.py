@@ -209,3 +209,27 @@ def test_many_hosts_are_served_in_parallel_but_each_politely() -> None:
         assert all(b - a >= 5.0 for a, b in itertools.pairwise(starts))
     # 20 hosts in parallel: 6 requests per host at 5 s → about 25 s, not 100 × 5 s
     assert clock.now() - 1000.0 <= 30.0
+
+
+def test_max_pages_per_day_pauses_the_host_until_the_next_day() -> None:
+    clock, frontier = make(delay=1.0, release_horizon=10_000_000.0)
+    add(frontier, *(due(f"http://a.test/{i}") for i in range(5)))
+    frontier.set_policy("http://a.test", HostPolicy(max_pages=2))
+    leases = run(clock, frontier, {}, limit=50)
+    pages = [lease for lease in leases if lease.kind is LeaseKind.PAGE]
+    assert len(pages) == 5
+    first_day = [p for p in pages if p.issued_at < pages[0].issued_at + 24 * 3600]
+    assert len(first_day) == 2
+    assert pages[2].issued_at >= pages[0].issued_at + 24 * 3600
+
+
+def test_policy_delay_override_applies_to_the_next_lease() -> None:
+    clock, frontier = make(delay=1.0)
+    add(frontier, *(due(f"http://a.test/{i}") for i in range(3)))
+    robots = frontier.next_lease()
+    assert robots is not None
+    frontier.finish_robots(robots, 404)
+    frontier.set_policy("http://a.test", HostPolicy(delay=10.0))
+    leases = run(clock, frontier, {})
+    starts = [lease.issued_at for lease in leases]
+    assert all(b - a >= 10.0 for a, b in itertools.pairwise(starts))

@@ -315,11 +315,51 @@ def set_policy(
     delay, max_in_flight, max_pages, blocked = policy
     conn.execute(
         "INSERT INTO hosts (host_key, shard, policy_delay, policy_max_in_flight,"
-        " policy_max_pages, blocked, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+        " policy_max_pages, blocked, updated_at, policy_updated_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
         " ON CONFLICT (host_key) DO UPDATE SET shard = excluded.shard,"
         " policy_delay = excluded.policy_delay,"
         " policy_max_in_flight = excluded.policy_max_in_flight,"
         " policy_max_pages = excluded.policy_max_pages, blocked = excluded.blocked,"
-        " updated_at = excluded.updated_at",
-        (host_key, shard, delay, max_in_flight, max_pages, int(blocked), now),
+        " updated_at = excluded.updated_at, policy_updated_at = excluded.updated_at",
+        (host_key, shard, delay, max_in_flight, max_pages, int(blocked), now, now),
     )
+
+
+def policies_changed(conn: sqlite3.Connection, since: float) -> list[HostRecord]:
+    """Hosts whose policy changed after ``since`` (uses the partial index)."""
+    keys = [
+        r[0]
+        for r in conn.execute(
+            "SELECT host_key FROM hosts WHERE policy_updated_at > ? ORDER BY policy_updated_at",
+            (since,),
+        )
+    ]
+    return [rec for rec in (load_host(conn, k) for k in keys) if rec is not None]
+
+
+FETCH_LOG_COLUMNS = (
+    "id", "url_key", "version", "fetched_at", "status", "outcome", "robots_digest",
+    "delay_applied", "error_kind",
+)
+
+
+def fetch_log(
+    conn: sqlite3.Connection, after: int, limit: int, url_key: bytes | None
+) -> list[dict[str, Any]]:
+    cols = ", ".join(FETCH_LOG_COLUMNS)
+    if url_key is None:
+        rows = conn.execute(
+            f"SELECT {cols} FROM fetch_log WHERE id > ? ORDER BY id LIMIT ?", (after, limit)
+        )
+    else:
+        rows = conn.execute(
+            f"SELECT {cols} FROM fetch_log WHERE url_key = ? AND id > ? ORDER BY id LIMIT ?",
+            (url_key, after, limit),
+        )
+    out = []
+    for row in rows:
+        item = dict(zip(FETCH_LOG_COLUMNS, row, strict=True))
+        item["url_key"] = bytes(item["url_key"]).hex()
+        out.append(item)
+    return out

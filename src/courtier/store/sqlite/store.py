@@ -304,6 +304,18 @@ class SqliteStore:
 
     # -- payloads, events, figures ----------------------------------------------
 
+    async def policies_changed(self, since: float) -> list[HostRecord]:
+        return await self._tx(
+            "policies_changed", lambda conn: _queries.policies_changed(conn, since), write=False
+        )
+
+    async def fetch_log(
+        self, after: int = 0, limit: int = 1000, url_key: bytes | None = None
+    ) -> list[dict[str, Any]]:
+        return await self._tx(
+            "fetch_log", lambda conn: _queries.fetch_log(conn, after, limit, url_key), write=False
+        )
+
     async def payload_location(self, digest: str) -> tuple[str, int, str, float] | None:
         def job(conn: sqlite3.Connection) -> tuple[str, int, str, float] | None:
             row = conn.execute(

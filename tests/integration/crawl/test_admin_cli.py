@@ -1,0 +1,78 @@
+"""policy / events / export against a crawl's store, including while it runs."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from courtier.app import crawl
+from courtier.cli import main
+from courtier.cli_admin import host_keys_of, run_admin
+from courtier.testweb import TestWebServer, default_web
+from tests.integration.crawl.test_crawl_testweb import config_for
+
+
+def admin(*argv: str) -> list[dict[str, object]]:
+    from courtier.cli import build_parser
+
+    out = io.StringIO()
+    assert run_admin(build_parser().parse_args(list(argv)), out) == 0
+    return [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+def test_host_keys_of_bare_host_and_url() -> None:
+    assert host_keys_of("Example.COM") == ["http://example.com", "https://example.com"]
+    assert host_keys_of("https://a.test:8443/x") == ["https://a.test:8443"]
+
+
+def test_admin_commands_need_an_existing_crawl(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["events", "--data", str(tmp_path)]) == 2
+    assert "no crawl database" in capsys.readouterr().err
+
+
+@pytest.mark.timeout(120)
+async def test_events_and_audit_export_after_a_crawl(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    async with TestWebServer(default_web(n_hosts=3, pages_per_host=4, crawl_delay=0.2)) as server:
+        await crawl(config_for(server, data), install_signals=False)  # type: ignore[arg-type]
+    events = await asyncio.to_thread(admin, "events", "--data", str(data))
+    assert events and [e["id"] for e in events] == sorted(e["id"] for e in events)
+    keys = [(e["url_key"], e["version"]) for e in events]
+    assert len(keys) == len(set(keys))  # one event per (url, version)
+    again = await asyncio.to_thread(admin, "events", "--data", str(data), "--after",
+                                    str(events[2]["id"]))
+    assert again == events[3:]  # re-reading from a cursor gives the same events
+    audit = await asyncio.to_thread(admin, "export", "audit", "--data", str(data))
+    assert len(audit) == len(events)
+    fetched = [row for row in audit if row["outcome"] == "ok"]
+    assert fetched and all(row["robots_digest"] for row in fetched)
+    assert all(row["delay_applied"] >= 0.15 for row in fetched)
+
+
+@pytest.mark.timeout(120)
+async def test_policy_block_applies_to_a_running_crawl_within_seconds(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    async with TestWebServer(default_web(n_hosts=2, pages_per_host=40, crawl_delay=0.2)) as server:
+        target = server.web.seeds()[0].split("//")[1].split("/")[0]  # host:port
+        task = asyncio.create_task(crawl(config_for(server, data), install_signals=False))  # type: ignore[arg-type]
+        while not [r for r in server.log if r.host == target.split(":")[0]
+                   and r.path_qs != "/robots.txt"]:
+            await asyncio.sleep(0.05)
+        rows = await asyncio.to_thread(admin, "policy", "set", f"http://{target}", "--block",
+                                       "--data", str(data))
+        assert rows[0]["blocked"] is True
+        blocked_mono = time.monotonic()
+        status = await task
+        late = [r for r in server.log if r.host == target.split(":")[0]
+                and r.start > blocked_mono + 1.5]
+    assert late == []
+    assert status.denied > 0  # the rest of that host's queue was refused, not fetched
+    cleared = await asyncio.to_thread(admin, "policy", "clear", f"http://{target}",
+                                      "--data", str(data))
+    assert cleared[0]["blocked"] is False
