@@ -61,8 +61,10 @@ async def test_policy_block_applies_to_a_running_crawl_within_seconds(tmp_path: 
     async with TestWebServer(default_web(n_hosts=2, pages_per_host=40, crawl_delay=0.2)) as server:
         target = server.web.seeds()[0].split("//")[1].split("/")[0]  # host:port
         task = asyncio.create_task(crawl(config_for(server, data), install_signals=False))  # type: ignore[arg-type]
-        while not [r for r in server.log if r.host == target.split(":")[0]
-                   and r.path_qs != "/robots.txt"]:
+        for _ in range(400):  # bounded: at most 20 s
+            if [r for r in server.log if r.host == target.split(":")[0]
+                    and r.path_qs != "/robots.txt"]:
+                break
             await asyncio.sleep(0.05)
         rows = await asyncio.to_thread(admin, "policy", "set", f"http://{target}", "--block",
                                        "--data", str(data))
