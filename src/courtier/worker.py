@@ -18,7 +18,13 @@ from dataclasses import dataclass, field
 from courtier.archive.base import ArchiveWriter
 from courtier.clock import Clock
 from courtier.config import CrawlConfig
-from courtier.errors import ArchiveError, FetchError, InvalidURL, StoreError
+from courtier.errors import (
+    ArchiveError,
+    BlockedAddressError,
+    FetchError,
+    InvalidURL,
+    StoreError,
+)
 from courtier.fetch.transport import FetchLimits, FetchRequest, Transport
 from courtier.frontier.host import HostPolicy
 from courtier.frontier.lease import FetchFeedback, Lease, LeaseKind
@@ -335,6 +341,8 @@ class Worker:
         except FetchError as exc:
             self._finished(lease, None)
             self.frontier.finish_page(lease, FetchFeedback(None, 0.0, None, lease.ip))
+            if isinstance(exc, BlockedAddressError):
+                self.frontier.block_address(lease.host_key)
             commit = self.processor.failed(lease, exc, self.clock.now())
             self._pending.append(commit)
             self.metrics.fetches.labels(str(commit.outcome), "error").inc()
@@ -370,10 +378,12 @@ class Worker:
         body: bytes | None = None
         try:
             resp = await self.transport.fetch(self._request(lease), self.robots_limits)
-        except FetchError:
+        except FetchError as exc:
             self._finished(lease, None)
             self.metrics.robots_fetches.labels("error").inc()
             frontier.finish_robots(lease, None)
+            if isinstance(exc, BlockedAddressError):
+                frontier.block_address(lease.host_key)
         except asyncio.CancelledError:
             self.auditor.on_finish(lease.host_key)
             frontier.return_lease(lease)

@@ -117,6 +117,9 @@ class Frontier:
                 record.blocked,
             )
             host.timing.backoff_until = record.backoff_until or 0.0
+            # We may have fetched from this host moments ago (a restart after a crash or
+            # a shard takeover); its last start time is unknown, so wait one delay.
+            host.next_allowed_at = self.clock.now() + self.delay_for(host)
         self.hosts[host_key] = host
 
     def set_policy(self, host_key: str, policy: HostPolicy) -> None:
@@ -167,7 +170,7 @@ class Frontier:
         return None
 
     def _lease_from(self, host: HostState, now: float) -> Lease | None:
-        if host.policy.blocked:
+        if host.policy.blocked or host.address_blocked:
             for due in host.drain():
                 self._queued -= 1
                 self._denied.append((due, "blocked", None))
@@ -223,6 +226,14 @@ class Frontier:
     def max_in_flight_of(self, host: HostState) -> int:
         """The in-flight cap in force for this host (policy override or default)."""
         return self._max_in_flight(host)
+
+    def block_address(self, host_key: str) -> None:
+        """The host's address is refused by the SSRF guard: deny its URLs (outcome BLOCKED)
+        instead of retrying them; the host is re-checked when its state is next created."""
+        host = self.hosts.get(host_key)
+        if host is not None:
+            host.address_blocked = True
+            self._reschedule(host)
 
     def release_url(self, due: DueUrl | None, at: float) -> None:
         """Hand one URL back to the store, due again at ``at`` (its fetch was not kept)."""

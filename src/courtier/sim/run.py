@@ -4,13 +4,21 @@ The worker, frontier and robots code are exactly those of a real crawl; only
 the edges differ: a :class:`SimTransport` instead of aiohttp, a
 digest-only archive instead of WARC files, an in-memory store, and a
 virtual-time event loop, so hours of crawling run in seconds.
+
+Fault-injection tests pass their own store or archive (wrappers that fail on
+purpose) and a ``during`` coroutine that acts on the running worker (a
+usurping owner, a crash) at chosen virtual times.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
+from typing import Any
 
+from courtier.archive.base import ArchiveWriter
 from courtier.config import CrawlConfig
 from courtier.intake import Intake, Scope
 from courtier.politeness.robots import product_token
@@ -19,8 +27,11 @@ from courtier.sim.loop import LoopClock, run_virtual
 from courtier.sim.observer import Observer, SimRequest
 from courtier.sim.transport import SimTransport
 from courtier.sim.web import SimWeb
+from courtier.store.base import Store
 from courtier.store.memory import MemoryStore
 from courtier.worker import CrawlStatus, Worker
+
+During = Callable[[Worker, LoopClock], Coroutine[Any, Any, None]]
 
 
 @dataclass(slots=True)
@@ -29,8 +40,9 @@ class SimReport:
     requests: list[SimRequest]
     violations: list[str]
     virtual_seconds: float
-    store: MemoryStore
+    store: Store
     due_lags: list[float]          # seconds from due to lease, per page lease
+    worker: Worker
 
 
 def sim_config(**overrides: object) -> CrawlConfig:
@@ -40,32 +52,58 @@ def sim_config(**overrides: object) -> CrawlConfig:
     return dataclasses.replace(base, **overrides).validate()  # type: ignore[arg-type]
 
 
-async def _simulate(web: SimWeb, config: CrawlConfig) -> SimReport:
-    clock = LoopClock()
-    agent = product_token(config.user_agent)
-    observer = Observer(agent, config.delay, config.max_in_flight_per_host,
-                        config.max_in_flight_per_ip)
-    transport = SimTransport(web, clock, observer)
-    store = MemoryStore()
-    await store.open()
-    intake = Intake(Scope(config, []))
-    ips = {f"http://{h.name}": h.ip for h in web.hosts}
+class SimCrawl:
+    """One simulated web and observer, crawled by one or more successive workers."""
 
-    async def resolve_ip(host_key: str) -> str | None:
-        return ips.get(host_key)
+    def __init__(self, web: SimWeb, config: CrawlConfig | None = None,
+                 store: Store | None = None) -> None:
+        self.web = web
+        self.config = config or sim_config()
+        self.clock = LoopClock()
+        self.observer = Observer(product_token(self.config.user_agent), self.config.delay,
+                                 self.config.max_in_flight_per_host,
+                                 self.config.max_in_flight_per_ip)
+        self.transport = SimTransport(web, self.clock, self.observer)
+        self.store: Store = store if store is not None else MemoryStore(self.clock)
+        self._ips = {f"http://{h.name}": h.ip for h in web.hosts}
+        self._seeded = False
 
-    worker = Worker(config, store, transport, DigestOnlyArchive(), clock, intake,
-                    resolve_ip=resolve_ip, record_lags=True)
-    rows, problems = intake.seed_urls(list(enumerate(web.seeds(), 1)), "sim", clock.now())
-    assert not problems, problems
-    await worker.add_seeds(rows)
-    started = clock.now()
-    status = await worker.run()
-    await store.close()
-    return SimReport(status, observer.requests, observer.violations, clock.now() - started,
-                     store, worker.due_lags)
+    async def _resolve_ip(self, host_key: str) -> str | None:
+        return self._ips.get(host_key)
+
+    def worker(self, archive: ArchiveWriter | None = None) -> Worker:
+        intake = Intake(Scope(self.config, []))
+        return Worker(self.config, self.store, self.transport, archive or DigestOnlyArchive(),
+                      self.clock, intake, resolve_ip=self._resolve_ip, record_lags=True)
+
+    async def run(self, archive: ArchiveWriter | None = None,
+                  during: During | None = None) -> SimReport:
+        """Seed (first time only) and run one worker to its end."""
+        worker = self.worker(archive)
+        if not self._seeded:
+            await self.store.open()
+            rows, problems = worker.intake.seed_urls(
+                list(enumerate(self.web.seeds(), 1)), "sim", self.clock.now())
+            assert not problems, problems
+            await worker.add_seeds(rows)
+            self._seeded = True
+        started = self.clock.now()
+        side: asyncio.Task[None] | None = None
+        if during is not None:
+            side = asyncio.create_task(during(worker, self.clock))
+        try:
+            status = await worker.run()
+        finally:
+            if side is not None and not side.done():
+                side.cancel()
+        return SimReport(status, self.observer.requests, self.observer.violations,
+                         self.clock.now() - started, self.store, worker.due_lags, worker)
 
 
 def simulate(web: SimWeb, config: CrawlConfig | None = None) -> SimReport:
     """Crawl ``web`` to the end (nothing due, or a limit) in virtual time."""
-    return run_virtual(_simulate(web, config or sim_config()))
+
+    async def go() -> SimReport:
+        return await SimCrawl(web, config).run()
+
+    return run_virtual(go())

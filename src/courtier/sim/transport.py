@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from courtier.clock import Clock
-from courtier.errors import ConnectError
+from courtier.errors import BlockedAddressError, ConnectError
 from courtier.fetch.transport import FetchLimits, FetchRequest, FetchResponse
 from courtier.sim.observer import Observer
 from courtier.sim.web import SimWeb
@@ -36,6 +36,9 @@ class SimTransport:
         start = self.clock.now()
         if self.t0 is None:
             self.t0 = start
+        if host.private_after is not None and start - self.t0 >= host.private_after:
+            # the guard refuses before any connection: the host sees nothing
+            raise BlockedAddressError(f"{host_name} now resolves to 10.0.0.7 (simulated)")
         self.observer.on_start(host_name, host.ip, path, start)
         try:
             answer = self.web.answer(host_name, path, start - self.t0)
@@ -43,7 +46,11 @@ class SimTransport:
             await asyncio.sleep(host.latency)
             self.observer.on_end(host_name, host.ip, path, start, self.clock.now(), 0)
             raise
-        await asyncio.sleep(min(answer.latency, limits.total_timeout))
+        try:
+            await asyncio.sleep(min(answer.latency, limits.total_timeout))
+        except asyncio.CancelledError:  # the client went away: the server sees a drop
+            self.observer.on_end(host_name, host.ip, path, start, self.clock.now(), 0)
+            raise
         end = self.clock.now()
         retry_after = next((v for k, v in answer.headers if k == "Retry-After"), None)
         self.observer.on_end(host_name, host.ip, path, start, end, answer.status, answer.body,

@@ -31,6 +31,8 @@ class SimHost:
     slow_after: int | None = None        # after this many requests the host gets slow
     slow_latency: float = 2.0
     cross_links: int = 1                 # links per page to other hosts
+    robots_later: tuple[float, bytes] | None = None  # (seconds in, new robots.txt body)
+    private_after: float | None = None   # DNS answers a private address from then on
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +78,10 @@ class SimWeb:
                 return SimAnswer(503, b"", (), latency)
             if host.robots_status == 0:
                 raise ConnectError(f"{host_name}: connection refused (simulated)")
-            return SimAnswer(host.robots_status, host.robots_body,
+            body = host.robots_body
+            if host.robots_later is not None and now >= host.robots_later[0]:
+                body = host.robots_later[1]
+            return SimAnswer(host.robots_status, body,
                              (("Content-Type", "text/plain"),), latency)
         if host.failure_rate and rng.random() < host.failure_rate:
             headers: tuple[tuple[str, str], ...] = ()
