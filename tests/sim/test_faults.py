@@ -222,7 +222,7 @@ def test_robots_change_is_obeyed_after_expiry() -> None:
         assert report.violations == []  # the observer judges by the copy last served
         robots = [r for r in crawl.observer.requests if r.path == "/robots.txt"]
         assert len(robots) >= 2
-        changed = [r for r in robots if r.start - robots[0].start >= 100.0][0]
+        changed = next(r for r in robots if r.start - robots[0].start >= 100.0)
         after = [r for r in crawl.observer.requests
                  if r.start > changed.end and r.path.startswith("/p/")]
         assert after == []

@@ -12,16 +12,22 @@ from pathlib import Path
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
+from courtier.store.sqlite import SqliteStore
 from courtier.testweb import TestWebServer, default_web, politeness_violations
 
 DELAY = 0.1
 
 
-async def run_cli(args: list[str], kill_when: int | None, server: TestWebServer,
-                  limit: float = 90.0) -> int:
+async def run_cli(
+    args: list[str], kill_when: int | None, server: TestWebServer, limit: float = 90.0
+) -> int:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "courtier", *args,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "courtier",
+        *args,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
     )
     loop = asyncio.get_running_loop()
     deadline = loop.time() + limit
@@ -48,9 +54,23 @@ async def test_kill_9_then_resume_equals_an_uninterrupted_crawl(tmp_path: Path) 
         seeds = tmp_path / "seeds.txt"
         seeds.write_text("\n".join(server.web.seeds()) + "\n")
         data = tmp_path / "data"
-        args = ["crawl", "--data", str(data), "--seeds-file", str(seeds), "--resolve",
-                str(resolve), "--allow-network", "127.0.0.0/8", "--delay", str(DELAY),
-                "--progress", "none", "--linger", "0"]
+        args = [
+            "crawl",
+            "--data",
+            str(data),
+            "--seeds-file",
+            str(seeds),
+            "--resolve",
+            str(resolve),
+            "--allow-network",
+            "127.0.0.0/8",
+            "--delay",
+            str(DELAY),
+            "--progress",
+            "none",
+            "--linger",
+            "0",
+        ]
         expected = server.web.expected_fetches()
         rc = await run_cli(args, kill_when=len(expected) // 2, server=server)
         assert rc == -signal.SIGKILL
@@ -79,3 +99,66 @@ async def test_kill_9_then_resume_equals_an_uninterrupted_crawl(tmp_path: Path) 
                     record.content_stream().read()
     assert targets >= expected
     assert politeness_violations(log[killed_at:], delay=DELAY, max_in_flight=1) == []
+    # the outbox has exactly one event per URL, even for URLs fetched twice
+    store = SqliteStore(data / "courtier.db")
+    await store.open()
+    try:
+        events = await store.read_events(0, 100_000)
+    finally:
+        await store.close()
+    urls = [e.payload["url"] for e in events]
+    assert len(urls) == len(set(urls))
+    assert {
+        u for u, e in zip(urls, events, strict=True) if e.payload["outcome"] != "robots_denied"
+    } == expected
+
+
+@pytest.mark.timeout(180)
+async def test_ctrl_c_stops_gracefully_and_the_next_run_finishes(tmp_path: Path) -> None:
+    spec = default_web(n_hosts=4, pages_per_host=10, crawl_delay=0.3)
+    async with TestWebServer(spec) as server:
+        resolve = tmp_path / "hosts.txt"
+        resolve.write_text(server.web.hosts_file_text())
+        data = tmp_path / "data"
+        args = [
+            "crawl",
+            "--data",
+            str(data),
+            *server.web.seeds(),
+            "--resolve",
+            str(resolve),
+            "--allow-network",
+            "127.0.0.0/8",
+            "--delay",
+            str(DELAY),
+            "--progress",
+            "none",
+            "--linger",
+            "0",
+        ]
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "courtier",
+            *args,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        for _ in range(1000):  # bounded: 20 s
+            if len(server.log) >= 20:
+                break
+            await asyncio.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+        assert proc.returncode == 0, err.decode()
+        assert b"interrupted" in out
+        stopped_at = len(server.log)
+        await asyncio.sleep(0.5)
+        assert len(server.log) == stopped_at  # nothing after the process ended
+        rc = await run_cli(args, kill_when=None, server=server)
+        assert rc == 0
+        expected = server.web.expected_fetches()
+        gets = [r for r in server.log if not r.path_qs.startswith("/robots")]
+        counts = collections.Counter(server.url(r.host, r.path_qs) for r in gets)
+    assert set(counts) == expected
+    assert max(counts.values()) == 1  # in-flight fetches finished and were committed
