@@ -19,7 +19,9 @@ from typing import Any, TypeVar
 from courtier.archive.recovery import recover_warc_dir
 from courtier.archive.warc import WarcWriter
 from courtier.clock import RealClock
-from courtier.config import CrawlConfig
+from courtier.api.control import WorkerControl
+from courtier.api.server import make_app, start_api
+from courtier.config import CrawlConfig, api_address
 from courtier.errors import ConfigError, FetchError, InvalidURL
 from courtier.fetch.aiohttp_transport import AiohttpTransport
 from courtier.fetch.guard import AddressGuard
@@ -72,6 +74,7 @@ async def crawl(
     progress: Callable[[CrawlStatus], None] | None = None,
     report_problem: Callable[[SeedProblem], None] | None = None,
     install_signals: bool = True,
+    announce: Callable[[str], None] | None = None,
 ) -> CrawlStatus:
     """Run one crawl to its end (nothing due, a limit, or a stop signal)."""
     data = config.data
@@ -114,9 +117,19 @@ async def crawl(
         if install_signals:
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.add_signal_handler(sig, on_signal)
+        runner = None
+        if config.api is not None:
+            api_host, api_port = api_address(config.api)
+            app = make_app(WorkerControl(worker), worker.metrics.render, config.api_token)
+            runner, port = await start_api(app, api_host, api_port)
+            log.warning("admin API and dashboard on http://%s:%d/", api_host, port)
+            if announce is not None:
+                announce(f"http://{api_host}:{port}/")
         try:
             status = await worker.run()
         finally:
+            if runner is not None:
+                await runner.cleanup()
             if install_signals:
                 for sig in (signal.SIGINT, signal.SIGTERM):
                     loop.remove_signal_handler(sig)

@@ -61,6 +61,10 @@ def add_crawl_flags(p: argparse.ArgumentParser) -> None:
                         "before ending (120); later ones are kept for the next run")
     p.add_argument("--progress", choices=("auto", "bar", "log", "none"),
                    help="progress display (auto: live line on a terminal, log lines otherwise)")
+    p.add_argument("--api", help="serve the admin API and dashboard on HOST:PORT "
+                                 "(loopback unless --api-token is set)")
+    p.add_argument("--api-token", help="bearer token the admin API requires "
+                                       "(or COURTIER_API_TOKEN)")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
 
 

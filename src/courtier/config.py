@@ -59,6 +59,8 @@ class CrawlConfig:
     host_window: int = 64
     memory_window: int = 20_000
     continuous: bool = False
+    api: str | None = None             # HOST:PORT of the admin API (None: no API)
+    api_token: str | None = None       # bearer token (COURTIER_API_TOKEN)
     linger: float = 120.0
     progress: str = "auto"
     extra: Mapping[str, Any] = field(default_factory=dict)
@@ -73,6 +75,8 @@ class CrawlConfig:
             raise ConfigError("--max-in-flight-per-ip must be >= 0 (0: no per-IP cap)")
         if self.ip_delay < 0:
             raise ConfigError("--ip-delay must be >= 0")
+        if self.api is not None:
+            api_address(self.api)
         if self.linger < 0:
             raise ConfigError("--linger must be >= 0")
         if self.concurrency < 1:
@@ -95,6 +99,19 @@ class CrawlConfig:
             except ValueError:
                 raise ConfigError(f"--allow-network {cidr!r} is not a CIDR range") from None
         return self
+
+
+def api_address(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (or ``[v6]:PORT``, or just ``PORT`` for loopback) of --api."""
+    host, _, port_text = text.rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise ConfigError(f"--api {text!r}: expected HOST:PORT, e.g. 127.0.0.1:8790") from None
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"--api {text!r}: port out of range")
+    return host, port
 
 
 FIELDS = {f.name: f for f in dataclasses.fields(CrawlConfig) if f.name != "extra"}

@@ -25,7 +25,7 @@ from courtier.errors import (
     InvalidURL,
     StoreError,
 )
-from courtier.fetch.transport import FetchLimits, FetchRequest, Transport
+from courtier.fetch.transport import FetchLimits, FetchRequest, FetchResponse, Transport
 from courtier.frontier.host import HostPolicy
 from courtier.frontier.lease import FetchFeedback, Lease, LeaseKind
 from courtier.frontier.scheduler import Frontier
@@ -36,7 +36,7 @@ from courtier.politeness.delays import DelayPolicy, parse_retry_after
 from courtier.politeness.robots import MAX_ROBOTS_BYTES, product_token
 from courtier.politeness.robots_state import RobotsPolicy
 from courtier.process import PageProcessor
-from courtier.store.base import FetchCommit, HostRecord, NewUrl, Store
+from courtier.store.base import FetchCommit, HostRecord, HostStatsDelta, NewUrl, Store
 from courtier.urls import SHARD_COUNT, canonicalize
 
 log = logging.getLogger("courtier.worker")
@@ -130,6 +130,7 @@ class Worker:
             self.limits, max_body_bytes=MAX_ROBOTS_BYTES, max_decoded_bytes=MAX_ROBOTS_BYTES)
         self.status = CrawlStatus()
         self._pending: list[FetchCommit] = []
+        self._host_stats: dict[str, HostStatsDelta] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._stop = asyncio.Event()
         self._wakeup = asyncio.Event()
@@ -146,6 +147,10 @@ class Worker:
             self.status.stop_reason = reason
             self._stop.set()
             self._wakeup.set()
+
+    def wake(self) -> None:
+        """New work arrived (API seeds, policy): run the loop now instead of at the next tick."""
+        self._wakeup.set()
 
     def abort(self) -> None:
         """Second Ctrl-C: cancel in-flight fetches now (their URLs return to the queue);
@@ -343,6 +348,7 @@ class Worker:
             self.frontier.finish_page(lease, FetchFeedback(None, 0.0, None, lease.ip))
             if isinstance(exc, BlockedAddressError):
                 self.frontier.block_address(lease.host_key)
+            self._count(lease, None)
             commit = self.processor.failed(lease, exc, self.clock.now())
             self._pending.append(commit)
             self.metrics.fetches.labels(str(commit.outcome), "error").inc()
@@ -365,8 +371,34 @@ class Worker:
             self._archive_trouble_until = now + ARCHIVE_RETRY
             return
         self._pending.append(commit)
+        self._count(lease, resp)
         self.metrics.fetches.labels(str(commit.outcome), status_class(resp.status)).inc()
         self.metrics.bytes.inc(len(resp.raw_body))
+
+    def _count(self, lease: Lease, resp: FetchResponse | None) -> None:
+        """Per-host counters, written with the next commit batch."""
+        due = lease.due
+        if due is None:
+            return
+        stats = self._host_stats.get(due.host_key)
+        if stats is None:
+            stats = self._host_stats[due.host_key] = HostStatsDelta(due.host_key, due.shard)
+        if resp is None:
+            stats.errors += 1
+            return
+        stats.fetched += 1
+        stats.bytes += len(resp.raw_body)
+        stats.ttfb_sum += resp.ttfb
+        klass = resp.status // 100
+        if klass == 2:
+            stats.status_2xx += 1
+        elif klass == 3:
+            stats.status_3xx += 1
+        elif klass == 4:
+            stats.status_4xx += 1
+        elif klass == 5:
+            stats.status_5xx += 1
+            stats.errors += 1
 
     def _finished(self, lease: Lease, status: int | None) -> None:
         self.auditor.on_finish(lease.host_key)
@@ -421,10 +453,11 @@ class Worker:
 
     async def _flush(self) -> None:
         batch, self._pending = self._pending, []
+        stats, self._host_stats = list(self._host_stats.values()), {}
         self.archive.flush()  # records must be durable before the rows that point at them
         while True:
             try:
-                result = await self.store.commit(batch)
+                result = await self.store.commit(batch, stats)
                 break
             except StoreError as exc:
                 log.error("store write failed, retrying in 1 s: %s", exc)

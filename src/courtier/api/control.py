@@ -1,0 +1,406 @@
+"""What the admin API may do to a crawl: :class:`CrawlControl` and its two implementations.
+
+* :class:`WorkerControl` — over a live :class:`~courtier.worker.Worker` in the
+  same process and event loop. Answers combine the durable store with the
+  running frontier (queues, in-flight fetches, back-off, robots state).
+* :class:`StoreOnlyControl` — over a :class:`~courtier.store.base.Store`
+  alone (``courtier … --data DIR`` with no crawl running): the same answers
+  where the store has them; live parts are empty or null.
+
+Domains: a ``domain`` argument is an *authority* (``host`` or ``host:port``),
+and names its http and https host keys (see :func:`views.host_keys_for`).
+Policies are per host key — the unit the frontier enforces delays on — so a
+policy put on ``example.com`` applies to ``http://example.com`` and
+``https://example.com`` but not to ``www.example.com``.
+
+Every method is a coroutine that returns JSON-able data. Wrong input raises
+:class:`~courtier.api.views.ApiInputError`, an unknown URL or host
+:class:`~courtier.api.views.ApiNotFound`, a store failure
+:class:`~courtier.errors.StoreError`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from courtier.api import views
+from courtier.api.views import ApiInputError, EventTally
+from courtier.clock import Clock, RealClock
+from courtier.config import CrawlConfig
+from courtier.errors import InvalidURL
+from courtier.frontier.host import HostPolicy
+from courtier.intake import SEED_PRIORITY, Scope
+from courtier.politeness.robots import product_token
+from courtier.store.base import NewUrl, Store
+from courtier.urls import canonicalize, shard_of
+
+if TYPE_CHECKING:
+    from courtier.worker import Worker
+
+#: priority of URLs added through the API: ahead of seeds given at start and of links
+API_SEED_PRIORITY = SEED_PRIORITY + 10
+MAX_SEEDS_PER_CALL = 10_000
+MAX_EVENTS_PER_CALL = 1_000
+EVENTS_PER_TALLY = 5_000  # events folded into the stats tally per stats call
+
+
+class CrawlControl(Protocol):
+    """The operations the admin API needs. All return JSON-able values."""
+
+    async def add_seeds(
+        self, urls: Sequence[str], extend_scope: bool = False
+    ) -> list[dict[str, Any]]:
+        """One result per input, in order: ``{"url", "result": "accepted" | "duplicate" |
+        "rejected", "reason", "canonical", "url_key"}``. Accepted URLs are durable in the
+        store when this returns and get :data:`API_SEED_PRIORITY`."""
+
+    async def get_policy(self, domain: str) -> dict[str, Any]:
+        """The override in force for ``domain`` (all null/false: crawl defaults)."""
+
+    async def put_policy(self, domain: str, policy: HostPolicy) -> dict[str, Any]:
+        """Store the override durably and apply it to the running frontier at once."""
+
+    async def delete_policy(self, domain: str) -> dict[str, Any]:
+        """Return ``domain`` to the crawl defaults (durably and at once)."""
+
+    async def url_state(self, url_key: bytes) -> dict[str, Any]:
+        """The URL row, its robots.txt decision and its fetch history (if the store has one)."""
+
+    async def domain_stats(self, domain: str) -> dict[str, Any]:
+        """Stored counters and live frontier state of the domain's host keys."""
+
+    async def crawl_stats(self) -> dict[str, Any]:
+        """Crawl-wide figures: progress, store counts, status mix, politeness, budget."""
+
+    async def top_hosts(self, by: str, limit: int) -> list[dict[str, Any]]:
+        """Hosts with the longest queues (``by="queue"``) or most errors (``"errors"``)."""
+
+    async def events(self, after: int, limit: int) -> dict[str, Any]:
+        """Outbox events with ``id > after``: ``{"events": [...], "next_after": id}``."""
+
+
+class StoreOnlyControl:
+    """:class:`CrawlControl` over a store with no crawl running in this process."""
+
+    def __init__(
+        self, store: Store, config: CrawlConfig | None = None, clock: Clock | None = None
+    ) -> None:
+        self.store = store
+        self.config = config or CrawlConfig()
+        self.clock: Clock = clock or RealClock()
+        self.agent = product_token(self.config.user_agent)
+        self.tally = EventTally()
+        self._scope: Scope | None = None
+
+    # ---- hooks the live control overrides ----------------------------------------------
+
+    async def _scope_now(self) -> Scope:
+        if self._scope is None:
+            seeds = []
+            for url in await self.store.seed_urls():
+                try:
+                    seeds.append(canonicalize(url))
+                except InvalidURL:
+                    continue
+            self._scope = Scope(self.config, seeds)
+        return self._scope
+
+    async def _store_rows(self, rows: Sequence[NewUrl]) -> None:
+        await self.store.add_urls(rows)
+
+    def _apply_policy(self, host_key: str, policy: HostPolicy) -> bool:
+        """Apply to the running frontier; True when a live host took it."""
+        return False
+
+    def _live_host(self, host_key: str) -> dict[str, Any] | None:
+        return None
+
+    def _live_robots(self, host_key: str, url: str) -> dict[str, Any] | None:
+        return None
+
+    def _live_stats(self) -> dict[str, Any]:
+        return {
+            "running": False,
+            "status": None,
+            "politeness": None,
+            "budget": {
+                "max_pages": self.config.max_pages,
+                "pages": None,
+                "max_seconds": self.config.max_seconds,
+                "elapsed": None,
+            },
+        }
+
+    def _live_top(self, limit: int) -> list[dict[str, Any]]:
+        return []
+
+    # ---- seeds ---------------------------------------------------------------------------
+
+    async def add_seeds(
+        self, urls: Sequence[str], extend_scope: bool = False
+    ) -> list[dict[str, Any]]:
+        if len(urls) > MAX_SEEDS_PER_CALL:
+            raise ApiInputError(f"at most {MAX_SEEDS_PER_CALL} URLs per call")
+        scope = await self._scope_now()
+        now = self.clock.now()
+        results: list[dict[str, Any]] = []
+        rows: list[NewUrl] = []
+        batch: set[bytes] = set()
+        blocked: dict[str, bool] = {}
+        for raw in urls:
+            result: dict[str, Any] = {
+                "url": raw,
+                "result": "rejected",
+                "reason": None,
+                "canonical": None,
+                "url_key": None,
+            }
+            results.append(result)
+            if not isinstance(raw, str):
+                result["reason"] = "bad URL: not a string"
+                continue
+            try:
+                url = canonicalize(raw)
+            except InvalidURL as exc:
+                result["reason"] = f"bad URL: {exc}"
+                continue
+            result.update(canonical=url.url, url_key=url.url_key.hex())
+            why = None if extend_scope else scope.rejects(url, 0)
+            if why is not None:
+                result["reason"] = f"out of scope: {why}"
+                continue
+            if url.host_key not in blocked:
+                blocked[url.host_key] = await self._host_blocked(url.host_key)
+            if blocked[url.host_key]:
+                result["reason"] = "blocked by policy"
+                continue
+            if url.url_key in batch or await self.store.get_url(url.url_key) is not None:
+                result.update(result="duplicate", reason="already known")
+                continue
+            batch.add(url.url_key)
+            if extend_scope:
+                scope.add_seed(url)
+            rows.append(
+                NewUrl(
+                    url.url_key, url.url, url.host_key, url.shard, 0, API_SEED_PRIORITY, now, now
+                )
+            )
+            result.update(result="accepted", reason=None)
+        if rows:
+            await self._store_rows(rows)
+        return results
+
+    async def _host_blocked(self, host_key: str) -> bool:
+        record = await self.store.load_host(host_key)
+        return record is not None and record.blocked
+
+    # ---- policies ------------------------------------------------------------------------
+
+    async def get_policy(self, domain: str) -> dict[str, Any]:
+        keys = views.host_keys_for(domain)
+        hosts = []
+        for key in keys:
+            policy = views.policy_of(await self.store.load_host(key))
+            hosts.append(
+                {
+                    "host_key": key,
+                    "policy": views.policy_view(policy),
+                    "override": not views.is_default(policy),
+                }
+            )
+        chosen = next((h for h in hosts if h["override"]), hosts[0])
+        return {
+            "domain": domain,
+            "policy": chosen["policy"],
+            "override": chosen["override"],
+            "hosts": hosts,
+            "defaults": self._defaults(),
+        }
+
+    def _defaults(self) -> dict[str, Any]:
+        return {"delay": self.config.delay, "max_in_flight": self.config.max_in_flight_per_host}
+
+    async def put_policy(self, domain: str, policy: HostPolicy) -> dict[str, Any]:
+        keys = views.host_keys_for(domain)
+        applied = []
+        for key in keys:
+            await self.store.set_policy(
+                key,
+                shard_of(key),
+                policy.delay,
+                policy.max_in_flight,
+                policy.max_pages,
+                policy.blocked,
+            )
+            if self._apply_policy(key, dataclasses.replace(policy)):
+                applied.append(key)
+        answer = await self.get_policy(domain)
+        answer["applied_live"] = applied
+        return answer
+
+    async def delete_policy(self, domain: str) -> dict[str, Any]:
+        return await self.put_policy(domain, HostPolicy())
+
+    # ---- URLs ----------------------------------------------------------------------------
+
+    async def url_state(self, url_key: bytes) -> dict[str, Any]:
+        row = await self.store.get_url(url_key)
+        if row is None:
+            raise views.ApiNotFound(f"unknown URL key {url_key.hex()}")
+        url, host_key = str(row["url"]), str(row["host_key"])
+        robots = self._live_robots(host_key, url)
+        if robots is None:
+            record = await self.store.load_host(host_key)
+            robots = views.stored_robots_decision(record, self.agent, url, self.clock.now())
+        return {
+            "url": views.url_row_view(row),
+            "robots": robots,
+            "history": await self._history(url_key),
+        }
+
+    async def _history(self, url_key: bytes, limit: int = 50) -> list[dict[str, Any]]:
+        """The URL's fetch audit trail (oldest first, at most ``limit`` rows)."""
+        rows = await self.store.fetch_log(0, limit, url_key)
+        return [dict(views.json_safe(r)) for r in rows]
+
+    # ---- figures -------------------------------------------------------------------------
+
+    async def domain_stats(self, domain: str) -> dict[str, Any]:
+        keys = views.host_keys_for(domain)
+        await self._fold_events()
+        now = self.clock.now()
+        hosts = []
+        for key in keys:
+            record = await self.store.load_host(key)
+            live = self._live_host(key)
+            if record is None and live is None:
+                continue
+            hosts.append(
+                {
+                    "host_key": key,
+                    "stored": None if record is None else views.stored_host_view(record, now),
+                    "live": live,
+                    "errors_seen": self.tally.host_errors.get(key, 0),
+                }
+            )
+        if not hosts:
+            raise views.ApiNotFound(f"no host known for {domain!r}")
+        return {"domain": domain, "hosts": hosts, "defaults": self._defaults()}
+
+    async def _fold_events(self) -> None:
+        events = await self.store.read_events(self.tally.cursor, EVENTS_PER_TALLY)
+        self.tally.add(events)
+
+    async def crawl_stats(self) -> dict[str, Any]:
+        await self._fold_events()
+        stats = self._live_stats()
+        stats.update(
+            time=self.clock.now(),
+            store=await self.store.counts(),
+            status_mix=dict(self.tally.status_mix),
+            outcomes=dict(self.tally.outcomes),
+            events_seen=self.tally.events,
+        )
+        return stats
+
+    async def top_hosts(self, by: str, limit: int) -> list[dict[str, Any]]:
+        if by == "queue":
+            return self._live_top(limit)
+        if by != "errors":
+            raise ApiInputError("by must be 'queue' or 'errors'")
+        await self._fold_events()
+        return [
+            {"host_key": key, "errors": count, "live": self._live_host(key)}
+            for key, count in self.tally.host_errors.most_common(limit)
+        ]
+
+    async def events(self, after: int, limit: int) -> dict[str, Any]:
+        if after < 0 or not 1 <= limit <= MAX_EVENTS_PER_CALL:
+            raise ApiInputError(f"after must be >= 0 and limit in 1..{MAX_EVENTS_PER_CALL}")
+        events = await self.store.read_events(after, limit)
+        return {
+            "events": [views.event_view(e) for e in events],
+            "next_after": events[-1].id if events else after,
+        }
+
+
+class WorkerControl(StoreOnlyControl):
+    """:class:`CrawlControl` over a running :class:`Worker` of this process and loop.
+
+    Must be called on the worker's event loop (the frontier takes no locks).
+    """
+
+    def __init__(self, worker: Worker) -> None:
+        super().__init__(worker.store, worker.config, worker.clock)
+        self.worker = worker
+        self.agent = worker.agent
+
+    async def _scope_now(self) -> Scope:
+        return self.worker.intake.scope
+
+    async def _store_rows(self, rows: Sequence[NewUrl]) -> None:
+        await self.worker.add_seeds(rows)
+        wake = getattr(self.worker, "wake", None)
+        if callable(wake):
+            wake()
+
+    async def _host_blocked(self, host_key: str) -> bool:
+        host = self.worker.frontier.hosts.get(host_key)
+        if host is not None:
+            return host.policy.blocked
+        return await super()._host_blocked(host_key)
+
+    def _apply_policy(self, host_key: str, policy: HostPolicy) -> bool:
+        frontier = self.worker.frontier
+        if not frontier.knows_host(host_key):
+            return False  # registered later from the store row, which already has it
+        frontier.set_policy(host_key, policy)
+        return True
+
+    def _live_host(self, host_key: str) -> dict[str, Any] | None:
+        frontier = self.worker.frontier
+        host = frontier.hosts.get(host_key)
+        if host is None:
+            return None
+        return views.live_host_view(host, self.clock.now(), frontier.delay_for(host))
+
+    def _live_robots(self, host_key: str, url: str) -> dict[str, Any] | None:
+        host = self.worker.frontier.hosts.get(host_key)
+        if host is None:
+            return None
+        return views.live_robots_decision(host, self.agent, url)
+
+    def _live_stats(self) -> dict[str, Any]:
+        worker, now = self.worker, self.clock.now()
+        status = worker.status
+        figures = {k: v for k, v in dataclasses.asdict(status).items() if k != "warc_files"}
+        figures["pages_per_second"] = status.pages_per_second
+        elapsed = (status.now or now) - status.started_at if status.started_at else 0.0
+        return {
+            "running": status.started_at > 0 and not status.stop_reason,
+            "status": figures,
+            "politeness": views.politeness_summary(worker.frontier, now, worker.auditor.violations),
+            "budget": {
+                "max_pages": self.config.max_pages,
+                "pages": status.pages,
+                "max_seconds": self.config.max_seconds,
+                "elapsed": elapsed,
+            },
+        }
+
+    def _live_top(self, limit: int) -> list[dict[str, Any]]:
+        hosts = sorted(
+            self.worker.frontier.hosts.values(),
+            key=lambda h: (-len(h.queue), -h.in_flight, h.host_key),
+        )
+        return [
+            {
+                "host_key": h.host_key,
+                "errors": self.tally.host_errors.get(h.host_key, 0),
+                "live": self._live_host(h.host_key),
+            }
+            for h in hosts[:limit]
+            if h.queue or h.in_flight
+        ]

@@ -1,0 +1,354 @@
+"""The OpenAPI 3.1 description of the admin API, as a plain Python dict.
+
+Served at ``/openapi.json``. Every route of :data:`courtier.api.server.ROUTES`
+appears here (a test checks it); keep both in step.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from courtier import __version__
+
+_JSON = "application/json"
+
+
+def _ref(name: str) -> dict[str, Any]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _ok(description: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
+    content = {_JSON: {"schema": schema or {"type": "object"}}}
+    return {"description": description, "content": content}
+
+
+_ERRORS: dict[str, Any] = {
+    "400": {"$ref": "#/components/responses/BadRequest"},
+    "401": {"$ref": "#/components/responses/Unauthorized"},
+}
+_NOT_FOUND: dict[str, Any] = {"404": {"$ref": "#/components/responses/NotFound"}}
+_DOMAIN = {
+    "name": "domain",
+    "in": "path",
+    "required": True,
+    "description": "an authority: host or host:port (names its http and https hosts)",
+    "schema": {"type": "string", "examples": ["example.com", "h00.courtier.test:8080"]},
+}
+
+
+def _op(
+    summary: str,
+    ok: dict[str, Any],
+    *,
+    params: list[dict[str, Any]] | None = None,
+    body: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    operation: dict[str, Any] = {
+        "summary": summary,
+        "responses": {"200": ok, **_ERRORS, **(extra or {})},
+    }
+    if params:
+        operation["parameters"] = params
+    if body is not None:
+        operation["requestBody"] = {"required": True, "content": {_JSON: {"schema": body}}}
+    return operation
+
+
+_POLICY = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "delay": {
+            "type": ["number", "null"],
+            "minimum": 0,
+            "maximum": 86400,
+            "description": "seconds between request starts (null: crawl default)",
+        },
+        "max_in_flight": {"type": ["integer", "null"], "minimum": 1, "maximum": 64},
+        "max_pages": {"type": ["integer", "null"], "minimum": 0},
+        "blocked": {
+            "type": "boolean",
+            "default": False,
+            "description": "fetch nothing from this host; queued URLs end as blocked",
+        },
+    },
+}
+
+_SEED_RESULT = {
+    "type": "object",
+    "required": ["url", "result"],
+    "properties": {
+        "url": {"description": "the input item as given"},
+        "result": {"enum": ["accepted", "duplicate", "rejected"]},
+        "reason": {
+            "type": ["string", "null"],
+            "description": "bad URL: …, out of scope: …, blocked by policy, already known",
+        },
+        "canonical": {"type": ["string", "null"]},
+        "url_key": {"type": ["string", "null"], "pattern": "^[0-9a-f]{32}$"},
+    },
+}
+
+_DOCUMENT: dict[str, Any] = {
+    "openapi": "3.1.0",
+    "info": {
+        "title": "courtier admin API",
+        "version": __version__,
+        "description": "Control and observe a running courtier crawl. With a token "
+        "configured, every call needs `Authorization: Bearer TOKEN`.",
+    },
+    "servers": [{"url": "http://127.0.0.1:8300"}],
+    "security": [{"bearer": []}],
+    "paths": {
+        "/v1/seeds": {
+            "post": _op(
+                "Add URLs to the crawl (per-item answer; accepted ones are durable at once)",
+                _ok(
+                    "one result per input URL",
+                    {
+                        "type": "object",
+                        "properties": {
+                            "accepted": {"type": "integer"},
+                            "duplicate": {"type": "integer"},
+                            "rejected": {"type": "integer"},
+                            "results": {"type": "array", "items": _SEED_RESULT},
+                        },
+                    },
+                ),
+                body={
+                    "oneOf": [
+                        {
+                            "type": "object",
+                            "required": ["urls"],
+                            "additionalProperties": False,
+                            "properties": {
+                                "urls": {
+                                    "type": "array",
+                                    "minItems": 1,
+                                    "maxItems": 10000,
+                                    "items": {"type": "string"},
+                                },
+                                "extend_scope": {"type": "boolean", "default": False},
+                            },
+                        },
+                        {"type": "array", "minItems": 1, "items": {"type": "string"}},
+                    ]
+                },
+                extra={"413": {"description": "body larger than 2 MiB"}},
+            )
+        },
+        "/v1/domains/{domain}/policy": {
+            "get": _op(
+                "Policy override of a domain",
+                _ok("the policy", _ref("PolicyAnswer")),
+                params=[_DOMAIN],
+            ),
+            "put": _op(
+                "Set a domain's policy (replaces it; applied within a second)",
+                _ok("the policy now in force", _ref("PolicyAnswer")),
+                params=[_DOMAIN],
+                body=_ref("Policy"),
+            ),
+            "delete": _op(
+                "Return a domain to the crawl defaults",
+                _ok("the policy now in force", _ref("PolicyAnswer")),
+                params=[_DOMAIN],
+            ),
+        },
+        "/v1/domains/{domain}/stats": {
+            "get": _op(
+                "Stored counters and live frontier state of a domain's hosts",
+                _ok("per-host figures"),
+                params=[_DOMAIN],
+                extra=_NOT_FOUND,
+            )
+        },
+        "/v1/urls/{urlHash}": {
+            "get": _op(
+                "State of one URL by its 128-bit key (32 hex digits)",
+                _ok("row, robots decision, fetch history", _ref("UrlState")),
+                params=[
+                    {
+                        "name": "urlHash",
+                        "in": "path",
+                        "required": True,
+                        "schema": {"type": "string", "pattern": "^[0-9a-fA-F]{32}$"},
+                    }
+                ],
+                extra=_NOT_FOUND,
+            )
+        },
+        "/v1/urls": {
+            "get": _op(
+                "State of one URL by its text (canonicalized first)",
+                _ok("row, robots decision, fetch history", _ref("UrlState")),
+                params=[
+                    {"name": "url", "in": "query", "required": True, "schema": {"type": "string"}}
+                ],
+                extra=_NOT_FOUND,
+            )
+        },
+        "/v1/stats": {"get": _op("Crawl-wide figures", _ok("figures", _ref("Stats")))},
+        "/v1/hosts/top": {
+            "get": _op(
+                "Hosts with the longest queues or the most errors",
+                _ok("hosts"),
+                params=[
+                    {
+                        "name": "by",
+                        "in": "query",
+                        "schema": {"enum": ["queue", "errors"], "default": "queue"},
+                    },
+                    {
+                        "name": "limit",
+                        "in": "query",
+                        "schema": {"type": "integer", "minimum": 1, "maximum": 100, "default": 10},
+                    },
+                ],
+            )
+        },
+        "/v1/events": {
+            "get": _op(
+                "Outbox events after a cursor (id order)",
+                _ok(
+                    "events",
+                    {
+                        "type": "object",
+                        "properties": {
+                            "events": {"type": "array", "items": _ref("Event")},
+                            "next_after": {"type": "integer"},
+                        },
+                    },
+                ),
+                params=[
+                    {
+                        "name": "after",
+                        "in": "query",
+                        "schema": {"type": "integer", "minimum": 0, "default": 0},
+                    },
+                    {
+                        "name": "limit",
+                        "in": "query",
+                        "schema": {
+                            "type": "integer",
+                            "minimum": 1,
+                            "maximum": 1000,
+                            "default": 100,
+                        },
+                    },
+                ],
+            )
+        },
+        "/healthz": {
+            "get": _op(
+                "Liveness",
+                _ok("alive", {"type": "object", "properties": {"status": {"const": "ok"}}}),
+            )
+        },
+        "/metrics": {
+            "get": {
+                "summary": "Prometheus metrics (text exposition format 0.0.4)",
+                "responses": {
+                    "200": {
+                        "description": "metrics",
+                        "content": {"text/plain; version=0.0.4": {"schema": {"type": "string"}}},
+                    },
+                    "401": {"$ref": "#/components/responses/Unauthorized"},
+                    "404": {"description": "no crawl (no metrics) in this process"},
+                },
+            }
+        },
+        "/openapi.json": {"get": _op("This document", _ok("OpenAPI 3.1 document"))},
+        "/": {
+            "get": {
+                "summary": "Live dashboard (static page; needs no token itself)",
+                "security": [],
+                "responses": {
+                    "200": {
+                        "description": "HTML page",
+                        "content": {"text/html": {"schema": {"type": "string"}}},
+                    }
+                },
+            }
+        },
+    },
+    "components": {
+        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        "responses": {
+            "BadRequest": {
+                "description": "wrong input",
+                "content": {_JSON: {"schema": _ref("Error")}},
+            },
+            "Unauthorized": {
+                "description": "missing or wrong bearer token",
+                "content": {_JSON: {"schema": _ref("Error")}},
+            },
+            "NotFound": {"description": "not known", "content": {_JSON: {"schema": _ref("Error")}}},
+        },
+        "schemas": {
+            "Error": {
+                "type": "object",
+                "required": ["error"],
+                "properties": {"error": {"type": "string"}},
+            },
+            "Policy": _POLICY,
+            "PolicyAnswer": {
+                "type": "object",
+                "properties": {
+                    "domain": {"type": "string"},
+                    "policy": _POLICY,
+                    "override": {"type": "boolean"},
+                    "hosts": {"type": "array", "items": {"type": "object"}},
+                    "defaults": {"type": "object"},
+                    "applied_live": {"type": "array", "items": {"type": "string"}},
+                },
+            },
+            "UrlState": {
+                "type": "object",
+                "properties": {
+                    "url": {"type": "object", "description": "the store row (url_key in hex)"},
+                    "robots": {
+                        "type": "object",
+                        "properties": {
+                            "source": {"enum": ["live", "store", "none"]},
+                            "decision": {"enum": ["allowed", "disallowed", "unknown"]},
+                        },
+                    },
+                    "history": {
+                        "type": "array",
+                        "description": "fetch audit trail, oldest first (at most 50)",
+                    },
+                },
+            },
+            "Stats": {
+                "type": "object",
+                "properties": {
+                    "running": {"type": "boolean"},
+                    "status": {"type": ["object", "null"]},
+                    "store": {"type": "object"},
+                    "status_mix": {"type": "object"},
+                    "outcomes": {"type": "object"},
+                    "politeness": {"type": ["object", "null"]},
+                    "budget": {"type": "object"},
+                },
+            },
+            "Event": {
+                "type": "object",
+                "properties": {
+                    "id": {"type": "integer"},
+                    "url_key": {"type": "string"},
+                    "version": {"type": "integer"},
+                    "created_at": {"type": "number"},
+                    "payload": {"type": "object"},
+                },
+            },
+        },
+    },
+}
+
+
+def openapi_document() -> dict[str, Any]:
+    """A fresh copy of the OpenAPI 3.1 document (callers may modify it)."""
+    return copy.deepcopy(_DOCUMENT)

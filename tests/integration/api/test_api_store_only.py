@@ -1,0 +1,313 @@
+"""The admin API over StoreOnlyControl (no crawl running): every route, good and bad input."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+from prometheus_client.parser import text_string_to_metric_families
+
+from courtier.api.control import API_SEED_PRIORITY, StoreOnlyControl
+from courtier.api.server import ROUTES, make_app
+from courtier.config import CrawlConfig
+from courtier.errors import StoreError
+from courtier.metrics import CrawlMetrics
+from courtier.outcome import Outcome
+from courtier.store.base import FetchCommit, NewUrl
+from courtier.store.memory import MemoryStore
+from courtier.urls import canonicalize
+
+SEED = "http://site-a.test:8080/"
+
+
+def row(raw: str, depth: int = 0) -> NewUrl:
+    url = canonicalize(raw)
+    return NewUrl(url.url_key, url.url, url.host_key, url.shard, depth, 10, 1.0, 1.0)
+
+
+class BrokenStore(MemoryStore):
+    async def counts(self) -> dict[str, int]:
+        raise StoreError("disk on fire")
+
+
+async def fetched_store(store: MemoryStore) -> bytes:
+    """A store with one seed fetched (200) and one link discovered."""
+    seed = row(SEED)
+    await store.add_urls([seed])
+    epochs = await store.acquire_shards("t", [seed.shard], 1.0, 60.0)
+    [due] = await store.load_due([seed.shard], 2.0, 10, 10)
+    await store.commit(
+        [
+            FetchCommit(
+                seed.url_key,
+                seed.url,
+                seed.host_key,
+                seed.shard,
+                due.version,
+                epochs[seed.shard],
+                Outcome.OK,
+                3.0,
+                100.0,
+                status=200,
+                title="Home",
+                new_urls=[row("http://site-a.test:8080/next", depth=1)],
+                event={"url": seed.url, "status": 200, "outcome": "ok"},
+            )
+        ]
+    )
+    return seed.url_key
+
+
+@pytest.fixture
+async def memory() -> MemoryStore:
+    return MemoryStore()
+
+
+@pytest.fixture
+async def client(memory: MemoryStore) -> AsyncIterator[TestClient[Any, Any]]:
+    await fetched_store(memory)
+    control = StoreOnlyControl(memory, CrawlConfig())
+    app = make_app(control, CrawlMetrics().render, token=None)
+    async with TestClient(TestServer(app)) as test_client:
+        yield test_client
+
+
+async def error_of(response: Any, status: int) -> str:
+    assert response.status == status, await response.text()
+    assert response.content_type == "application/json"
+    body = await response.json()
+    assert isinstance(body["error"], str) and body["error"]
+    return str(body["error"])
+
+
+async def test_health_and_unknown_routes_answer_json(client: TestClient[Any, Any]) -> None:
+    response = await client.get("/healthz")
+    assert response.status == 200 and await response.json() == {"status": "ok"}
+    await error_of(await client.get("/v1/nope"), 404)
+    await error_of(await client.post("/v1/stats"), 405)
+
+
+async def test_seeds_answer_per_item_and_store_the_good_ones(
+    client: TestClient[Any, Any], memory: MemoryStore
+) -> None:
+    await memory.set_policy("http://blocked.test", 0, None, None, None, True)
+    urls = [
+        SEED,
+        "http://site-a.test:8080/new#frag",
+        "ftp://site-a.test/x",
+        "not a url",
+        "http://elsewhere.test/",
+        42,
+        "http://site-a.test:8080/new",
+    ]
+    response = await client.post("/v1/seeds", json={"urls": urls})
+    assert response.status == 200
+    body = await response.json()
+    results = body["results"]
+    assert [r["result"] for r in results] == [
+        "duplicate",
+        "accepted",
+        "rejected",
+        "rejected",
+        "rejected",
+        "rejected",
+        "duplicate",
+    ]
+    assert results[2]["reason"].startswith("bad URL")
+    assert results[4]["reason"] == "out of scope: host not in seeds"
+    assert (body["accepted"], body["duplicate"], body["rejected"]) == (1, 2, 4)
+    stored = await memory.get_url(canonicalize("http://site-a.test:8080/new").url_key)
+    assert stored is not None and stored["priority"] == API_SEED_PRIORITY
+    assert stored["url"] == results[1]["canonical"] == "http://site-a.test:8080/new"
+    # extend_scope admits new hosts; a blocked host is still refused
+    response = await client.post(
+        "/v1/seeds",
+        json={"urls": ["http://elsewhere.test/", "http://blocked.test/a"], "extend_scope": True},
+    )
+    results = (await response.json())["results"]
+    assert [r["result"] for r in results] == ["accepted", "rejected"]
+    assert results[1]["reason"] == "blocked by policy"
+    assert await memory.get_url(canonicalize("http://elsewhere.test/").url_key) is not None
+    assert await memory.get_url(canonicalize("http://blocked.test/a").url_key) is None
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "{not json",
+        '{"urls": "x"}',
+        "[]",
+        '{"urls": [], "x": 1}',
+        '{"urls": ["http://a.test/"], "extend_scope": "yes"}',
+    ],
+)
+async def test_seeds_reject_malformed_bodies(client: TestClient[Any, Any], body: str) -> None:
+    await error_of(await client.post("/v1/seeds", data=body), 400)
+
+
+async def test_policy_round_trip_is_durable(
+    client: TestClient[Any, Any], memory: MemoryStore
+) -> None:
+    path = "/v1/domains/site-a.test:8080/policy"
+    before = await (await client.get(path)).json()
+    assert before["override"] is False and before["policy"]["delay"] is None
+    response = await client.put(path, json={"delay": 2.5, "max_in_flight": 2, "blocked": False})
+    assert response.status == 200
+    answer = await response.json()
+    assert answer["override"] is True and answer["policy"]["delay"] == 2.5
+    assert answer["applied_live"] == []  # no running crawl
+    record = await memory.load_host("http://site-a.test:8080")
+    assert record is not None and (record.policy_delay, record.policy_max_in_flight) == (2.5, 2)
+    https = await memory.load_host("https://site-a.test:8080")
+    assert https is not None and https.policy_delay == 2.5
+    assert (await (await client.get(path)).json())["policy"]["max_in_flight"] == 2
+    response = await client.delete(path)
+    assert (await response.json())["override"] is False
+    record = await memory.load_host("http://site-a.test:8080")
+    assert record is not None and record.policy_delay is None
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"delay": -1},
+        {"delay": "slow"},
+        {"delay": True},
+        {"delay": 1e9},
+        {"max_in_flight": 0},
+        {"max_in_flight": 1.5},
+        {"max_pages": -3},
+        {"blocked": "yes"},
+        {"dealy": 1},
+        [1, 2],
+    ],
+)
+async def test_policy_rejects_bad_values(client: TestClient[Any, Any], body: Any) -> None:
+    await error_of(await client.put("/v1/domains/site-a.test/policy", json=body), 400)
+
+
+async def test_policy_rejects_bad_domains_and_bad_json(client: TestClient[Any, Any]) -> None:
+    await error_of(await client.get("/v1/domains/a%20b/policy"), 400)
+    await error_of(await client.put("/v1/domains/x@y/policy", json={}), 400)
+    await error_of(await client.put("/v1/domains/site-a.test/policy", data="{"), 400)
+
+
+async def test_url_state_by_key_and_by_text(
+    client: TestClient[Any, Any], memory: MemoryStore
+) -> None:
+    key = canonicalize(SEED).url_key
+    response = await client.get(f"/v1/urls/{key.hex()}")
+    assert response.status == 200
+    body = await response.json()
+    assert body["url"]["url"] == SEED and body["url"]["status"] == 200
+    assert body["url"]["url_key"] == key.hex() and body["url"]["state_name"] == "queued"
+    assert body["robots"]["source"] == "none" and body["robots"]["decision"] == "unknown"
+    assert [h["status"] for h in body["history"]] == [200]
+    by_text = await (await client.get("/v1/urls", params={"url": "HTTP://Site-A.test:8080"})).json()
+    assert by_text["url"]["url_key"] == key.hex()
+    await error_of(await client.get(f"/v1/urls/{'0' * 32}"), 404)
+    await error_of(await client.get("/v1/urls/zz"), 400)
+    await error_of(await client.get("/v1/urls/abcd"), 400)
+    await error_of(await client.get("/v1/urls", params={"url": "mailto:x@y"}), 400)
+    await error_of(await client.get("/v1/urls"), 400)
+
+
+async def test_url_state_uses_the_stored_robots_copy(
+    client: TestClient[Any, Any], memory: MemoryStore
+) -> None:
+    from courtier.store.base import HostRecord
+
+    await memory.save_robots(
+        HostRecord(
+            "http://site-a.test:8080",
+            0,
+            robots_status=200,
+            robots_body=b"User-agent: *\nDisallow: /next\n",
+            robots_expires_at=1e12,
+        )
+    )
+    key = canonicalize("http://site-a.test:8080/next").url_key
+    robots = (await (await client.get(f"/v1/urls/{key.hex()}")).json())["robots"]
+    assert (robots["source"], robots["decision"]) == ("store", "disallowed")
+    home = await (await client.get(f"/v1/urls/{canonicalize(SEED).url_key.hex()}")).json()
+    assert home["robots"]["decision"] == "allowed"
+
+
+async def test_metrics_absent_without_a_crawl() -> None:
+    store = MemoryStore()
+    key = await fetched_store(store)
+    async with TestClient(TestServer(make_app(StoreOnlyControl(store), None, None))) as client:
+        body = await (await client.get(f"/v1/urls/{key.hex()}")).json()
+        assert [h["outcome"] for h in body["history"]] == ["ok"]
+        await error_of(await client.get("/metrics"), 404)
+
+
+async def test_stats_events_and_domain_stats(client: TestClient[Any, Any]) -> None:
+    stats = await (await client.get("/v1/stats")).json()
+    assert stats["running"] is False and stats["store"]["urls"] == 2
+    assert stats["status_mix"] == {"2xx": 1} and stats["outcomes"] == {"ok": 1}
+    assert stats["budget"]["max_pages"] is None
+    events = await (await client.get("/v1/events", params={"after": "0", "limit": "10"})).json()
+    assert [e["payload"]["status"] for e in events["events"]] == [200]
+    assert events["next_after"] == events["events"][0]["id"]
+    later = await (await client.get("/v1/events", params={"after": events["next_after"]})).json()
+    assert later == {"events": [], "next_after": events["next_after"]}
+    for params in ({"limit": "0"}, {"limit": "5000"}, {"after": "-1"}, {"after": "x"}):
+        await error_of(await client.get("/v1/events", params=params), 400)
+    await error_of(await client.get("/v1/domains/site-a.test:8080/stats"), 404)
+    await client.put("/v1/domains/site-a.test:8080/policy", json={"delay": 3})
+    domain = await (await client.get("/v1/domains/site-a.test:8080/stats")).json()
+    assert domain["hosts"][0]["stored"]["policy"]["delay"] == 3
+    assert domain["hosts"][0]["live"] is None
+    top = await (await client.get("/v1/hosts/top", params={"by": "queue"})).json()
+    assert top == {"by": "queue", "hosts": []}
+    await error_of(await client.get("/v1/hosts/top", params={"by": "size"}), 400)
+
+
+async def test_store_failure_is_503_not_500() -> None:
+    app = make_app(StoreOnlyControl(BrokenStore()), None, None)
+    async with TestClient(TestServer(app)) as client:
+        assert "disk on fire" in await error_of(await client.get("/v1/stats"), 503)
+
+
+async def test_token_guards_every_call_but_the_static_page(memory: MemoryStore) -> None:
+    app = make_app(StoreOnlyControl(memory), CrawlMetrics().render, token="s3cret")
+    async with TestClient(TestServer(app)) as client:
+        for method, path in (
+            ("GET", "/v1/stats"),
+            ("POST", "/v1/seeds"),
+            ("GET", "/metrics"),
+            ("PUT", "/v1/domains/a.test/policy"),
+            ("GET", "/healthz"),
+        ):
+            await error_of(await client.request(method, path), 401)
+        bad = {"Authorization": "Bearer wrong"}
+        await error_of(await client.get("/v1/stats", headers=bad), 401)
+        good = {"Authorization": "Bearer s3cret"}
+        assert (await client.get("/v1/stats", headers=good)).status == 200
+        page = await client.get("/")
+        assert page.status == 200 and "courtier" in await page.text()
+
+
+async def test_metrics_parse_as_prometheus_text(client: TestClient[Any, Any]) -> None:
+    response = await client.get("/metrics")
+    assert response.status == 200
+    assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+    names = {f.name for f in text_string_to_metric_families(await response.text())}
+    assert {"courtier_fetches", "courtier_politeness_violations"} <= names
+
+
+async def test_openapi_lists_every_route(client: TestClient[Any, Any]) -> None:
+    response = await client.get("/openapi.json")
+    document = json.loads(await response.text())
+    assert document["openapi"].startswith("3.1")
+    paths = document["paths"]
+    for method, path, _ in ROUTES:
+        spec_path = path.replace("{url_hash}", "{urlHash}")
+        assert method.lower() in paths.get(spec_path, {}), f"{method} {path} not documented"
+    documented = {(m.upper(), p) for p, ops in paths.items() for m in ops}
+    served = {(m, p.replace("{url_hash}", "{urlHash}")) for m, p, _ in ROUTES}
+    assert documented == served
