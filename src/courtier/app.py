@@ -16,11 +16,11 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+from courtier.api.control import WorkerControl
+from courtier.api.server import make_app, start_api
 from courtier.archive.recovery import recover_warc_dir
 from courtier.archive.warc import WarcWriter
 from courtier.clock import RealClock
-from courtier.api.control import WorkerControl
-from courtier.api.server import make_app, start_api
 from courtier.config import CrawlConfig, api_address
 from courtier.errors import ConfigError, FetchError, InvalidURL
 from courtier.fetch.aiohttp_transport import AiohttpTransport
