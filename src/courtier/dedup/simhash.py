@@ -1,0 +1,160 @@
+"""64-bit SimHash of a page's visible text (near-duplicate fingerprints).
+
+DESIGN.md invariant 5: pages whose fingerprints differ in at most 3 bits
+(:func:`hamming` ≤ 3) are near-duplicates (Manku, Jain, Das Sarma, WWW 2007).
+They are grouped and de-prioritised, never dropped.
+
+How a fingerprint is computed (the contract callers and stored values rely
+on; changing any step changes every stored fingerprint):
+
+1. **Tokens.** The text is lower-cased (``str.lower``), encoded as UTF-8,
+   and split into *words*: maximal runs of ASCII letters, digits and ``_``
+   and of non-ASCII bytes. Every other ASCII character (spaces,
+   punctuation, symbols) separates words, so ``"Hello, world!"`` gives
+   ``hello`` and ``world``. Non-ASCII punctuation (``“``, ``—``) stays part
+   of the word it touches; scripts written without spaces (CJK) give one
+   word per run, which is coarse but deterministic.
+2. **Token hashes.** Each word is hashed with ``xxh3_64`` (seed 0) over its
+   UTF-8 bytes.
+3. **Shingles of 3 words.** Feature ``i`` combines the hashes of words
+   ``i, i+1, i+2`` (order-sensitive: the second and third are rotated left
+   by 21 and 42 bits before they are XOR-ed with the first, multiplied by a
+   golden-ratio constant, then the result goes through a splitmix64-style
+   finaliser). A text of 1 or 2 words has those words' hashes as its
+   features; an empty text (no words) has the fingerprint ``0``.
+4. **Weights = frequency.** Every shingle *occurrence* votes once, so a
+   shingle that occurs ``k`` times has weight ``k``.
+5. **Sign.** Bit ``j`` of the fingerprint is 1 when more than half of the
+   features have bit ``j`` set (the weighted sum of ±1 votes is positive;
+   a tie gives 0).
+
+Steps 3–5 are vectorised with numpy: the feature array is viewed as bytes,
+unpacked to an ``n × 64`` bit matrix (``unpackbits``, little bit order, so
+column ``j`` is bit ``j``), summed per column and compared with ``n / 2``.
+Only steps 1–2 run a C-level loop per word (``bytes.split`` and
+``b"".join(map(xxh3_64_digest, …))``), so a 3,000-word page costs about
+0.3–0.4 ms (``bench/simhash_bench.py`` prints the figure).
+
+Fingerprints are unsigned 64-bit Python ints. SQLite and PostgreSQL store
+signed 64-bit integers: use :func:`to_signed64` before writing and
+:func:`from_signed64` after reading.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+import xxhash
+
+__all__ = [
+    "MASK64",
+    "from_signed64",
+    "hamming",
+    "shingle_hashes",
+    "simhash64",
+    "simhash_from_features",
+    "to_signed64",
+    "tokenize",
+]
+
+MASK64 = (1 << 64) - 1
+_SIGN_BIT = 1 << 63
+
+#: bytes.translate table: ASCII letters (folded to lower case), digits, "_" and all
+#: bytes >= 0x80 are kept, every other byte becomes a space (a separator for split()).
+_WORD_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789_")
+_SEPARATE = bytes(
+    c | 0x20 if 0x41 <= c <= 0x5A else c if (c in _WORD_BYTES or c >= 0x80) else 0x20
+    for c in range(256)
+)
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+_R21, _L21 = np.uint64(43), np.uint64(21)
+_R42, _L42 = np.uint64(22), np.uint64(42)
+_S30, _S27, _S31 = np.uint64(30), np.uint64(27), np.uint64(31)
+#: float32 column sums are exact below 2**24 features; beyond that use float64
+_FLOAT32_EXACT = 1 << 24
+
+_digest = xxhash.xxh3_64_digest
+
+
+def tokenize(text: str) -> list[bytes]:
+    """The words of ``text`` as UTF-8 bytes (step 1 of the module contract)."""
+    if text.isascii():  # the table folds ASCII case; skips the costlier str.lower()
+        return text.encode("ascii").translate(_SEPARATE).split()
+    return text.lower().encode("utf-8", "surrogatepass").translate(_SEPARATE).split()
+
+
+def shingle_hashes(words: list[bytes]) -> npt.NDArray[np.uint64]:
+    """The feature hashes of a word list: one per 3-word shingle (steps 2–3).
+
+    Returns an empty array for no words and the plain word hashes for 1–2 words.
+    """
+    n = len(words)
+    if n == 0:
+        return np.zeros(0, dtype=np.uint64)
+    # one C-level pass: 8 big-endian digest bytes per word, joined, viewed as uint64
+    h = np.frombuffer(b"".join(map(_digest, words)), dtype=">u8").astype(np.uint64)
+    if n < 3:
+        return h
+    a, b, c = h[:-2], h[1:-1], h[2:]
+    x = a * _GOLDEN
+    x ^= (b << _L21) | (b >> _R21)
+    x ^= (c << _L42) | (c >> _R42)
+    # splitmix64 finaliser: every input bit affects every output bit
+    x ^= x >> _S30
+    x *= _MIX1
+    x ^= x >> _S27
+    x *= _MIX2
+    x ^= x >> _S31
+    return x
+
+
+def simhash_from_features(features: npt.NDArray[np.uint64]) -> int:
+    """SimHash of feature hashes where each array element votes once (steps 4–5)."""
+    n = int(features.shape[0])
+    if n == 0:
+        return 0
+    as_bytes = features.astype("<u8", copy=False).view(np.uint8).reshape(n, 8)
+    bits = np.unpackbits(as_bytes, axis=1, bitorder="little")  # (n, 64), column j = bit j
+    dtype = np.float32 if n < _FLOAT32_EXACT else np.float64
+    counts = np.ones(n, dtype=dtype) @ bits.astype(dtype)  # ones per bit column
+    signs = counts * 2 > n
+    packed = np.packbits(signs, bitorder="little")
+    return int.from_bytes(packed.tobytes(), "little")
+
+
+def simhash64(text: str) -> int:
+    """The 64-bit SimHash of ``text`` (the visible text of a page), unsigned.
+
+    Deterministic across runs, processes and platforms; ``0`` for a text
+    without words. See the module docstring for the exact definition.
+    """
+    return simhash_from_features(shingle_hashes(tokenize(text)))
+
+
+def hamming(a: int, b: int) -> int:
+    """Number of differing bits between two fingerprints (given as unsigned or signed)."""
+    return ((a ^ b) & MASK64).bit_count()
+
+
+def to_signed64(value: int) -> int:
+    """Map an unsigned 64-bit fingerprint to the signed range SQL integers hold.
+
+    Raises :class:`ValueError` when ``value`` is outside ``0 … 2**64 - 1``.
+    """
+    if not 0 <= value <= MASK64:
+        raise ValueError(f"not an unsigned 64-bit value: {value}")
+    return value - (1 << 64) if value & _SIGN_BIT else value
+
+
+def from_signed64(value: int) -> int:
+    """Inverse of :func:`to_signed64`: a stored signed 64-bit value back to unsigned.
+
+    Raises :class:`ValueError` when ``value`` is outside ``-2**63 … 2**63 - 1``.
+    """
+    if not -_SIGN_BIT <= value < _SIGN_BIT:
+        raise ValueError(f"not a signed 64-bit value: {value}")
+    return value & MASK64
