@@ -54,6 +54,9 @@ def add_crawl_flags(p: argparse.ArgumentParser) -> None:
                    help="CIDR the SSRF guard should allow (repeatable), e.g. 127.0.0.0/8")
     p.add_argument("--robots-expiry", type=float, help="seconds a robots.txt copy is used (86400)")
     p.add_argument("--recrawl-interval", type=float, help="seconds before a page is due again")
+    p.add_argument("--probe-sitemap-xml", action="store_true", default=None,
+                   help="also fetch /sitemap.xml of every host (Sitemap: lines in robots.txt "
+                        "are always followed)")
     p.add_argument("--continuous", action="store_true", default=None,
                    help="keep running for recrawls instead of ending when nothing is due")
     p.add_argument("--linger", type=float,

@@ -59,6 +59,8 @@ class CrawlConfig:
     host_window: int = 64
     memory_window: int = 20_000
     continuous: bool = False
+    probe_sitemap_xml: bool = False    # also try /sitemap.xml of every host (robots Sitemap:
+                                       # lines are always followed)
     api: str | None = None             # HOST:PORT of the admin API (None: no API)
     api_token: str | None = None       # bearer token (COURTIER_API_TOKEN)
     linger: float = 120.0

@@ -128,7 +128,8 @@ class Intake:
             redirect_hops=redirect_hops,
         )
 
-    def links(self, raw_links: Iterable[str], depth: int, now: float) -> list[NewUrl]:
+    def links(self, raw_links: Iterable[str], depth: int, now: float,
+              priority: int = LINK_PRIORITY) -> list[NewUrl]:
         """Canonicalize links found on a page of ``depth - 1``; invalid ones are dropped."""
         out: list[NewUrl] = []
         batch_keys: set[bytes] = set()
@@ -147,7 +148,7 @@ class Intake:
             elif key in self.committed:
                 self.known_skips += 1
                 continue
-            new = self.make(url, depth, now)
+            new = self.make(url, depth, now, priority=priority)
             if new is None:
                 continue
             batch_keys.add(key)

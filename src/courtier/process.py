@@ -1,28 +1,34 @@
 """From a finished fetch to a :class:`FetchCommit`: outcome, archive, parse, links.
 
 This is the per-page pipeline between the transport and the store. It is
-synchronous CPU work (WARC encoding, HTML parsing) on bytes already in memory.
+synchronous CPU work (WARC encoding, HTML parsing, SimHash) on bytes already
+in memory. The next fetch time of every outcome comes from the recrawl policy
+(``frontier/recrawl.py``); the page's change history travels in its row.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
 from courtier.archive.base import ArchiveWriter
-from courtier.archive.warc import ArchivedRecord
+from courtier.archive.warc import REVISIT_IDENTICAL_DIGEST, REVISIT_NOT_MODIFIED, ArchivedRecord
 from courtier.config import CrawlConfig
+from courtier.dedup.pages import DuplicateTracker, FirstCopy
 from courtier.errors import BlockedAddressError, FetchError, InvalidURL
 from courtier.fetch.transport import FetchResponse
 from courtier.frontier.lease import Lease, LeaseKind
+from courtier.frontier.recrawl import ChangeStats, RecrawlPolicy, schedule_after
 from courtier.intake import Intake
 from courtier.outcome import Outcome
 from courtier.parse.html import parse_html
+from courtier.parse.sitemaps import parse_sitemap
 from courtier.store.base import DueUrl, FetchCommit, NewUrl
 from courtier.urls import canonicalize
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
-RETRY_BASE = 60.0
+SITEMAP_PRIORITY = 1
 
 
 @dataclass(slots=True)
@@ -34,12 +40,33 @@ class PageFigures:
     bytes: int = 0
     denied: int = 0
     links: int = 0
+    revisits: int = 0
+    near_duplicates: int = 0
+    sitemap_urls: int = 0
 
 
 def is_html(content_type: str | None) -> bool:
     if not content_type:
         return False
     return content_type.split(";", 1)[0].strip().lower() in HTML_TYPES
+
+
+def looks_like_sitemap(url: str, content_type: str | None, body: bytes) -> bool:
+    """An XML sitemap or index (or a gzipped one named like a sitemap)."""
+    if body[:2] == b"\x1f\x8b":
+        return "sitemap" in url.lower()
+    head = body[:2048].lstrip()
+    if is_html(content_type) or not head.startswith(b"<"):
+        return False
+    return b"<urlset" in head or b"<sitemapindex" in head
+
+
+def recrawl_policy(config: CrawlConfig) -> RecrawlPolicy:
+    """The recrawl policy with ``--recrawl-interval`` as its prior interval."""
+    day = 24 * 3600.0
+    interval = config.recrawl_interval
+    return RecrawlPolicy(min_interval=min(day, interval), default_interval=interval,
+                         max_interval=max(30 * day, interval))
 
 
 class PageProcessor:
@@ -50,23 +77,35 @@ class PageProcessor:
         self.archive = archive
         self.agent = agent_token
         self.figures = PageFigures()
+        self.policy = recrawl_policy(config)
+        self.duplicates = DuplicateTracker()
 
     def _commit(self, lease: Lease, due: DueUrl, outcome: Outcome, now: float,
-                next_at: float | None, **fields: Any) -> FetchCommit:
+                changed: bool = False, **fields: Any) -> FetchCommit:
+        warc = fields.pop("_warc", None)
+        stats = ChangeStats.from_json(json.loads(due.change_stats)) if due.change_stats else \
+            ChangeStats()
+        next_at, stats = schedule_after(outcome, fields.get("status"), stats, self.policy, now,
+                                        changed=changed)
+        if next_at is not None and fields.get("near_dup_of"):
+            # a near-duplicate is kept and its links followed, but refreshed less often
+            next_at = now + min(self.policy.max_interval, 2 * (next_at - now))
+        fields.setdefault("next_fetch_at", next_at)
+        next_fetch_at = fields.pop("next_fetch_at")
         commit = FetchCommit(
             url_key=due.url_key, url=due.url, host_key=due.host_key, shard=due.shard,
             version=due.version, epoch=lease.epoch, outcome=outcome, fetched_at=now,
-            next_fetch_at=next_at, robots_digest=lease.robots_digest,
-            delay_applied=lease.delay, **fields,
+            next_fetch_at=next_fetch_at, robots_digest=lease.robots_digest,
+            delay_applied=lease.delay, change_stats=json.dumps(stats.to_json()),
+            interval=0.0 if next_fetch_at is None else next_fetch_at - now, **fields,
         )
         commit.event = {
             "url": due.url, "outcome": str(outcome), "status": commit.status,
             "fetched_at": now, "content_type": commit.content_type,
             "payload_digest": commit.payload_digest, "title": commit.title,
-            "redirect_to": commit.redirect_to,
-            "warc": None if commit.warc_file is None else {
-                "file": commit.warc_file, "offset": commit.warc_offset,
-                "length": commit.warc_length},
+            "redirect_to": commit.redirect_to, "near_dup_of": commit.near_dup_of,
+            "changed": changed if outcome is Outcome.OK else None,
+            "warc": warc,
         }
         return commit
 
@@ -80,8 +119,7 @@ class PageProcessor:
         lease = Lease(kind=LeaseKind.PAGE, host_key=due.host_key, url=due.url, issued_at=now,
                       epoch=epoch, delay=0.0, due=due, robots_digest=digest)
         error_kind = None if outcome is not Outcome.ERROR else reason
-        return self._commit(lease, due, outcome, now, now + self.config.recrawl_interval,
-                            error_kind=error_kind)
+        return self._commit(lease, due, outcome, now, error_kind=error_kind)
 
     def failed(self, lease: Lease, exc: FetchError, now: float) -> FetchCommit:
         """No usable response: retry with capped back-off, or give up after max_retries."""
@@ -89,66 +127,97 @@ class PageProcessor:
         self.figures.errors += 1
         if isinstance(exc, BlockedAddressError):
             return self._commit(lease, lease.due, Outcome.BLOCKED, now,
-                                now + self.config.recrawl_interval, error_kind=exc.kind)
-        return self._retry(lease, lease.due, now, None, error_kind=exc.kind)
+                                             error_kind=exc.kind)
+        return self._retry(lease, lease.due, now, error_kind=exc.kind)
 
-    def _retry(self, lease: Lease, due: DueUrl, now: float, status: int | None,
-               **fields: Any) -> FetchCommit:
+    def _retry(self, lease: Lease, due: DueUrl, now: float, **fields: Any) -> FetchCommit:
         failures = due.failure_count + 1
         if failures > self.config.max_retries:
-            return self._commit(lease, due, Outcome.ERROR, now,
-                                now + self.config.recrawl_interval, status=status,
-                                failure_count=0, **fields)
-        backoff = min(self.config.recrawl_interval, RETRY_BASE * 2 ** (failures - 1))
-        return self._commit(lease, due, Outcome.RETRY, now, now + backoff, status=status,
-                            failure_count=failures, **fields)
+            return self._commit(lease, due, Outcome.ERROR, now, failure_count=0,
+                                             **fields)
+        return self._commit(lease, due, Outcome.RETRY, now,
+                                         failure_count=failures, **fields)
 
-    def fetched(self, lease: Lease, resp: FetchResponse, now: float) -> FetchCommit:
-        """An HTTP response: archive it, classify it, extract links from HTML."""
+    def fetched(self, lease: Lease, resp: FetchResponse, now: float,
+                first_copy: FirstCopy | None = None) -> FetchCommit:
+        """An HTTP response: archive it, classify it, extract links from HTML.
+
+        ``first_copy`` is where an identical payload was archived before (from the
+        store's payload index); the response is then written as a revisit record.
+        """
         due = lease.due
         assert due is not None
-        figures = self.figures
-        figures.fetched += 1
-        figures.bytes += len(resp.raw_body)
+        self.figures.fetched += 1
+        self.figures.bytes += len(resp.raw_body)
         status = resp.status
         content_type = resp.header("content-type")
-        record: ArchivedRecord | None = None
+        fields: dict[str, Any] = {"status": status, "content_type": content_type,
+                                  "content_length": len(resp.body)}
+        record = self._archive(due, resp, now, first_copy)
+        loc = record.location
+        fields["_warc"] = {"file": loc.file, "offset": loc.offset, "length": loc.length,
+                           "revisit": status == 304 or first_copy is not None}
         if status != 304:
-            record = self.archive.write_exchange(resp, warc_date=now)
-        fields: dict[str, Any] = {
-            "status": status, "content_type": content_type,
-            "content_length": len(resp.body),
-        }
-        if record is not None:
-            loc = record.location
             fields.update(warc_file=loc.file, warc_offset=loc.offset, warc_length=loc.length,
                           payload_digest=record.payload_digest)
         if 200 <= status < 300:
-            fields.update(etag=resp.header("etag"), last_modified=resp.header("last-modified"))
-            new_urls: list[NewUrl] = []
-            if is_html(content_type) and resp.truncated is None:
-                page = parse_html(resp.body, due.url, content_type, resp.header("x-robots-tag"),
-                                  agent_token=self.agent, want_text=False)
-                fields["title"] = page.title
-                if not page.meta_nofollow:
-                    raws = [link.url for link in page.links if not link.nofollow]
-                    new_urls = self.intake.links(raws, due.depth + 1, now)
-                    figures.links += len(new_urls)
-            return self._commit(lease, due, Outcome.OK, now, now + self.config.recrawl_interval,
-                                new_urls=new_urls, **fields)
+            return self._ok(lease, due, resp, now, record, fields)
         if status == 304:
-            return self._commit(lease, due, Outcome.NOT_MODIFIED, now,
-                                now + self.config.recrawl_interval, **fields)
+            return self._commit(lease, due, Outcome.NOT_MODIFIED, now, **fields)
         if 300 <= status < 400:
             return self._redirect(lease, due, resp, now, fields)
         if status in (404, 410):
-            return self._commit(lease, due, Outcome.GONE, now,
-                                now + self.config.recrawl_interval, **fields)
+            return self._commit(lease, due, Outcome.GONE, now, **fields)
         if status == 429 or status >= 500:
-            figures.errors += 1
+            self.figures.errors += 1
             return self._retry(lease, due, now, **fields)
-        return self._commit(lease, due, Outcome.HTTP_ERROR, now,
-                            now + self.config.recrawl_interval, **fields)
+        return self._commit(lease, due, Outcome.HTTP_ERROR, now, **fields)
+
+    def _archive(self, due: DueUrl, resp: FetchResponse, now: float,
+                 first_copy: FirstCopy | None) -> ArchivedRecord:
+        if resp.status == 304:
+            self.figures.revisits += 1
+            return self.archive.write_revisit(resp, due.url, due.last_fetch_at or now, None,
+                                              REVISIT_NOT_MODIFIED, warc_date=now)
+        if first_copy is not None and first_copy.url != due.url:
+            self.figures.revisits += 1
+            self.duplicates.exact += 1
+            return self.archive.write_revisit(resp, first_copy.url, first_copy.fetched_at, None,
+                                              REVISIT_IDENTICAL_DIGEST, warc_date=now)
+        record = self.archive.write_exchange(resp, warc_date=now)
+        if 200 <= resp.status < 300:
+            self.duplicates.archived(record.payload_digest, FirstCopy(
+                due.url, now, record.location.file, record.location.offset))
+        return record
+
+    def _ok(self, lease: Lease, due: DueUrl, resp: FetchResponse, now: float,
+            record: ArchivedRecord, fields: dict[str, Any]) -> FetchCommit:
+        fields.update(etag=resp.header("etag"), last_modified=resp.header("last-modified"))
+        changed = due.payload_digest is None or record.payload_digest != due.payload_digest
+        new_urls: list[NewUrl] = []
+        content_type = fields["content_type"]
+        if resp.truncated is None and is_html(content_type):
+            page = parse_html(resp.body, due.url, content_type, resp.header("x-robots-tag"),
+                              agent_token=self.agent, want_text=True)
+            fields["title"] = page.title
+            fp, twin = self.duplicates.fingerprint(due.url_key, page.text)
+            fields["simhash"], fields["near_dup_of"] = fp, twin
+            if twin is not None:
+                self.figures.near_duplicates += 1
+            if not page.meta_nofollow:
+                raws = [link.url for link in page.links if not link.nofollow]
+                new_urls = self.intake.links(raws, due.depth + 1, now)
+        elif resp.truncated is None and looks_like_sitemap(due.url, content_type, resp.body):
+            new_urls = self._sitemap(due, resp, now)
+        self.figures.links += len(new_urls)
+        return self._commit(lease, due, Outcome.OK, now, changed=changed,
+                                         new_urls=new_urls, **fields)
+
+    def _sitemap(self, due: DueUrl, resp: FetchResponse, now: float) -> list[NewUrl]:
+        result = parse_sitemap(resp.body, due.url)
+        raws = [entry.loc for entry in result.urls] + result.sitemaps
+        self.figures.sitemap_urls += len(raws)
+        return self.intake.links(raws, due.depth + 1, now, priority=SITEMAP_PRIORITY)
 
     def _redirect(self, lease: Lease, due: DueUrl, resp: FetchResponse, now: float,
                   fields: dict[str, Any]) -> FetchCommit:
@@ -166,5 +235,5 @@ class PageProcessor:
                     new = self.intake.make(target, due.depth, now, redirect_hops=hops)
                     if new is not None:
                         new_urls.append(new)
-        return self._commit(lease, due, Outcome.REDIRECT, now,
-                            now + self.config.recrawl_interval, new_urls=new_urls, **fields)
+        return self._commit(lease, due, Outcome.REDIRECT, now, new_urls=new_urls,
+                                         **fields)

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from courtier.archive.base import ArchiveWriter
+from courtier.archive.warc import sha256_digest
 from courtier.clock import Clock
 from courtier.config import CrawlConfig
 from courtier.errors import (
@@ -35,7 +36,8 @@ from courtier.politeness.audit import LeaseAuditor
 from courtier.politeness.delays import DelayPolicy, parse_retry_after
 from courtier.politeness.robots import MAX_ROBOTS_BYTES, product_token
 from courtier.politeness.robots_state import RobotsPolicy
-from courtier.process import PageProcessor
+from courtier.dedup.pages import FirstCopy
+from courtier.process import SITEMAP_PRIORITY, PageProcessor
 from courtier.store.base import FetchCommit, HostRecord, HostStatsDelta, NewUrl, Store
 from courtier.urls import SHARD_COUNT, canonicalize
 
@@ -362,8 +364,9 @@ class Worker:
         retry_at = parse_retry_after(resp.header("retry-after"), now)
         self.frontier.finish_page(
             lease, FetchFeedback(resp.status, resp.elapsed, retry_at, resp.remote_ip))
+        first_copy = await self._first_copy(resp) if 200 <= resp.status < 300 else None
         try:
-            commit = self.processor.fetched(lease, resp, now)
+            commit = self.processor.fetched(lease, resp, now, first_copy)
         except ArchiveError as exc:
             # not archived ⇒ not committed: the URL is released and fetched again later
             log.error("WARC write failed, pausing before the next fetches: %s", exc)
@@ -374,6 +377,34 @@ class Worker:
         self._count(lease, resp)
         self.metrics.fetches.labels(str(commit.outcome), status_class(resp.status)).inc()
         self.metrics.bytes.inc(len(resp.raw_body))
+
+    async def _first_copy(self, resp: FetchResponse) -> FirstCopy | None:
+        """Where this payload was archived before (exact-duplicate detection)."""
+        digest = sha256_digest(resp.raw_body)
+        copy = self.processor.duplicates.pending_copy(digest)
+        if copy is not None:
+            return copy
+        try:
+            found = await self.store.payload_location(digest)
+        except StoreError:
+            return None
+        if found is None:
+            return None
+        warc_file, offset, url, fetched_at = found
+        self.metrics.duplicates.labels("exact").inc()
+        return FirstCopy(url, fetched_at, warc_file, offset)
+
+    async def _discover_sitemaps(self, lease: Lease, sitemaps: Sequence[str]) -> None:
+        """Sitemap: lines of a robots.txt (and /sitemap.xml when probing) become URLs."""
+        raws = list(sitemaps)
+        if self.config.probe_sitemap_xml:
+            raws.append(lease.host_key + "/sitemap.xml")
+        rows = self.intake.links(raws, 1, self.clock.now(), priority=SITEMAP_PRIORITY)
+        if rows:
+            try:
+                await self.store.add_urls(rows)
+            except StoreError as exc:
+                log.warning("could not queue sitemaps of %s: %s", lease.host_key, exc)
 
     def _count(self, lease: Lease, resp: FetchResponse | None) -> None:
         """Per-host counters, written with the next commit batch."""
@@ -432,6 +463,11 @@ class Worker:
             if 200 <= resp.status < 300:
                 body = resp.body[:MAX_ROBOTS_BYTES]
             frontier.finish_robots(lease, resp.status, resp.body, location, resp.remote_ip)
+            host_state = frontier.hosts.get(lease.host_key)
+            if 200 <= resp.status < 300 and host_state and host_state.robots.rules is not None:
+                await self._discover_sitemaps(lease, host_state.robots.rules.sitemaps)
+            elif 400 <= resp.status < 500 and self.config.probe_sitemap_xml:
+                await self._discover_sitemaps(lease, ())
         host = frontier.hosts.get(lease.host_key)
         if host is None:
             return

@@ -19,6 +19,11 @@ class DigestOnlyArchive:
         digest = sha256_digest(response.raw_body)
         return ArchivedRecord(WarcLocation("sim.warc.gz", self.records, 1), digest, digest)
 
+    def write_revisit(self, response: FetchResponse, refers_to_uri: str,
+                      refers_to_date: float, refers_to_record_id: str | None, profile: str,
+                      warc_date: float | None = None) -> ArchivedRecord:
+        return self.write_exchange(response, warc_date)
+
     def flush(self) -> None:
         self.flushes += 1
 

@@ -33,6 +33,9 @@ class SimHost:
     cross_links: int = 1                 # links per page to other hosts
     robots_later: tuple[float, bytes] | None = None  # (seconds in, new robots.txt body)
     private_after: float | None = None   # DNS answers a private address from then on
+    sitemap_pages: int = 0               # pages /s/{i} listed only in /sitemap.xml (announced
+                                         # by a Sitemap: line in robots.txt)
+    duplicate_of: str | None = None      # serve the same page bodies as this other host
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,17 +82,27 @@ class SimWeb:
             if host.robots_status == 0:
                 raise ConnectError(f"{host_name}: connection refused (simulated)")
             body = host.robots_body
+            if host.sitemap_pages:
+                body += f"Sitemap: http://{host.name}/sitemap.xml\n".encode()
             if host.robots_later is not None and now >= host.robots_later[0]:
                 body = host.robots_later[1]
             return SimAnswer(host.robots_status, body,
                              (("Content-Type", "text/plain"),), latency)
+        if path == "/sitemap.xml" and host.sitemap_pages:
+            locs = "".join(f"<url><loc>http://{host.name}/s/{i}</loc></url>"
+                           for i in range(host.sitemap_pages))
+            xml = ('<?xml version="1.0" encoding="UTF-8"?>'
+                   f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{locs}</urlset>')
+            return SimAnswer(200, xml.encode(), (("Content-Type", "application/xml"),), latency)
         if host.failure_rate and rng.random() < host.failure_rate:
             headers: tuple[tuple[str, str], ...] = ()
             if host.retry_after is not None:
                 headers = (("Retry-After", host.retry_after),)
             return SimAnswer(503, b"", headers, latency)
-        return SimAnswer(200, self._html(host, path, rng), (("Content-Type", "text/html"),),
-                         latency)
+        # page content depends on the path only (latency and failures vary per request)
+        source = host if host.duplicate_of is None else self._by_name[host.duplicate_of]
+        html = self._html(source, path, random.Random(f"{self.seed}:{source.name}:{path}"))
+        return SimAnswer(200, html, (("Content-Type", "text/html"),), latency)
 
     def _html(self, host: SimHost, path: str, rng: random.Random) -> bytes:
         links = [f"/p/{rng.randrange(host.pages)}" for _ in range(host.links_per_page)]

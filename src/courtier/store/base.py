@@ -64,6 +64,11 @@ class DueUrl:
     etag: str | None = None
     last_modified: str | None = None
     failure_count: int = 0
+    payload_digest: str | None = None    # of the last fetch (change detection)
+    change_stats: str | None = None      # JSON of frontier.recrawl.ChangeStats
+    last_fetch_at: float | None = None
+    warc_file: str | None = None         # the last response record (304 revisits refer to it)
+    simhash: int | None = None           # unsigned 64-bit fingerprint of the last fetch
 
 
 @dataclass(slots=True)
@@ -100,6 +105,9 @@ class FetchCommit:
     robots_digest: str | None = None
     delay_applied: float | None = None
     title: str | None = None
+    simhash: int | None = None           # unsigned 64-bit SimHash of the visible text
+    near_dup_of: str | None = None       # url_key hex of a page within Hamming distance 3
+    change_stats: str | None = None      # JSON of frontier.recrawl.ChangeStats after this visit
     new_urls: Sequence[NewUrl] = ()
     event: dict[str, Any] = field(default_factory=dict)
 

@@ -26,7 +26,7 @@ from courtier.store.base import (
     UrlState,
 )
 
-ROW_FIELDS = ("url_key", "url", "host_key", "shard", "depth", "priority", "state", "version",
+ROW_FIELDS = ("change_stats", "near_dup_of", "simhash", "url_key", "url", "host_key", "shard", "depth", "priority", "state", "version",
               "discovered_at", "last_fetch_at", "next_fetch_at", "interval", "status",
               "outcome", "etag", "last_modified", "content_type", "payload_digest",
               "content_length", "failure_count", "redirect_hops", "redirect_to", "warc_file",
@@ -35,7 +35,7 @@ ROW_FIELDS = ("url_key", "url", "host_key", "shard", "depth", "priority", "state
 
 
 KEPT_UNLESS_OK = ("etag", "last_modified", "content_type", "payload_digest", "content_length",
-                  "warc_file", "warc_offset", "warc_length", "title")
+                  "warc_file", "warc_offset", "warc_length", "title", "simhash", "near_dup_of")
 
 
 class MemoryStore:
@@ -152,7 +152,8 @@ class MemoryStore:
             out.append(DueUrl(
                 row["url_key"], row["url"], row["host_key"], row["shard"], row["depth"],
                 row["priority"], row["version"], row["next_fetch_at"], row["redirect_hops"],
-                row["etag"], row["last_modified"], row["failure_count"]))
+                row["etag"], row["last_modified"], row["failure_count"], row["payload_digest"],
+                row["change_stats"], row["last_fetch_at"], row["warc_file"], row["simhash"]))
         return out
 
     async def next_due_at(self, shards: Sequence[int], pending_only: bool = False) -> float | None:
@@ -197,6 +198,8 @@ class MemoryStore:
         for name in ("status", "redirect_to", "failure_count", "error_kind", "robots_digest",
                      "delay_applied", "interval", "next_fetch_at"):
             row[name] = getattr(commit, name)
+        if commit.change_stats is not None:
+            row["change_stats"] = commit.change_stats
         ok = commit.outcome is Outcome.OK
         for name in KEPT_UNLESS_OK:
             value = getattr(commit, name)

@@ -61,9 +61,13 @@ async def test_warc_files_are_readable_with_correct_digests(tmp_path: Path) -> N
     for path in files:
         with path.open("rb") as handle:
             for record in ArchiveIterator(handle, check_digests="raise"):
-                if record.rec_type == "response":
+                if record.rec_type in ("response", "revisit"):
                     responses += 1
                     record.content_stream().read()
+                if record.rec_type == "revisit":
+                    profile = record.rec_headers.get_header("WARC-Profile")
+                    assert profile.endswith("/revisit/identical-payload-digest")
+                    assert record.rec_headers.get_header("WARC-Refers-To-Target-URI")
     store = SqliteStore(data / "courtier.db")
     await store.open()
     try:

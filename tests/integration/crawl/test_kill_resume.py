@@ -94,7 +94,7 @@ async def test_kill_9_then_resume_equals_an_uninterrupted_crawl(tmp_path: Path) 
     for path in files:
         with path.open("rb") as handle:
             for record in ArchiveIterator(handle, check_digests="raise"):
-                if record.rec_type == "response":
+                if record.rec_type in ("response", "revisit"):
                     targets.add(record.rec_headers.get_header("WARC-Target-URI"))
                     record.content_stream().read()
     assert targets >= expected

@@ -37,12 +37,16 @@ from typing import Any
 
 from courtier.errors import StoreError
 from courtier.outcome import Outcome
+from courtier.dedup.simhash import to_signed64
 from courtier.store.base import CommitResult, FetchCommit, HostStatsDelta
 from courtier.store.sqlite._queries import QUEUED, RETIRED, SCHEDULED, as_json_list, insert_urls
 
 _CHUNK = 500  # bound variables per IN (...) lookup, far below SQLite's limit
 
-_CONTENT = ("etag", "last_modified", "content_type", "payload_digest", "content_length", "title")
+_CONTENT = (
+    "etag", "last_modified", "content_type", "payload_digest", "content_length", "title",
+    "simhash", "near_dup_of",
+)
 _LOCATION = ("warc_file", "warc_offset", "warc_length")
 _KEEP_IF_NONE = ", ".join(
     f"{c} = CASE WHEN :fresh THEN :{c} ELSE COALESCE(:{c}, {c}) END" for c in _CONTENT + _LOCATION
@@ -52,6 +56,7 @@ _UPDATE_URL = (
     " next_fetch_at = :next_fetch_at, interval = :interval, status = :status,"
     " outcome = :outcome, failure_count = :failure_count, redirect_to = :redirect_to,"
     " error_kind = :error_kind, robots_digest = :robots_digest,"
+    " change_stats = COALESCE(:change_stats, change_stats),"
     f" delay_applied = :delay_applied, {_KEEP_IF_NONE}"
     f" WHERE url_key = :url_key AND version = :version AND state IN ({QUEUED}, {SCHEDULED})"
 )
@@ -151,7 +156,9 @@ def _update_params(c: FetchCommit) -> dict[str, Any]:
         "robots_digest": c.robots_digest,
         "delay_applied": c.delay_applied,
         "fresh": 1 if c.outcome == Outcome.OK else 0,
+        "change_stats": c.change_stats,
         **{name: getattr(c, name) for name in _CONTENT + _LOCATION},
+        "simhash": None if c.simhash is None else to_signed64(c.simhash),
     }
 
 

@@ -14,6 +14,7 @@ import sqlite3
 from collections.abc import Collection, Sequence
 from typing import Any
 
+from courtier.dedup.simhash import from_signed64
 from courtier.store.base import DueUrl, HostRecord, NewUrl, UrlState
 
 QUEUED = int(UrlState.QUEUED)
@@ -77,7 +78,8 @@ best AS (
     LIMIT :limit
 )
 SELECT u.url_key, u.url, u.host_key, u.shard, u.depth, u.priority, u.version,
-       u.next_fetch_at, u.redirect_hops, u.etag, u.last_modified, u.failure_count
+       u.next_fetch_at, u.redirect_hops, u.etag, u.last_modified, u.failure_count,
+       u.payload_digest, u.change_stats, u.last_fetch_at, u.warc_file, u.simhash
 FROM best AS b JOIN urls AS u ON u.url_key = b.url_key
 ORDER BY b.priority DESC, b.next_fetch_at, b.depth, b.url_key
 """
@@ -132,6 +134,11 @@ def load_due(
             etag=r[9],
             last_modified=r[10],
             failure_count=r[11],
+            payload_digest=r[12],
+            change_stats=r[13],
+            last_fetch_at=r[14],
+            warc_file=r[15],
+            simhash=None if r[16] is None else from_signed64(r[16]),
         )
         for r in rows
     ]

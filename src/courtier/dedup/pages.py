@@ -1,0 +1,79 @@
+"""Per-page duplicate decisions of one crawl process: exact copies and near-duplicates.
+
+* Exact: a payload digest already archived under another URL → the new copy
+  is written as a WARC ``revisit`` (identical-payload-digest) pointing at the
+  first one. The store's ``payloads`` table is the durable index; a bounded
+  in-memory map covers copies whose commit is still pending.
+* Near: a 64-bit SimHash within Hamming distance 3 of an earlier page (Manku
+  et al.) marks the page ``near_dup_of`` that page. It is never dropped and its
+  links are still followed; it is only recrawled less often.
+
+Memory stays bounded: the SimHash index is rotated (started afresh) when it
+holds ``max_fingerprints``; the pending-digest map keeps the newest entries.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from courtier.dedup.simhash import simhash64
+from courtier.dedup.simhash_index import SimHashIndex
+
+MAX_DISTANCE = 3
+MIN_WORDS = 20
+
+
+@dataclass(frozen=True, slots=True)
+class FirstCopy:
+    """Where a payload was first archived: the target of identical-digest revisits."""
+
+    url: str
+    fetched_at: float
+    warc_file: str
+    warc_offset: int
+
+
+def item_id(url_key: bytes) -> int:
+    """The index id of a URL: its first 8 key bytes as a signed integer."""
+    return int.from_bytes(url_key[:8], "big", signed=True)
+
+
+def id_hex(item: int) -> str:
+    """Back from an index id to the 16-hex-digit url_key prefix (``near_dup_of``)."""
+    return item.to_bytes(8, "big", signed=True).hex()
+
+
+class DuplicateTracker:
+    def __init__(self, max_fingerprints: int = 2_000_000, recent_digests: int = 50_000) -> None:
+        self.max_fingerprints = max_fingerprints
+        self.index = SimHashIndex(MAX_DISTANCE)
+        self.recent: OrderedDict[str, FirstCopy] = OrderedDict()
+        self.recent_limit = recent_digests
+        self.exact = 0
+        self.near = 0
+
+    def pending_copy(self, digest: str) -> FirstCopy | None:
+        """A copy archived by this process whose row may not be committed yet."""
+        return self.recent.get(digest)
+
+    def archived(self, digest: str, copy: FirstCopy) -> None:
+        if digest not in self.recent:
+            self.recent[digest] = copy
+            if len(self.recent) > self.recent_limit:
+                self.recent.popitem(last=False)
+
+    def fingerprint(self, url_key: bytes, text: str) -> tuple[int, str | None]:
+        """SimHash of ``text`` and the url_key prefix of an earlier near-duplicate, if any."""
+        fp = simhash64(text)
+        me = item_id(url_key)
+        if text.count(" ") < MIN_WORDS:  # too little text to compare: never a near-duplicate
+            return fp, None
+        twin = next((other for other, _ in self.index.near(fp) if other != me), None)
+        if len(self.index) >= self.max_fingerprints:
+            self.index = SimHashIndex(MAX_DISTANCE)
+        self.index.add(fp, me)
+        if twin is None:
+            return fp, None
+        self.near += 1
+        return fp, id_hex(twin)

@@ -1,0 +1,44 @@
+"""Duplicates and sitemaps through the real worker in virtual time."""
+
+from __future__ import annotations
+
+import collections
+
+from courtier.sim.loop import run_virtual
+from courtier.sim.run import SimCrawl, sim_config, simulate
+from courtier.sim.web import SimHost, SimWeb
+from courtier.store.memory import MemoryStore
+
+
+def test_pages_listed_only_in_a_sitemap_are_crawled() -> None:
+    web = SimWeb([SimHost("maps.sim", pages=3, sitemap_pages=12, cross_links=0)])
+    report = simulate(web, sim_config(delay=0.5))
+    assert report.violations == []
+    fetched = {r.path for r in report.requests if r.status == 200}
+    assert "/sitemap.xml" in fetched
+    assert {f"/s/{i}" for i in range(12)} <= fetched
+
+
+def test_mirrored_pages_become_revisits_and_keep_their_links() -> None:
+    async def go() -> None:
+        web = SimWeb([SimHost("origin.sim", pages=6, cross_links=0, robots_body=b""),
+                      SimHost("mirror.sim", ip="192.0.2.2", pages=6, cross_links=0,
+                              robots_body=b"", duplicate_of="origin.sim")])
+        crawl = SimCrawl(web, sim_config(delay=0.5))
+        report = await crawl.run()
+        assert report.violations == []
+        store = crawl.store
+        assert isinstance(store, MemoryStore)
+        events = await store.read_events(0, 1000)
+        revisits = [e for e in events if e.payload["warc"] and e.payload["warc"]["revisit"]]
+        # each page of one host is a byte-identical copy of the other's: one of each pair
+        # is archived as a revisit record
+        assert len(revisits) == 8
+        by_host = collections.Counter(e.payload["url"].split("/")[2] for e in events
+                                      if e.payload["outcome"] == "ok")
+        # "/", six pages and /private/x (no robots rules here): links still followed
+        assert by_host["origin.sim"] == by_host["mirror.sim"] == 8
+        digests = {r["payload_digest"] for r in store.urls.values() if r["outcome"] == "ok"}
+        assert len(digests) == 8
+
+    run_virtual(go())
