@@ -19,6 +19,7 @@ from courtier.archive.base import ArchiveWriter
 from courtier.archive.warc import sha256_digest
 from courtier.clock import Clock
 from courtier.config import CrawlConfig
+from courtier.dedup.pages import FirstCopy
 from courtier.errors import (
     ArchiveError,
     BlockedAddressError,
@@ -36,7 +37,6 @@ from courtier.politeness.audit import LeaseAuditor
 from courtier.politeness.delays import DelayPolicy, parse_retry_after
 from courtier.politeness.robots import MAX_ROBOTS_BYTES, product_token
 from courtier.politeness.robots_state import RobotsPolicy
-from courtier.dedup.pages import FirstCopy
 from courtier.process import SITEMAP_PRIORITY, PageProcessor
 from courtier.store.base import FetchCommit, HostRecord, HostStatsDelta, NewUrl, Store
 from courtier.urls import SHARD_COUNT, canonicalize

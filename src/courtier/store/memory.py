@@ -26,7 +26,8 @@ from courtier.store.base import (
     UrlState,
 )
 
-ROW_FIELDS = ("change_stats", "near_dup_of", "simhash", "url_key", "url", "host_key", "shard", "depth", "priority", "state", "version",
+ROW_FIELDS = ("change_stats", "near_dup_of", "simhash",
+              "url_key", "url", "host_key", "shard", "depth", "priority", "state", "version",
               "discovered_at", "last_fetch_at", "next_fetch_at", "interval", "status",
               "outcome", "etag", "last_modified", "content_type", "payload_digest",
               "content_length", "failure_count", "redirect_hops", "redirect_to", "warc_file",

@@ -35,9 +35,9 @@ from collections.abc import Iterator, Sequence
 from itertools import chain
 from typing import Any
 
+from courtier.dedup.simhash import to_signed64
 from courtier.errors import StoreError
 from courtier.outcome import Outcome
-from courtier.dedup.simhash import to_signed64
 from courtier.store.base import CommitResult, FetchCommit, HostStatsDelta
 from courtier.store.sqlite._queries import QUEUED, RETIRED, SCHEDULED, as_json_list, insert_urls
 
