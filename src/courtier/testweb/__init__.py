@@ -13,21 +13,27 @@ from courtier.testweb.links import HtmlPage, Link
 from courtier.testweb.server import (
     RequestRecord,
     TestWebServer,
+    max_overlap,
     politeness_violations,
     run_testweb_forever,
     serve_testweb,
 )
 from courtier.testweb.site import PageResponse, TestWeb, normalize_path
 from courtier.testweb.spec import (
+    ALL_ROBOTS_KINDS,
+    MORE_ROBOTS_KINDS,
     ROBOTS_KINDS,
     HostSpec,
     RobotsKind,
     WebSpec,
     default_web,
     host_name,
+    render_retry_after,
 )
 
 __all__ = [
+    "ALL_ROBOTS_KINDS",
+    "MORE_ROBOTS_KINDS",
     "ROBOTS_KINDS",
     "HostSpec",
     "HtmlPage",
@@ -40,8 +46,10 @@ __all__ = [
     "WebSpec",
     "default_web",
     "host_name",
+    "max_overlap",
     "normalize_path",
     "politeness_violations",
+    "render_retry_after",
     "run_testweb_forever",
     "serve_testweb",
 ]

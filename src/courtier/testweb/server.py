@@ -5,6 +5,10 @@ The server dispatches on the ``Host`` header, so a crawler reaches
 :meth:`TestWeb.hosts_file_text`). Each request is appended to
 :attr:`TestWebServer.log` as a :class:`RequestRecord`; that log is the
 independent observer of politeness that :func:`politeness_violations` checks.
+
+Per-host behaviours that depend on request counts (busy answers with
+``Retry-After``, a host that slows down) are applied here; the counts start
+at zero when the server starts.
 """
 
 from __future__ import annotations
@@ -23,8 +27,8 @@ from aiohttp.web_request import BaseRequest
 from aiohttp.web_response import StreamResponse
 
 from courtier.errors import ConfigError
-from courtier.testweb.site import TestWeb, normalize_path
-from courtier.testweb.spec import WebSpec
+from courtier.testweb.site import PageResponse, TestWeb, is_robots_path, normalize_path
+from courtier.testweb.spec import HostSpec, WebSpec, render_retry_after
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +37,9 @@ class RequestRecord:
 
     ``host`` is the Host header without port, lower-cased; ``path_qs`` the raw
     request target; ``start`` (``time.monotonic()``) is taken when the handler
-    begins, ``end`` once the response has been fully written.
+    begins, ``end`` once the response has been fully written. ``retry_until``
+    (same clock) is set on a busy answer whose ``Retry-After`` the server
+    knows how to read: no request to the host may start before it.
     """
 
     host: str
@@ -43,6 +49,7 @@ class RequestRecord:
     end: float
     status: int
     peer_port: int | None
+    retry_until: float | None = None
 
 
 class TestWebServer:
@@ -50,8 +57,9 @@ class TestWebServer:
 
     Usable as ``async with TestWebServer(spec) as server``. ``web`` and
     ``port`` are valid after :meth:`start`. Latency configured on a host is
-    awaited before its response is sent; ``If-None-Match`` with the current
-    ETag answers 304.
+    awaited before its response is sent (``slow_latency`` once the host has
+    had ``slow_after`` requests); every ``busy_every``-th page request of a
+    host answers busy; ``If-None-Match`` with the current ETag answers 304.
     """
 
     __test__ = False  # not a pytest test class
@@ -64,6 +72,8 @@ class TestWebServer:
         self._web: TestWeb | None = None
         self._runner: web.ServerRunner | None = None
         self.log: list[RequestRecord] = []
+        self._requests: dict[str, int] = defaultdict(int)  # host → requests so far
+        self._page_requests: dict[str, int] = defaultdict(int)  # host → non-robots requests
 
     @property
     def port(self) -> int:
@@ -134,11 +144,19 @@ class TestWebServer:
         peer = request.transport.get_extra_info("peername") if request.transport else None
         peer_port = int(peer[1]) if isinstance(peer, tuple) and len(peer) >= 2 else None
         status = 0
+        retry_until: float | None = None
         try:
             spec = self.spec.host(host)
-            if spec is not None and spec.latency > 0:
-                await asyncio.sleep(spec.latency)
+            self._requests[host] += 1
+            if spec is not None:
+                latency = spec.latency_for(self._requests[host])
+                if latency > 0:
+                    await asyncio.sleep(latency)
             page = self.web.page(host, request.raw_path)
+            if spec is not None and not is_robots_path(normalize_path(request.raw_path)):
+                self._page_requests[host] += 1
+                if spec.is_busy(self._page_requests[host]):
+                    page, retry_until = self._busy(spec)
             status, body = page.status, page.body
             etag = page.header("ETag")
             if etag is not None and etag in request.headers.get("If-None-Match", ""):
@@ -156,8 +174,23 @@ class TestWebServer:
         finally:
             end = time.monotonic()
             self.log.append(
-                RequestRecord(host, request.raw_path, request.method, start, end, status, peer_port)
+                RequestRecord(
+                    host,
+                    request.raw_path,
+                    request.method,
+                    start,
+                    end,
+                    status,
+                    peer_port,
+                    retry_until,
+                )
             )
+
+    def _busy(self, spec: HostSpec) -> tuple[PageResponse, float | None]:
+        """The busy answer and the monotonic time its Retry-After asks to wait until."""
+        value, wait = render_retry_after(spec.retry_after, time.time())
+        until = None if wait is None else time.monotonic() + wait
+        return self.web.busy_page(spec, value), until
 
     def requests_for(self, host: str) -> list[RequestRecord]:
         """The log entries of one host, in arrival order."""
@@ -188,9 +221,11 @@ def politeness_violations(
     """Describe every politeness violation in ``log``; empty when compliant.
 
     Per host: a request whose start makes more than ``max_in_flight``
-    requests overlap (intervals are half-open ``[start, end)``), and every pair
-    of consecutive request starts closer than ``delay - tolerance``.
-    ``host_delays`` overrides ``delay`` per host (e.g. a Crawl-delay host).
+    requests overlap (intervals are half-open ``[start, end)``), every pair
+    of consecutive request starts closer than ``delay - tolerance``, and every
+    request that starts after a busy answer ended but more than ``tolerance``
+    before that answer's ``retry_until``. ``host_delays`` overrides ``delay``
+    per host (e.g. a Crawl-delay host).
     """
     by_host: dict[str, list[RequestRecord]] = defaultdict(list)
     for rec in log:
@@ -201,7 +236,15 @@ def politeness_violations(
         need = (host_delays or {}).get(host, delay)
         open_ends: list[float] = []
         prev: RequestRecord | None = None
+        holds = [r for r in recs if r.retry_until is not None]
         for rec in recs:
+            for hold in holds:
+                until = hold.retry_until or 0.0
+                if hold.end <= rec.start < until - tolerance:
+                    problems.append(
+                        f"{host}: {rec.method} {rec.path_qs} started {until - rec.start:.3f}s "
+                        f"before the Retry-After of {hold.path_qs} ({hold.status}) ran out"
+                    )
             open_ends = [e for e in open_ends if e > rec.start]
             open_ends.append(rec.end)
             if len(open_ends) > max_in_flight:
@@ -216,6 +259,19 @@ def politeness_violations(
                 )
             prev = rec
     return problems
+
+
+def max_overlap(log: Iterable[RequestRecord]) -> int:
+    """The largest number of requests (of any hosts) in flight at once ([start, end))."""
+    events = sorted(
+        [(r.start, 1) for r in log] + [(r.end, -1) for r in log],
+        key=lambda e: (e[0], e[1]),  # at equal times an end (-1) comes before a start
+    )
+    best = current = 0
+    for _, step in events:
+        current += step
+        best = max(best, current)
+    return best
 
 
 async def serve_testweb(

@@ -7,7 +7,9 @@ same spec, port and seed always give the same bytes.
 URL space of every host::
 
     /robots.txt               per the host's robots flavour
-    /robots-real.txt          ("redirect" hosts) the allow-all target of /robots.txt
+    /robots-real.txt          ("redirect", "redirect_chain") the real file /robots.txt leads to
+    /robots-hop/1, /2         ("redirect_chain") 302 and 307 hops towards /robots-real.txt
+    /robots-loop/a, /b        ("redirect_loop") 302 to each other, for ever
     /                         index
     /p/{i}.html               pages 0 … pages-1; links in many equivalent spellings
     /r/{i}                    301 → /p/{i}.html
@@ -22,12 +24,17 @@ URL space of every host::
     /nofollow-target.html     only linked with rel=nofollow
 
 :meth:`TestWeb.expected_fetches` is the oracle: the canonical URLs a correct
-polite crawler seeded with every host's ``/`` fetches with a GET.
+polite crawler seeded with every host's ``/`` fetches with a GET;
+:meth:`TestWeb.robots_chain` the robots fetches it makes for one host.
+
+Stateful behaviours (busy answers, slow-down) depend on request counts and
+so live in the server; :meth:`TestWeb.busy_page` is the response it sends.
 """
 
 from __future__ import annotations
 
 import hashlib
+import posixpath
 import random
 import re
 import struct
@@ -38,6 +45,11 @@ from urllib.parse import urlsplit
 
 from courtier.testweb.links import HtmlPage, Link, LinkWriter, leaf_page, render_html
 from courtier.testweb.spec import COURTIER_AGENT, HostSpec, WebSpec
+
+#: RFC 9309 §2.3.1.2: a crawler follows at least this many robots.txt redirects
+ROBOTS_REDIRECT_LIMIT = 5
+_PLAIN_ROBOTS = {"404": 404, "500": 500, "401": 401, "403": 403, "429": 429, "503": 503}
+_PLAIN_BODIES = {"404": b"no robots here\n", "500": b"robots.txt is broken\n"}
 
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 _PCT_RE = re.compile(r"%([0-9A-Fa-f]{2})")
@@ -57,6 +69,11 @@ class PageResponse:
         """The first header value named ``name`` (case-insensitive), or None."""
         lname = name.lower()
         return next((v for k, v in self.headers if k.lower() == lname), None)
+
+
+def is_robots_path(path: str) -> bool:
+    """True for robots files and their redirect hops (never counted as page requests)."""
+    return path == "/robots.txt" or path.startswith("/robots-")
 
 
 def normalize_path(path_qs: str) -> str:
@@ -257,16 +274,10 @@ class TestWeb:
         spec = self.spec.host(host)
         if spec is None:
             return _plain(404, b"unknown host\n")
-        if path == "/robots.txt":
-            if spec.robots == "404":
-                return _plain(404, b"no robots here\n")
-            if spec.robots == "500":
-                return _plain(500, b"robots.txt is broken\n")
-            if spec.robots == "redirect":
-                return _redirect(301, self.url(host, "/robots-real.txt"))
-            return _ok("text/plain; charset=utf-8", spec.robots_body())
-        if path == "/robots-real.txt" and spec.robots == "redirect":
-            return _ok("text/plain; charset=utf-8", spec.robots_body(real=True))
+        if is_robots_path(path):
+            robots = self._robots_response(spec, path)
+            if robots is not None:
+                return robots
         if m := re.fullmatch(r"/r/(\d+)", path):
             j = int(m.group(1))
             if j >= spec.pages:
@@ -285,12 +296,78 @@ class TestWeb:
         body = render_html(model, self._rng(host, path), spec.page_bytes)
         return _ok("text/html; charset=utf-8", body)
 
+    def _robots_response(self, spec: HostSpec, path: str) -> PageResponse | None:
+        """The answer for a robots path of ``spec``'s flavour; None falls through to pages."""
+        kind, host = spec.robots, spec.name
+        if path == "/robots.txt":
+            if kind in _PLAIN_ROBOTS:
+                return _plain(_PLAIN_ROBOTS[kind], _PLAIN_BODIES.get(kind, b"robots.txt: no\n"))
+            if kind in ("redirect", "redirect_chain"):
+                first = "/robots-real.txt" if kind == "redirect" else "/robots-hop/1"
+                return _redirect(301, self.url(host, first))
+            if kind == "redirect_loop":
+                return _redirect(301, self.url(host, "/robots-loop/a"))
+            if kind == "redirect_cross_host":
+                return _redirect(301, self.robots_url(self.spec.robots_target(spec).name))
+            return _ok("text/plain; charset=utf-8", spec.robots_body())
+        if path == "/robots-real.txt" and kind in ("redirect", "redirect_chain"):
+            return _ok("text/plain; charset=utf-8", spec.robots_body(real=True))
+        if kind == "redirect_chain" and path == "/robots-hop/1":
+            return _redirect(302, "/robots-hop/2")
+        if kind == "redirect_chain" and path == "/robots-hop/2":
+            return _redirect(307, "../robots-real.txt")
+        if kind == "redirect_loop" and path in ("/robots-loop/a", "/robots-loop/b"):
+            return _redirect(302, "/robots-loop/b" if path.endswith("a") else "/robots-loop/a")
+        return None
+
+    def busy_page(self, spec: HostSpec, retry_after: str | None) -> PageResponse:
+        """A busy answer of ``spec`` (its ``busy_status``), with ``Retry-After`` when given."""
+        headers: tuple[tuple[str, str], ...] = (("Content-Type", "text/plain; charset=utf-8"),)
+        if retry_after is not None:
+            headers += (("Retry-After", retry_after),)
+        return PageResponse(spec.busy_status, headers, b"busy, come back later\n")
+
     # ---------------------------------------------------------------- oracle
+    def robots_chain(self, host: str) -> list[tuple[str, int]]:
+        """(URL, status) of every robots fetch a correct crawler makes for ``host``, in order.
+
+        It starts at ``/robots.txt`` and follows each 3xx ``Location`` (resolved
+        against the URL it came from), ending at the first non-3xx answer or
+        after :data:`ROBOTS_REDIRECT_LIMIT` redirects have been followed.
+        """
+        url = self.robots_url(host)
+        chain: list[tuple[str, int]] = []
+        while True:
+            parts = urlsplit(url)
+            resp = self.page(parts.hostname or "", parts.path or "/")
+            chain.append((url, resp.status))
+            location = resp.header("Location")
+            if not 300 <= resp.status < 400 or location is None:
+                return chain
+            if len(chain) > ROBOTS_REDIRECT_LIMIT:
+                return chain
+            url = _resolve(url, location)
+
+    def robots_rules(self, host: str, agent: str = COURTIER_AGENT) -> tuple[str, ...] | None:
+        """Disallowed path prefixes in force on ``host``; None = nothing may be fetched.
+
+        RFC 9309 §2.3.1: 2xx → the file's rules; 4xx (429 excepted) or too
+        many redirects → allow all; 5xx or 429 → disallow all.
+        """
+        url, status = self.robots_chain(host)[-1]
+        if 200 <= status < 300:
+            owner = self.spec.host(urlsplit(url).hostname or "")
+            return () if owner is None else owner.disallowed_prefixes(agent)
+        if 300 <= status < 500 and status != 429:
+            return ()
+        return None
+
     def _crawl(self, agent: str) -> tuple[set[str], set[str]]:
         seen = set(self.seeds())
         queue = deque(self.seeds())
         fetched: set[str] = set()
         denied: set[str] = set()
+        rules_of = {h.name: self.robots_rules(h.name, agent) for h in self.spec.hosts}
         while queue:
             url = queue.popleft()
             parts = urlsplit(url)
@@ -298,7 +375,8 @@ class TestWeb:
             if spec is None:
                 continue
             path = parts.path or "/"
-            if spec.robots == "500" or path.startswith(spec.disallowed_prefixes(agent)):
+            rules = rules_of[spec.name]
+            if rules is None or path.startswith(rules):
                 denied.add(url)
                 continue
             fetched.add(url)
@@ -321,15 +399,29 @@ class TestWeb:
 
         Seeds are every host's ``/``. A URL counts when it is reachable through
         followable links or redirect Locations from fetched URLs and allowed by
-        its host's robots.txt for ``agent``; nothing of a "500" host counts.
-        The robots fetches (``/robots.txt`` and, for "redirect" hosts, the
-        ``/robots-real.txt`` it points to) are excluded.
+        its host's robots.txt for ``agent`` (:meth:`robots_rules`); nothing of a
+        host whose robots.txt is unreachable (500, 503, 429) counts. Robots
+        fetches (:meth:`robots_chain`) are excluded. Busy answers do not change
+        the set: a patient crawler retries those URLs and gets them.
         """
         return self._crawl(agent)[0]
 
     def expected_denied(self, agent: str = COURTIER_AGENT) -> set[str]:
         """Discovered URLs a polite crawler must *not* fetch because of robots.txt."""
         return self._crawl(agent)[1]
+
+
+def _resolve(base: str, location: str) -> str:
+    """``location`` made absolute against ``base`` (enough for the Locations served here)."""
+    if "://" in location:
+        return location
+    parts = urlsplit(base)
+    path = (
+        location
+        if location.startswith("/")
+        else posixpath.join(posixpath.dirname(parts.path), location)
+    )
+    return f"{parts.scheme}://{parts.netloc}{normalize_path(path)}"
 
 
 def _etag(body: bytes) -> str:

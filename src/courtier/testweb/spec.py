@@ -21,17 +21,64 @@ Robots flavours (``HostSpec.robots``):
     200, allow all, ``Crawl-delay: N`` with ``N = HostSpec.crawl_delay``.
 ``redirect``
     robots.txt answers 301 to ``/robots-real.txt``, which allows all.
+
+More flavours, never assigned by :func:`default_web` (:data:`MORE_ROBOTS_KINDS`):
+
+``401``, ``403``
+    robots.txt answers that status: "unavailable", everything is allowed.
+``429``, ``503``
+    robots.txt answers that status: "unreachable", nothing else may be fetched.
+``redirect_chain``
+    ``/robots.txt`` → 301 → ``/robots-hop/1`` → 302 → ``/robots-hop/2`` → 307 →
+    ``/robots-real.txt`` (three hops, absolute and relative Locations), whose
+    ``*`` group disallows ``/private/`` — so obeying it is visible.
+``redirect_loop``
+    ``/robots.txt`` → ``/robots-loop/a`` ⇄ ``/robots-loop/b`` forever: after 5
+    hops a crawler gives up and treats robots.txt as unavailable (allow all).
+``redirect_cross_host``
+    ``/robots.txt`` → 301 → ``/robots.txt`` of another test host
+    (``HostSpec.robots_target``, else the first other ``disallow_some`` host,
+    else the first other host); that file's rules apply.
+
+Behaviours (all off by default):
+
+``busy_every`` / ``busy_status`` / ``retry_after``
+    every ``busy_every``-th *page* request (robots files not counted) answers
+    ``busy_status`` (429 or 503), with a ``Retry-After`` header when
+    ``retry_after`` is set: ``"N"`` (delta-seconds, sent as is),
+    ``"http-date+N"`` (an IMF-fixdate N seconds after the whole second that
+    follows the response — so the wait is between N and N+1 seconds), or any
+    other text, sent verbatim.
+``slow_after`` / ``slow_latency``
+    the first ``slow_after`` requests of the host (robots files included)
+    wait ``latency``; every later one waits ``slow_latency``.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
+from email.utils import formatdate, parsedate_to_datetime
 from typing import Literal
 
 from courtier.errors import ConfigError
 
-RobotsKind = Literal["allow_all", "disallow_some", "404", "500", "crawl_delay", "redirect"]
+RobotsKind = Literal[
+    "allow_all",
+    "disallow_some",
+    "404",
+    "500",
+    "crawl_delay",
+    "redirect",
+    "401",
+    "403",
+    "429",
+    "503",
+    "redirect_chain",
+    "redirect_loop",
+    "redirect_cross_host",
+]
 
 #: every robots flavour, in the order :func:`default_web` assigns them
 ROBOTS_KINDS: tuple[RobotsKind, ...] = (
@@ -42,6 +89,26 @@ ROBOTS_KINDS: tuple[RobotsKind, ...] = (
     "crawl_delay",
     "redirect",
 )
+
+#: flavours for dedicated tests; :func:`default_web` never assigns them
+MORE_ROBOTS_KINDS: tuple[RobotsKind, ...] = (
+    "401",
+    "403",
+    "429",
+    "503",
+    "redirect_chain",
+    "redirect_loop",
+    "redirect_cross_host",
+)
+
+#: every robots flavour
+ALL_ROBOTS_KINDS: tuple[RobotsKind, ...] = ROBOTS_KINDS + MORE_ROBOTS_KINDS
+
+#: statuses a busy host answers with
+BUSY_STATUSES = (429, 503)
+
+#: prefix of a ``retry_after`` value asking for an HTTP-date N seconds ahead
+HTTP_DATE_PREFIX = "http-date+"
 
 #: the product token whose dedicated group appears on ``disallow_some`` hosts
 COURTIER_AGENT = "courtier"
@@ -58,7 +125,9 @@ class HostSpec:
     server waits before answering any request of this host; ``crawl_delay``
     the ``Crawl-delay`` value written for the ``crawl_delay`` flavour;
     ``page_bytes`` the approximate size of each HTML page (text padding is
-    added until the page reaches it).
+    added until the page reaches it). ``busy_every``, ``busy_status``,
+    ``retry_after``, ``slow_after``, ``slow_latency`` and ``robots_target``
+    are the behaviours described in the module docstring (all off by default).
     """
 
     name: str
@@ -67,6 +136,12 @@ class HostSpec:
     latency: float = 0.0
     crawl_delay: float = 2.0
     page_bytes: int = 3000
+    busy_every: int = 0
+    busy_status: int = 429
+    retry_after: str | None = None
+    slow_after: int | None = None
+    slow_latency: float = 0.0
+    robots_target: str | None = None
 
     def __post_init__(self) -> None:
         self.name = self.name.lower()
@@ -74,18 +149,44 @@ class HostSpec:
             raise ConfigError(f"testweb host name {self.name!r} is not a DNS name")
         if self.pages < 1:
             raise ConfigError(f"testweb host {self.name}: pages must be >= 1")
-        if self.robots not in ROBOTS_KINDS:
+        if self.robots not in ALL_ROBOTS_KINDS:
             raise ConfigError(f"testweb host {self.name}: unknown robots kind {self.robots!r}")
         if self.latency < 0 or self.crawl_delay < 0 or self.page_bytes < 0:
             raise ConfigError(f"testweb host {self.name}: negative latency/delay/size")
+        if self.busy_every < 0 or self.busy_status not in BUSY_STATUSES:
+            raise ConfigError(
+                f"testweb host {self.name}: busy_every must be >= 0 and busy_status 429 or 503"
+            )
+        if (self.slow_after is not None and self.slow_after < 0) or self.slow_latency < 0:
+            raise ConfigError(f"testweb host {self.name}: negative slow_after/slow_latency")
+        retry = self.retry_after or ""
+        if retry.startswith(HTTP_DATE_PREFIX) and not retry[len(HTTP_DATE_PREFIX) :].isdigit():
+            raise ConfigError(
+                f"testweb host {self.name}: retry_after {retry!r} "
+                f"must be {HTTP_DATE_PREFIX}N with N whole seconds"
+            )
+
+    def is_busy(self, page_request: int) -> bool:
+        """True when the ``page_request``-th (1-based) page request must answer busy."""
+        return self.busy_every > 0 and page_request % self.busy_every == 0
+
+    def latency_for(self, request: int) -> float:
+        """Seconds to wait before answering the ``request``-th (1-based) request of the host."""
+        if self.slow_after is not None and request > self.slow_after:
+            return self.slow_latency
+        return self.latency
 
     def disallowed_prefixes(self, agent: str = COURTIER_AGENT) -> tuple[str, ...]:
         """Path prefixes this host's robots.txt disallows for ``agent``.
 
-        Only meaningful when robots.txt is usable (not for ``500``, where the
-        whole host is off limits). Agent matching is case-insensitive on the
-        product token, as RFC 9309 requires.
+        Describes the one robots file this host serves with status 200 (for
+        ``redirect_chain``: ``/robots-real.txt``); hosts whose robots.txt is
+        unusable or redirects elsewhere need
+        :meth:`courtier.testweb.site.TestWeb.robots_rules`. Agent matching is
+        case-insensitive on the product token, as RFC 9309 requires.
         """
+        if self.robots == "redirect_chain":
+            return ("/private/",)
         if self.robots != "disallow_some":
             return ()
         if agent.lower() == COURTIER_AGENT:
@@ -93,7 +194,7 @@ class HostSpec:
         return ("/private/",)
 
     def robots_body(self, real: bool = False) -> bytes:
-        """The robots.txt text served (for ``redirect``: ``real`` = /robots-real.txt)."""
+        """The robots.txt text served (``real``: /robots-real.txt of redirect flavours)."""
         if self.robots == "allow_all":
             text = (
                 "# testweb: allow all\n"
@@ -110,6 +211,8 @@ class HostSpec:
             text = f"User-agent: *\nCrawl-delay: {shown}\nDisallow:\n"
         elif self.robots == "redirect" and real:
             text = "User-agent: *\nAllow: /\n"
+        elif self.robots == "redirect_chain" and real:
+            text = "# testweb: after three redirects\nUser-agent: *\nDisallow: /private/\n"
         else:
             text = ""
         return text.encode()
@@ -130,6 +233,28 @@ class WebSpec:
             if host.name in self._by_name:
                 raise ConfigError(f"testweb host {host.name!r} appears twice")
             self._by_name[host.name] = host
+        for host in self.hosts:
+            if host.robots == "redirect_cross_host":
+                self.robots_target(host)  # raises when there is none
+
+    def robots_target(self, spec: HostSpec) -> HostSpec:
+        """The host whose /robots.txt a ``redirect_cross_host`` host redirects to.
+
+        ``spec.robots_target`` when set; else the first other ``disallow_some``
+        host; else the first other host. Raises ConfigError when there is none.
+        """
+        if spec.robots_target is not None:
+            target = self.host(spec.robots_target)
+            if target is None or target.name == spec.name:
+                raise ConfigError(
+                    f"testweb host {spec.name}: robots_target {spec.robots_target!r} "
+                    "must name another host of the web"
+                )
+            return target
+        others = [h for h in self.hosts if h.name != spec.name]
+        if not others:
+            raise ConfigError(f"testweb host {spec.name}: redirect_cross_host needs another host")
+        return next((h for h in others if h.robots == "disallow_some"), others[0])
 
     def host(self, name: str) -> HostSpec | None:
         """The spec of host ``name`` (case-insensitive), or None."""
@@ -173,3 +298,25 @@ def default_web(
         for i in range(n_hosts)
     ]
     return WebSpec(hosts=hosts, seed=seed)
+
+
+def render_retry_after(value: str | None, now: float) -> tuple[str | None, float | None]:
+    """The ``Retry-After`` header for a ``HostSpec.retry_after`` value at POSIX time ``now``.
+
+    Returns ``(header value or None, seconds the header asks to wait or None)``.
+    ``"N"`` gives ``("N", N)``; ``"http-date+N"`` an IMF-fixdate of
+    ``ceil(now) + N`` and the exact wait to it; other text is sent verbatim,
+    with the wait known only when it parses as an HTTP-date (never negative).
+    """
+    if value is None:
+        return None, None
+    if value.isdigit():
+        return value, float(value)
+    if value.startswith(HTTP_DATE_PREFIX):
+        target = math.ceil(now) + int(value[len(HTTP_DATE_PREFIX) :])
+        return formatdate(target, usegmt=True), target - now
+    try:
+        when = parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError, IndexError):
+        return value, None
+    return value, max(0.0, when - now)

@@ -1,0 +1,50 @@
+"""Shared helpers: run a real crawl of a test web and read the server's log."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from pathlib import Path
+
+from courtier.app import crawl
+from courtier.config import CrawlConfig, build_config
+from courtier.testweb import RequestRecord, TestWebServer
+from courtier.worker import CrawlStatus
+
+
+def config_for(server: TestWebServer, data: Path, **extra: object) -> CrawlConfig:
+    """A crawl of every host of ``server`` on loopback; ``extra`` overrides flags."""
+    resolve = data.parent / f"{data.name}-hosts.txt"
+    resolve.write_text(server.web.hosts_file_text())
+    flags: dict[str, object] = {
+        "data": data,
+        "seeds": tuple(server.web.seeds()),
+        "resolve": resolve,
+        "allow_network": ("127.0.0.0/8",),
+        "delay": 0.1,
+        "progress": "none",
+        "concurrency": 16,
+        "linger": 0.0,
+    }
+    flags.update(extra)
+    return build_config(flags)
+
+
+async def run_crawl(server: TestWebServer, data: Path, **extra: object) -> CrawlStatus:
+    """Run the real crawl (no signal handlers) against ``server`` to its end."""
+    return await crawl(config_for(server, data, **extra), install_signals=False)
+
+
+def host_log(log: Sequence[RequestRecord], host: str) -> list[RequestRecord]:
+    """One host's requests in order of their start."""
+    return sorted((r for r in log if r.host == host), key=lambda r: r.start)
+
+
+def pages(records: Sequence[RequestRecord]) -> list[RequestRecord]:
+    """Requests that are not robots files nor their redirect hops."""
+    return [r for r in records if not r.path_qs.startswith("/robots")]
+
+
+def start_gaps(records: Sequence[RequestRecord]) -> list[float]:
+    """Seconds between consecutive request starts."""
+    return [b.start - a.start for a, b in itertools.pairwise(records)]

@@ -1,0 +1,344 @@
+"""Static trap rules, URL templates and the template tracker's throttling."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from courtier.clock import VirtualClock
+from courtier.errors import ConfigError
+from courtier.frontier.templates import (
+    DistinctCounter,
+    facet_atoms,
+    session_alias,
+    url_template,
+)
+from courtier.frontier.traps import (
+    Decision,
+    TemplateTracker,
+    TrapRules,
+    static_trap_reason,
+)
+from courtier.urls import canonicalize
+
+H = "http://h.test"
+RULES = TrapRules()
+
+
+def reason(path: str, depth: int = 0, rules: TrapRules = RULES) -> str | None:
+    return static_trap_reason(canonicalize(H + path), depth, rules)
+
+
+# -- static rules ------------------------------------------------------------
+
+
+def test_ordinary_urls_pass() -> None:
+    for path in ["/", "/a/b/c.html", "/2026/11/03/post", "/x?a=1&b=2", "/a/b/a/b/c"]:
+        assert reason(path) is None, path
+
+
+def test_url_length() -> None:
+    assert reason("/" + "x" * 100, rules=TrapRules(max_url_length=50)) == "url too long"
+    assert reason("/" + "x" * 30, rules=TrapRules(max_url_length=50)) is None
+
+
+def test_path_depth() -> None:
+    deep = "".join(f"/s{i}" for i in range(25))
+    assert reason(deep) == "path too deep"
+    assert reason("".join(f"/s{i}" for i in range(24))) is None
+
+
+def test_repeated_single_segment() -> None:
+    assert reason("/a/a/a/") is None
+    assert reason("/a/a/a/a/") == "repeated path segments"
+    assert reason("/a/x/a/y/a/z/a") == "repeated path segments", "not only consecutive"
+    assert reason("/a/a/a/a/", rules=TrapRules(max_repeated_segment=4)) is None
+
+
+def test_repeating_runs() -> None:
+    assert reason("/a/b/a/b/") is None
+    assert reason("/a/b/a/b/a/b/") == "repeated path segments"
+    assert reason("/x/a/b/c/a/b/c/a/b/c/y") == "repeated path segments"
+    assert reason("/a/b/c/a/b/d/a/b/e") is None, "a run must repeat back to back"
+
+
+def test_query_params() -> None:
+    many = "&".join(f"p{i}=1" for i in range(31))
+    assert reason("/q?" + many) == "too many query parameters"
+    assert reason("/q?" + "&".join(f"p{i}=1" for i in range(30))) is None
+    assert reason("/q?" + "&" * 40 + "a=1") is None, "empty parts are not parameters"
+
+
+def test_link_depth() -> None:
+    assert reason("/a", depth=1000) is None, "unlimited by default"
+    assert reason("/a", depth=6, rules=TrapRules(max_link_depth=5)) == "link depth exceeded"
+    assert reason("/a", depth=5, rules=TrapRules(max_link_depth=5)) is None
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"max_path_depth": 0},
+        {"sample_rate": 1.5},
+        {"template_max_duplicate_share": -0.1},
+        {"sample_budget": -1},
+        {"max_hosts": 0},
+    ],
+)
+def test_invalid_rules(kwargs: dict[str, object]) -> None:
+    name = next(iter(kwargs))
+    with pytest.raises(ConfigError, match=name):
+        TrapRules(**kwargs).validate()  # type: ignore[arg-type]
+
+
+# -- templates ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "template"),
+    [
+        ("/", "/"),
+        ("/cal/2026/11", "/cal/{n}/{n}"),
+        ("/news/2026-11-03/story", "/news/{date}/story"),
+        ("/log_2026_1_2.txt", "/log_{date}.txt"),
+        ("/page-12.html", "/page-{n}.html"),
+        ("/o/3f2b1c4d-1111-2222-3333-444455556666", "/o/{uuid}"),
+        ("/o/9F86D081884C7D65", "/o/{hex}"),
+        ("/deadbeef/cafe", "/deadbeef/cafe"),
+        ("/t/Zx81_pQ-7rTTbb0ab", "/t/{id}"),
+        ("/about-our-company-history", "/about-our-company-history"),
+        ("/p;jsessionid=ABC123/x", "/p;jsessionid=*/x"),
+        ("/shop?sort=p&color=red&size=m&color=blue", "/shop?color&size&sort"),
+        ("/s?sid=Ab12Cd34Ef56Gh78&n=1", "/s?n&sid"),
+        ("/x?f3=1&f12=2", "/x?f{n}"),
+        ("/x?&&", "/x"),
+        ("/x#frag?a=1", "/x"),
+    ],
+)
+def test_url_template(path: str, template: str) -> None:
+    assert url_template(path) == template
+
+
+def test_urls_of_one_kind_share_a_template() -> None:
+    a = url_template("/item/12?ref=home&sid=x1")
+    b = url_template("/item/999999?sid=Qq99ZZ00aa11bb22cc&ref=mail")
+    assert a == b
+    assert url_template("/item/12") != url_template("/items/12")
+    assert url_template("/a/1") != url_template("/a/1/2"), "segment count is kept"
+
+
+def test_template_length_is_bounded() -> None:
+    long_path = "/" + "/".join(f"word{chr(97 + i % 26)}x" for i in range(200))
+    template = url_template(long_path)
+    assert len(template) <= 256 + 17
+    assert template != url_template(long_path + "/more"), "the hash keeps long ones apart"
+
+
+def test_session_alias() -> None:
+    assert session_alias("/a?x=1") is None
+    assert session_alias("/a?x=1&PHPSESSID=abc&y=2") == "/a?x=1&y=2"
+    assert session_alias("/a;jsessionid=ZZ9?x=1") == "/a?x=1"
+    assert session_alias("/s/3?sid=q") == "/s/3"
+
+
+def test_facet_atoms() -> None:
+    assert facet_atoms("cat=shoes&page=3") is None, "numbers are not facets"
+    assert facet_atoms("q=hello") is None
+    combo, atoms = facet_atoms("color=red,blue&size=m&sort=new") or ("", [])
+    assert atoms == ["color=blue", "color=red", "size=m", "sort=new"]
+    assert combo == "&".join(atoms)
+    again = facet_atoms("sort=new&size=m&color=blue&color=red")
+    assert again is not None and again[0] == combo, "order and repetition do not matter"
+
+
+def test_distinct_counter_accuracy() -> None:
+    rng = random.Random(5)
+    for n, tolerance in [(0, 0), (1, 0), (10, 1), (100, 10), (1000, 250), (20_000, 5000)]:
+        counter = DistinctCounter()
+        values = [rng.getrandbits(64) for _ in range(n)]
+        for v in values + values:  # adding twice changes nothing
+            counter.add(v)
+        assert abs(counter.count() - n) <= tolerance, (n, counter.count())
+
+
+# -- tracker -----------------------------------------------------------------
+
+
+def tracker(**kwargs: object) -> TemplateTracker:
+    return TemplateTracker(TrapRules(**kwargs), VirtualClock())  # type: ignore[arg-type]
+
+
+def offer(t: TemplateTracker, path: str, depth: int | None = None) -> Decision:
+    url = canonicalize(H + path)
+    return t.admit(url.host_key, url, depth).decision
+
+
+def test_small_templates_are_always_admitted() -> None:
+    t = tracker()
+    for n in range(99):
+        assert offer(t, f"/p/{n}") is Decision.ADMIT
+        t.observe_fetched(H, "/p/{n}", "same digest for all")  # duplicates, but few URLs
+    assert t.throttled(H) == []
+    [report] = t.templates(H)
+    assert report.template == "/p/{n}" and report.fetched == 99
+    assert report.duplicate_share > 0.9 and report.since is None
+
+
+def test_duplicate_content_throttles_and_other_templates_proceed() -> None:
+    clock = VirtualClock(1000.0)
+    t = TemplateTracker(TrapRules(), clock)
+    for n in range(150):
+        offer(t, f"/dup/{n}")
+    for _ in range(9):  # below template_min_fetched: no verdict yet
+        t.observe_fetched(H, "/dup/{n}", "sha256:SAME")
+    assert t.throttled(H) == []
+    clock.advance(5)
+    t.observe_fetched(H, "/dup/{n}", "sha256:SAME")
+    [report] = t.throttled(H)
+    assert report.template == "/dup/{n}" and report.reason == "duplicate content"
+    assert report.since == 1005.0
+    assert 120 <= report.admitted <= 180 and report.discovered >= report.admitted
+    decisions = [offer(t, f"/dup/{n}") for n in range(1000, 3000)]
+    sampled = decisions.count(Decision.SAMPLE)
+    assert sampled == 50, "the sample budget caps admissions once throttled"
+    assert decisions[:400].count(Decision.SAMPLE) >= 15, "about one in ten is sampled"
+    assert offer(t, "/other/1") is Decision.ADMIT
+    assert offer(t, "/dup/1") in (Decision.SAMPLE, Decision.REJECT)
+
+
+def test_sampling_is_deterministic() -> None:
+    first, second = tracker(), tracker()
+    for t in (first, second):
+        for n in range(120):
+            offer(t, f"/s/{n % 10}?sid=s{n}x")
+        assert t.throttled(H), "session ids"
+    paths = [f"/s/{n % 10}?sid=t{n}y" for n in range(300)]
+    assert [offer(first, p) for p in paths] == [offer(second, p) for p in paths]
+    verdict = first.admit(H, canonicalize(H + "/s/1?sid=zz"))
+    assert verdict.reason is not None and verdict.reason.startswith("throttled template")
+
+
+def test_session_ids() -> None:
+    t = tracker()
+    decisions = [offer(t, f"/s/{n % 20}?sid=v{n}w") for n in range(400)]
+    assert decisions[:90].count(Decision.ADMIT) == 90, "counts are estimates (±10 %)"
+    [report] = t.throttled(H)
+    assert report.reason == "session ids"
+    assert sum(1 for d in decisions if d is not Decision.REJECT) <= 100 + 50
+
+
+def test_no_session_rule_without_session_parameters() -> None:
+    t = tracker()
+    assert all(offer(t, f"/item?id={n}&ref=x{n}z") is Decision.ADMIT for n in range(500))
+
+
+def test_facet_combinations() -> None:
+    t = tracker()
+    colors = ["red", "blue", "green", "black"]
+    sizes = ["s", "m", "l"]
+    results = []
+    for mask in range(1 << 4):
+        for smask in range(1 << 3):
+            for sort in ["a", "b", "c"]:
+                c = ",".join(x for i, x in enumerate(colors) if mask >> i & 1) or "any"
+                s = ",".join(x for i, x in enumerate(sizes) if smask >> i & 1) or "any"
+                results.append(offer(t, f"/shop?color={c}&size={s}&sort={sort}"))
+    [report] = t.throttled(H)
+    assert report.reason == "facet combinations"
+    assert sum(1 for d in results if d is not Decision.REJECT) <= 200
+
+
+def test_category_pagination_is_not_facets() -> None:
+    t = tracker()
+    for cat in range(20):
+        for page in range(1, 30):
+            assert offer(t, f"/list?cat=c{cat}x&page={page}") is Decision.ADMIT
+
+
+def test_chain_rule_needs_depths() -> None:
+    t = tracker()
+    for n in range(200):
+        assert offer(t, f"/cal/{n}") is Decision.ADMIT, "without depths there is no chain"
+    t = tracker()
+    decisions = [offer(t, f"/cal/{n}", depth=n) for n in range(200)]
+    [report] = t.throttled(H)
+    assert report.reason == "chain of links"
+    assert decisions[:90].count(Decision.ADMIT) == 90
+    assert decisions[120:].count(Decision.ADMIT) == 0
+
+
+def test_growth_needs_some_duplicates() -> None:
+    t = tracker()
+    for n in range(600):  # a big "view all" listing of distinct products
+        offer(t, f"/product/{n}")
+    for n in range(30):
+        t.observe_fetched(H, "/product/{n}", f"distinct-{n}")
+    assert t.throttled(H) == []
+    for n in range(30):
+        t.observe_fetched(H, "/product/{n}", f"distinct-{n % 20}")  # now 1/3 duplicates
+    [report] = t.throttled(H)
+    assert report.reason == "growth outpaces content"
+
+
+def test_growth_rule_can_be_disabled() -> None:
+    t = tracker(template_max_growth=None)
+    for n in range(600):
+        offer(t, f"/product/{n}")
+    for n in range(60):
+        t.observe_fetched(H, "/product/{n}", f"d-{n % 40}")
+    assert t.throttled(H) == []
+
+
+def test_host_daily_budget() -> None:
+    clock = VirtualClock(86_400.0 * 10)
+    t = TemplateTracker(TrapRules(max_pages_per_host_per_day=5), clock)
+    assert [offer(t, f"/a{n}") for n in range(7)] == [Decision.ADMIT] * 5 + [Decision.REJECT] * 2
+    verdict = t.admit(H, canonicalize(H + "/b"))
+    assert verdict.reason == "host daily page budget" and not verdict.admitted
+    other = canonicalize("http://other.test/a")
+    assert t.admit(other.host_key, other).admitted, "budgets are per host"
+    clock.advance(86_400.0)
+    assert offer(t, "/c") is Decision.ADMIT
+
+
+def test_memory_is_bounded() -> None:
+    t = tracker(max_hosts=3, max_templates_per_host=4)
+    for h in range(10):
+        url = canonicalize(f"http://h{h}.test/x")
+        t.admit(url.host_key, url)
+    assert t.hosts() == ["http://h7.test", "http://h8.test", "http://h9.test"]
+    for n in range(120):
+        offer(t, f"/dup/{n}")
+    for _ in range(20):
+        t.observe_fetched(H, "/dup/{n}", "same")
+    assert [r.template for r in t.throttled(H)] == ["/dup/{n}"]
+    for n in range(10):
+        offer(t, f"/kind-{'abcdefghij'[n]}/x")
+    templates = [r.template for r in t.templates(H)]
+    assert len(templates) == 4
+    assert "/dup/{n}" in templates, "a throttled template is evicted last"
+
+
+def test_repeated_offers_count_once() -> None:
+    t = tracker()
+    for _ in range(50):
+        for n in range(60):
+            assert offer(t, f"/nav/{n}") is Decision.ADMIT
+    [report] = t.templates(H)
+    assert 50 <= report.admitted <= 70
+
+
+def test_recent_counts_admissions_of_the_last_hours() -> None:
+    clock = VirtualClock(3600.0 * 100)
+    t = TemplateTracker(TrapRules(), clock)
+    for n in range(10):
+        offer(t, f"/r/{n}")
+    clock.advance(3600)
+    for n in range(10, 13):
+        offer(t, f"/r/{n}")
+    assert t.templates(H)[0].recent == 13
+    clock.advance(3600)
+    assert t.templates(H)[0].recent == 3
+    clock.advance(7200)
+    assert t.templates(H)[0].recent == 0
