@@ -26,6 +26,7 @@ from courtier.errors import ConfigError, FetchError, InvalidURL
 from courtier.fetch.aiohttp_transport import AiohttpTransport
 from courtier.fetch.guard import AddressGuard
 from courtier.fetch.resolver import Resolver, load_hosts_file
+from courtier.frontier.traps import TemplateTracker, TrapRules
 from courtier.intake import Intake, Scope, SeedProblem, read_seed_lines
 from courtier.progress import Progress
 from courtier.store.base import NewUrl, Store
@@ -92,7 +93,7 @@ async def crawl(
                          software=config.user_agent)
     await store.open()
     try:
-        intake = Intake(Scope(config, []))
+        intake = Intake(Scope(config, []), traps=TemplateTracker(TrapRules(), clock))
         rows, problems = collect_seeds(config, intake, clock.now())
         for problem in problems:
             if report_problem is not None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from courtier.config import CrawlConfig
 from courtier.dedup.seen import SeenFilter
 from courtier.errors import InvalidURL
+from courtier.frontier.traps import TemplateTracker, TrapRules, static_trap_reason
 from courtier.store.base import NewUrl
 from courtier.urls import CanonicalUrl, canonicalize, registrable_domain
 
@@ -91,9 +92,13 @@ class Intake:
     """
 
     def __init__(
-        self, scope: Scope, seen: SeenFilter | None = None, committed_window: int = 200_000
+        self, scope: Scope, seen: SeenFilter | None = None, committed_window: int = 200_000,
+        traps: TemplateTracker | None = None, trap_rules: TrapRules | None = None,
     ) -> None:
         self.scope = scope
+        self.traps = traps
+        self.trap_rules = trap_rules or (traps.rules if traps is not None else TrapRules())
+        self.trap_rejected = 0
         self.seen = seen or SeenFilter(expected_items=1_000_000)
         self.committed: OrderedDict[bytes, None] = OrderedDict()
         self.committed_window = committed_window
@@ -129,8 +134,13 @@ class Intake:
         )
 
     def links(self, raw_links: Iterable[str], depth: int, now: float,
-              priority: int = LINK_PRIORITY) -> list[NewUrl]:
-        """Canonicalize links found on a page of ``depth - 1``; invalid ones are dropped."""
+              priority: int = LINK_PRIORITY, check_traps: bool = True) -> list[NewUrl]:
+        """Canonicalize links found on a page of ``depth - 1``; invalid ones are dropped.
+
+        Out-of-scope links and crawler traps (static rules, then the template
+        tracker's verdict) are dropped too; sitemap entries pass
+        ``check_traps=False``.
+        """
         out: list[NewUrl] = []
         batch_keys: set[bytes] = set()
         for raw in raw_links:
@@ -148,12 +158,23 @@ class Intake:
             elif key in self.committed:
                 self.known_skips += 1
                 continue
-            new = self.make(url, depth, now, priority=priority)
+            if self.scope.rejects(url, depth) is not None:
+                self.rejected += 1
+                continue
+            if check_traps and self._trapped(url, depth):
+                self.trap_rejected += 1
+                continue
+            new = self.make(url, depth, now, priority=priority, check_scope=False)
             if new is None:
                 continue
             batch_keys.add(key)
             out.append(new)
         return out
+
+    def _trapped(self, url: CanonicalUrl, depth: int) -> bool:
+        if static_trap_reason(url, depth, self.trap_rules) is not None:
+            return True
+        return self.traps is not None and not self.traps.admit(url.host_key, url, depth).admitted
 
     def seed_urls(
         self, lines: Iterable[tuple[int, str]], source: str, now: float

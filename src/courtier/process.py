@@ -20,6 +20,8 @@ from courtier.errors import BlockedAddressError, FetchError, InvalidURL
 from courtier.fetch.transport import FetchResponse
 from courtier.frontier.lease import Lease, LeaseKind
 from courtier.frontier.recrawl import ChangeStats, RecrawlPolicy, schedule_after
+from courtier.frontier.scheduler import path_of
+from courtier.frontier.templates import url_template
 from courtier.intake import Intake
 from courtier.outcome import Outcome
 from courtier.parse.html import parse_html
@@ -202,6 +204,9 @@ class PageProcessor:
             fields["title"] = page.title
             fp, twin = self.duplicates.fingerprint(due.url_key, page.text)
             fields["simhash"], fields["near_dup_of"] = fp, twin
+            if self.intake.traps is not None:
+                self.intake.traps.observe_fetched(
+                    due.host_key, url_template(path_of(due.url)), fp)
             if twin is not None:
                 self.figures.near_duplicates += 1
             if not page.meta_nofollow:
@@ -217,7 +222,8 @@ class PageProcessor:
         result = parse_sitemap(resp.body, due.url)
         raws = [entry.loc for entry in result.urls] + result.sitemaps
         self.figures.sitemap_urls += len(raws)
-        return self.intake.links(raws, due.depth + 1, now, priority=SITEMAP_PRIORITY)
+        return self.intake.links(raws, due.depth + 1, now, priority=SITEMAP_PRIORITY,
+                                 check_traps=False)
 
     def _redirect(self, lease: Lease, due: DueUrl, resp: FetchResponse, now: float,
                   fields: dict[str, Any]) -> FetchCommit:

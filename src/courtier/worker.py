@@ -47,6 +47,7 @@ COMMIT_EVERY = 0.5       # seconds: discovered URLs are durable within about thi
 COMMIT_BATCH = 200
 REFILL_EVERY = 0.25
 SHARD_LEASE = 60.0
+DAY = 24 * 3600.0
 MIN_WAIT = 0.001         # never spin: a host that is "ready" but cannot start waits a little
 IDLE_POLL = 5.0          # longest sleep while waiting for retries (new seeds wait at most this)
 REPORT_EVERY = 0.25      # seconds between progress figure updates
@@ -140,6 +141,9 @@ class Worker:
         self._pages_issued = 0
         self._idle_until: float | None = None
         self._archive_trouble_until = float("-inf")
+        self._budget_start: float | None = None
+        self._budget_used = 0
+        self._budget_spent_until: float | None = None
 
     # ---- control ------------------------------------------------------------------------
 
@@ -225,6 +229,8 @@ class Worker:
         ``--linger`` seconds; later ones stay queued for the next run. Recrawls are
         never waited for."""
         if self.config.continuous:
+            if self.frontier.queued == 0:
+                self._idle_until = await self.store.next_due_at(self.shards)
             return False
         due_at = await self.store.next_due_at(self.shards)
         if due_at is not None and due_at <= now:
@@ -246,6 +252,9 @@ class Worker:
         if idle_until is not None and not self._tasks and self.frontier.queued == 0:
             # only retries or backed-off hosts remain: sleep until the first is due
             timeout = min(IDLE_POLL, max(REFILL_EVERY, idle_until - now))
+        if self._budget_spent_until is not None and self._budget_spent_until > now:
+            # the daily budget is spent: nothing may start before it renews
+            timeout = min(IDLE_POLL, self._budget_spent_until - now)
         # one event for "a fetch finished or a stop was asked": O(1) per wait, unlike
         # asyncio.wait over every task
         if not self._wakeup.is_set() and timeout > 0:
@@ -297,10 +306,28 @@ class Worker:
         if released:
             await self.store.release([(due.url_key, at) for due, at in released])
 
+    def _budget_left(self, now: float) -> bool:
+        """The global daily fetch budget (every page fetch counts: 2xx, 304, errors, retries)."""
+        budget = self.config.daily_budget
+        if budget is None:
+            return True
+        if self._budget_start is None or now - self._budget_start >= DAY:
+            self._budget_start, self._budget_used = now, 0
+        if self._budget_used < budget:
+            self._budget_spent_until = None
+            return True
+        self._budget_spent_until = self._budget_start + DAY
+        if not self.config.continuous:
+            self.request_stop("daily budget spent")
+        return False
+
     def _issue(self) -> None:
         max_pages = self.config.max_pages
+        now = self.clock.now()
         while len(self._tasks) < self.config.concurrency:
             if max_pages is not None and self._pages_issued >= max_pages:
+                return
+            if not self._budget_left(now):
                 return
             lease = self.frontier.next_lease()
             if lease is None:
@@ -312,6 +339,7 @@ class Worker:
                 log.error("politeness self-check: %s", self.auditor.last[-1])
             if lease.kind is LeaseKind.PAGE:
                 self._pages_issued += 1
+                self._budget_used += 1
                 if lease.due is not None:
                     lag = max(0.0, lease.issued_at - lease.due.next_fetch_at)
                     self.metrics.eligible_lag.observe(lag)
@@ -399,7 +427,8 @@ class Worker:
         raws = list(sitemaps)
         if self.config.probe_sitemap_xml:
             raws.append(lease.host_key + "/sitemap.xml")
-        rows = self.intake.links(raws, 1, self.clock.now(), priority=SITEMAP_PRIORITY)
+        rows = self.intake.links(raws, 1, self.clock.now(), priority=SITEMAP_PRIORITY,
+                                 check_traps=False)
         if rows:
             try:
                 await self.store.add_urls(rows)

@@ -20,6 +20,7 @@ from typing import Any
 
 from courtier.archive.base import ArchiveWriter
 from courtier.config import CrawlConfig
+from courtier.frontier.traps import TemplateTracker, TrapRules
 from courtier.intake import Intake, Scope
 from courtier.politeness.robots import product_token
 from courtier.sim.archive import DigestOnlyArchive
@@ -72,7 +73,7 @@ class SimCrawl:
         return self._ips.get(host_key)
 
     def worker(self, archive: ArchiveWriter | None = None) -> Worker:
-        intake = Intake(Scope(self.config, []))
+        intake = Intake(Scope(self.config, []), traps=TemplateTracker(TrapRules(), self.clock))
         return Worker(self.config, self.store, self.transport, archive or DigestOnlyArchive(),
                       self.clock, intake, resolve_ip=self._resolve_ip, record_lags=True)
 
