@@ -491,7 +491,9 @@ class Worker:
                     location = None
             if 200 <= resp.status < 300:
                 body = resp.body[:MAX_ROBOTS_BYTES]
-            frontier.finish_robots(lease, resp.status, resp.body, location, resp.remote_ip)
+            retry_at = parse_retry_after(resp.header("retry-after"), self.clock.now())
+            frontier.finish_robots(lease, resp.status, resp.body, location, resp.remote_ip,
+                                   retry_at)
             host_state = frontier.hosts.get(lease.host_key)
             if 200 <= resp.status < 300 and host_state and host_state.robots.rules is not None:
                 await self._discover_sitemaps(lease, host_state.robots.rules.sitemaps)

@@ -50,6 +50,7 @@ class HostState:
     day_start: float | None = None  # start of the current 24 h page-budget window
     day_pages: int = 0            # pages issued in that window (policy max_pages)
     ip: str | None = None         # last address connected to; hosts on one IP share limits
+    waiters: set[str] = field(default_factory=set)  # hosts whose robots redirect waits on us
     address_blocked: bool = False  # the SSRF guard refused its address (until forgotten)
     token: int = 0                # bumps on every reschedule; stale heap entries are skipped
 

@@ -33,6 +33,7 @@ class Lease:
     due: DueUrl | None = None
     robots_digest: str | None = None
     ip: str | None = None            # the IP group this lease was counted against
+    also_host: str | None = None     # a robots.txt redirect to another host: counted there too
 
 
 @dataclass(frozen=True, slots=True)

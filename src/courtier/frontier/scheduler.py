@@ -37,6 +37,7 @@ from courtier.frontier.lease import FetchFeedback, Lease, LeaseKind
 from courtier.politeness.delays import DelayPolicy, effective_delay
 from courtier.politeness.robots_state import RobotsPolicy, RobotsStatus
 from courtier.store.base import DueUrl, HostRecord
+from courtier.urls import host_key_of, shard_of
 
 #: (url row, reason "robots" | "blocked" | "robots_unreachable", robots digest)
 Denial = tuple[DueUrl, str, str | None]
@@ -179,7 +180,13 @@ class Frontier:
             if host.in_flight > 0:
                 return None  # rescheduled when the in-flight fetches finish
             url = host.robots.fetch_url or host.host_key + "/robots.txt"
-            return self._issue(host, now, LeaseKind.ROBOTS, url, None)
+            lease = self._issue(host, now, LeaseKind.ROBOTS, url, None)
+            other = self._redirect_target(host)
+            if other is not None:  # the request lands on the other host: spend its tokens too
+                other.in_flight += 1
+                other.next_allowed_at = max(other.next_allowed_at, now + self.delay_for(other))
+                lease.also_host = other.host_key
+            return lease
         rules = host.robots.rules_in_force()
         if rules is None:
             return None  # unreachable robots.txt and no good copy: wait for the retry
@@ -243,12 +250,30 @@ class Frontier:
     def _max_in_flight(self, host: HostState) -> int:
         return max(1, host.policy.max_in_flight or self.max_in_flight)
 
+    def _redirect_target(self, host: HostState) -> HostState | None:
+        """The other host a robots.txt redirect points at (registered on first sight)."""
+        url = host.robots.fetch_url
+        if url is None:
+            return None
+        key = host_key_of(url)
+        if key == host.host_key:
+            return None
+        if key not in self.hosts:
+            self.register_host(key, shard_of(key))
+        return self.hosts[key]
+
     def _ready_at(self, host: HostState) -> float | None:
         if not host.queue or host.robots_in_flight:
             return None
         if host.in_flight >= self._max_in_flight(host):
             return None
         at = max(host.next_allowed_at, host.timing.backoff_until)
+        other = self._redirect_target(host)
+        if other is not None:
+            if other.in_flight >= self._max_in_flight(other):
+                other.waiters.add(host.host_key)
+                return None
+            at = max(at, other.next_allowed_at, other.timing.backoff_until)
         limit = host.policy.max_pages
         if limit is not None and host.day_start is not None and host.day_pages >= limit:
             at = max(at, host.day_start + DAY)  # this host's daily page budget is spent
@@ -298,7 +323,7 @@ class Frontier:
 
     def finish_robots(
         self, lease: Lease, status: int | None, body: bytes = b"", location: str | None = None,
-        ip: str | None = None,
+        ip: str | None = None, retry_at: float | None = None,
     ) -> None:
         """A robots.txt fetch ended (status None = network error)."""
         host = self._release_slot(lease, ip)
@@ -307,7 +332,7 @@ class Frontier:
         if status is None:
             host.robots.on_unreachable(now, self.robots_policy)
         else:
-            host.robots.on_response(status, body, now, self.robots_policy, location)
+            host.robots.on_response(status, body, now, self.robots_policy, location, retry_at)
         self._space_next(host, lease)
         self._reschedule(host)
 
@@ -315,14 +340,26 @@ class Frontier:
         host = self.hosts[lease.host_key]
         host.in_flight -= 1
         self._in_flight -= 1
+        if lease.also_host is not None and lease.also_host in self.hosts:
+            other = self.hosts[lease.also_host]
+            other.in_flight -= 1
+            if self._max_in_flight(other) == 1:
+                other.next_allowed_at = max(other.next_allowed_at,
+                                            self.clock.now() + self.delay_for(other))
+            self._reschedule(other)
+        if host.waiters:
+            waiting, host.waiters = host.waiters, set()
+            for key in waiting:
+                if key in self.hosts and key != host.host_key:
+                    self._reschedule(self.hosts[key])
         if lease.ip is not None:
             group = self.ips[lease.ip]
             group.in_flight -= 1
             waiting, group.waiting = group.waiting, set()
             for key in waiting:
-                other = self.hosts.get(key)
-                if other is not None and key != host.host_key:
-                    self._reschedule(other)
+                peer = self.hosts.get(key)
+                if peer is not None and key != host.host_key:
+                    self._reschedule(peer)
         if ip is not None and ip != host.ip:
             host.ip = ip
             self.ips.setdefault(ip, IpState())

@@ -90,8 +90,12 @@ class RobotsState:
         now: float,
         policy: RobotsPolicy,
         location: str | None = None,
+        retry_at: float | None = None,
     ) -> str | None:
-        """Apply one robots.txt response. Returns a redirect target to fetch next, or None."""
+        """Apply one robots.txt response. Returns a redirect target to fetch next, or None.
+
+        ``retry_at`` (from a Retry-After header on a 429/503) delays the next attempt
+        beyond the usual back-off when it is later."""
         self.last_status = status
         if 200 <= status < 300:
             self.rules = RobotsTxt.parse(body[:MAX_ROBOTS_BYTES])
@@ -112,6 +116,8 @@ class RobotsState:
             return None
         # 5xx, 429, a 3xx without Location, or anything odd: unreachable
         self.on_unreachable(now, policy)
+        if retry_at is not None:
+            self.retry_at = max(self.retry_at, retry_at)
         return None
 
     def on_unreachable(self, now: float, policy: RobotsPolicy) -> None:

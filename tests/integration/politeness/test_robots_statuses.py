@@ -155,10 +155,5 @@ def test_cross_host_redirect_keeps_each_hosts_delay_except_the_hop(crawled_cross
     assert politeness_violations(own, delay=CROSS_DELAY, max_in_flight=1) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap: a cross-host robots.txt redirect is fetched under the origin "
-    "host's delay and in-flight slot, not the target host's (scheduler)",
-)
 def test_cross_host_robots_hop_counts_against_the_target_host(crawled_cross: Crawled) -> None:
     assert politeness_violations(crawled_cross.log, delay=CROSS_DELAY, max_in_flight=1) == []

@@ -77,3 +77,12 @@ def test_restore_uses_only_a_fresh_copy_as_current() -> None:
     assert fresh.status is RobotsStatus.OK and not fresh.needs_fetch(10.0)
     assert stale.status is RobotsStatus.UNKNOWN and stale.needs_fetch(5000.0)
     assert stale.last_good is not None  # still there if the refetch finds it unreachable
+
+
+def test_retry_after_on_robots_503_delays_the_retry() -> None:
+    state = RobotsState()
+    state.on_response(503, b"", 0.0, POLICY, retry_at=900.0)
+    assert not state.needs_fetch(899.0) and state.needs_fetch(900.0)
+    other = RobotsState()
+    other.on_response(503, b"", 0.0, POLICY, retry_at=10.0)  # earlier than the back-off
+    assert other.retry_at == 60.0
