@@ -15,6 +15,7 @@ from typing import Any
 
 from courtier import __version__
 from courtier.cli_admin import add_admin_commands, run_admin
+from courtier.cli_query import add_query_commands, run_query
 from courtier.config import SCOPES, CrawlConfig, build_config
 from courtier.errors import ConfigError, CourtierError
 from courtier.intake import SeedProblem
@@ -48,6 +49,8 @@ def add_crawl_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-depth", type=int, help="link hops from a seed")
     p.add_argument("--max-pages", type=int, help="stop after this many page fetches")
     p.add_argument("--max-seconds", type=float, help="stop after this many seconds")
+    p.add_argument("--daily-budget", type=int,
+                   help="page fetches per 24 h across all hosts (every outcome counts)")
     p.add_argument("--user-agent", help="User-Agent (its product token is matched by robots.txt)")
     p.add_argument("--resolve", type=Path, help="hosts file (IP name…) overriding DNS")
     p.add_argument("--allow-network", action="append",
@@ -84,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--delay", type=float, default=0.2, help="per-host delay (0.2)")
     demo.add_argument("--progress", choices=("auto", "bar", "log", "none"), default="auto")
     add_admin_commands(sub)
+    add_query_commands(sub)
     return parser
 
 
@@ -132,6 +136,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_demo(args)
         if args.command in ("policy", "events", "export"):
             return run_admin(args)
+        if args.command in ("seed", "url", "domain", "stats"):
+            return run_query(args)
     except ConfigError as exc:
         print(f"courtier: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

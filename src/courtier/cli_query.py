@@ -1,0 +1,116 @@
+"""``seed add``, ``url``, ``domain stats`` and ``stats``: the same answers from the
+store of a crawl (``--data``) or from a running crawl's admin API (``--api URL``).
+
+Both paths go through the API's own code: ``--data`` builds a store-only
+control in this process and calls the same application in memory, so the
+JSON printed is identical either way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+from urllib.parse import quote
+
+import aiohttp
+from aiohttp.test_utils import TestClient, TestServer
+
+from courtier.api.control import StoreOnlyControl
+from courtier.api.server import make_app
+from courtier.errors import ConfigError, CourtierError, InvalidURL
+from courtier.intake import read_seed_lines
+from courtier.store.sqlite import SqliteStore
+from courtier.urls import canonicalize
+
+
+def add_query_commands(sub: Any) -> None:
+    def common(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--data", type=Path, default=Path("crawl-data"),
+                            help="the crawl's --data directory (used when --api is not given)")
+        parser.add_argument("--api", help="a running crawl's admin API, e.g. http://127.0.0.1:8790")
+        parser.add_argument("--api-token", help="bearer token (or COURTIER_API_TOKEN)")
+
+    seed = sub.add_parser("seed", help="add seeds to a crawl")
+    seed_sub = seed.add_subparsers(dest="action", required=True)
+    add = seed_sub.add_parser("add", help="add seed URLs (each checked on its own)")
+    add.add_argument("urls", nargs="*")
+    add.add_argument("--file", type=Path, help="one URL per line, # comments")
+    common(add)
+    url = sub.add_parser("url", help="a URL's state: fetches, schedule, digest, WARC location")
+    url.add_argument("url")
+    common(url)
+    domain = sub.add_parser("domain", help="per-domain figures")
+    domain_sub = domain.add_subparsers(dest="action", required=True)
+    stats = domain_sub.add_parser("stats", help="fetched, errors, robots and back-off state")
+    stats.add_argument("domain")
+    common(stats)
+    crawl_stats = sub.add_parser("stats", help="crawl-wide figures")
+    common(crawl_stats)
+
+
+def _request(args: argparse.Namespace) -> tuple[str, str, Any]:
+    """(method, path, JSON body) of the API call that answers this command."""
+    if args.command == "seed":
+        urls = list(args.urls)
+        if args.file is not None:
+            try:
+                urls += [text for _, text in read_seed_lines(args.file)]
+            except OSError as exc:
+                raise ConfigError(f"--file {args.file}: {exc.strerror}") from None
+        if not urls:
+            raise ConfigError("seed add: give URLs or --file")
+        return "POST", "/v1/seeds", {"urls": urls, "extend_scope": True}
+    if args.command == "url":
+        try:
+            key = canonicalize(args.url).url_key.hex()
+        except InvalidURL as exc:
+            raise ConfigError(f"not a crawlable URL: {args.url!r} ({exc})") from None
+        return "GET", f"/v1/urls/{key}", None
+    if args.command == "domain":
+        return "GET", f"/v1/domains/{quote(args.domain, safe=':')}/stats", None
+    return "GET", "/v1/stats", None
+
+
+async def _call_api(base: str, token: str | None, method: str, path: str,
+                    body: Any) -> tuple[int, Any]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    timeout = aiohttp.ClientTimeout(total=30)
+    try:
+        async with aiohttp.ClientSession(timeout=timeout) as session, session.request(
+            method, base.rstrip("/") + path, json=body, headers=headers) as resp:
+            return resp.status, await resp.json(content_type=None)
+    except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+        raise CourtierError(f"--api {base}: {exc}") from None
+
+
+async def _call_store(data: Path, method: str, path: str, body: Any) -> tuple[int, Any]:
+    db = data / "courtier.db"
+    if not db.exists():
+        raise ConfigError(f"--data {data}: no crawl database here ({db} does not exist)")
+    store = SqliteStore(db)
+    await store.open()
+    try:
+        app = make_app(StoreOnlyControl(store), None, None)
+        async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+            resp = await client.request(method, path, json=body)
+            return resp.status, await resp.json()
+    finally:
+        await store.close()
+
+
+def run_query(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    """Print the answer as JSON; exit 0 on 2xx, 1 on a 4xx/5xx answer (printed too)."""
+    stream = out or sys.stdout
+    method, path, body = _request(args)
+    if args.api:
+        token = args.api_token or os.environ.get("COURTIER_API_TOKEN")
+        status, answer = asyncio.run(_call_api(args.api, token, method, path, body))
+    else:
+        status, answer = asyncio.run(_call_store(args.data, method, path, body))
+    stream.write(json.dumps(answer, indent=2, sort_keys=True) + "\n")
+    return 0 if 200 <= status < 300 else 1
