@@ -22,6 +22,7 @@ from courtier.intake import SeedProblem
 from courtier.progress import summary_line
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+DEFAULT_WORKER_API = "127.0.0.1:8790"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -80,6 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     crawl = sub.add_parser("crawl", help="crawl from seeds; resumes on the same --data")
     add_crawl_flags(crawl)
+    worker = sub.add_parser(
+        "worker", help="long-running service: crawl continuously (recrawls included) and "
+                       "always serve the admin API (default 127.0.0.1:8790)")
+    add_crawl_flags(worker)
     demo = sub.add_parser("demo", help="crawl a built-in multi-host test web on loopback")
     demo.add_argument("--data", type=Path, help="where to put the demo crawl (a temp dir)")
     demo.add_argument("--hosts", type=int, default=6, help="virtual hosts (6)")
@@ -106,9 +111,14 @@ def _print_problem(problem: SeedProblem) -> None:
 def cmd_crawl(args: argparse.Namespace) -> int:
     from courtier.app import run
 
+    if args.command == "worker":
+        args.continuous = True
+        args.api = args.api or DEFAULT_WORKER_API
     config = config_from_args(args)
     resuming = (config.data / "courtier.db").exists()
-    if not config.seeds and config.seeds_file is None and not resuming:
+    if args.command == "worker":
+        pass  # a service may start empty: seeds arrive through the API
+    elif not config.seeds and config.seeds_file is None and not resuming:
         raise ConfigError("no seeds: give seed URLs, --seeds-file, or --data of an earlier crawl")
     status = run(config, config.progress, _print_problem)
     print(summary_line(status))
@@ -130,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        if args.command == "crawl":
+        if args.command in ("crawl", "worker"):
             return cmd_crawl(args)
         if args.command == "demo":
             return cmd_demo(args)
