@@ -250,3 +250,65 @@ def test_dns_turning_private_blocks_the_host_without_a_request() -> None:
             ("steady.sim", p) for p in ["/", *(f"/p/{i}" for i in range(10))]}
 
     run_virtual(go())
+
+
+class SlowStore(MemoryStore):
+    """Commits take ``stall`` virtual seconds between ``start`` and ``end`` (a stalled
+    disk); records when each discovered URL became durable."""
+
+    def __init__(self, clock: LoopClock, start: float = 1e18, end: float = 1e18,
+                 stall: float = 0.0) -> None:
+        super().__init__(clock)
+        self.window = (start, end)
+        self.stall = stall
+        self.lags: list[float] = []
+        self.stalled_commits = 0
+
+    async def commit(self, commits: Sequence[FetchCommit],
+                     host_stats: Sequence[HostStatsDelta] = ()) -> CommitResult:
+        now = self.clock.now()
+        if self.window[0] <= now - self.clock.epoch < self.window[1]:
+            self.stalled_commits += 1
+            await asyncio.sleep(self.stall)
+        result = await super().commit(commits, host_stats)
+        done = self.clock.now()
+        self.lags += [done - c.fetched_at for c in commits if c.new_urls]
+        return result
+
+
+def test_discovered_urls_are_durable_within_one_second() -> None:
+    async def go() -> None:
+        crawl = SimCrawl(small_web(n_hosts=8), sim_config(delay=0.5))
+        store = SlowStore(crawl.clock)
+        crawl.store = store
+        await crawl.run()
+        assert store.lags and max(store.lags) <= 1.0
+
+    run_virtual(go())
+
+
+def test_a_stalled_store_slows_fetching_instead_of_growing_memory() -> None:
+    async def go() -> None:
+        web = small_web(n_hosts=8, pages=30)
+        crawl = SimCrawl(web, sim_config(delay=0.2, concurrency=4))
+        store = SlowStore(crawl.clock, start=5.0, end=6.0, stall=60.0)
+        crawl.store = store
+        pending_peak = 0
+
+        async def watch(worker: Worker, clock: LoopClock) -> None:
+            nonlocal pending_peak
+            while True:
+                pending_peak = max(pending_peak, len(worker._pending))
+                await asyncio.sleep(0.1)
+
+        report = await crawl.run(during=watch)
+        assert store.stalled_commits >= 1
+        stall_start = crawl.clock.epoch + 5.0
+        during = [r for r in crawl.observer.requests
+                  if stall_start + 2.0 < r.start < stall_start + 60.0]
+        assert during == []  # nothing new was fetched while the commit hung
+        assert pending_peak <= 4 + 200  # one batch plus what was in flight, never more
+        assert set(page_counts(crawl)) == allowed(web)  # and nothing was lost
+        assert report.violations == []
+
+    run_virtual(go())
