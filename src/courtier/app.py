@@ -84,7 +84,8 @@ async def crawl(
     for report in recover_warc_dir(str(warc_root)):
         log.warning("repaired WARC file after an unclean stop: %s", report)
     overrides = load_hosts_file(str(config.resolve)) if config.resolve else None
-    guard = AddressGuard(allow=config.allow_network)
+    ports = {int(p) for p in config.allowed_ports} or None
+    guard = AddressGuard(allow=config.allow_network, allowed_ports=ports)
     clock = RealClock()
     resolver = Resolver(guard, overrides=overrides, clock=clock)
     transport = AiohttpTransport(resolver, limit_per_host=config.max_in_flight_per_host)

@@ -56,6 +56,8 @@ def add_crawl_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--resolve", type=Path, help="hosts file (IP name…) overriding DNS")
     p.add_argument("--allow-network", action="append",
                    help="CIDR the SSRF guard should allow (repeatable), e.g. 127.0.0.0/8")
+    p.add_argument("--allowed-port", action="append", dest="allowed_ports",
+                   help="fetch only from these TCP ports (repeatable; default: any)")
     p.add_argument("--robots-expiry", type=float, help="seconds a robots.txt copy is used (86400)")
     p.add_argument("--recrawl-interval", type=float, help="seconds before a page is due again")
     p.add_argument("--probe-sitemap-xml", action="store_true", default=None,
@@ -99,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
 def config_from_args(args: argparse.Namespace) -> CrawlConfig:
     flags = {k: v for k, v in vars(args).items() if k not in ("command", "config", "verbose")}
     flags["seeds"] = tuple(args.seeds or ())
-    for name in ("include", "exclude", "allow_network"):
+    for name in ("include", "exclude", "allow_network", "allowed_ports"):
         flags[name] = tuple(flags.get(name) or ())
     return build_config(flags, args.config)
 

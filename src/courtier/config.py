@@ -43,9 +43,11 @@ class CrawlConfig:
     max_depth: int | None = None
     max_pages: int | None = None
     max_seconds: float | None = None
+    daily_budget: int | None = None    # page fetches per 24 h, all outcomes counted
     user_agent: str = DEFAULT_USER_AGENT
     resolve: Path | None = None
     allow_network: tuple[str, ...] = ()
+    allowed_ports: tuple[str, ...] = ()   # when set, the only TCP ports fetched (e.g. 80, 443)
     robots_expiry: float = 24 * 3600.0
     max_redirect_hops: int = 5
     recrawl_interval: float = 24 * 3600.0
@@ -95,6 +97,9 @@ class CrawlConfig:
                     re.compile(pattern)
                 except re.error as exc:
                     raise ConfigError(f"{flag} {pattern!r} is not a valid regex: {exc}") from None
+        for port in self.allowed_ports:
+            if not port.isdigit() or not 0 < int(port) < 65536:
+                raise ConfigError(f"--allowed-port {port!r} is not a TCP port")
         for cidr in self.allow_network:
             try:
                 ipaddress.ip_network(cidr, strict=False)

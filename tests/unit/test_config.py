@@ -55,6 +55,8 @@ def test_invalid_toml_names_the_file(tmp_path: Path) -> None:
         ({"include": ("(",)}, "--include"),
         ({"allow_network": ("not-a-cidr",)}, "--allow-network"),
         ({"robots_expiry": 200_000.0}, "--robots-expiry"),
+        ({"allowed_ports": ("http",)}, "--allowed-port"),
+        ({"allowed_ports": ("70000",)}, "--allowed-port"),
     ],
 )
 def test_bad_values_name_the_flag(flags: dict[str, object], message: str) -> None:

@@ -362,9 +362,16 @@ class WorkerControl(StoreOnlyControl):
     def _live_host(self, host_key: str) -> dict[str, Any] | None:
         frontier = self.worker.frontier
         host = frontier.hosts.get(host_key)
+        traps = self.worker.intake.traps
+        throttled = [] if traps is None else [
+            {"template": r.template, "admitted": r.admitted, "discovered": r.discovered,
+             "duplicate_share": r.duplicate_share, "since": r.since, "reason": r.reason}
+            for r in traps.throttled(host_key)]
         if host is None:
-            return None
-        return views.live_host_view(host, self.clock.now(), frontier.delay_for(host))
+            return None if not throttled else {"throttled_templates": throttled}
+        view = views.live_host_view(host, self.clock.now(), frontier.delay_for(host))
+        view["throttled_templates"] = throttled
+        return view
 
     def _live_robots(self, host_key: str, url: str) -> dict[str, Any] | None:
         host = self.worker.frontier.hosts.get(host_key)
