@@ -55,7 +55,7 @@ async def test_worker_takes_seeds_over_the_api_and_stops_cleanly(tmp_path: Path)
                 assert expected <= web.fetched_urls()
             assert proc.returncode is None  # a service does not end when idle
             proc.send_signal(signal.SIGTERM)
-            out, err = await asyncio.wait_for(proc.communicate(), 30)
+            _, err = await asyncio.wait_for(proc.communicate(), 30)
             assert proc.returncode == 0, err.decode()
         finally:
             if proc.returncode is None:
