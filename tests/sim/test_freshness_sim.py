@@ -42,3 +42,20 @@ def test_mirrored_pages_become_revisits_and_keep_their_links() -> None:
         assert len(digests) == 8
 
     run_virtual(go())
+
+
+def test_daily_budget_caps_fetches_per_day() -> None:
+    web = SimWeb([SimHost(f"b{i}.sim", ip=f"192.0.2.{i}", pages=20, cross_links=0)
+                  for i in range(3)])
+    one_shot = simulate(web, sim_config(delay=0.5, daily_budget=25))
+    pages = [r for r in one_shot.requests if r.path != "/robots.txt"]
+    assert len(pages) == 25
+    assert one_shot.status.stop_reason == "daily budget spent"
+    web = SimWeb([SimHost(f"c{i}.sim", ip=f"192.0.2.{i}", pages=20, cross_links=0)
+                  for i in range(3)])
+    continuous = simulate(web, sim_config(delay=0.5, daily_budget=25, continuous=True,
+                                          max_seconds=1.5 * 24 * 3600))
+    origin = min(r.start for r in continuous.requests)  # the budget window opens here
+    starts = sorted(r.start for r in continuous.requests if r.path != "/robots.txt")
+    first_day = [t for t in starts if t < origin + 24 * 3600]
+    assert len(first_day) == 25 and len(starts) > 25  # the budget renews after 24 h
