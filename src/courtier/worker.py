@@ -392,6 +392,7 @@ class Worker:
         retry_at = parse_retry_after(resp.header("retry-after"), now)
         self.frontier.finish_page(
             lease, FetchFeedback(resp.status, resp.elapsed, retry_at, resp.remote_ip))
+        await self._persist_backoff(lease, now)
         first_copy = await self._first_copy(resp) if 200 <= resp.status < 300 else None
         try:
             commit = self.processor.fetched(lease, resp, now, first_copy)
@@ -459,6 +460,16 @@ class Worker:
         elif klass == 5:
             stats.status_5xx += 1
             stats.errors += 1
+
+    async def _persist_backoff(self, lease: Lease, now: float) -> None:
+        """A long pause (beyond the release horizon) is saved so a restart keeps it."""
+        host = self.frontier.hosts.get(lease.host_key)
+        if host is None or host.timing.backoff_until <= now + self.frontier.release_horizon:
+            return
+        try:
+            await self.store.save_backoff(host.host_key, host.shard, host.timing.backoff_until)
+        except StoreError as exc:
+            log.warning("could not save the back-off of %s: %s", host.host_key, exc)
 
     def _finished(self, lease: Lease, status: int | None) -> None:
         self.auditor.on_finish(lease.host_key)

@@ -606,3 +606,16 @@ async def test_concurrent_mixed_calls(store: Store) -> None:
     loaded = [d.url for batch in results for d in batch]
     assert len(loaded) == 40 and len(set(loaded)) == 40
     assert (await counts)["urls"] == 40
+
+
+async def test_unreachable_robots_keeps_the_last_good_body(store: Store) -> None:
+    await store.save_robots(HostRecord("a.test", 1, robots_status=200, robots_body=b"ok"))
+    await store.save_robots(HostRecord("a.test", 1, robots_status=503, robots_body=None))
+    host = await store.load_host("a.test")
+    assert host is not None and (host.robots_status, host.robots_body) == (503, b"ok")
+
+
+async def test_backoff_round_trip(store: Store) -> None:
+    await store.save_backoff("a.test", 1, T0 + 600)
+    host = await store.load_host("a.test")
+    assert host is not None and host.backoff_until == T0 + 600

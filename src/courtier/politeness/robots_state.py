@@ -140,6 +140,11 @@ class RobotsState:
         """Reload a copy saved in the store; an expired one only serves as the last good copy."""
         if status is None:
             return
+        if body is not None and not 200 <= status < 300:
+            # unreachable (or unavailable) last time: the stored body is the last good copy
+            self.last_good = RobotsTxt.parse(body)
+            self.last_good_at = fetched_at
+            return
         if body is not None and 200 <= status < 300:
             rules = RobotsTxt.parse(body)
             self.last_good = rules

@@ -259,7 +259,9 @@ class Store(Protocol):
     async def load_host(self, host_key: str) -> HostRecord | None: ...
 
     async def save_robots(self, record: HostRecord) -> None:
-        """Upsert the robots fields (status, body, fetched/expires, digest, crawl_delay)."""
+        """Upsert the robots fields (status, body, fetched/expires, digest, crawl_delay).
+
+        A ``robots_body`` of None keeps the stored body (the last good copy)."""
 
     async def set_policy(
         self,
@@ -271,6 +273,10 @@ class Store(Protocol):
         blocked: bool,
     ) -> None:
         """Upsert a host's policy override; None means "use the default"."""
+
+    async def save_backoff(self, host_key: str, shard: int, until: float) -> None:
+        """Record that a host pauses until ``until`` (429/5xx/errors), so a restart or a
+        new shard owner keeps the pause."""
 
     async def policies_changed(self, since: float) -> list[HostRecord]:
         """Hosts whose policy override was set or cleared after ``since`` (store clock),

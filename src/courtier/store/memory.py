@@ -240,9 +240,15 @@ class MemoryStore:
 
     async def save_robots(self, record: HostRecord) -> None:
         host = self.hosts.setdefault(record.host_key, HostRecord(record.host_key, record.shard))
-        for name in ("robots_status", "robots_body", "robots_fetched_at", "robots_expires_at",
+        for name in ("robots_status", "robots_fetched_at", "robots_expires_at",
                      "robots_digest", "crawl_delay"):
             setattr(host, name, getattr(record, name))
+        if record.robots_body is not None:  # None keeps the last good copy
+            host.robots_body = record.robots_body
+
+    async def save_backoff(self, host_key: str, shard: int, until: float) -> None:
+        host = self.hosts.setdefault(host_key, HostRecord(host_key, shard))
+        host.backoff_until = until
 
     async def set_policy(self, host_key: str, shard: int, delay: float | None,
                          max_in_flight: int | None, max_pages: int | None,

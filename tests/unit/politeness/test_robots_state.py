@@ -86,3 +86,12 @@ def test_retry_after_on_robots_503_delays_the_retry() -> None:
     other = RobotsState()
     other.on_response(503, b"", 0.0, POLICY, retry_at=10.0)  # earlier than the back-off
     assert other.retry_at == 60.0
+
+
+def test_restore_after_an_unreachable_status_keeps_the_last_good_copy() -> None:
+    state = RobotsState()
+    state.restore(BODY, 503, fetched_at=0.0, expires_at=1000.0, now=10.0)
+    assert state.status is RobotsStatus.UNKNOWN and state.needs_fetch(10.0)
+    state.on_unreachable(10.0, POLICY)  # still down after the restart
+    rules = state.rules_in_force()
+    assert rules is not None and not rules.allowed("courtier", "/no")

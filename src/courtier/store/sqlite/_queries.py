@@ -286,13 +286,17 @@ def load_host(conn: sqlite3.Connection, host_key: str) -> HostRecord | None:
 
 
 def save_robots(conn: sqlite3.Connection, record: HostRecord, now: float) -> None:
-    """Upsert exactly the robots fields of ``record``; policy and counters are kept."""
+    """Upsert exactly the robots fields of ``record``; policy and counters are kept.
+
+    A ``robots_body`` of None keeps the stored body: it is the last good copy,
+    which RFC 9309 says to keep obeying while robots.txt is unreachable."""
     conn.execute(
         "INSERT INTO hosts (host_key, shard, robots_status, robots_body, robots_fetched_at,"
         " robots_expires_at, robots_digest, crawl_delay, updated_at)"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
         " ON CONFLICT (host_key) DO UPDATE SET shard = excluded.shard,"
-        " robots_status = excluded.robots_status, robots_body = excluded.robots_body,"
+        " robots_status = excluded.robots_status,"
+        " robots_body = COALESCE(excluded.robots_body, robots_body),"
         " robots_fetched_at = excluded.robots_fetched_at,"
         " robots_expires_at = excluded.robots_expires_at,"
         " robots_digest = excluded.robots_digest, crawl_delay = excluded.crawl_delay,"
@@ -308,6 +312,18 @@ def save_robots(conn: sqlite3.Connection, record: HostRecord, now: float) -> Non
             record.crawl_delay,
             now,
         ),
+    )
+
+
+def save_backoff(
+    conn: sqlite3.Connection, host_key: str, shard: int, until: float, now: float
+) -> None:
+    """Upsert a host's back-off end (a pause survives a restart)."""
+    conn.execute(
+        "INSERT INTO hosts (host_key, shard, backoff_until, updated_at) VALUES (?, ?, ?, ?)"
+        " ON CONFLICT (host_key) DO UPDATE SET backoff_until = excluded.backoff_until,"
+        " updated_at = excluded.updated_at",
+        (host_key, shard, until, now),
     )
 
 

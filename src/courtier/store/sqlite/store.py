@@ -304,6 +304,12 @@ class SqliteStore:
 
     # -- payloads, events, figures ----------------------------------------------
 
+    async def save_backoff(self, host_key: str, shard: int, until: float) -> None:
+        now = self._clock.now()
+        await self._tx(
+            "save_backoff", lambda conn: _queries.save_backoff(conn, host_key, shard, until, now)
+        )
+
     async def policies_changed(self, since: float) -> list[HostRecord]:
         return await self._tx(
             "policies_changed", lambda conn: _queries.policies_changed(conn, since), write=False
