@@ -14,11 +14,13 @@ import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TextIO
+from urllib.parse import quote
 
+from courtier.cli_query import add_api_flags, call
 from courtier.errors import ConfigError, InvalidURL
 from courtier.store.base import Store
 from courtier.store.sqlite import SqliteStore
-from courtier.urls import canonicalize, shard_of
+from courtier.urls import canonicalize
 
 
 def add_admin_commands(sub: Any) -> None:
@@ -26,7 +28,7 @@ def add_admin_commands(sub: Any) -> None:
     policy = sub.add_parser("policy", help="per-host politeness overrides")
     actions = policy.add_subparsers(dest="action", required=True)
     pset = actions.add_parser("set", help="override delay, in-flight cap, daily pages, block")
-    pset.add_argument("host", help="host name (both http and https) or scheme://host[:port]")
+    pset.add_argument("host", help="host name or host:port (both http and https), or a URL")
     pset.add_argument("--delay", type=float, help="seconds between request starts")
     pset.add_argument("--max-in-flight", type=int, help="concurrent requests")
     pset.add_argument("--max-pages-per-day", type=int, help="page fetches per 24 h")
@@ -36,29 +38,30 @@ def add_admin_commands(sub: Any) -> None:
         parser.add_argument("host")
     for parser in actions.choices.values():
         parser.add_argument("--data", type=Path, default=Path("crawl-data"),
-                            help="the crawl's --data directory")
+                            help="the crawl's --data directory (used when --api is not given)")
+        add_api_flags(parser)
     events = sub.add_parser("events", help="the outbox of fetch results, as JSON lines")
     events.add_argument("--data", type=Path, default=Path("crawl-data"))
     events.add_argument("--after", type=int, default=0, help="cursor: last event id seen")
     events.add_argument("--limit", type=int, default=1000)
     events.add_argument("--follow", action="store_true", help="keep waiting for new events")
     events.add_argument("--max-seconds", type=float, help="stop following after this long")
+    add_api_flags(events)
     export = sub.add_parser("export", help="export crawl records as JSON lines")
     export.add_argument("what", choices=("audit",),
                         help="audit: one line per fetch with robots.txt version and delay applied")
     export.add_argument("--data", type=Path, default=Path("crawl-data"))
 
 
-def host_keys_of(host: str) -> list[str]:
-    """A bare host names both its http and https origins; a URL names one."""
+def domain_of(host: str) -> str:
+    """The API's ``{domain}`` (host or host:port) of a host name or URL."""
     text = host if "://" in host else f"http://{host}/"
     try:
         url = canonicalize(text)
     except InvalidURL as exc:
         raise ConfigError(f"not a host name or URL: {host!r} ({exc})") from None
-    if "://" in host:
-        return [url.host_key]
-    return [url.host_key, canonicalize(f"https://{host}/").host_key]
+    authority = url.host_key.split("://", 1)[1]
+    return authority
 
 
 async def _with_store(data: Path, job: Callable[[Store], Awaitable[int]]) -> int:
@@ -73,39 +76,36 @@ async def _with_store(data: Path, job: Callable[[Store], Awaitable[int]]) -> int
         await store.close()
 
 
-async def _policy(args: argparse.Namespace, store: Store, out: TextIO) -> int:
-    for key in host_keys_of(args.host):
-        if args.action == "set":
-            await store.set_policy(key, shard_of(key), args.delay, args.max_in_flight,
-                                   args.max_pages_per_day, bool(args.block))
-        elif args.action == "clear":
-            await store.set_policy(key, shard_of(key), None, None, None, False)
-        record = await store.load_host(key)
-        policy = {
-            "host": key,
-            "delay": record.policy_delay if record else None,
-            "max_in_flight": record.policy_max_in_flight if record else None,
-            "max_pages_per_day": record.policy_max_pages if record else None,
-            "blocked": bool(record.blocked) if record else False,
-            "robots_crawl_delay": record.crawl_delay if record else None,
-        }
-        out.write(json.dumps(policy) + "\n")
-    return 0
+async def _policy(args: argparse.Namespace, out: TextIO) -> int:
+    path = f"/v1/domains/{quote(domain_of(args.host), safe=':')}/policy"
+    if args.action == "set":
+        body = {"delay": args.delay, "max_in_flight": args.max_in_flight,
+                "max_pages": args.max_pages_per_day, "blocked": bool(args.block)}
+        status, answer = await call(args, "PUT", path, body)
+    elif args.action == "clear":
+        status, answer = await call(args, "DELETE", path)
+    else:
+        status, answer = await call(args, "GET", path)
+    out.write(json.dumps(answer, sort_keys=True) + "\n")
+    return 0 if 200 <= status < 300 else 1
 
 
-async def _events(args: argparse.Namespace, store: Store, out: TextIO) -> int:
+async def _events(args: argparse.Namespace, out: TextIO) -> int:
     cursor, loop = args.after, asyncio.get_running_loop()
     deadline = None if args.max_seconds is None else loop.time() + args.max_seconds
     while True:
-        batch = await store.read_events(cursor, args.limit)
-        for event in batch:
-            out.write(json.dumps({"id": event.id, "created_at": event.created_at,
-                                  **event.payload}, sort_keys=True) + "\n")
-            cursor = event.id
+        status, answer = await call(args, "GET",
+                                    f"/v1/events?after={cursor}&limit={args.limit}")
+        if not 200 <= status < 300:
+            out.write(json.dumps(answer, sort_keys=True) + "\n")
+            return 1
+        for event in answer["events"]:
+            out.write(json.dumps(event, sort_keys=True) + "\n")
+        cursor = answer.get("next_after", cursor)
         out.flush()
         if not args.follow or (deadline is not None and loop.time() >= deadline):
             return 0
-        if not batch:
+        if not answer["events"]:
             await asyncio.sleep(0.5)
 
 
@@ -121,7 +121,7 @@ async def _export_audit(store: Store, out: TextIO) -> int:
 def run_admin(args: argparse.Namespace, out: TextIO | None = None) -> int:
     stream = out or sys.stdout
     if args.command == "policy":
-        return asyncio.run(_with_store(args.data, lambda s: _policy(args, s, stream)))
+        return asyncio.run(_policy(args, stream))
     if args.command == "events":
-        return asyncio.run(_with_store(args.data, lambda s: _events(args, s, stream)))
+        return asyncio.run(_events(args, stream))
     return asyncio.run(_with_store(args.data, lambda s: _export_audit(s, stream)))

@@ -32,8 +32,7 @@ def add_query_commands(sub: Any) -> None:
     def common(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--data", type=Path, default=Path("crawl-data"),
                             help="the crawl's --data directory (used when --api is not given)")
-        parser.add_argument("--api", help="a running crawl's admin API, e.g. http://127.0.0.1:8790")
-        parser.add_argument("--api-token", help="bearer token (or COURTIER_API_TOKEN)")
+        add_api_flags(parser)
 
     seed = sub.add_parser("seed", help="add seeds to a crawl")
     seed_sub = seed.add_subparsers(dest="action", required=True)
@@ -103,14 +102,24 @@ async def _call_store(data: Path, method: str, path: str, body: Any) -> tuple[in
         await store.close()
 
 
+async def call(args: argparse.Namespace, method: str, path: str,
+               body: Any = None) -> tuple[int, Any]:
+    """One admin API call, to ``--api`` when given, else in-process over ``--data``."""
+    if getattr(args, "api", None):
+        token = args.api_token or os.environ.get("COURTIER_API_TOKEN")
+        return await _call_api(args.api, token, method, path, body)
+    return await _call_store(args.data, method, path, body)
+
+
+def add_api_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--api", help="a running crawl's admin API, e.g. http://127.0.0.1:8790")
+    parser.add_argument("--api-token", help="bearer token (or COURTIER_API_TOKEN)")
+
+
 def run_query(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Print the answer as JSON; exit 0 on 2xx, 1 on a 4xx/5xx answer (printed too)."""
     stream = out or sys.stdout
     method, path, body = _request(args)
-    if args.api:
-        token = args.api_token or os.environ.get("COURTIER_API_TOKEN")
-        status, answer = asyncio.run(_call_api(args.api, token, method, path, body))
-    else:
-        status, answer = asyncio.run(_call_store(args.data, method, path, body))
+    status, answer = asyncio.run(call(args, method, path, body))
     stream.write(json.dumps(answer, indent=2, sort_keys=True) + "\n")
     return 0 if 200 <= status < 300 else 1

@@ -12,7 +12,7 @@ import pytest
 
 from courtier.app import crawl
 from courtier.cli import main
-from courtier.cli_admin import host_keys_of, run_admin
+from courtier.cli_admin import domain_of, run_admin
 from courtier.testweb import TestWebServer, default_web
 from tests.integration.crawl.test_crawl_testweb import config_for
 
@@ -25,9 +25,10 @@ def admin(*argv: str) -> list[dict[str, object]]:
     return [json.loads(line) for line in out.getvalue().splitlines()]
 
 
-def test_host_keys_of_bare_host_and_url() -> None:
-    assert host_keys_of("Example.COM") == ["http://example.com", "https://example.com"]
-    assert host_keys_of("https://a.test:8443/x") == ["https://a.test:8443"]
+def test_domain_of_host_names_and_urls() -> None:
+    assert domain_of("Example.COM") == "example.com"
+    assert domain_of("https://a.test:8443/x") == "a.test:8443"
+    assert domain_of("a.test:8080") == "a.test:8080"
 
 
 def test_admin_commands_need_an_existing_crawl(tmp_path: Path,
@@ -66,9 +67,9 @@ async def test_policy_block_applies_to_a_running_crawl_within_seconds(tmp_path: 
                     and r.path_qs != "/robots.txt"]:
                 break
             await asyncio.sleep(0.05)
-        rows = await asyncio.to_thread(admin, "policy", "set", f"http://{target}", "--block",
+        rows = await asyncio.to_thread(admin, "policy", "set", target, "--block",
                                        "--data", str(data))
-        assert rows[0]["blocked"] is True
+        assert rows[0]["policy"]["blocked"] is True  # type: ignore[index]
         blocked_mono = time.monotonic()
         status = await task
         late = [r for r in server.log if r.host == target.split(":")[0]
@@ -77,4 +78,4 @@ async def test_policy_block_applies_to_a_running_crawl_within_seconds(tmp_path: 
     assert status.denied > 0  # the rest of that host's queue was refused, not fetched
     cleared = await asyncio.to_thread(admin, "policy", "clear", f"http://{target}",
                                       "--data", str(data))
-    assert cleared[0]["blocked"] is False
+    assert cleared[0]["policy"]["blocked"] is False  # type: ignore[index]

@@ -11,9 +11,22 @@ import pytest
 
 from courtier.app import crawl
 from courtier.cli import build_parser
+from courtier.cli_admin import run_admin
 from courtier.cli_query import run_query
 from courtier.testweb import TestWebServer, default_web
 from tests.integration.crawl.test_crawl_testweb import config_for
+
+
+def admin(*argv: str) -> tuple[int, dict[str, object]]:
+    out = io.StringIO()
+    code = run_admin(build_parser().parse_args(list(argv)), out)
+    return code, json.loads(out.getvalue())
+
+
+def admin_lines(*argv: str) -> tuple[int, list[dict[str, object]]]:
+    out = io.StringIO()
+    code = run_admin(build_parser().parse_args(list(argv)), out)
+    return code, [json.loads(line) for line in out.getvalue().splitlines()]
 
 
 def query(*argv: str) -> tuple[int, dict[str, object]]:
@@ -39,6 +52,12 @@ async def test_same_answers_from_the_store_and_from_the_api(tmp_path: Path) -> N
         code, live = await asyncio.to_thread(query, "url", seed, "--api", urls[0])
         row = live["url"]
         assert code == 0 and row["url"] == seed and row["version"] >= 1  # type: ignore[index]
+        code, policy = await asyncio.to_thread(admin, "policy", "set", seed.split("/")[2],
+                                               "--delay", "0.5", "--api", urls[0])
+        assert code == 0 and policy["policy"]["delay"] == 0.5  # type: ignore[index]
+        assert policy["applied_live"]  # the running scheduler has it now
+        code, events = await asyncio.to_thread(admin_lines, "events", "--api", urls[0])
+        assert code == 0 and events and all("url_key" in e for e in events)
         code, live_stats = await asyncio.to_thread(query, "stats", "--api", urls[0])
         assert code == 0 and live_stats["running"] is True
         assert live_stats["status"]["fetched"] >= 1  # type: ignore[index]
