@@ -9,8 +9,9 @@ Contract beyond the protocol:
   own DNS cache is disabled and its resolver is an adapter that hands back
   exactly the addresses this fetch checked, so the socket goes to a checked
   address (no second lookup, no DNS rebinding); IP literals are checked too.
-* Keep-alive connections are pooled per host. Redirects are never followed,
-  cookies never stored, environment proxies ignored.
+* Keep-alive connections are pooled per host; one that received bytes while
+  idle is closed, never reused (no response desync). Redirects are never
+  followed, cookies never stored, environment proxies ignored.
 * ``Accept-Encoding: gzip, deflate, br`` is always sent (replacing a caller's
   value) and the body is decoded here, not by aiohttp: nested encodings are
   undone in reverse order, ``deflate`` may be zlib-wrapped or raw, a gzip
@@ -96,6 +97,34 @@ class _PinnedResolver(AbstractResolver):
 
     async def close(self) -> None:
         """The wrapped :class:`Resolver` belongs to the caller; nothing to release."""
+
+
+class _CleanConnector(aiohttp.TCPConnector):
+    """A connector that never hands out a connection with unread bytes in it.
+
+    aiohttp parses whatever arrives on an idle pooled connection (an
+    unsolicited ``408``, or a second response smuggled behind a short
+    ``Content-Length``) and queues it, so the next request on that
+    connection would be answered with it, and every later one with the reply
+    meant for the one before. Such a connection reports ``should_close``;
+    it is closed and another taken (a pooled one or a new one).
+    """
+
+    async def connect(
+        self,
+        req: aiohttp.ClientRequest,
+        traces: list[aiohttp.tracing.Trace],
+        timeout: aiohttp.ClientTimeout,  # noqa: ASYNC109 (aiohttp passes it by this name)
+    ) -> aiohttp.connector.Connection:
+        # every discarded connection leaves the pool, which holds at most
+        # limit_per_host (or limit) of them; a fresh one is clean unless the
+        # server talks before being asked
+        for _ in range((self.limit_per_host or self.limit or 64) + 2):
+            conn = await super().connect(req, traces, timeout)
+            if conn.protocol is None or not conn.protocol.should_close:
+                return conn
+            conn.close()
+        raise aiohttp.ClientConnectionError("server sends bytes nobody asked for")
 
 
 class _Decoder:
@@ -250,7 +279,7 @@ class AiohttpTransport:
         if self._closed:
             raise ConnectError("transport is closed")
         if self._session is None:
-            connector = aiohttp.TCPConnector(
+            connector = _CleanConnector(
                 resolver=_PinnedResolver(self._resolver),
                 use_dns_cache=False,
                 limit=self._limit,

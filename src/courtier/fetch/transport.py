@@ -39,10 +39,12 @@ class FetchResponse:
 
     ``raw_body`` is the payload as sent with transfer-encoding removed and
     content-encoding kept (what WARC 1.1 calls the payload); ``body`` is the
-    content-decoded payload used for parsing. When a cap was hit the body
-    holds what was read so far and ``truncated`` names the cap
-    ("length", "decoded", "time"); a truncated body is never parsed as
-    complete.
+    content-decoded payload used for parsing. When the body is incomplete it
+    holds what was read so far and ``truncated`` says why: "length" (body
+    cap), "decoded" (decompressed-size cap), "time" (timeout after the
+    headers), "disconnect" (the connection broke mid-body), "encoding"
+    (unknown or corrupt Content-Encoding); a truncated body is never parsed
+    as complete.
     """
 
     url: str
