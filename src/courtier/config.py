@@ -52,6 +52,7 @@ class CrawlConfig:
     max_redirect_hops: int = 5
     recrawl_interval: float = 24 * 3600.0
     max_retries: int = 3
+    parse_timeout: float = 10.0        # seconds for a page with very many tags (child process)
     max_body_bytes: int = 10 * 1024 * 1024
     max_decoded_bytes: int = 20 * 1024 * 1024
     connect_timeout: float = 10.0

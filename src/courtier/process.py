@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from courtier.archive.base import ArchiveWriter
 from courtier.archive.warc import REVISIT_IDENTICAL_DIGEST, REVISIT_NOT_MODIFIED, ArchivedRecord
@@ -24,7 +24,7 @@ from courtier.frontier.scheduler import path_of
 from courtier.frontier.templates import url_template
 from courtier.intake import Intake
 from courtier.outcome import Outcome
-from courtier.parse.html import parse_html
+from courtier.parse.html import ParsedPage, parse_html
 from courtier.parse.sitemaps import parse_sitemap
 from courtier.store.base import DueUrl, FetchCommit, NewUrl
 from courtier.urls import canonicalize
@@ -141,11 +141,14 @@ class PageProcessor:
                                          failure_count=failures, **fields)
 
     def fetched(self, lease: Lease, resp: FetchResponse, now: float,
-                first_copy: FirstCopy | None = None) -> FetchCommit:
+                first_copy: FirstCopy | None = None,
+                parsed: ParsedPage | Literal[False] | None = False) -> FetchCommit:
         """An HTTP response: archive it, classify it, extract links from HTML.
 
         ``first_copy`` is where an identical payload was archived before (from the
         store's payload index); the response is then written as a revisit record.
+        ``parsed`` is a page already parsed under a time budget (None: the budget ran
+        out, the page is kept without links; False: parse it here).
         """
         due = lease.due
         assert due is not None
@@ -163,7 +166,7 @@ class PageProcessor:
             fields.update(warc_file=loc.file, warc_offset=loc.offset, warc_length=loc.length,
                           payload_digest=record.payload_digest)
         if 200 <= status < 300:
-            return self._ok(lease, due, resp, now, record, fields)
+            return self._ok(lease, due, resp, now, record, fields, parsed)
         if status == 304:
             return self._commit(lease, due, Outcome.NOT_MODIFIED, now, **fields)
         if 300 <= status < 400:
@@ -193,14 +196,18 @@ class PageProcessor:
         return record
 
     def _ok(self, lease: Lease, due: DueUrl, resp: FetchResponse, now: float,
-            record: ArchivedRecord, fields: dict[str, Any]) -> FetchCommit:
+            record: ArchivedRecord, fields: dict[str, Any],
+            parsed: ParsedPage | Literal[False] | None = False) -> FetchCommit:
         fields.update(etag=resp.header("etag"), last_modified=resp.header("last-modified"))
         changed = due.payload_digest is None or record.payload_digest != due.payload_digest
         new_urls: list[NewUrl] = []
         content_type = fields["content_type"]
-        if resp.truncated is None and is_html(content_type):
-            page = parse_html(resp.body, due.url, content_type, resp.header("x-robots-tag"),
-                              agent_token=self.agent, want_text=True)
+        if resp.truncated is None and is_html(content_type) and parsed is None:
+            fields["error_kind"] = "parse_budget"  # archived and committed, links not read
+        elif resp.truncated is None and is_html(content_type):
+            page = parsed or parse_html(
+                resp.body, due.url, content_type, resp.header("x-robots-tag"),
+                agent_token=self.agent, want_text=True)
             fields["title"] = page.title
             fp, twin = self.duplicates.fingerprint(due.url_key, page.text)
             fields["simhash"], fields["near_dup_of"] = fp, twin

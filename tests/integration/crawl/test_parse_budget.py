@@ -1,0 +1,61 @@
+"""A page the parser would chew on for minutes is kept without links; the crawl goes on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+
+from courtier.app import crawl
+from courtier.config import build_config
+from courtier.store.sqlite import SqliteStore
+from courtier.urls import canonicalize
+
+DEEP = b"<html><body>" + b"<div>" * 120_000 + b'<a href="/hidden">x</a></body></html>'
+HOME = b'<html><body><a href="/deep">deep</a> <a href="/p1">one</a></body></html>'
+P1 = b'<html><body><a href="/p2">two</a></body></html>'
+P2 = b"<html><body>end</body></html>"
+
+
+@pytest.mark.timeout(120)
+async def test_pathological_page_is_cut_by_the_parse_budget(tmp_path: Path) -> None:
+    pages = {"/": HOME, "/deep": DEEP, "/p1": P1, "/p2": P2, "/hidden": P2}
+    seen: list[str] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        seen.append(request.path)
+        body = pages.get(request.path)
+        if body is None:
+            return web.Response(status=404)
+        return web.Response(body=body, content_type="text/html")
+
+    app = web.Application()
+    app.router.add_route("GET", "/{tail:.*}", handle)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        hosts = tmp_path / "hosts.txt"
+        hosts.write_text("127.0.0.1 deep.test\n")
+        config = build_config({
+            "data": tmp_path / "data", "seeds": (f"http://deep.test:{port}/",),
+            "resolve": hosts, "allow_network": ("127.0.0.0/8",), "delay": 0.0,
+            "progress": "none", "linger": 0.0, "parse_timeout": 1.0,
+        }, environ={})
+        status = await crawl(config, install_signals=False)
+    finally:
+        await runner.cleanup()
+    assert status.stop_reason == "nothing due"
+    assert {"/", "/deep", "/p1", "/p2"} <= set(seen)
+    assert "/hidden" not in seen  # the deep page's links were not read
+    store = SqliteStore(tmp_path / "data" / "courtier.db")
+    await store.open()
+    try:
+        row = await store.get_url(canonicalize(f"http://deep.test:{port}/deep").url_key)
+    finally:
+        await store.close()
+    assert row is not None and row["outcome"] == "ok" and row["error_kind"] == "parse_budget"
+    assert row["warc_file"]  # archived all the same
