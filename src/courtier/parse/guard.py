@@ -27,8 +27,9 @@ def needs_guard(body: bytes) -> bool:
     return body.count(b"<", 0, len(body)) > GUARD_TAGS
 
 
-def _parse(body: bytes, url: str, content_type: str | None, x_robots_tag: str | None,
-           agent: str) -> ParsedPage:
+def _parse(
+    body: bytes, url: str, content_type: str | None, x_robots_tag: str | None, agent: str
+) -> ParsedPage:
     return parse_html(body, url, content_type, x_robots_tag, agent_token=agent, want_text=True)
 
 
@@ -43,11 +44,13 @@ class GuardedParser:
     def _executor(self) -> concurrent.futures.ProcessPoolExecutor:
         if self._pool is None:
             self._pool = concurrent.futures.ProcessPoolExecutor(
-                max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+                max_workers=1, mp_context=multiprocessing.get_context("spawn")
+            )
         return self._pool
 
-    async def parse(self, body: bytes, url: str, content_type: str | None,
-                    x_robots_tag: str | None, agent: str) -> ParsedPage | None:
+    async def parse(
+        self, body: bytes, url: str, content_type: str | None, x_robots_tag: str | None, agent: str
+    ) -> ParsedPage | None:
         """The parsed page, or None when the budget ran out (the child is then killed)."""
         loop = asyncio.get_running_loop()
         pool = self._executor()

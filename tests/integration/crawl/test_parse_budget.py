@@ -40,11 +40,19 @@ async def test_pathological_page_is_cut_by_the_parse_budget(tmp_path: Path) -> N
     try:
         hosts = tmp_path / "hosts.txt"
         hosts.write_text("127.0.0.1 deep.test\n")
-        config = build_config({
-            "data": tmp_path / "data", "seeds": (f"http://deep.test:{port}/",),
-            "resolve": hosts, "allow_network": ("127.0.0.0/8",), "delay": 0.0,
-            "progress": "none", "linger": 0.0, "parse_timeout": 1.0,
-        }, environ={})
+        config = build_config(
+            {
+                "data": tmp_path / "data",
+                "seeds": (f"http://deep.test:{port}/",),
+                "resolve": hosts,
+                "allow_network": ("127.0.0.0/8",),
+                "delay": 0.0,
+                "progress": "none",
+                "linger": 0.0,
+                "parse_timeout": 1.0,
+            },
+            environ={},
+        )
         status = await crawl(config, install_signals=False)
     finally:
         await runner.cleanup()
