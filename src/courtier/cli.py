@@ -58,6 +58,8 @@ def add_crawl_flags(p: argparse.ArgumentParser) -> None:
                    help="CIDR the SSRF guard should allow (repeatable), e.g. 127.0.0.0/8")
     p.add_argument("--allowed-port", action="append", dest="allowed_ports",
                    help="fetch only from these TCP ports (repeatable; default: any)")
+    p.add_argument("--parse-timeout", type=float,
+                   help="seconds to parse a page with very many tags (10; then kept without links)")
     p.add_argument("--robots-expiry", type=float, help="seconds a robots.txt copy is used (86400)")
     p.add_argument("--recrawl-interval", type=float, help="seconds before a page is due again")
     p.add_argument("--probe-sitemap-xml", action="store_true", default=None,
