@@ -8,6 +8,7 @@ in memory. The next fetch time of every outcome comes from the recrawl policy
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -88,7 +89,9 @@ class PageProcessor:
         stats = ChangeStats.from_json(json.loads(due.change_stats)) if due.change_stats else \
             ChangeStats()
         next_at, stats = schedule_after(outcome, fields.get("status"), stats, self.policy, now,
-                                        changed=changed)
+                                        changed=changed,
+                                        sitemap_changefreq=due.sitemap_changefreq,
+                                        sitemap_lastmod=due.sitemap_lastmod)
         if next_at is not None and fields.get("near_dup_of"):
             # a near-duplicate is kept and its links followed, but refreshed less often
             next_at = now + min(self.policy.max_interval, 2 * (next_at - now))
@@ -229,8 +232,13 @@ class PageProcessor:
         result = parse_sitemap(resp.body, due.url)
         raws = [entry.loc for entry in result.urls] + result.sitemaps
         self.figures.sitemap_urls += len(raws)
-        return self.intake.links(raws, due.depth + 1, now, priority=SITEMAP_PRIORITY,
+        rows = self.intake.links(raws, due.depth + 1, now, priority=SITEMAP_PRIORITY,
                                  check_traps=False)
+        hints = {e.loc: e for e in result.urls if e.changefreq or e.lastmod is not None}
+        # lastmod / changefreq become the recrawl prior of each URL
+        return [dataclasses.replace(row, sitemap_changefreq=hints[row.url].changefreq,
+                                    sitemap_lastmod=hints[row.url].lastmod)
+                if row.url in hints else row for row in rows]
 
     def _redirect(self, lease: Lease, due: DueUrl, resp: FetchResponse, now: float,
                   fields: dict[str, Any]) -> FetchCommit:

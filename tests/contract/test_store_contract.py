@@ -619,3 +619,14 @@ async def test_backoff_round_trip(store: Store) -> None:
     await store.save_backoff("a.test", 1, T0 + 600)
     host = await store.load_host("a.test")
     assert host is not None and host.backoff_until == T0 + 600
+
+
+async def test_sitemap_hints_round_trip_and_due_within(store: Store) -> None:
+    hinted = NewUrl(key("http://a.test/s"), "http://a.test/s", "a.test", 1, 1, 1, T0, T0,
+                    sitemap_changefreq="daily", sitemap_lastmod=T0 - 100)
+    await store.add_urls([hinted, new("http://a.test/later", due=T0 + 3600)])
+    assert await store.due_within([1], T0 + 1) == 1
+    assert await store.due_within([1], T0 + 7200) == 2
+    assert await store.due_within([2], T0 + 7200) == 0
+    (row,) = await store.load_due([1], T0, 10, 10)
+    assert (row.sitemap_changefreq, row.sitemap_lastmod) == ("daily", T0 - 100)

@@ -59,3 +59,20 @@ def test_daily_budget_caps_fetches_per_day() -> None:
     starts = sorted(r.start for r in continuous.requests if r.path != "/robots.txt")
     first_day = [t for t in starts if t < origin + 24 * 3600]
     assert len(first_day) == 25 and len(starts) > 25  # the budget renews after 24 h
+
+
+def test_sitemap_changefreq_is_the_recrawl_prior() -> None:
+    async def go() -> None:
+        web = SimWeb([SimHost("maps.sim", pages=3, sitemap_pages=4, cross_links=0,
+                              sitemap_changefreq="monthly")])
+        crawl = SimCrawl(web, sim_config(delay=0.5))
+        await crawl.run()
+        store = crawl.store
+        assert isinstance(store, MemoryStore)
+        rows = {r["url"].split("/", 3)[3]: r for r in store.urls.values()}
+        assert rows["s/0"]["sitemap_changefreq"] == "monthly"
+        assert rows["s/0"]["interval"] > 7 * 86_400 > rows["p/0"]["interval"]
+        due = await store.due_within(range(1024), crawl.clock.now() + 2 * 86_400)
+        assert 0 < due < len(rows)  # the monthly pages are not due within two days
+
+    run_virtual(go())

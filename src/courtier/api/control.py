@@ -34,7 +34,7 @@ from courtier.frontier.host import HostPolicy
 from courtier.intake import SEED_PRIORITY, Scope
 from courtier.politeness.robots import product_token
 from courtier.store.base import NewUrl, Store
-from courtier.urls import canonicalize, shard_of
+from courtier.urls import SHARD_COUNT, canonicalize, shard_of
 
 if TYPE_CHECKING:
     from courtier.worker import Worker
@@ -296,9 +296,14 @@ class StoreOnlyControl:
     async def crawl_stats(self) -> dict[str, Any]:
         await self._fold_events()
         stats = self._live_stats()
+        now = self.clock.now()
         stats.update(
-            time=self.clock.now(),
+            time=now,
             store=await self.store.counts(),
+            refresh={
+                "due_next_24h": await self.store.due_within(range(SHARD_COUNT), now + 86_400),
+                "daily_budget": self.config.daily_budget,
+            },
             status_mix=dict(self.tally.status_mix),
             outcomes=dict(self.tally.outcomes),
             events_seen=self.tally.events,

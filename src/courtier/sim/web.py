@@ -36,6 +36,7 @@ class SimHost:
     sitemap_pages: int = 0               # pages /s/{i} listed only in /sitemap.xml (announced
                                          # by a Sitemap: line in robots.txt)
     duplicate_of: str | None = None      # serve the same page bodies as this other host
+    sitemap_changefreq: str | None = None  # <changefreq> of every sitemap entry
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +90,9 @@ class SimWeb:
             return SimAnswer(host.robots_status, body,
                              (("Content-Type", "text/plain"),), latency)
         if path == "/sitemap.xml" and host.sitemap_pages:
-            locs = "".join(f"<url><loc>http://{host.name}/s/{i}</loc></url>"
+            freq = (f"<changefreq>{host.sitemap_changefreq}</changefreq>"
+                    if host.sitemap_changefreq else "")
+            locs = "".join(f"<url><loc>http://{host.name}/s/{i}</loc>{freq}</url>"
                            for i in range(host.sitemap_pages))
             xml = ('<?xml version="1.0" encoding="UTF-8"?>'
                    f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{locs}</urlset>')

@@ -46,6 +46,8 @@ class NewUrl:
     next_fetch_at: float
     discovered_at: float
     redirect_hops: int = 0
+    sitemap_changefreq: str | None = None   # hints from a sitemap entry (recrawl prior)
+    sitemap_lastmod: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +71,8 @@ class DueUrl:
     last_fetch_at: float | None = None
     warc_file: str | None = None         # the last response record (304 revisits refer to it)
     simhash: int | None = None           # unsigned 64-bit fingerprint of the last fetch
+    sitemap_changefreq: str | None = None
+    sitemap_lastmod: float | None = None
 
 
 @dataclass(slots=True)
@@ -297,6 +301,10 @@ class Store(Protocol):
 
     async def seed_urls(self, limit: int = 100_000) -> list[str]:
         """URLs at depth 0 (the seeds of every run so far); they define the crawl's scope."""
+
+    async def due_within(self, shards: Sequence[int], until: float) -> int:
+        """QUEUED rows of these shards with ``next_fetch_at < until``: the planned fetch load
+        (compare with a daily budget)."""
 
     async def counts(self) -> dict[str, int]:
         """Crawl-wide figures: urls, queued, scheduled, retired, fetched, events, hosts."""

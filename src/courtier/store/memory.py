@@ -26,7 +26,7 @@ from courtier.store.base import (
     UrlState,
 )
 
-ROW_FIELDS = ("change_stats", "near_dup_of", "simhash",
+ROW_FIELDS = ("change_stats", "near_dup_of", "simhash", "sitemap_changefreq", "sitemap_lastmod",
               "url_key", "url", "host_key", "shard", "depth", "priority", "state", "version",
               "discovered_at", "last_fetch_at", "next_fetch_at", "interval", "status",
               "outcome", "etag", "last_modified", "content_type", "payload_digest",
@@ -154,7 +154,8 @@ class MemoryStore:
                 row["url_key"], row["url"], row["host_key"], row["shard"], row["depth"],
                 row["priority"], row["version"], row["next_fetch_at"], row["redirect_hops"],
                 row["etag"], row["last_modified"], row["failure_count"], row["payload_digest"],
-                row["change_stats"], row["last_fetch_at"], row["warc_file"], row["simhash"]))
+                row["change_stats"], row["last_fetch_at"], row["warc_file"], row["simhash"],
+                row["sitemap_changefreq"], row["sitemap_lastmod"]))
         return out
 
     async def next_due_at(self, shards: Sequence[int], pending_only: bool = False) -> float | None:
@@ -276,6 +277,11 @@ class MemoryStore:
 
     async def read_events(self, after: int, limit: int) -> list[Event]:
         return [e for e in self.events if e.id > after][:limit]
+
+    async def due_within(self, shards: Sequence[int], until: float) -> int:
+        wanted = set(shards)
+        return sum(1 for r in self.urls.values() if r["state"] == UrlState.QUEUED
+                   and r["shard"] in wanted and r["next_fetch_at"] < until)
 
     async def seed_urls(self, limit: int = 100_000) -> list[str]:
         return [r["url"] for r in self.urls.values() if r["depth"] == 0][:limit]

@@ -23,8 +23,8 @@ RETIRED = int(UrlState.RETIRED)
 
 _INSERT_URL = (
     "INSERT OR IGNORE INTO urls (url_key, url, host_key, shard, depth, priority, state,"
-    " version, discovered_at, next_fetch_at, redirect_hops)"
-    f" VALUES (?, ?, ?, ?, ?, ?, {QUEUED}, 0, ?, ?, ?)"
+    " version, discovered_at, next_fetch_at, redirect_hops, sitemap_changefreq,"
+    f" sitemap_lastmod) VALUES (?, ?, ?, ?, ?, ?, {QUEUED}, 0, ?, ?, ?, ?, ?)"
 )
 
 
@@ -51,6 +51,8 @@ def insert_urls(conn: sqlite3.Connection, urls: Sequence[NewUrl]) -> int:
                 u.discovered_at,
                 u.next_fetch_at,
                 u.redirect_hops,
+                u.sitemap_changefreq,
+                u.sitemap_lastmod,
             )
             for u in urls
         ],
@@ -79,7 +81,8 @@ best AS (
 )
 SELECT u.url_key, u.url, u.host_key, u.shard, u.depth, u.priority, u.version,
        u.next_fetch_at, u.redirect_hops, u.etag, u.last_modified, u.failure_count,
-       u.payload_digest, u.change_stats, u.last_fetch_at, u.warc_file, u.simhash
+       u.payload_digest, u.change_stats, u.last_fetch_at, u.warc_file, u.simhash,
+       u.sitemap_changefreq, u.sitemap_lastmod
 FROM best AS b JOIN urls AS u ON u.url_key = b.url_key
 ORDER BY b.priority DESC, b.next_fetch_at, b.depth, b.url_key
 """
@@ -139,6 +142,8 @@ def load_due(
             last_fetch_at=r[14],
             warc_file=r[15],
             simhash=None if r[16] is None else from_signed64(r[16]),
+            sitemap_changefreq=r[17],
+            sitemap_lastmod=r[18],
         )
         for r in rows
     ]
@@ -194,6 +199,18 @@ def next_due_at(
         (as_json_list(shards),),
     ).fetchone()
     return None if row is None or row[0] is None else float(row[0])
+
+
+def due_within(conn: sqlite3.Connection, shards: Sequence[int], until: float) -> int:
+    """QUEUED rows with next_fetch_at < until; one index range count per shard."""
+    if not shards:
+        return 0
+    row = conn.execute(
+        "SELECT SUM(n) FROM (SELECT (SELECT COUNT(*) FROM urls WHERE shard = j.value"
+        f" AND state = {QUEUED} AND next_fetch_at < ?) AS n FROM json_each(?) AS j)",
+        (until, as_json_list(shards)),
+    ).fetchone()
+    return int(row[0] or 0)
 
 
 def acquire_shards(

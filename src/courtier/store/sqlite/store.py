@@ -310,6 +310,12 @@ class SqliteStore:
             "save_backoff", lambda conn: _queries.save_backoff(conn, host_key, shard, until, now)
         )
 
+    async def due_within(self, shards: Sequence[int], until: float) -> int:
+        shard_list = list(shards)
+        return await self._tx(
+            "due_within", lambda conn: _queries.due_within(conn, shard_list, until), write=False
+        )
+
     async def policies_changed(self, since: float) -> list[HostRecord]:
         return await self._tx(
             "policies_changed", lambda conn: _queries.policies_changed(conn, since), write=False
