@@ -20,10 +20,15 @@ from courtier.dedup.pages import DuplicateTracker, FirstCopy
 from courtier.errors import BlockedAddressError, FetchError, InvalidURL
 from courtier.fetch.transport import FetchResponse
 from courtier.frontier.lease import Lease, LeaseKind
-from courtier.frontier.recrawl import ChangeStats, RecrawlPolicy, schedule_after
+from courtier.frontier.recrawl import (
+    ChangeStats,
+    RecrawlPolicy,
+    refresh_priority,
+    schedule_after,
+)
 from courtier.frontier.scheduler import path_of
 from courtier.frontier.templates import url_template
-from courtier.intake import Intake
+from courtier.intake import SEED_PRIORITY, Intake
 from courtier.outcome import Outcome
 from courtier.parse.html import ParsedPage, parse_html
 from courtier.parse.sitemaps import parse_sitemap
@@ -95,6 +100,9 @@ class PageProcessor:
         if next_at is not None and fields.get("near_dup_of"):
             # a near-duplicate is kept and its links followed, but refreshed less often
             next_at = now + min(self.policy.max_interval, 2 * (next_at - now))
+        if outcome in (Outcome.OK, Outcome.NOT_MODIFIED) and due.priority < SEED_PRIORITY:
+            priority = refresh_priority(stats)
+            fields["priority"] = max(0, priority - 1) if fields.get("near_dup_of") else priority
         fields.setdefault("next_fetch_at", next_at)
         next_fetch_at = fields.pop("next_fetch_at")
         commit = FetchCommit(

@@ -29,6 +29,7 @@ from courtier.errors import (
     StoreError,
 )
 from courtier.fetch.transport import FetchLimits, FetchRequest, FetchResponse, Transport
+from courtier.frontier.budget import DailyBudget
 from courtier.frontier.host import HostPolicy
 from courtier.frontier.lease import FetchFeedback, Lease, LeaseKind
 from courtier.frontier.scheduler import Frontier
@@ -50,10 +51,10 @@ COMMIT_EVERY = 0.5       # seconds: discovered URLs are durable within about thi
 COMMIT_BATCH = 200
 REFILL_EVERY = 0.25
 SHARD_LEASE = 60.0
-DAY = 24 * 3600.0
 MIN_WAIT = 0.001         # never spin: a host that is "ready" but cannot start waits a little
 IDLE_POLL = 5.0          # longest sleep while waiting for retries (new seeds wait at most this)
 REPORT_EVERY = 0.25      # seconds between progress figure updates
+RERANK_EVERY = 60.0      # seconds: URLs that became overdue in memory move ahead
 POLICY_POLL = 1.0        # seconds: policy overrides from other processes apply within this
 ARCHIVE_RETRY = 5.0      # seconds to wait after a WARC write error (disk full…)
 
@@ -111,6 +112,8 @@ class Worker:
         self.on_progress = on_progress
         self.resolve_ip = resolve_ip
         self.record_lags = record_lags
+        #: longest idle sleep; bounds how late work added from outside is noticed
+        self.idle_poll = IDLE_POLL
         #: seconds from due to lease of each page lease (simulator figures only)
         self.due_lags: list[float] = []
         self.agent = product_token(config.user_agent)
@@ -145,8 +148,7 @@ class Worker:
         self._pages_issued = 0
         self._idle_until: float | None = None
         self._archive_trouble_until = float("-inf")
-        self._budget_start: float | None = None
-        self._budget_used = 0
+        self._budget: DailyBudget | None = None
         self._budget_spent_until: float | None = None
 
     # ---- control ------------------------------------------------------------------------
@@ -185,6 +187,7 @@ class Worker:
         self.shards = sorted(epochs)
         await store.reset_scheduled(self.shards)
         last_commit = last_refill = last_renew = last_policy = float("-inf")
+        last_rerank = start
         try:
             while True:
                 now = clock.now()
@@ -193,6 +196,9 @@ class Worker:
                 if now - last_renew >= SHARD_LEASE / 3:
                     await self._renew(now)
                     last_renew = now
+                if now - last_rerank >= RERANK_EVERY:
+                    frontier.rerank()
+                    last_rerank = now
                 if now - last_policy >= POLICY_POLL:
                     await self._apply_policies(last_policy - 2 * POLICY_POLL)
                     last_policy = now
@@ -255,10 +261,10 @@ class Worker:
         idle_until, self._idle_until = self._idle_until, None
         if idle_until is not None and not self._tasks and self.frontier.queued == 0:
             # only retries or backed-off hosts remain: sleep until the first is due
-            timeout = min(IDLE_POLL, max(REFILL_EVERY, idle_until - now))
+            timeout = min(self.idle_poll, max(REFILL_EVERY, idle_until - now))
         if self._budget_spent_until is not None and self._budget_spent_until > now:
             # the daily budget is spent: nothing may start before it renews
-            timeout = min(IDLE_POLL, self._budget_spent_until - now)
+            timeout = min(self.idle_poll, self._budget_spent_until - now)
         # one event for "a fetch finished or a stop was asked": O(1) per wait, unlike
         # asyncio.wait over every task
         if not self._wakeup.is_set() and timeout > 0:
@@ -311,17 +317,16 @@ class Worker:
             await self.store.release([(due.url_key, at) for due, at in released])
 
     def _budget_left(self, now: float) -> bool:
-        """The global daily fetch budget (every page fetch counts: 2xx, 304, errors, retries)."""
-        budget = self.config.daily_budget
-        if budget is None:
+        """The global daily fetch budget, paced (see frontier/budget.py)."""
+        if self.config.daily_budget is None:
             return True
-        if self._budget_start is None or now - self._budget_start >= DAY:
-            self._budget_start, self._budget_used = now, 0
-        if self._budget_used < budget:
+        if self._budget is None:
+            self._budget = DailyBudget(self.config.daily_budget, now)
+        if self._budget.allows(now):
             self._budget_spent_until = None
             return True
-        self._budget_spent_until = self._budget_start + DAY
-        if not self.config.continuous:
+        self._budget_spent_until = self._budget.next_allowed(now)
+        if self._budget.spent_for_today(now) and not self.config.continuous:
             self.request_stop("daily budget spent")
         return False
 
@@ -343,7 +348,8 @@ class Worker:
                 log.error("politeness self-check: %s", self.auditor.last[-1])
             if lease.kind is LeaseKind.PAGE:
                 self._pages_issued += 1
-                self._budget_used += 1
+                if self._budget is not None:
+                    self._budget.spend(lease.issued_at)
                 if lease.due is not None:
                     lag = max(0.0, lease.issued_at - lease.due.next_fetch_at)
                     self.metrics.eligible_lag.observe(lag)

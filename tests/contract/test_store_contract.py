@@ -630,3 +630,14 @@ async def test_sitemap_hints_round_trip_and_due_within(store: Store) -> None:
     assert await store.due_within([2], T0 + 7200) == 0
     (row,) = await store.load_due([1], T0, 10, 10)
     assert (row.sitemap_changefreq, row.sitemap_lastmod) == ("daily", T0 - 100)
+
+
+async def test_overdue_rows_come_first_and_commits_set_priority(store: Store) -> None:
+    week = 7 * 86_400.0
+    await store.add_urls([new("http://a.test/hot", priority=5, due=T0),
+                          new("http://a.test/old", priority=0, due=T0 - week - 1)])
+    first, second = await store.load_due([1], T0, 10, 10)
+    assert (first.url, second.url) == ("http://a.test/old", "http://a.test/hot")
+    await store.commit([done(second.url, priority=3)])
+    row = await store.get_url(second.url_key)
+    assert row is not None and row["priority"] == 3

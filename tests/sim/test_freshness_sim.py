@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import statistics
 
 from courtier.sim.loop import run_virtual
 from courtier.sim.run import SimCrawl, sim_config, simulate
@@ -76,3 +77,21 @@ def test_sitemap_changefreq_is_the_recrawl_prior() -> None:
         assert 0 < due < len(rows)  # the monthly pages are not due within two days
 
     run_virtual(go())
+
+
+def test_a_short_budget_goes_to_changing_pages_but_none_starves() -> None:
+    web = SimWeb([SimHost("news.sim", ip="192.0.2.1", pages=30, cross_links=0, volatile=True),
+                  SimHost("static.sim", ip="192.0.2.2", pages=10, cross_links=0)])
+    days = 16
+    report = simulate(web, sim_config(delay=1.0, daily_budget=20, continuous=True,
+                                      max_seconds=days * 86_400.0))
+    assert report.violations == []
+    fetches = collections.Counter((r.host, r.path) for r in report.requests
+                                  if r.path != "/robots.txt" and r.status == 200)
+    news = [n for (host, _), n in fetches.items() if host == "news.sim"]
+    static = [fetches[("static.sim", f"/p/{i}")] for i in range(10)]
+    # the budget (20/day) is below what the changing host alone wants (31/day): it goes
+    # mostly to pages seen changing at every visit ...
+    assert statistics.median(news) >= 1.5 * statistics.median(static)
+    # ... yet no page starves: the overdue guarantee brings every one back
+    assert len(news) == 31 and min(news) >= 2 and min(static) >= 2

@@ -29,16 +29,25 @@ class IpState:
     waiting: set[str] = field(default_factory=set)   # hosts held back by the IP cap
 
 
-def url_rank(due: DueUrl) -> tuple[int, float, int, bytes]:
-    """Best URL first: higher priority, then earlier due time, then smaller depth."""
-    return (-due.priority, due.next_fetch_at, due.depth, due.url_key)
+#: a URL overdue by more than this outranks every other (the minimum-refresh guarantee)
+OVERDUE_AFTER = 7 * 24 * 3600.0
+OVERDUE_BOOST = 100
+
+Rank = tuple[int, float, int, bytes]
+
+
+def url_rank(due: DueUrl, now: float) -> Rank:
+    """Best URL first: overdue (by OVERDUE_AFTER), then higher priority, then earlier due
+    time, then smaller depth."""
+    boost = OVERDUE_BOOST if due.next_fetch_at < now - OVERDUE_AFTER else 0
+    return (-(due.priority + boost), due.next_fetch_at, due.depth, due.url_key)
 
 
 @dataclass(slots=True)
 class HostState:
     host_key: str
     shard: int
-    queue: list[tuple[tuple[int, float, int, bytes], DueUrl]] = field(default_factory=list)
+    queue: list[tuple[Rank, DueUrl]] = field(default_factory=list)
     in_flight: int = 0
     next_allowed_at: float = 0.0
     robots: RobotsState = field(default_factory=RobotsState)
@@ -54,8 +63,13 @@ class HostState:
     address_blocked: bool = False  # the SSRF guard refused its address (until forgotten)
     token: int = 0                # bumps on every reschedule; stale heap entries are skipped
 
-    def push(self, due: DueUrl) -> None:
-        heapq.heappush(self.queue, (url_rank(due), due))
+    def push(self, due: DueUrl, now: float) -> None:
+        heapq.heappush(self.queue, (url_rank(due, now), due))
+
+    def rerank(self, now: float) -> None:
+        """Recompute ranks (URLs waiting in memory may have become overdue)."""
+        self.queue = [(url_rank(due, now), due) for _, due in self.queue]
+        heapq.heapify(self.queue)
 
     def pop(self) -> DueUrl:
         return heapq.heappop(self.queue)[1]
@@ -64,7 +78,8 @@ class HostState:
         return self.queue[0][1]
 
     def best_priority(self) -> int:
-        return self.queue[0][1].priority if self.queue else 0
+        """Priority of the best queued URL, overdue boost included (level-1 order)."""
+        return -self.queue[0][0][0] if self.queue else 0
 
     def drain(self) -> list[DueUrl]:
         items = [entry[1] for entry in self.queue]

@@ -377,3 +377,22 @@ def refresh_load(intervals: Iterable[float | None]) -> float:
             raise ValueError(f"recrawl interval must be positive, got {interval}")
         total += DAY / interval
     return total
+
+
+#: highest priority a recrawl earns from its change rate (seeds are 10, links 0)
+MAX_REFRESH_PRIORITY = 5
+
+
+def refresh_priority(stats: ChangeStats) -> int:
+    """Recrawl priority from the change rate: 0 (never seen to change) … 5 (daily or
+    faster); 1 while there is no compared visit yet. When the daily budget is short,
+    the frontier's best-first order spends it on the pages likeliest to have changed."""
+    rate = estimate_change_rate(stats)
+    if rate is None:
+        return 1
+    if stats.changes >= stats.visits > 0:
+        # changed at every visit: the estimate is only a lower bound (the page may change
+        # far faster than we look); rank it first rather than let a slow look-back lower it
+        return MAX_REFRESH_PRIORITY
+    per_month = rate * 30 * DAY
+    return max(0, min(MAX_REFRESH_PRIORITY, int(math.log2(1.0 + per_month))))

@@ -136,9 +136,10 @@ class Frontier:
     def add(self, items: Iterable[DueUrl]) -> None:
         """Queue URL rows loaded from the store. Their hosts must be registered first."""
         touched: dict[str, HostState] = {}
+        now = self.clock.now()
         for due in items:
             host = self.hosts[due.host_key]
-            host.push(due)
+            host.push(due, now)
             self._queued += 1
             touched[due.host_key] = host
         for host in touched.values():
@@ -388,6 +389,15 @@ class Frontier:
         self._reschedule(host)
 
     # ---- hand-offs to the worker ------------------------------------------------------------
+
+    def rerank(self) -> None:
+        """Re-rank every host's queue: URLs that became overdue while waiting in memory
+        move ahead (call every minute or so)."""
+        now = self.clock.now()
+        for host in self.hosts.values():
+            if host.queue:
+                host.rerank(now)
+                self._reschedule(host)
 
     def take_denied(self) -> list[Denial]:
         out, self._denied = self._denied, []

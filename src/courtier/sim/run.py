@@ -74,8 +74,11 @@ class SimCrawl:
 
     def worker(self, archive: ArchiveWriter | None = None) -> Worker:
         intake = Intake(Scope(self.config, []), traps=TemplateTracker(TrapRules(), self.clock))
-        return Worker(self.config, self.store, self.transport, archive or DigestOnlyArchive(),
-                      self.clock, intake, resolve_ip=self._resolve_ip, record_lags=True)
+        worker = Worker(self.config, self.store, self.transport,
+                        archive or DigestOnlyArchive(), self.clock, intake,
+                        resolve_ip=self._resolve_ip, record_lags=True)
+        worker.idle_poll = 600.0  # nothing arrives from outside a simulation
+        return worker
 
     async def run(self, archive: ArchiveWriter | None = None,
                   during: During | None = None) -> SimReport:

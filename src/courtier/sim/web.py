@@ -37,6 +37,7 @@ class SimHost:
                                          # by a Sitemap: line in robots.txt)
     duplicate_of: str | None = None      # serve the same page bodies as this other host
     sitemap_changefreq: str | None = None  # <changefreq> of every sitemap entry
+    volatile: bool = False               # every page changes between two visits
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +106,8 @@ class SimWeb:
         # page content depends on the path only (latency and failures vary per request)
         source = host if host.duplicate_of is None else self._by_name[host.duplicate_of]
         html = self._html(source, path, random.Random(f"{self.seed}:{source.name}:{path}"))
+        if host.volatile:
+            html = html.replace(b"</body>", f"<p>edition {count}</p></body>".encode())
         return SimAnswer(200, html, (("Content-Type", "text/html"),), latency)
 
     def _html(self, host: SimHost, path: str, rng: random.Random) -> bytes:

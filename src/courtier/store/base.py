@@ -112,6 +112,7 @@ class FetchCommit:
     simhash: int | None = None           # unsigned 64-bit SimHash of the visible text
     near_dup_of: str | None = None       # url_key hex of a page within Hamming distance 3
     change_stats: str | None = None      # JSON of frontier.recrawl.ChangeStats after this visit
+    priority: int | None = None          # new priority of the row (None keeps it)
     new_urls: Sequence[NewUrl] = ()
     event: dict[str, Any] = field(default_factory=dict)
 
@@ -230,8 +231,9 @@ class Store(Protocol):
         """Mark up to ``limit`` QUEUED rows with ``next_fetch_at <= now`` SCHEDULED and return them.
 
         At most ``per_host_limit`` rows per host; hosts in ``skip_hosts`` are
-        skipped (their in-memory window is full). Best first: higher priority,
-        then earlier next_fetch_at, then smaller depth.
+        skipped (their in-memory window is full). Best first: rows overdue by more
+        than ``recrawl.OVERDUE_AFTER`` (the minimum-refresh guarantee), then higher
+        priority, then earlier next_fetch_at, then smaller depth.
         """
 
     async def next_due_at(self, shards: Sequence[int], pending_only: bool = False) -> float | None:

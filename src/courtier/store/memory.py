@@ -14,6 +14,7 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 from courtier.clock import Clock, RealClock
+from courtier.frontier.host import OVERDUE_AFTER
 from courtier.outcome import Outcome
 from courtier.store.base import (
     CommitResult,
@@ -139,7 +140,9 @@ class MemoryStore:
             row = self._valid(at, key)
             if row is not None:
                 due_rows.append(row)
-        due_rows.sort(key=lambda r: (-r["priority"], r["next_fetch_at"], r["depth"], r["url_key"]))
+        overdue = now - OVERDUE_AFTER
+        due_rows.sort(key=lambda r: (r["next_fetch_at"] >= overdue, -r["priority"],
+                                     r["next_fetch_at"], r["depth"], r["url_key"]))
         per_host: dict[str, int] = {}
         out: list[DueUrl] = []
         for row in due_rows:
@@ -202,6 +205,8 @@ class MemoryStore:
             row[name] = getattr(commit, name)
         if commit.change_stats is not None:
             row["change_stats"] = commit.change_stats
+        if commit.priority is not None:
+            row["priority"] = commit.priority
         ok = commit.outcome is Outcome.OK
         for name in KEPT_UNLESS_OK:
             value = getattr(commit, name)

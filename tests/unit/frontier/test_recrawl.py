@@ -266,3 +266,15 @@ def test_refresh_load() -> None:
     assert refresh_load([]) == 0.0
     with pytest.raises(ValueError):
         refresh_load([0.0])
+
+
+def test_refresh_priority_grows_with_the_change_rate() -> None:
+    from courtier.frontier.recrawl import MAX_REFRESH_PRIORITY, ChangeStats, refresh_priority
+
+    day = 86_400.0
+    assert refresh_priority(ChangeStats()) == 1  # nothing compared yet
+    never = ChangeStats(visits=10, changes=0, interval_sum=10 * day)
+    monthly = ChangeStats(visits=10, changes=1, interval_sum=10 * 3 * day)
+    daily = ChangeStats(visits=10, changes=10, interval_sum=10 * day)
+    ranks = [refresh_priority(s) for s in (never, monthly, daily)]
+    assert ranks == sorted(ranks) and ranks[0] == 0 and ranks[-1] == MAX_REFRESH_PRIORITY

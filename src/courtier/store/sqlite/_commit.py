@@ -57,6 +57,7 @@ _UPDATE_URL = (
     " outcome = :outcome, failure_count = :failure_count, redirect_to = :redirect_to,"
     " error_kind = :error_kind, robots_digest = :robots_digest,"
     " change_stats = COALESCE(:change_stats, change_stats),"
+    " priority = COALESCE(:priority, priority),"
     f" delay_applied = :delay_applied, {_KEEP_IF_NONE}"
     f" WHERE url_key = :url_key AND version = :version AND state IN ({QUEUED}, {SCHEDULED})"
 )
@@ -157,6 +158,7 @@ def _update_params(c: FetchCommit) -> dict[str, Any]:
         "delay_applied": c.delay_applied,
         "fresh": 1 if c.outcome == Outcome.OK else 0,
         "change_stats": c.change_stats,
+        "priority": c.priority,
         **{name: getattr(c, name) for name in _CONTENT + _LOCATION},
         "simhash": None if c.simhash is None else to_signed64(c.simhash),
     }

@@ -15,6 +15,7 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 from courtier.dedup.simhash import from_signed64
+from courtier.frontier.host import OVERDUE_AFTER
 from courtier.store.base import DueUrl, HostRecord, NewUrl, UrlState
 
 QUEUED = int(UrlState.QUEUED)
@@ -65,7 +66,8 @@ WITH ranked AS (
     SELECT url_key, priority, next_fetch_at, depth,
            ROW_NUMBER() OVER (
                PARTITION BY host_key
-               ORDER BY priority DESC, next_fetch_at, depth, url_key
+               ORDER BY next_fetch_at < :overdue DESC, priority DESC, next_fetch_at, depth,
+                        url_key
            ) AS host_rank
     FROM urls
     WHERE shard IN (SELECT value FROM json_each(:shards))
@@ -76,7 +78,7 @@ WITH ranked AS (
 best AS (
     SELECT url_key, priority, next_fetch_at, depth FROM ranked
     WHERE host_rank <= :per_host
-    ORDER BY priority DESC, next_fetch_at, depth, url_key
+    ORDER BY next_fetch_at < :overdue DESC, priority DESC, next_fetch_at, depth, url_key
     LIMIT :limit
 )
 SELECT u.url_key, u.url, u.host_key, u.shard, u.depth, u.priority, u.version,
@@ -84,7 +86,7 @@ SELECT u.url_key, u.url, u.host_key, u.shard, u.depth, u.priority, u.version,
        u.payload_digest, u.change_stats, u.last_fetch_at, u.warc_file, u.simhash,
        u.sitemap_changefreq, u.sitemap_lastmod
 FROM best AS b JOIN urls AS u ON u.url_key = b.url_key
-ORDER BY b.priority DESC, b.next_fetch_at, b.depth, b.url_key
+ORDER BY b.next_fetch_at < :overdue DESC, b.priority DESC, b.next_fetch_at, b.depth, b.url_key
 """
 _SKIP_HOSTS = "AND host_key NOT IN (SELECT value FROM json_each(:skip))"
 
@@ -115,6 +117,7 @@ def load_due(
             "skip": as_json_list(skip_hosts),
             "per_host": per_host_limit,
             "limit": limit,
+            "overdue": now - OVERDUE_AFTER,
         },
     ).fetchall()
     if not rows:
