@@ -95,3 +95,30 @@ def test_a_short_budget_goes_to_changing_pages_but_none_starves() -> None:
     assert statistics.median(news) >= 1.5 * statistics.median(static)
     # ... yet no page starves: the overdue guarantee brings every one back
     assert len(news) == 31 and min(news) >= 2 and min(static) >= 2
+
+
+def test_recrawl_intervals_follow_known_change_rates_with_304s_and_the_budget() -> None:
+    day = 86_400.0
+    web = SimWeb([SimHost("rates.sim", pages=8, cross_links=0,
+                          change_periods=(1 * day, 3 * day, 10 * day, 0.0))])
+    budget = 100
+    report = simulate(web, sim_config(delay=1.0, daily_budget=budget, continuous=True,
+                                      max_seconds=8 * 7 * day))
+    assert report.violations == []
+    store = report.store
+    assert isinstance(store, MemoryStore)
+    interval = {r["url"].rsplit("/", 1)[1]: r["interval"] / day for r in store.urls.values()
+                if "/p/" in r["url"]}
+    # after eight weeks the estimated interval sits near each page's true period
+    assert 0.9 <= interval["0"] <= 1.5          # changes daily (1 day is the floor)
+    assert 3 / 2.5 <= interval["1"] <= 3 * 2.5  # every 3 days
+    assert 10 / 2.5 <= interval["2"] <= 10 * 2.5
+    assert interval["3"] >= 5                   # never: the interval keeps growing
+    statuses = collections.Counter((r.path, r.status) for r in report.requests)
+    assert statuses[("/p/3", 200)] == 1 and statuses[("/p/3", 304)] >= 5  # validators used
+    assert statuses[("/p/0", 304)] == 0  # a page that changed every time never got one
+    # the budget holds in every day window
+    origin = min(r.start for r in report.requests)
+    per_day = collections.Counter(int((r.start - origin) // day) for r in report.requests
+                                  if r.path != "/robots.txt")
+    assert max(per_day.values()) <= budget

@@ -41,7 +41,8 @@ class SimTransport:
             raise BlockedAddressError(f"{host_name} now resolves to 10.0.0.7 (simulated)")
         self.observer.on_start(host_name, host.ip, path, start)
         try:
-            answer = self.web.answer(host_name, path, start - self.t0)
+            etag = next((v for k, v in request.headers if k.lower() == "if-none-match"), None)
+            answer = self.web.answer(host_name, path, start - self.t0, etag)
         except ConnectError:
             await asyncio.sleep(host.latency)
             self.observer.on_end(host_name, host.ip, path, start, self.clock.now(), 0)

@@ -38,6 +38,9 @@ class SimHost:
     duplicate_of: str | None = None      # serve the same page bodies as this other host
     sitemap_changefreq: str | None = None  # <changefreq> of every sitemap entry
     volatile: bool = False               # every page changes between two visits
+    change_periods: tuple[float, ...] = ()  # page /p/i changes every periods[i % n] seconds
+                                            # (0: never); pages carry an ETag and answer
+                                            # If-None-Match with 304 while unchanged
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +70,8 @@ class SimWeb:
     def page_urls(self, host: SimHost) -> list[str]:
         return [f"http://{host.name}/"] + [f"http://{host.name}/p/{i}" for i in range(host.pages)]
 
-    def answer(self, host_name: str, path: str, now: float) -> SimAnswer:
+    def answer(self, host_name: str, path: str, now: float,
+               if_none_match: str | None = None) -> SimAnswer:
         """The response to a GET at virtual time ``now``; raises ConnectError for refusals."""
         host = self._by_name.get(host_name)
         if host is None:
@@ -99,16 +103,33 @@ class SimWeb:
                    f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{locs}</urlset>')
             return SimAnswer(200, xml.encode(), (("Content-Type", "application/xml"),), latency)
         if host.failure_rate and rng.random() < host.failure_rate:
-            headers: tuple[tuple[str, str], ...] = ()
+            busy: tuple[tuple[str, str], ...] = ()
             if host.retry_after is not None:
-                headers = (("Retry-After", host.retry_after),)
-            return SimAnswer(503, b"", headers, latency)
+                busy = (("Retry-After", host.retry_after),)
+            return SimAnswer(503, b"", busy, latency)
         # page content depends on the path only (latency and failures vary per request)
         source = host if host.duplicate_of is None else self._by_name[host.duplicate_of]
         html = self._html(source, path, random.Random(f"{self.seed}:{source.name}:{path}"))
         if host.volatile:
             html = html.replace(b"</body>", f"<p>edition {count}</p></body>".encode())
-        return SimAnswer(200, html, (("Content-Type", "text/html"),), latency)
+        headers: tuple[tuple[str, str], ...] = (("Content-Type", "text/html"),)
+        if host.change_periods:
+            version = self.page_version(host, path, now)
+            etag = f'"{version}"'
+            if if_none_match == etag:
+                return SimAnswer(304, b"", (("ETag", etag),), latency)
+            html = html.replace(b"</body>", f"<p>version {version}</p></body>".encode())
+            headers += (("ETag", etag),)
+        return SimAnswer(200, html, headers, latency)
+
+    @staticmethod
+    def page_version(host: SimHost, path: str, now: float) -> int:
+        """How many times page ``path`` has changed by ``now`` (seconds in)."""
+        if not path.startswith("/p/") or not host.change_periods:
+            return 0
+        index = int(path[3:]) if path[3:].isdigit() else 0
+        period = host.change_periods[index % len(host.change_periods)]
+        return 0 if period <= 0 else int(now // period)
 
     def _html(self, host: SimHost, path: str, rng: random.Random) -> bytes:
         links = [f"/p/{rng.randrange(host.pages)}" for _ in range(host.links_per_page)]
