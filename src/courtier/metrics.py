@@ -77,6 +77,14 @@ class CrawlMetrics:
                                   registry=r)
         self.stale_commits = Counter("courtier_stale_commits",
                                      "commits ignored (repeated or fenced)", registry=r)
+        self.events_emitted = Counter("courtier_outbox_events",
+                                      "events appended to the outbox (applied commits)",
+                                      registry=r)
+        self.shard_leases_lost = Counter("courtier_shard_leases_lost",
+                                         "shards whose lease this process lost", registry=r)
+        self.commit_seconds = Histogram(
+            "courtier_store_commit_seconds", "store write latency of one commit batch",
+            buckets=(0.001, 0.005, 0.02, 0.1, 0.5, 2, 10, 60), registry=r)
         self.eligible_lag = Histogram(
             "courtier_eligible_lag_seconds", "from a URL being due to its lease",
             buckets=(1, 5, 30, 60, 300, 600, 1800, 3600, 6 * 3600, 24 * 3600), registry=r)

@@ -278,6 +278,7 @@ class Worker:
         held = await self.store.renew_shards(self.owner, self.frontier.epochs, now, SHARD_LEASE)
         lost = set(self.frontier.epochs) - held
         if lost:
+            self.metrics.shard_leases_lost.inc(len(lost))
             log.error("lost the lease of %d shards; stopping", len(lost))
             self.request_stop("lost shard leases")
 
@@ -550,8 +551,10 @@ class Worker:
         stats, self._host_stats = list(self._host_stats.values()), {}
         self.archive.flush()  # records must be durable before the rows that point at them
         while True:
+            began = self.clock.now()
             try:
                 result = await self.store.commit(batch, stats)
+                self.metrics.commit_seconds.observe(max(0.0, self.clock.now() - began))
                 break
             except StoreError as exc:
                 log.error("store write failed, retrying in 1 s: %s", exc)
@@ -559,6 +562,7 @@ class Worker:
         self.status.discovered += result.new_urls
         self.status.stale_commits += result.stale
         self.metrics.stale_commits.inc(result.stale)
+        self.metrics.events_emitted.inc(result.applied)
         self.intake.remember(u.url_key for c in batch for u in c.new_urls)
 
     def _report(self, now: float, force: bool = False) -> None:

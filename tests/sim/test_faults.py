@@ -105,6 +105,11 @@ def test_lost_commit_acknowledgement_is_a_harmless_repeat() -> None:
         counts = page_counts(crawl)
         assert set(counts) == allowed(web) and max(counts.values()) == 1
         assert report.status.stale_commits > 0  # the retried batches were recognised
+        registry = report.worker.metrics.registry
+        emitted = registry.get_sample_value("courtier_outbox_events_total") or 0
+        # events whose acknowledgement was lost are in the outbox but unknown to the worker
+        assert 0 < emitted < len(await store.read_events(0, 100_000))
+        assert (registry.get_sample_value("courtier_store_commit_seconds_count") or 0) > 0
         await one_event_per_url_version(store)
 
     run_virtual(go())
@@ -124,6 +129,8 @@ def test_store_refusing_writes_pauses_and_loses_nothing() -> None:
         await one_event_per_url_version(store)
         events = await store.read_events(0, 10_000)
         assert sum(e.payload["outcome"] == "ok" for e in events) == len(allowed(web))
+        registry = report.worker.metrics.registry
+        assert registry.get_sample_value("courtier_outbox_events_total") == len(events)
 
     run_virtual(go())
 
@@ -203,6 +210,10 @@ def test_a_usurped_owner_stops_fetching_and_its_commits_are_fenced() -> None:
 
         report = await crawl.run(during=usurp)
         assert report.status.stop_reason == "lost shard leases"
+        registry = report.worker.metrics.registry
+        assert (registry.get_sample_value("courtier_shard_leases_lost_total") or 0) > 0
+        assert (registry.get_sample_value("courtier_stale_commits_total") or 0) > 0
+        assert (registry.get_sample_value("courtier_politeness_violations_total") or 0) == 0
         late = [r for r in crawl.observer.requests
                 if r.start > taken_at[0] + SHARD_LEASE / 3 + 1.0]
         assert late == []  # noticed at the next renewal; nothing issued after
