@@ -321,7 +321,9 @@ def _parse_xml(data: bytes, reader: _XmlReader) -> None:
 def _parse_text(data: bytes, scope: _Scope, result: SitemapResult, max_urls: int) -> None:
     result.kind = "text"
     text = data.decode("utf-8", "replace")
-    for number, line in enumerate(text.splitlines(), start=1):
+    # only CR, LF and CRLF end a line (str.splitlines would also split at VT, FF, NEL…)
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    for number, line in enumerate(lines, start=1):
         line = line.strip()
         if not line:
             continue
