@@ -62,6 +62,9 @@ def add_crawl_flags(p: argparse.ArgumentParser) -> None:
                    help="seconds to parse a page with very many tags (10; then kept without links)")
     p.add_argument("--robots-expiry", type=float, help="seconds a robots.txt copy is used (86400)")
     p.add_argument("--recrawl-interval", type=float, help="seconds before a page is due again")
+    p.add_argument("--change-distance", type=int,
+                   help="count a page as changed only when its SimHash moved more than this "
+                        "many bits (default: any change of its bytes)")
     p.add_argument("--probe-sitemap-xml", action="store_true", default=None,
                    help="also fetch /sitemap.xml of every host (Sitemap: lines in robots.txt "
                         "are always followed)")

@@ -51,6 +51,8 @@ class CrawlConfig:
     robots_expiry: float = 24 * 3600.0
     max_redirect_hops: int = 5
     recrawl_interval: float = 24 * 3600.0
+    change_distance: int | None = None  # a page counts as changed only if its SimHash moved
+                                        # more than this many bits (None: any new digest)
     max_retries: int = 3
     parse_timeout: float = 10.0        # seconds for a page with very many tags (child process)
     max_body_bytes: int = 10 * 1024 * 1024
@@ -82,6 +84,8 @@ class CrawlConfig:
             raise ConfigError("--ip-delay must be >= 0")
         if self.api is not None:
             api_address(self.api)
+        if self.change_distance is not None and not 0 <= self.change_distance <= 64:
+            raise ConfigError("--change-distance must be between 0 and 64 bits")
         if self.linger < 0:
             raise ConfigError("--linger must be >= 0")
         if self.concurrency < 1:

@@ -17,6 +17,7 @@ from courtier.archive.base import ArchiveWriter
 from courtier.archive.warc import REVISIT_IDENTICAL_DIGEST, REVISIT_NOT_MODIFIED, ArchivedRecord
 from courtier.config import CrawlConfig
 from courtier.dedup.pages import DuplicateTracker, FirstCopy
+from courtier.dedup.simhash import hamming
 from courtier.errors import BlockedAddressError, FetchError, InvalidURL
 from courtier.fetch.transport import FetchResponse
 from courtier.frontier.lease import Lease, LeaseKind
@@ -222,6 +223,10 @@ class PageProcessor:
             fields["title"] = page.title
             fp, twin = self.duplicates.fingerprint(due.url_key, page.text)
             fields["simhash"], fields["near_dup_of"] = fp, twin
+            threshold = self.config.change_distance
+            if changed and threshold is not None and due.simhash is not None:
+                # new bytes, but only a change if the text moved (ads, dates, session ids…)
+                changed = hamming(fp, due.simhash) > threshold
             if self.intake.traps is not None:
                 self.intake.traps.observe_fetched(
                     due.host_key, url_template(path_of(due.url)), fp)

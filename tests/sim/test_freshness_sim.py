@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import json
 import statistics
 
 from courtier.sim.loop import run_virtual
@@ -122,3 +123,19 @@ def test_recrawl_intervals_follow_known_change_rates_with_304s_and_the_budget() 
     per_day = collections.Counter(int((r.start - origin) // day) for r in report.requests
                                   if r.path != "/robots.txt")
     assert max(per_day.values()) <= budget
+
+
+def test_change_distance_decides_what_counts_as_a_change() -> None:
+    def changes(distance: int | None) -> float:
+        web = SimWeb([SimHost("ed.sim", pages=2, cross_links=0, volatile=True)])
+        report = simulate(web, sim_config(delay=0.5, recrawl_interval=3600.0, continuous=True,
+                                          max_seconds=3 * 86_400.0, change_distance=distance))
+        store = report.store
+        assert isinstance(store, MemoryStore)
+        row = next(r for r in store.urls.values() if r["url"].endswith("/p/0"))
+        stats = json.loads(row["change_stats"])
+        assert stats["visits"] >= 2
+        return float(stats["changes"]) / float(stats["visits"])
+
+    assert changes(None) == 1.0  # new bytes at every visit: every visit is a change
+    assert changes(64) == 0.0    # no SimHash can move more than 64 bits: never a change
