@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -82,6 +82,13 @@ class CrawlMetrics:
                                       registry=r)
         self.shard_leases_lost = Counter("courtier_shard_leases_lost",
                                          "shards whose lease this process lost", registry=r)
+        self.consumer_lag = Gauge(
+            "courtier_outbox_consumer_lag_events",
+            "outbox events after the last cursor read through the API (capped at 10,000)",
+            registry=r)
+        self.pending_commits = Gauge("courtier_pending_commits",
+                                     "fetch results waiting for the next commit batch",
+                                     registry=r)
         self.commit_seconds = Histogram(
             "courtier_store_commit_seconds", "store write latency of one commit batch",
             buckets=(0.001, 0.005, 0.02, 0.1, 0.5, 2, 10, 60), registry=r)

@@ -575,6 +575,7 @@ class Worker:
                                                   figures.denied, figures.bytes)
         s.pages = self._pages_issued
         s.queued = self.frontier.queued
+        self.metrics.pending_commits.set(len(self._pending))
         s.in_flight = len(self._tasks)
         s.hosts_active = self.frontier.active_hosts()
         if self.on_progress is not None:

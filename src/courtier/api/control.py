@@ -81,6 +81,10 @@ class CrawlControl(Protocol):
         """Outbox events with ``id > after``: ``{"events": [...], "next_after": id}``."""
 
 
+#: consumer lag is counted up to this many unread events
+CONSUMER_LAG_CAP = 10_000
+
+
 class StoreOnlyControl:
     """:class:`CrawlControl` over a store with no crawl running in this process."""
 
@@ -336,6 +340,13 @@ class WorkerControl(StoreOnlyControl):
 
     Must be called on the worker's event loop (the frontier takes no locks).
     """
+
+    async def events(self, after: int, limit: int) -> dict[str, Any]:
+        answer = await super().events(after, limit)
+        # consumer lag: outbox events the reader has not read yet (counted up to a cap)
+        behind = await self.store.read_events(answer["next_after"], CONSUMER_LAG_CAP)
+        self.worker.metrics.consumer_lag.set(len(behind))
+        return answer
 
     def __init__(self, worker: Worker) -> None:
         super().__init__(worker.store, worker.config, worker.clock)

@@ -80,6 +80,11 @@ async def test_live_figures_metrics_and_lookups(tmp_path: Path) -> None:
         assert all(h["live"]["queue"] + h["live"]["in_flight"] > 0 for h in top["hosts"])
         await get(session, crawl, "/v1/hosts/top?by=errors")
         await get(session, crawl, "/v1/domains/unknown.test/stats", status=404)
+        page = await get(session, crawl, "/v1/events?after=0&limit=1")
+        assert len(page["events"]) == 1
+        lag = crawl.worker.metrics.registry.get_sample_value(
+            "courtier_outbox_consumer_lag_events")
+        assert lag is not None and lag >= 1  # a reader one event in is behind the outbox
 
 
 @pytest.mark.timeout(60)
