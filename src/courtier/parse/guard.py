@@ -13,6 +13,7 @@ import asyncio
 import concurrent.futures
 import logging
 import multiprocessing
+from collections.abc import Callable
 
 from courtier.parse.html import ParsedPage, parse_html
 
@@ -36,8 +37,12 @@ def _parse(
 class GuardedParser:
     """Parses in one child process (started on first use, replaced after a timeout)."""
 
-    def __init__(self, timeout: float = 10.0) -> None:
+    def __init__(self, timeout: float = 10.0,
+                 target: Callable[[bytes, str, str | None, str | None, str], ParsedPage]
+                 = _parse) -> None:
+        """``target`` runs in the child; it must be importable (module level)."""
         self.timeout = timeout
+        self.target = target
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
         self.timeouts = 0
 
@@ -54,7 +59,8 @@ class GuardedParser:
         """The parsed page, or None when the budget ran out (the child is then killed)."""
         loop = asyncio.get_running_loop()
         pool = self._executor()
-        future = loop.run_in_executor(pool, _parse, body, url, content_type, x_robots_tag, agent)
+        future = loop.run_in_executor(pool, self.target, body, url, content_type, x_robots_tag,
+                                      agent)
         try:
             return await asyncio.wait_for(future, self.timeout)
         except TimeoutError:

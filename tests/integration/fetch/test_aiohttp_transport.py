@@ -271,7 +271,7 @@ async def test_200_with_headers_and_body(site: Web, transport: AiohttpTransport)
     assert resp.header("content-length") == str(len(PAGE))
     assert resp.remote_ip == "127.0.0.1"
     assert resp.started_at > 1_600_000_000
-    assert 0 <= resp.ttfb <= resp.elapsed < 5
+    assert 0 <= resp.ttfb <= resp.elapsed
     sent = dict(resp.request_headers)
     assert sent["Host"] == f"127.0.0.1:{site.port}"
     assert sent["User-Agent"] == "courtier-test/1"
@@ -446,11 +446,12 @@ async def test_stall_mid_body_hits_read_timeout() -> None:
     server = await raw(handler)
     client = AiohttpTransport(Resolver(AddressGuard(allow=LOOPBACK)))
     try:
-        limits = FetchLimits(read_timeout=0.2, total_timeout=5.0)
+        # the total timeout is far beyond the test's own limit: only the read timeout
+        # can end this fetch before pytest-timeout fails the test
+        limits = FetchLimits(read_timeout=0.2, total_timeout=3600.0)
         resp = await get(client, server.url(), limits)
         assert resp.truncated == "time"
         assert resp.body == b"hello"
-        assert resp.elapsed < 2.0
     finally:
         await client.close()
         await server.close()

@@ -1,0 +1,42 @@
+"""The parse budget: pathological pages are parsed in a child that is killed on overrun."""
+
+from __future__ import annotations
+
+import time
+
+from courtier.parse.guard import GUARD_TAGS, GuardedParser, needs_guard
+from courtier.parse.html import ParsedPage
+
+
+def never_finishes(body: bytes, url: str, content_type: str | None,
+                   x_robots_tag: str | None, agent: str) -> ParsedPage:
+    time.sleep(3600)  # stands for a parse that would take an hour
+    raise AssertionError("unreachable")
+
+
+def test_only_pages_with_very_many_tags_are_guarded() -> None:
+    assert not needs_guard(b"<p>" * GUARD_TAGS)
+    assert needs_guard(b"<p>" * (GUARD_TAGS + 1))
+
+
+async def test_a_parse_within_the_budget_returns_the_page() -> None:
+    parser = GuardedParser(timeout=60.0)
+    try:
+        page = await parser.parse(b'<a href="/x">x</a>', "http://a.test/", "text/html", None,
+                                  "courtier")
+    finally:
+        parser.close()
+    assert page is not None and [link.url for link in page.links] == ["http://a.test/x"]
+
+
+async def test_an_overrun_kills_the_child_and_gives_no_page() -> None:
+    parser = GuardedParser(timeout=0.5, target=never_finishes)
+    try:
+        assert await parser.parse(b"<div>", "http://a.test/", "text/html", None, "x") is None
+        assert parser.timeouts == 1
+        # a fresh child serves the next page
+        parser.target = GuardedParser().target
+        page = await parser.parse(b"<title>t</title>", "http://a.test/", "text/html", None, "x")
+        assert page is not None and page.title == "t"
+    finally:
+        parser.close()
