@@ -44,8 +44,10 @@ class KillLoopReport:
                     or self.warc_problems or self.violations_after_restarts)
 
 
-async def _run(args: list[str], server: TestWebServer, kill_after: int | None,
-               limit: float) -> int:
+async def run_crawler(args: list[str], server: TestWebServer, kill_after: int | None,
+                      limit: float) -> int:
+    """Run ``python -m courtier ARGS``; SIGKILL it once the server has seen ``kill_after``
+    more requests (None: let it finish). Returns the exit status (-9 when killed)."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "courtier", *args,
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
@@ -80,11 +82,11 @@ async def kill_loop(data: Path, kills: int, seed: int = 7, hosts: int = 6, pages
         expected = server.web.expected_fetches()
         for _ in range(kills):
             # a kill somewhere between start-up and well into the crawl
-            rc = await _run(args, server, kill_after=rng.randint(1, 40), limit=60.0)
+            rc = await run_crawler(args, server, kill_after=rng.randint(1, 40), limit=60.0)
             report.runs += 1
             report.kills += rc == -signal.SIGKILL
         restarted_at = len(server.log)
-        rc = await _run(args, server, kill_after=None, limit=120.0)
+        rc = await run_crawler(args, server, kill_after=None, limit=120.0)
         report.runs += 1
         log = list(server.log)
     gets = [r for r in log if not r.path_qs.startswith("/robots")]

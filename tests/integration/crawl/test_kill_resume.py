@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import os
 import signal
 import sys
 from pathlib import Path
@@ -14,35 +13,9 @@ from warcio.archiveiterator import ArchiveIterator
 
 from courtier.store.sqlite import SqliteStore
 from courtier.testweb import TestWebServer, default_web, politeness_violations
+from courtier.testweb.killloop import run_crawler
 
 DELAY = 0.1
-
-
-async def run_cli(
-    args: list[str], kill_when: int | None, server: TestWebServer, limit: float = 90.0
-) -> int:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "courtier",
-        *args,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + limit
-    try:
-        while proc.returncode is None and loop.time() < deadline:
-            if kill_when is not None and len(server.log) >= kill_when:
-                os.kill(proc.pid, signal.SIGKILL)
-                break
-            await asyncio.sleep(0.02)
-        rc = await asyncio.wait_for(proc.wait(), timeout=max(1.0, deadline - loop.time()))
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-    return rc
 
 
 @pytest.mark.timeout(180)
@@ -72,11 +45,11 @@ async def test_kill_9_then_resume_equals_an_uninterrupted_crawl(tmp_path: Path) 
             "0",
         ]
         expected = server.web.expected_fetches()
-        rc = await run_cli(args, kill_when=len(expected) // 2, server=server)
+        rc = await run_crawler(args, server, kill_after=len(expected) // 2, limit=90.0)
         assert rc == -signal.SIGKILL
         killed_at = len(server.log)
         # what was in flight at the kill: requests started but not answered before it
-        rc = await run_cli(args, kill_when=None, server=server)
+        rc = await run_crawler(args, server, kill_after=None, limit=90.0)
         assert rc == 0
         log = list(server.log)
     gets = [r for r in log if not r.path_qs.startswith("/robots")]
@@ -155,7 +128,7 @@ async def test_ctrl_c_stops_gracefully_and_the_next_run_finishes(tmp_path: Path)
         stopped_at = len(server.log)
         await asyncio.sleep(0.5)
         assert len(server.log) == stopped_at  # nothing after the process ended
-        rc = await run_cli(args, kill_when=None, server=server)
+        rc = await run_crawler(args, server, kill_after=None, limit=90.0)
         assert rc == 0
         expected = server.web.expected_fetches()
         gets = [r for r in server.log if not r.path_qs.startswith("/robots")]
