@@ -8,7 +8,9 @@ passes through :func:`canonicalize` exactly once. The result, a
 * ``host_key`` — scheme + authority, the unit of politeness;
 * ``url_key`` — 16 bytes: 4 bytes of ``xxh3_64(host_key)`` followed by
   12 bytes of ``xxh3_128(url)``, so that one host's keys sort together;
-* ``shard`` — ``xxh3_64(host_key) % SHARD_COUNT``, the unit of ownership.
+* ``shard`` — the leading ``log2(SHARD_COUNT)`` bits of ``xxh3_64(host_key)``, which
+  are also the leading bits of every ``url_key`` of that host
+  (:func:`shard_of_key`), so any key names its partition; the unit of ownership.
 
 Canonical form (changing it changes every key in every existing store, so
 treat it as frozen):
@@ -57,11 +59,13 @@ __all__ = [
     "make_url_key",
     "registrable_domain",
     "shard_of",
+    "shard_of_key",
 ]
 
 #: Number of shards the host space is cut into (see DESIGN.md §5). Changing it
 #: reassigns every host, so it is part of a store's identity.
 SHARD_COUNT = 1024
+_SHARD_SHIFT = 64 - (SHARD_COUNT.bit_length() - 1)
 
 #: Longest canonical URL accepted, in characters (the canonical form is ASCII).
 MAX_URL_LENGTH = 2048
@@ -178,13 +182,30 @@ def make_url_key(host_key: str, url: str) -> bytes:
 
 
 def shard_of(host_key: str, shard_count: int = SHARD_COUNT) -> int:
-    """The shard owning ``host_key``: ``xxh3_64(host_key) % shard_count``.
+    """The shard owning ``host_key``: the leading bits of ``xxh3_64(host_key)``.
 
-    Stable across processes and machines (never uses Python's ``hash()``).
+    ``shard_count`` must be a power of two; the shard is the top
+    ``log2(shard_count)`` bits of the 64-bit digest, so it equals
+    :func:`shard_of_key` of any ``url_key`` of the host. Stable across
+    processes and machines (never uses Python's ``hash()``).
     """
-    if shard_count <= 0:
-        raise InvalidURL(f"shard_count must be positive, got {shard_count}")
-    return xxhash.xxh3_64_intdigest(host_key.encode()) % shard_count
+    bits = _shard_bits(shard_count)
+    return xxhash.xxh3_64_intdigest(host_key.encode()) >> (64 - bits) if bits else 0
+
+
+def shard_of_key(url_key: bytes, shard_count: int = SHARD_COUNT) -> int:
+    """The shard of a 16-byte ``url_key``, read from its leading bits (no lookup needed)."""
+    bits = _shard_bits(shard_count)
+    return int.from_bytes(url_key[:4], "big") >> (32 - bits) if bits else 0
+
+
+def _shard_bits(shard_count: int) -> int:
+    if shard_count <= 0 or shard_count & (shard_count - 1):
+        raise InvalidURL(f"shard_count must be a positive power of two, got {shard_count}")
+    bits = shard_count.bit_length() - 1
+    if bits > 32:
+        raise InvalidURL(f"shard_count must be at most 2**32, got {shard_count}")
+    return bits
 
 
 def _resolve(raw: str, base: str | None) -> str:
@@ -259,7 +280,8 @@ def canonicalize(raw: str, base: str | None = None) -> CanonicalUrl:
         )
     host_hash = xxhash.xxh3_64_intdigest(host_key.encode())
     url_key = host_hash.to_bytes(8, "big")[:4] + xxhash.xxh3_128_digest(url.encode())[:12]
-    return _new_canonical(url, scheme, host, port, host_key, url_key, host_hash % SHARD_COUNT)
+    shard = host_hash >> _SHARD_SHIFT
+    return _new_canonical(url, scheme, host, port, host_key, url_key, shard)
 
 
 def host_key_of(url: str) -> str:

@@ -23,6 +23,7 @@ from courtier.urls import (
     make_url_key,
     registrable_domain,
     shard_of,
+    shard_of_key,
 )
 from tests.conftest import conformance_file
 
@@ -223,10 +224,20 @@ def test_url_key_matches_make_url_key_and_is_stable() -> None:
 
 def test_shard_stability_fixed_values() -> None:
     assert SHARD_COUNT == 1024
-    assert shard_of("http://example.com") == 720
-    assert shard_of("https://www.example.com") == 1007
-    assert shard_of("http://example.com", 16) == 720 % 16
-    assert canonicalize("http://example.com/x").shard == 720
+    # The leading 10 bits of xxh3_64(host_key): 0xf146… -> 0b1111000101 = 965.
+    assert shard_of("http://example.com") == 965
+    assert shard_of("https://www.example.com") == 546
+    assert shard_of("http://example.com", 16) == 965 >> 6
+    assert canonicalize("http://example.com/x").shard == 965
+
+
+def test_shard_is_the_leading_bits_of_every_url_key_of_the_host() -> None:
+    for i in range(500):
+        c = canonicalize(f"http://host-{i}.test/page/{i * 7}?q={i}")
+        assert shard_of_key(c.url_key) == c.shard == shard_of(c.host_key)
+        assert shard_of_key(c.url_key, 64) == shard_of(c.host_key, 64) == c.shard >> 4
+    assert shard_of_key(bytes.fromhex("ffc0" + "00" * 14)) == 1023
+    assert shard_of_key(bytes.fromhex("003f" + "ff" * 14)) == 0
 
 
 def test_shards_spread_over_all_shards() -> None:
@@ -237,9 +248,13 @@ def test_shards_spread_over_all_shards() -> None:
     assert max(counts) < 60  # mean is ≈19.5
 
 
-def test_shard_of_rejects_non_positive_count() -> None:
-    with pytest.raises(InvalidURL):
-        shard_of("http://example.com", 0)
+def test_shard_of_rejects_counts_that_are_not_powers_of_two() -> None:
+    for bad in (0, -4, 1000, 3):
+        with pytest.raises(InvalidURL):
+            shard_of("http://example.com", bad)
+        with pytest.raises(InvalidURL):
+            shard_of_key(b"\x00" * 16, bad)
+    assert shard_of("http://example.com", 1) == 0
 
 
 # --- rejections ---------------------------------------------------------------

@@ -252,3 +252,30 @@ async def test_replayed_batch_does_not_count_host_stats_twice(store: SqliteStore
     await store.commit([ok("http://a.test/1")], [delta])
     host = await store.load_host("a.test")
     assert host is not None and host.fetched == 1
+
+
+def test_migration_0006_rederives_shards_from_the_host_digest(tmp_path: Path) -> None:
+    from courtier.urls import canonicalize, shard_of
+
+    path = str(tmp_path / "old.sqlite")
+    steps = load_migrations()
+    conn = connect(path)
+    try:
+        assert migrate(conn, [s for s in steps if s.version <= 5]) == 5
+        c = canonicalize("http://old-layout.test/page")
+        old_shard = (shard_of(c.host_key) + 1) % 1024  # anything but the new value
+        conn.execute(
+            "INSERT INTO urls (url_key, url, host_key, shard, depth, priority, state, version,"
+            " discovered_at, next_fetch_at) VALUES (?, ?, ?, ?, 0, 0, 0, 0, 0, 0)",
+            (c.url_key, c.url, c.host_key, old_shard),
+        )
+        conn.execute("INSERT INTO hosts (host_key, shard) VALUES (?, ?)", (c.host_key, old_shard))
+        conn.execute("INSERT INTO shards (shard, owner, epoch, lease_expires_at)"
+                     " VALUES (?, 'local', 7, 1e12)", (old_shard,))
+        assert migrate(conn, steps) == len(steps)
+        assert conn.execute("SELECT shard FROM urls").fetchone()[0] == c.shard
+        assert conn.execute("SELECT shard FROM hosts").fetchone()[0] == c.shard
+        owner, epoch = conn.execute("SELECT owner, epoch FROM shards").fetchone()
+        assert owner is None and epoch == 7  # lease dropped, fencing epoch never goes back
+    finally:
+        conn.close()

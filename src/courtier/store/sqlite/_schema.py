@@ -19,6 +19,7 @@ from importlib import resources
 from pathlib import Path
 
 from courtier.errors import StoreError
+from courtier.urls import shard_of
 
 #: page cache per connection; a negative value is KiB (here 64 MiB)
 CACHE_SIZE_KIB = 64 * 1024
@@ -75,6 +76,8 @@ def connect(path: str) -> sqlite3.Connection:
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = OFF")
         conn.execute(f"PRAGMA cache_size = -{CACHE_SIZE_KIB}")
+        # Used by migration 0006 (shards re-derived from the key's leading bits).
+        conn.create_function("courtier_shard_of_host", 1, shard_of, deterministic=True)
         conn.execute("PRAGMA temp_store = MEMORY")
     except BaseException:
         conn.close()
