@@ -20,6 +20,7 @@ from courtier.config import SCOPES, CrawlConfig, build_config
 from courtier.errors import ConfigError, CourtierError
 from courtier.intake import SeedProblem
 from courtier.progress import summary_line
+from courtier.store.open import STORE_HELP, is_shared, store_url
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 DEFAULT_WORKER_API = "127.0.0.1:8790"
@@ -36,6 +37,7 @@ def add_crawl_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("seeds", nargs="*", help="seed URLs")
     p.add_argument("--seeds-file", type=Path, help="file with one URL per line (# comments)")
     p.add_argument("--data", type=Path, help="crawl home: database, WARC files (resumable)")
+    p.add_argument("--store", help=STORE_HELP)
     p.add_argument("--config", type=Path, help="TOML file whose keys are these flags' names")
     p.add_argument("--delay", type=float, help="seconds between request starts per host (1.0)")
     p.add_argument("--max-in-flight-per-host", type=int, help="concurrent requests per host (1)")
@@ -122,7 +124,7 @@ def cmd_crawl(args: argparse.Namespace) -> int:
         args.continuous = True
         args.api = args.api or DEFAULT_WORKER_API
     config = config_from_args(args)
-    resuming = (config.data / "courtier.db").exists()
+    resuming = is_shared(store_url(config.store)) or (config.data / "courtier.db").exists()
     if args.command == "worker":
         pass  # a service may start empty: seeds arrive through the API
     elif not config.seeds and config.seeds_file is None and not resuming:

@@ -15,6 +15,9 @@ from typing import Any
 
 from courtier.store.postgres._rows import Conn
 
+#: batches this big are streamed with COPY (a seed file), smaller ones go as one array
+COPY_THRESHOLD = 5000
+
 NEW_URL_COLUMNS = (
     "shard", "url_key", "url", "host_key", "depth", "priority", "discovered_at",
     "next_fetch_at", "redirect_hops", "sitemap_changefreq", "sitemap_lastmod",

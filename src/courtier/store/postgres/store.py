@@ -136,6 +136,10 @@ class PostgresStore:
     # -- URLs ---------------------------------------------------------------------------
 
     async def add_urls(self, urls: Sequence[NewUrl]) -> int:
+        """One round trip per batch; batches of ``COPY_THRESHOLD`` rows or more (seed files)
+        go through COPY instead (same rules, see ``_intake``)."""
+        if len(urls) >= _intake.COPY_THRESHOLD:
+            return await self.add_urls_bulk(urls)
         if not urls:
             return 0
         rows = _rows.new_url_rows(urls)
