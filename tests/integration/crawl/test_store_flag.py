@@ -30,7 +30,7 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
                                      ["url", "http://a.test/"], ["crawl", "http://a.test/"]])
 def test_unknown_scheme_is_a_usage_error(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                                          command: list[str]) -> None:
-    code, out, err = run(capsys, *command, "--data", str(tmp_path), "--store",
+    code, _, err = run(capsys, *command, "--data", str(tmp_path), "--store",
                          "mysql://root@127.0.0.1/crawl")
     assert code == 2
     assert len(err.strip().splitlines()) == 1 and "--store" in err and "'mysql'" in err
