@@ -47,3 +47,16 @@ def pg_dsn() -> Iterator[str]:
 
     with temporary_database("fn") as dsn:
         yield dsn
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def crawl_store(request: pytest.FixtureRequest) -> Iterator[str | None]:
+    """The ``--store`` of an end-to-end crawl: None (SQLite under --data) or a fresh
+    PostgreSQL database."""
+    if request.param == "sqlite":
+        yield None
+        return
+    from tests.pg import temporary_database
+
+    with temporary_database("crawl") as dsn:
+        yield dsn
