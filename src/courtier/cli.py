@@ -100,6 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--progress", choices=("auto", "bar", "log", "none"), default="auto")
     add_admin_commands(sub)
     add_query_commands(sub)
+    from courtier.ops.commands import add_ops_commands
+
+    add_ops_commands(sub)
     return parser
 
 
@@ -155,6 +158,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_admin(args)
         if args.command in ("seed", "url", "domain", "stats"):
             return run_query(args)
+        if args.command in ("plan", "config"):
+            from courtier.ops.commands import run_ops
+
+            return run_ops(args)
     except ConfigError as exc:
         print(f"courtier: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
