@@ -106,12 +106,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def config_from_args(args: argparse.Namespace) -> CrawlConfig:
+def config_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The crawl flags of ``args`` as build_config takes them (unset: None or ())."""
     flags = {k: v for k, v in vars(args).items() if k not in ("command", "config", "verbose")}
     flags["seeds"] = tuple(args.seeds or ())
     for name in ("include", "exclude", "allow_network", "allowed_ports"):
         flags[name] = tuple(flags.get(name) or ())
-    return build_config(flags, args.config)
+    return flags
+
+
+def config_from_args(args: argparse.Namespace) -> CrawlConfig:
+    return build_config(config_flags(args), args.config)
 
 
 def _print_problem(problem: SeedProblem) -> None:
