@@ -20,7 +20,6 @@ from prometheus_client.registry import Collector
 from courtier.clock import Clock
 from courtier.frontier.scheduler import Frontier
 
-
 TOP_HOSTS = 10   # bounded label cardinality: only the busiest hosts get a series
 
 
