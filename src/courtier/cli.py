@@ -7,6 +7,7 @@ configuration error (the message names the flag, file or line), 1 anything else.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import sys
 from collections.abc import Sequence
@@ -119,6 +120,14 @@ def config_from_args(args: argparse.Namespace) -> CrawlConfig:
     return build_config(config_flags(args), args.config)
 
 
+def worker_defaults(config: CrawlConfig) -> CrawlConfig:
+    """`courtier worker` always serves the API: 127.0.0.1:8790 unless a flag, the
+    environment or the file names another address."""
+    if config.api is None:
+        config = dataclasses.replace(config, api=DEFAULT_WORKER_API).validate()
+    return config
+
+
 def _print_problem(problem: SeedProblem) -> None:
     print(f"courtier: skipped seed {problem}", file=sys.stderr)
 
@@ -128,8 +137,9 @@ def cmd_crawl(args: argparse.Namespace) -> int:
 
     if args.command == "worker":
         args.continuous = True
-        args.api = args.api or DEFAULT_WORKER_API
     config = config_from_args(args)
+    if args.command == "worker":
+        config = worker_defaults(config)
     resuming = (config.data / "courtier.db").exists()
     if args.command == "worker":
         pass  # a service may start empty: seeds arrive through the API

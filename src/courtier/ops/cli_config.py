@@ -150,9 +150,18 @@ def run_config(args: argparse.Namespace) -> int:
     if args.config_command == "reference":
         print(reference(), end="")
         return 0
-    from courtier.cli import config_flags
+    from courtier.cli import config_flags, worker_defaults
 
-    config, sources = effective(config_flags(args), args.config, os.environ)
+    flags = config_flags(args)
+    worker = args.for_command == "worker"
+    if worker:  # exactly what `courtier worker` does to its configuration
+        flags["continuous"] = True
+    config, sources = effective(flags, args.config, os.environ)
+    if worker:
+        sources["continuous"] = "courtier worker"
+        if config.api is None:
+            sources["api"] = "courtier worker default"
+        config = worker_defaults(config)
     print(show(config, sources, args.json))
     return 0
 

@@ -30,6 +30,8 @@ def add_ops_commands(sub: Any) -> None:
 
     add_crawl_flags(show)
     show.add_argument("--json", action="store_true", help="print as JSON")
+    show.add_argument("--for", dest="for_command", choices=("crawl", "worker"), default="crawl",
+                      help="the command whose settings to show (worker: continuous, API on)")
     actions.add_parser("reference", help="print docs/configuration.md (Markdown) from the "
                                          "settings model")
 

@@ -91,3 +91,18 @@ def test_config_reference_command_prints_the_reference(
         capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["config", "reference"]) == 0
     assert capsys.readouterr().out == reference()
+
+
+def test_config_show_for_worker_keeps_an_api_address_from_the_environment(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    assert main(["config", "show", "--for", "worker", "--json"]) == 0
+    rows = {r["setting"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["api"] == {"setting": "api", "value": "127.0.0.1:8790",
+                           "source": "courtier worker default"}
+    assert rows["continuous"]["value"] == "true"
+    monkeypatch.setenv("COURTIER_API", "0.0.0.0:9000")
+    monkeypatch.setenv("COURTIER_API_TOKEN", "t")
+    assert main(["config", "show", "--for", "worker", "--json"]) == 0
+    rows = {r["setting"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["api"]["value"] == "0.0.0.0:9000"
+    assert rows["api"]["source"] == "environment COURTIER_API"
