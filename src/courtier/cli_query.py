@@ -2,8 +2,9 @@
 store of a crawl (``--data``) or from a running crawl's admin API (``--api URL``).
 
 Both paths go through the API's own code: ``--data`` builds a store-only
-control in this process and calls the same application in memory, so the
-JSON printed is identical either way.
+control in this process and runs the same operation in-process
+(:func:`courtier.api.routes.invoke`: no server, no socket), so the JSON
+printed is identical either way.
 """
 
 from __future__ import annotations
@@ -18,10 +19,9 @@ from typing import Any, TextIO
 from urllib.parse import quote
 
 import aiohttp
-from aiohttp.test_utils import TestClient, TestServer
 
 from courtier.api.control import StoreOnlyControl
-from courtier.api.server import make_app
+from courtier.api.routes import invoke
 from courtier.errors import ConfigError, CourtierError, InvalidURL
 from courtier.intake import read_seed_lines
 from courtier.store.sqlite import SqliteStore
@@ -88,16 +88,14 @@ async def _call_api(base: str, token: str | None, method: str, path: str,
 
 
 async def _call_store(data: Path, method: str, path: str, body: Any) -> tuple[int, Any]:
+    """The API operation run in this process over the store (no server, no socket)."""
     db = data / "courtier.db"
     if not db.exists():
         raise ConfigError(f"--data {data}: no crawl database here ({db} does not exist)")
     store = SqliteStore(db)
     await store.open()
     try:
-        app = make_app(StoreOnlyControl(store), None, None)
-        async with TestClient(TestServer(app, host="127.0.0.1")) as client:
-            resp = await client.request(method, path, json=body)
-            return resp.status, await resp.json()
+        return await invoke(StoreOnlyControl(store), method, path, body)
     finally:
         await store.close()
 

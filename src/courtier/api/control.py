@@ -50,11 +50,11 @@ class CrawlControl(Protocol):
     """The operations the admin API needs. All return JSON-able values."""
 
     async def add_seeds(
-        self, urls: Sequence[str], extend_scope: bool = False
+        self, urls: Sequence[str], extend_scope: bool = False, priority: int | None = None
     ) -> list[dict[str, Any]]:
         """One result per input, in order: ``{"url", "result": "accepted" | "duplicate" |
-        "rejected", "reason", "canonical", "url_key"}``. Accepted URLs are durable in the
-        store when this returns and get :data:`API_SEED_PRIORITY`."""
+        "rejected", "reason", "canonical", "url_key"}``. Accepted URLs are in the store
+        when this returns and get ``priority`` (None: :data:`API_SEED_PRIORITY`)."""
 
     async def get_policy(self, domain: str) -> dict[str, Any]:
         """The override in force for ``domain`` (all null/false: crawl defaults)."""
@@ -143,7 +143,7 @@ class StoreOnlyControl:
     # ---- seeds ---------------------------------------------------------------------------
 
     async def add_seeds(
-        self, urls: Sequence[str], extend_scope: bool = False
+        self, urls: Sequence[str], extend_scope: bool = False, priority: int | None = None
     ) -> list[dict[str, Any]]:
         if len(urls) > MAX_SEEDS_PER_CALL:
             raise ApiInputError(f"at most {MAX_SEEDS_PER_CALL} URLs per call")
@@ -153,9 +153,10 @@ class StoreOnlyControl:
         rows: list[NewUrl] = []
         batch: set[bytes] = set()
         blocked: dict[str, bool] = {}
+        rank = API_SEED_PRIORITY if priority is None else priority
         for raw in urls:
             result: dict[str, Any] = {
-                "url": raw,
+                "url": raw if isinstance(raw, str) else None,  # never echo a nested value
                 "result": "rejected",
                 "reason": None,
                 "canonical": None,
@@ -188,7 +189,7 @@ class StoreOnlyControl:
                 scope.add_seed(url)
             rows.append(
                 NewUrl(
-                    url.url_key, url.url, url.host_key, url.shard, 0, API_SEED_PRIORITY, now, now
+                    url.url_key, url.url, url.host_key, url.shard, 0, rank, now, now
                 )
             )
             result.update(result="accepted", reason=None)
