@@ -122,7 +122,8 @@ async def crawl(
         runner = None
         if config.api is not None:
             api_host, api_port = api_address(config.api)
-            app = make_app(WorkerControl(worker), worker.metrics.render, config.api_token)
+            app = make_app(WorkerControl(worker), worker.metrics.render, config.api_token,
+                           config.api_allowed_hosts)
             runner, port = await start_api(app, api_host, api_port)
             log.warning("admin API and dashboard on http://%s:%d/", api_host, port)
             if announce is not None:

@@ -22,6 +22,7 @@ import aiohttp
 
 from courtier.api.control import StoreOnlyControl
 from courtier.api.routes import invoke
+from courtier.config import read_token_file
 from courtier.errors import ConfigError, CourtierError, InvalidURL
 from courtier.intake import read_seed_lines
 from courtier.store.sqlite import SqliteStore
@@ -39,6 +40,9 @@ def add_query_commands(sub: Any) -> None:
     add = seed_sub.add_parser("add", help="add seed URLs (each checked on its own)")
     add.add_argument("urls", nargs="*")
     add.add_argument("--file", type=Path, help="one URL per line, # comments")
+    add.add_argument("--priority", type=int,
+                     help="rank of these seeds, 0-99 (default 20: ahead of links and of "
+                          "seeds given at start)")
     common(add)
     url = sub.add_parser("url", help="a URL's state: fetches, schedule, digest, WARC location")
     url.add_argument("url")
@@ -63,7 +67,10 @@ def _request(args: argparse.Namespace) -> tuple[str, str, Any]:
                 raise ConfigError(f"--file {args.file}: {exc.strerror}") from None
         if not urls:
             raise ConfigError("seed add: give URLs or --file")
-        return "POST", "/v1/seeds", {"urls": urls, "extend_scope": True}
+        body: dict[str, Any] = {"urls": urls, "extend_scope": True}
+        if args.priority is not None:
+            body["priority"] = args.priority
+        return "POST", "/v1/seeds", body
     if args.command == "url":
         try:
             key = canonicalize(args.url).url_key.hex()
@@ -105,13 +112,18 @@ async def call(args: argparse.Namespace, method: str, path: str,
     """One admin API call, to ``--api`` when given, else in-process over ``--data``."""
     if getattr(args, "api", None):
         token = args.api_token or os.environ.get("COURTIER_API_TOKEN")
+        token_file = getattr(args, "api_token_file", None)
+        if token_file is not None:
+            token = read_token_file(token_file, "--api-token-file")
         return await _call_api(args.api, token, method, path, body)
     return await _call_store(args.data, method, path, body)
 
 
 def add_api_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api", help="a running crawl's admin API, e.g. http://127.0.0.1:8790")
-    parser.add_argument("--api-token", help="bearer token (or COURTIER_API_TOKEN)")
+    parser.add_argument("--api-token", help="bearer token (visible in ps: prefer "
+                                            "COURTIER_API_TOKEN or --api-token-file)")
+    parser.add_argument("--api-token-file", type=Path, help="file holding the bearer token")
 
 
 def run_query(args: argparse.Namespace, out: TextIO | None = None) -> int:

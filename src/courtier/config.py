@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from courtier import __version__
+from courtier.api.browser import split_authority
 from courtier.errors import ConfigError
 
 DEFAULT_USER_AGENT = f"courtier/{__version__} (polite crawler; robots.txt token: courtier)"
@@ -68,6 +69,8 @@ class CrawlConfig:
                                        # lines are always followed)
     api: str | None = None             # HOST:PORT of the admin API (None: no API)
     api_token: str | None = None       # bearer token (COURTIER_API_TOKEN)
+    api_token_file: Path | None = None  # file holding the token (not visible in ps)
+    api_allowed_hosts: tuple[str, ...] = ()  # Host names the API answers besides loopback
     linger: float = 120.0
     progress: str = "auto"
     extra: Mapping[str, Any] = field(default_factory=dict)
@@ -84,6 +87,12 @@ class CrawlConfig:
             raise ConfigError("--ip-delay must be >= 0")
         if self.api is not None:
             api_address(self.api)
+        for name in self.api_allowed_hosts:
+            if split_authority(name) is None:
+                raise ConfigError(f"--api-allowed-host {name!r} is not a host name")
+        if self.api_token is not None and self.api_token_file is not None:
+            raise ConfigError("give --api-token (or COURTIER_API_TOKEN) or --api-token-file, "
+                              "not both")
         if self.change_distance is not None and not 0 <= self.change_distance <= 64:
             raise ConfigError("--change-distance must be between 0 and 64 bits")
         if self.linger < 0:
@@ -195,4 +204,21 @@ def build_config(
     for name, value in flags.items():
         if name in FIELDS and value is not None and value != ():
             values[name] = _coerce(name, value, "--" + name.replace("_", "-"))
-    return CrawlConfig(**values).validate()
+    config = CrawlConfig(**values).validate()
+    if config.api_token_file is not None:
+        token = read_token_file(config.api_token_file, "--api-token-file")
+        config = dataclasses.replace(config, api_token=token, api_token_file=None)
+    return config
+
+
+def read_token_file(path: Path, flag: str) -> str:
+    """The bearer token in ``path`` (surrounding whitespace stripped); ConfigError naming
+    ``flag`` when the file cannot be read or holds no token."""
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise ConfigError(f"{flag} {path}: cannot read the token: {reason}") from None
+    if not token or any(c.isspace() for c in token):
+        raise ConfigError(f"{flag} {path}: expected one token (no spaces) in the file")
+    return token

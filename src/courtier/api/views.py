@@ -83,7 +83,8 @@ def parse_policy(body: Any) -> HostPolicy:
     if delay is not None:
         if isinstance(delay, bool) or not isinstance(delay, int | float):
             raise ApiInputError("delay must be a number of seconds or null")
-        if not math.isfinite(delay) or not 0 <= delay <= MAX_POLICY_DELAY:
+        finite = isinstance(delay, int) or math.isfinite(delay)  # a huge int is no float
+        if not finite or not 0 <= delay <= MAX_POLICY_DELAY:
             raise ApiInputError(f"delay must be between 0 and {MAX_POLICY_DELAY:g} seconds")
     in_flight = _optional_int(body, "max_in_flight", 1, MAX_POLICY_IN_FLIGHT)
     max_pages = _optional_int(body, "max_pages", 0, MAX_POLICY_PAGES)
