@@ -20,6 +20,7 @@ from courtier.archive.base import ArchiveWriter
 from courtier.archive.warc import sha256_digest
 from courtier.clock import Clock
 from courtier.config import CrawlConfig
+from courtier.day_counts import DayCountLedger
 from courtier.dedup.pages import FirstCopy
 from courtier.errors import (
     ArchiveError,
@@ -42,7 +43,15 @@ from courtier.politeness.delays import DelayPolicy, parse_retry_after
 from courtier.politeness.robots import MAX_ROBOTS_BYTES, product_token
 from courtier.politeness.robots_state import RobotsPolicy
 from courtier.process import SITEMAP_PRIORITY, PageProcessor, is_html
-from courtier.store.base import FetchCommit, HostRecord, HostStatsDelta, NewUrl, Store
+from courtier.store.base import (
+    DAILY_BUDGET_KEY,
+    DayCount,
+    FetchCommit,
+    HostRecord,
+    HostStatsDelta,
+    NewUrl,
+    Store,
+)
 from courtier.urls import SHARD_COUNT, canonicalize
 
 log = logging.getLogger("courtier.worker")
@@ -150,6 +159,7 @@ class Worker:
         self._archive_trouble_until = float("-inf")
         self._budget: DailyBudget | None = None
         self._budget_spent_until: float | None = None
+        self._day_counts = DayCountLedger(store)
 
     # ---- control ------------------------------------------------------------------------
 
@@ -186,6 +196,7 @@ class Worker:
         frontier.epochs = dict(epochs)
         self.shards = sorted(epochs)
         await store.reset_scheduled(self.shards)
+        await self._restore_budget(start)
         last_commit = last_refill = last_renew = last_policy = float("-inf")
         last_rerank = start
         try:
@@ -300,10 +311,16 @@ class Worker:
             skip_hosts=frontier.full_hosts(config.host_window // 2),
         )
         new_hosts = {d.host_key: d.shard for d in due if not frontier.knows_host(d.host_key)}
+        budgeted: list[str] = []
         for host_key, shard in new_hosts.items():
             record = await self.store.load_host(host_key)
             ip = await self.resolve_ip(host_key) if self.resolve_ip is not None else None
             frontier.register_host(host_key, shard, record, ip)
+            if record is not None and record.policy_max_pages is not None:
+                budgeted.append(host_key)
+        if budgeted:  # max-pages-per-day windows continue across restarts
+            for count in (await self.store.load_day_counts(budgeted)).values():
+                frontier.restore_day_pages(count.key, count.day_start, count.used)
         frontier.add(due)
         frontier.forget_idle_hosts(keep=max(1000, config.memory_window // 4))
 
@@ -316,6 +333,15 @@ class Worker:
         released = self.frontier.take_released()
         if released:
             await self.store.release([(due.url_key, at) for due, at in released])
+
+    async def _restore_budget(self, now: float) -> None:
+        """The global daily budget continues the window an earlier run saved."""
+        if self.config.daily_budget is None:
+            return
+        self._budget = DailyBudget(self.config.daily_budget, now)
+        saved = (await self.store.load_day_counts([DAILY_BUDGET_KEY])).get(DAILY_BUDGET_KEY)
+        if saved is not None:
+            self._budget.restore(saved.day_start, saved.used, now)
 
     def _budget_left(self, now: float) -> bool:
         """The global daily fetch budget, paced (see frontier/budget.py)."""
@@ -351,6 +377,11 @@ class Worker:
                 self._pages_issued += 1
                 if self._budget is not None:
                     self._budget.spend(lease.issued_at)
+                    self._day_counts.note(DayCount(
+                        DAILY_BUDGET_KEY, self._budget.day_start, self._budget.used))
+                if host.policy.max_pages is not None and host.day_start is not None:
+                    self._day_counts.note(DayCount(host.host_key, host.day_start,
+                                                   host.day_pages))
                 if lease.due is not None:
                     lag = max(0.0, lease.issued_at - lease.due.next_fetch_at)
                     self.metrics.eligible_lag.observe(lag)
@@ -383,6 +414,8 @@ class Worker:
             await self._fetch_robots(lease)
             return
         try:
+            if self._day_counts.pending:  # write-ahead: the count is saved before the request
+                await self._day_counts.saved()
             resp = await self.transport.fetch(self._request(lease), self.limits)
         except FetchError as exc:
             self._finished(lease, None)

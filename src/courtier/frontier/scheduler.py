@@ -123,6 +123,14 @@ class Frontier:
             host.next_allowed_at = self.clock.now() + self.delay_for(host)
         self.hosts[host_key] = host
 
+    def restore_day_pages(self, host_key: str, day_start: float, pages: int) -> None:
+        """Continue a host's daily page window saved by an earlier run (max-pages-per-day
+        survives a restart); a window older than 24 h is ignored."""
+        host = self.hosts.get(host_key)
+        if host is not None and 0 <= self.clock.now() - day_start < DAY:
+            host.day_start, host.day_pages = day_start, max(0, pages)
+            self._reschedule(host)
+
     def set_policy(self, host_key: str, policy: HostPolicy) -> None:
         """Apply a policy override at once (the next lease already obeys it)."""
         host = self.hosts.get(host_key)

@@ -21,7 +21,6 @@ import random
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 
-
 #: with no configured delay, recovery steps are counted against this gap (20 req/s)
 MIN_RATE_UNIT = 0.05
 

@@ -3,6 +3,7 @@ never faster than the configured delay or Crawl-delay."""
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
@@ -91,11 +92,11 @@ def test_frontier_spaces_requests_by_the_throttled_rate_after_the_backoff() -> N
             continue
         starts.append(clock.now())
         frontier.finish_page(lease, FetchFeedback(next(statuses), 0.0))
-    gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(starts)]
     assert gaps[0] >= 5.0                       # the back-off after the 429
     assert gaps[1] == pytest.approx(2.0)        # throttled: the rate halved (from 1/s)
     assert gaps[2] == pytest.approx(1 / 0.55)   # + 0.05/s after one success
-    assert all(b <= a + 1e-9 for a, b in zip(gaps[1:], gaps[2:], strict=False))  # recovering
+    assert all(b <= a + 1e-9 for a, b in itertools.pairwise(gaps[1:]))  # recovering
     assert all(g >= 1.0 - 1e-9 for g in gaps)   # never faster than the configured delay
     assert gaps[-1] == pytest.approx(1.0)       # fully recovered
     host = frontier.hosts["http://a.test"]
