@@ -22,6 +22,7 @@ from courtier.clock import Clock
 from courtier.config import CrawlConfig
 from courtier.day_counts import DayCountLedger
 from courtier.dedup.pages import FirstCopy
+from courtier.domain_policy import policy_in_force, policy_of_record
 from courtier.errors import (
     ArchiveError,
     BlockedAddressError,
@@ -31,7 +32,7 @@ from courtier.errors import (
 )
 from courtier.fetch.transport import FetchLimits, FetchRequest, FetchResponse, Transport
 from courtier.frontier.budget import DailyBudget
-from courtier.frontier.host import HostPolicy
+from courtier.frontier.host import domain_host_key
 from courtier.frontier.lease import FetchFeedback, Lease, LeaseKind
 from courtier.frontier.scheduler import Frontier
 from courtier.intake import Intake
@@ -295,11 +296,19 @@ class Worker:
 
     async def _apply_policies(self, since: float) -> None:
         """Apply policy overrides set by another process (CLI, API) to known hosts."""
+        frontier = self.frontier
         for record in await self.store.policies_changed(since):
-            if self.frontier.knows_host(record.host_key):
-                self.frontier.set_policy(record.host_key, HostPolicy(
-                    record.policy_delay, record.policy_max_in_flight, record.policy_max_pages,
-                    record.blocked))
+            key = record.host_key
+            if frontier.knows_host(key):
+                policy, inherited = await policy_in_force(self.store, key, record)
+                frontier.set_policy(key, policy)
+                frontier.hosts[key].inherited_policy = inherited
+            own = policy_of_record(record)
+            for host in list(frontier.hosts.values()):  # subdomains without their own policy
+                if domain_host_key(host.host_key) == key and (
+                        host.inherited_policy or host.policy.is_default()):
+                    frontier.set_policy(host.host_key, own)
+                    host.inherited_policy = not own.is_default()
 
     async def _refill(self, now: float) -> None:
         config, frontier = self.config, self.frontier
@@ -316,7 +325,11 @@ class Worker:
             record = await self.store.load_host(host_key)
             ip = await self.resolve_ip(host_key) if self.resolve_ip is not None else None
             frontier.register_host(host_key, shard, record, ip)
-            if record is not None and record.policy_max_pages is not None:
+            policy, inherited = await policy_in_force(self.store, host_key, record)
+            if inherited:  # the registrable domain's policy covers this subdomain
+                frontier.set_policy(host_key, policy)
+                frontier.hosts[host_key].inherited_policy = True
+            if policy.max_pages is not None:
                 budgeted.append(host_key)
         if budgeted:  # max-pages-per-day windows continue across restarts
             for count in (await self.store.load_day_counts(budgeted)).values():
