@@ -26,7 +26,7 @@ from courtier.errors import ConfigError, FetchError, InvalidURL
 from courtier.fetch.aiohttp_transport import AiohttpTransport
 from courtier.fetch.guard import AddressGuard
 from courtier.fetch.resolver import Resolver, load_hosts_file
-from courtier.frontier.traps import TemplateTracker, TrapRules
+from courtier.frontier.traps import TemplateTracker, trap_rules_from
 from courtier.intake import Intake, Scope, SeedProblem, read_seed_lines
 from courtier.progress import Progress
 from courtier.store.base import NewUrl, Store
@@ -94,7 +94,7 @@ async def crawl(
                          software=config.user_agent)
     await store.open()
     try:
-        intake = Intake(Scope(config, []), traps=TemplateTracker(TrapRules(), clock))
+        intake = Intake(Scope(config, []), traps=TemplateTracker(trap_rules_from(config.traps), clock))
         rows, problems = collect_seeds(config, intake, clock.now())
         for problem in problems:
             if report_problem is not None:

@@ -84,6 +84,9 @@ def add_crawl_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--api-allowed-host", action="append", dest="api_allowed_hosts",
                    help="Host name the admin API answers besides loopback names "
                         "(repeatable; e.g. behind a reverse proxy)")
+    p.add_argument("--trap", action="append", dest="traps", metavar="NAME=VALUE",
+                   help="a trap threshold, e.g. max-path-depth=30 or template-max-growth=none "
+                        "(repeatable; see docs/traps.md)")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
 
 
@@ -111,7 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
 def config_from_args(args: argparse.Namespace) -> CrawlConfig:
     flags = {k: v for k, v in vars(args).items() if k not in ("command", "config", "verbose")}
     flags["seeds"] = tuple(args.seeds or ())
-    for name in ("include", "exclude", "allow_network", "allowed_ports", "api_allowed_hosts"):
+    for name in ("include", "exclude", "allow_network", "allowed_ports", "api_allowed_hosts",
+                 "traps"):
         flags[name] = tuple(flags.get(name) or ())
     return build_config(flags, args.config)
 

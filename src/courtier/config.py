@@ -21,6 +21,7 @@ from typing import Any
 from courtier import __version__
 from courtier.api.browser import split_authority
 from courtier.errors import ConfigError
+from courtier.frontier.traps import trap_rules_from
 
 DEFAULT_USER_AGENT = f"courtier/{__version__} (polite crawler; robots.txt token: courtier)"
 SCOPES = ("seeds-hosts", "seeds-domains", "any")
@@ -71,6 +72,7 @@ class CrawlConfig:
     api_token: str | None = None       # bearer token (COURTIER_API_TOKEN)
     api_token_file: Path | None = None  # file holding the token (not visible in ps)
     api_allowed_hosts: tuple[str, ...] = ()  # Host names the API answers besides loopback
+    traps: tuple[str, ...] = ()        # NAME=VALUE trap thresholds (TOML table [traps])
     linger: float = 120.0
     progress: str = "auto"
     extra: Mapping[str, Any] = field(default_factory=dict)
@@ -90,6 +92,7 @@ class CrawlConfig:
         for name in self.api_allowed_hosts:
             if split_authority(name) is None:
                 raise ConfigError(f"--api-allowed-host {name!r} is not a host name")
+        trap_rules_from(self.traps)
         if self.api_token is not None and self.api_token_file is not None:
             raise ConfigError("give --api-token (or COURTIER_API_TOKEN) or --api-token-file, "
                               "not both")
@@ -177,6 +180,8 @@ def load_file(path: Path) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in raw.items():
         name = key.replace("-", "_")
+        if name == "traps" and isinstance(value, dict):  # [traps] max-path-depth = 30
+            value = [f"{k}={'none' if v is False else v}" for k, v in value.items()]
         if name not in FIELDS:
             raise ConfigError(f"--config {path}: unknown key {key!r}")
         out[name] = _coerce(name, value, f"--config {path}")
