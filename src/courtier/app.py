@@ -94,7 +94,8 @@ async def crawl(
                          software=config.user_agent)
     await store.open()
     try:
-        intake = Intake(Scope(config, []), traps=TemplateTracker(trap_rules_from(config.traps), clock))
+        tracker = TemplateTracker(trap_rules_from(config.traps), clock)
+        intake = Intake(Scope(config, []), traps=tracker)
         rows, problems = collect_seeds(config, intake, clock.now())
         for problem in problems:
             if report_problem is not None:
