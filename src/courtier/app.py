@@ -26,7 +26,7 @@ from courtier.errors import ConfigError, FetchError, InvalidURL
 from courtier.fetch.aiohttp_transport import AiohttpTransport
 from courtier.fetch.guard import AddressGuard
 from courtier.fetch.resolver import Resolver, load_hosts_file
-from courtier.frontier.traps import TemplateTracker, TrapRules
+from courtier.frontier.traps import TemplateTracker, trap_rules_from
 from courtier.intake import Intake, Scope, SeedProblem, read_seed_lines
 from courtier.progress import Progress
 from courtier.store.base import NewUrl, Store
@@ -97,7 +97,8 @@ async def crawl(
     archive = WarcWriter(str(warc_root), max_file_bytes=config.warc_max_bytes,
                          software=config.user_agent)
     try:
-        intake = Intake(Scope(config, []), traps=TemplateTracker(TrapRules(), clock))
+        tracker = TemplateTracker(trap_rules_from(config.traps), clock)
+        intake = Intake(Scope(config, []), traps=tracker)
         rows, problems = collect_seeds(config, intake, clock.now())
         for problem in problems:
             if report_problem is not None:
@@ -125,7 +126,8 @@ async def crawl(
         runner = None
         if config.api is not None:
             api_host, api_port = api_address(config.api)
-            app = make_app(WorkerControl(worker), worker.metrics.render, config.api_token)
+            app = make_app(WorkerControl(worker), worker.metrics.render, config.api_token,
+                           config.api_allowed_hosts)
             runner, port = await start_api(app, api_host, api_port)
             log.warning("admin API and dashboard on http://%s:%d/", api_host, port)
             if announce is not None:

@@ -81,7 +81,15 @@ def add_crawl_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--api", help="serve the admin API and dashboard on HOST:PORT "
                                  "(loopback unless --api-token is set)")
     p.add_argument("--api-token", help="bearer token the admin API requires "
-                                       "(or COURTIER_API_TOKEN)")
+                                       "(visible in ps: prefer COURTIER_API_TOKEN or "
+                                       "--api-token-file)")
+    p.add_argument("--api-token-file", type=Path, help="file holding the admin API's token")
+    p.add_argument("--api-allowed-host", action="append", dest="api_allowed_hosts",
+                   help="Host name the admin API answers besides loopback names "
+                        "(repeatable; e.g. behind a reverse proxy)")
+    p.add_argument("--trap", action="append", dest="traps", metavar="NAME=VALUE",
+                   help="a trap threshold, e.g. max-path-depth=30 or template-max-growth=none "
+                        "(repeatable; see docs/traps.md)")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
 
 
@@ -113,7 +121,8 @@ def config_flags(args: argparse.Namespace) -> dict[str, Any]:
     """The crawl flags of ``args`` as build_config takes them (unset: None or ())."""
     flags = {k: v for k, v in vars(args).items() if k not in ("command", "config", "verbose")}
     flags["seeds"] = tuple(args.seeds or ())
-    for name in ("include", "exclude", "allow_network", "allowed_ports"):
+    for name in ("include", "exclude", "allow_network", "allowed_ports", "api_allowed_hosts",
+                 "traps"):
         flags[name] = tuple(flags.get(name) or ())
     return flags
 

@@ -2,8 +2,9 @@
 store of a crawl (``--data``) or from a running crawl's admin API (``--api URL``).
 
 Both paths go through the API's own code: ``--data`` builds a store-only
-control in this process and calls the same application in memory, so the
-JSON printed is identical either way.
+control in this process and runs the same operation in-process
+(:func:`courtier.api.routes.invoke`: no server, no socket), so the JSON
+printed is identical either way.
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ from typing import Any, TextIO
 from urllib.parse import quote
 
 import aiohttp
-from aiohttp.test_utils import TestClient, TestServer
 
 from courtier.api.control import StoreOnlyControl
-from courtier.api.server import make_app
+from courtier.api.routes import invoke
+from courtier.config import read_token_file
 from courtier.errors import ConfigError, CourtierError, InvalidURL
 from courtier.intake import read_seed_lines
 from courtier.store.open import STORE_HELP, open_store, store_url
@@ -40,6 +41,9 @@ def add_query_commands(sub: Any) -> None:
     add = seed_sub.add_parser("add", help="add seed URLs (each checked on its own)")
     add.add_argument("urls", nargs="*")
     add.add_argument("--file", type=Path, help="one URL per line, # comments")
+    add.add_argument("--priority", type=int,
+                     help="rank of these seeds, 0-99 (default 20: ahead of links and of "
+                          "seeds given at start)")
     common(add)
     url = sub.add_parser("url", help="a URL's state: fetches, schedule, digest, WARC location")
     url.add_argument("url")
@@ -64,7 +68,10 @@ def _request(args: argparse.Namespace) -> tuple[str, str, Any]:
                 raise ConfigError(f"--file {args.file}: {exc.strerror}") from None
         if not urls:
             raise ConfigError("seed add: give URLs or --file")
-        return "POST", "/v1/seeds", {"urls": urls, "extend_scope": True}
+        body: dict[str, Any] = {"urls": urls, "extend_scope": True}
+        if args.priority is not None:
+            body["priority"] = args.priority
+        return "POST", "/v1/seeds", body
     if args.command == "url":
         try:
             key = canonicalize(args.url).url_key.hex()
@@ -90,13 +97,11 @@ async def _call_api(base: str, token: str | None, method: str, path: str,
 
 async def _call_store(args: argparse.Namespace, method: str, path: str,
                       body: Any) -> tuple[int, Any]:
+    """The API operation run in this process over the store (no server, no socket)."""
     url = store_url(getattr(args, "store", None))
     store = await open_store(url, args.data, must_exist=True)
     try:
-        app = make_app(StoreOnlyControl(store), None, None)
-        async with TestClient(TestServer(app, host="127.0.0.1")) as client:
-            resp = await client.request(method, path, json=body)
-            return resp.status, await resp.json()
+        return await invoke(StoreOnlyControl(store), method, path, body)
     finally:
         await store.close()
 
@@ -107,6 +112,9 @@ async def call(args: argparse.Namespace, method: str, path: str,
     (``--store``, or the SQLite database under ``--data``)."""
     if getattr(args, "api", None):
         token = args.api_token or os.environ.get("COURTIER_API_TOKEN")
+        token_file = getattr(args, "api_token_file", None)
+        if token_file is not None:
+            token = read_token_file(token_file, "--api-token-file")
         return await _call_api(args.api, token, method, path, body)
     return await _call_store(args, method, path, body)
 
@@ -117,7 +125,9 @@ def add_store_flag(parser: argparse.ArgumentParser) -> None:
 
 def add_api_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api", help="a running crawl's admin API, e.g. http://127.0.0.1:8790")
-    parser.add_argument("--api-token", help="bearer token (or COURTIER_API_TOKEN)")
+    parser.add_argument("--api-token", help="bearer token (visible in ps: prefer "
+                                            "COURTIER_API_TOKEN or --api-token-file)")
+    parser.add_argument("--api-token-file", type=Path, help="file holding the bearer token")
 
 
 def run_query(args: argparse.Namespace, out: TextIO | None = None) -> int:

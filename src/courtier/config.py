@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from courtier import __version__
+from courtier.api.browser import split_authority
 from courtier.errors import ConfigError
+from courtier.frontier.traps import trap_rules_from
 
 DEFAULT_USER_AGENT = f"courtier/{__version__} (polite crawler; robots.txt token: courtier)"
 SCOPES = ("seeds-hosts", "seeds-domains", "any")
@@ -69,6 +71,9 @@ class CrawlConfig:
                                        # lines are always followed)
     api: str | None = None             # HOST:PORT of the admin API (None: no API)
     api_token: str | None = None       # bearer token (COURTIER_API_TOKEN)
+    api_token_file: Path | None = None  # file holding the token (not visible in ps)
+    api_allowed_hosts: tuple[str, ...] = ()  # Host names the API answers besides loopback
+    traps: tuple[str, ...] = ()        # NAME=VALUE trap thresholds (TOML table [traps])
     linger: float = 120.0
     progress: str = "auto"
     extra: Mapping[str, Any] = field(default_factory=dict)
@@ -85,6 +90,13 @@ class CrawlConfig:
             raise ConfigError("--ip-delay must be >= 0")
         if self.api is not None:
             api_address(self.api)
+        for name in self.api_allowed_hosts:
+            if split_authority(name) is None:
+                raise ConfigError(f"--api-allowed-host {name!r} is not a host name")
+        trap_rules_from(self.traps)
+        if self.api_token is not None and self.api_token_file is not None:
+            raise ConfigError("give --api-token (or COURTIER_API_TOKEN) or --api-token-file, "
+                              "not both")
         if self.change_distance is not None and not 0 <= self.change_distance <= 64:
             raise ConfigError("--change-distance must be between 0 and 64 bits")
         if self.linger < 0:
@@ -169,6 +181,8 @@ def load_file(path: Path) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in raw.items():
         name = key.replace("-", "_")
+        if name == "traps" and isinstance(value, dict):  # [traps] max-path-depth = 30
+            value = [f"{k}={'none' if v is False else v}" for k, v in value.items()]
         if name not in FIELDS:
             raise ConfigError(f"--config {path}: unknown key {key!r}")
         out[name] = _coerce(name, value, f"--config {path}")
@@ -196,4 +210,21 @@ def build_config(
     for name, value in flags.items():
         if name in FIELDS and value is not None and value != ():
             values[name] = _coerce(name, value, "--" + name.replace("_", "-"))
-    return CrawlConfig(**values).validate()
+    config = CrawlConfig(**values).validate()
+    if config.api_token_file is not None:
+        token = read_token_file(config.api_token_file, "--api-token-file")
+        config = dataclasses.replace(config, api_token=token, api_token_file=None)
+    return config
+
+
+def read_token_file(path: Path, flag: str) -> str:
+    """The bearer token in ``path`` (surrounding whitespace stripped); ConfigError naming
+    ``flag`` when the file cannot be read or holds no token."""
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise ConfigError(f"{flag} {path}: cannot read the token: {reason}") from None
+    if not token or any(c.isspace() for c in token):
+        raise ConfigError(f"{flag} {path}: expected one token (no spaces) in the file")
+    return token

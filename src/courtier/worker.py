@@ -20,7 +20,9 @@ from courtier.archive.base import ArchiveWriter
 from courtier.archive.warc import sha256_digest
 from courtier.clock import Clock
 from courtier.config import CrawlConfig
+from courtier.day_counts import DayCountLedger
 from courtier.dedup.pages import FirstCopy
+from courtier.domain_policy import policy_in_force, policy_of_record
 from courtier.errors import (
     ArchiveError,
     BlockedAddressError,
@@ -30,7 +32,7 @@ from courtier.errors import (
 )
 from courtier.fetch.transport import FetchLimits, FetchRequest, FetchResponse, Transport
 from courtier.frontier.budget import DailyBudget
-from courtier.frontier.host import HostPolicy
+from courtier.frontier.host import domain_host_key
 from courtier.frontier.lease import FetchFeedback, Lease, LeaseKind
 from courtier.frontier.scheduler import Frontier
 from courtier.intake import Intake
@@ -42,7 +44,15 @@ from courtier.politeness.delays import DelayPolicy, parse_retry_after
 from courtier.politeness.robots import MAX_ROBOTS_BYTES, product_token
 from courtier.politeness.robots_state import RobotsPolicy
 from courtier.process import SITEMAP_PRIORITY, PageProcessor, is_html
-from courtier.store.base import FetchCommit, HostRecord, HostStatsDelta, NewUrl, Store
+from courtier.store.base import (
+    DAILY_BUDGET_KEY,
+    DayCount,
+    FetchCommit,
+    HostRecord,
+    HostStatsDelta,
+    NewUrl,
+    Store,
+)
 from courtier.urls import SHARD_COUNT, canonicalize
 
 log = logging.getLogger("courtier.worker")
@@ -153,6 +163,7 @@ class Worker:
         self._archive_trouble_until = float("-inf")
         self._budget: DailyBudget | None = None
         self._budget_spent_until: float | None = None
+        self._day_counts = DayCountLedger(store)
 
     # ---- control ------------------------------------------------------------------------
 
@@ -189,6 +200,7 @@ class Worker:
         frontier.epochs = dict(epochs)
         self.shards = sorted(epochs)
         await store.reset_scheduled(self.shards)
+        await self._restore_budget(start)
         last_commit = last_refill = last_renew = last_policy = float("-inf")
         last_rerank = start
         try:
@@ -287,11 +299,19 @@ class Worker:
 
     async def _apply_policies(self, since: float) -> None:
         """Apply policy overrides set by another process (CLI, API) to known hosts."""
+        frontier = self.frontier
         for record in await self.store.policies_changed(since):
-            if self.frontier.knows_host(record.host_key):
-                self.frontier.set_policy(record.host_key, HostPolicy(
-                    record.policy_delay, record.policy_max_in_flight, record.policy_max_pages,
-                    record.blocked))
+            key = record.host_key
+            if frontier.knows_host(key):
+                policy, inherited = await policy_in_force(self.store, key, record)
+                frontier.set_policy(key, policy)
+                frontier.hosts[key].inherited_policy = inherited
+            own = policy_of_record(record)
+            for host in list(frontier.hosts.values()):  # subdomains without their own policy
+                if domain_host_key(host.host_key) == key and (
+                        host.inherited_policy or host.policy.is_default()):
+                    frontier.set_policy(host.host_key, own)
+                    host.inherited_policy = not own.is_default()
 
     async def _refill(self, now: float) -> None:
         config, frontier = self.config, self.frontier
@@ -303,10 +323,20 @@ class Worker:
             skip_hosts=frontier.full_hosts(config.host_window // 2),
         )
         new_hosts = {d.host_key: d.shard for d in due if not frontier.knows_host(d.host_key)}
+        budgeted: list[str] = []
         for host_key, shard in new_hosts.items():
             record = await self.store.load_host(host_key)
             ip = await self.resolve_ip(host_key) if self.resolve_ip is not None else None
             frontier.register_host(host_key, shard, record, ip)
+            policy, inherited = await policy_in_force(self.store, host_key, record)
+            if inherited:  # the registrable domain's policy covers this subdomain
+                frontier.set_policy(host_key, policy)
+                frontier.hosts[host_key].inherited_policy = True
+            if policy.max_pages is not None:
+                budgeted.append(host_key)
+        if budgeted:  # max-pages-per-day windows continue across restarts
+            for count in (await self.store.load_day_counts(budgeted)).values():
+                frontier.restore_day_pages(count.key, count.day_start, count.used)
         frontier.add(due)
         frontier.forget_idle_hosts(keep=max(1000, config.memory_window // 4))
 
@@ -319,6 +349,15 @@ class Worker:
         released = self.frontier.take_released()
         if released:
             await self.store.release([(due.url_key, at) for due, at in released])
+
+    async def _restore_budget(self, now: float) -> None:
+        """The global daily budget continues the window an earlier run saved."""
+        if self.config.daily_budget is None:
+            return
+        self._budget = DailyBudget(self.config.daily_budget, now)
+        saved = (await self.store.load_day_counts([DAILY_BUDGET_KEY])).get(DAILY_BUDGET_KEY)
+        if saved is not None:
+            self._budget.restore(saved.day_start, saved.used, now)
 
     def _budget_left(self, now: float) -> bool:
         """The global daily fetch budget, paced (see frontier/budget.py)."""
@@ -354,6 +393,11 @@ class Worker:
                 self._pages_issued += 1
                 if self._budget is not None:
                     self._budget.spend(lease.issued_at)
+                    self._day_counts.note(DayCount(
+                        DAILY_BUDGET_KEY, self._budget.day_start, self._budget.used))
+                if host.policy.max_pages is not None and host.day_start is not None:
+                    self._day_counts.note(DayCount(host.host_key, host.day_start,
+                                                   host.day_pages))
                 if lease.due is not None:
                     lag = max(0.0, lease.issued_at - lease.due.next_fetch_at)
                     self.metrics.eligible_lag.observe(lag)
@@ -386,6 +430,8 @@ class Worker:
             await self._fetch_robots(lease)
             return
         try:
+            if self._day_counts.pending:  # write-ahead: the count is saved before the request
+                await self._day_counts.saved()
             resp = await self.transport.fetch(self._request(lease), self.limits)
         except FetchError as exc:
             self._finished(lease, None)

@@ -14,6 +14,8 @@ from typing import Any
 
 from courtier.outcome import Outcome
 from courtier.store.base import (
+    DAILY_BUDGET_KEY,
+    DayCount,
     FetchCommit,
     HostRecord,
     HostStatsDelta,
@@ -605,3 +607,29 @@ async def test_overdue_rows_come_first_and_commits_set_priority(store: Store) ->
     await store.commit([done(second.url, priority=3)])
     row = await store.get_url(second.url_key)
     assert row is not None and row["priority"] == 3
+
+
+async def test_day_counts_upsert_and_survive_reopening(make_store: StoreMaker) -> None:
+    first = make_store()
+    await first.open()
+    assert await first.load_day_counts(["*", "http://a.test"]) == {}
+    await first.save_day_counts([DayCount(DAILY_BUDGET_KEY, T0, 3),
+                                 DayCount("http://a.test", T0 - 10, 1)])
+    await first.save_day_counts([DayCount(DAILY_BUDGET_KEY, T0, 7)])  # the last value wins
+    await first.save_day_counts([])
+    await first.close()
+    second = make_store()
+    await second.open()
+    try:
+        counts = await second.load_day_counts(["*", "http://a.test", "http://b.test"])
+        assert counts == {"*": DayCount("*", T0, 7),
+                          "http://a.test": DayCount("http://a.test", T0 - 10, 1)}
+        await second.save_day_counts([DayCount("http://a.test", T0 + 86_400, 0)])  # new day
+        assert (await second.load_day_counts(["http://a.test"]))["http://a.test"] == DayCount(
+            "http://a.test", T0 + 86_400, 0)
+        many = [f"http://h{i}.test" for i in range(1200)]
+        await second.save_day_counts([DayCount(k, T0, i) for i, k in enumerate(many)])
+        loaded = await second.load_day_counts(many)
+        assert len(loaded) == 1200 and loaded["http://h1199.test"].used == 1199
+    finally:
+        await second.close()

@@ -9,9 +9,11 @@
 
 Domains: a ``domain`` argument is an *authority* (``host`` or ``host:port``),
 and names its http and https host keys (see :func:`views.host_keys_for`).
-Policies are per host key — the unit the frontier enforces delays on — so a
-policy put on ``example.com`` applies to ``http://example.com`` and
-``https://example.com`` but not to ``www.example.com``.
+Policies are stored per host key — the unit the frontier enforces delays on — so
+a policy put on ``example.com`` is stored on ``http://example.com`` and
+``https://example.com``; as the registrable domain's policy it also covers
+``www.example.com`` and every other subdomain without a policy of its own
+(:mod:`courtier.domain_policy`).
 
 Every method is a coroutine that returns JSON-able data. Wrong input raises
 :class:`~courtier.api.views.ApiInputError`, an unknown URL or host
@@ -29,8 +31,9 @@ from courtier.api import views
 from courtier.api.views import ApiInputError, EventTally
 from courtier.clock import Clock, RealClock
 from courtier.config import CrawlConfig
+from courtier.domain_policy import policy_in_force
 from courtier.errors import InvalidURL
-from courtier.frontier.host import HostPolicy
+from courtier.frontier.host import HostPolicy, domain_host_key
 from courtier.intake import SEED_PRIORITY, Scope
 from courtier.politeness.robots import product_token
 from courtier.store.base import NewUrl, Store
@@ -50,11 +53,11 @@ class CrawlControl(Protocol):
     """The operations the admin API needs. All return JSON-able values."""
 
     async def add_seeds(
-        self, urls: Sequence[str], extend_scope: bool = False
+        self, urls: Sequence[str], extend_scope: bool = False, priority: int | None = None
     ) -> list[dict[str, Any]]:
         """One result per input, in order: ``{"url", "result": "accepted" | "duplicate" |
-        "rejected", "reason", "canonical", "url_key"}``. Accepted URLs are durable in the
-        store when this returns and get :data:`API_SEED_PRIORITY`."""
+        "rejected", "reason", "canonical", "url_key"}``. Accepted URLs are in the store
+        when this returns and get ``priority`` (None: :data:`API_SEED_PRIORITY`)."""
 
     async def get_policy(self, domain: str) -> dict[str, Any]:
         """The override in force for ``domain`` (all null/false: crawl defaults)."""
@@ -143,7 +146,7 @@ class StoreOnlyControl:
     # ---- seeds ---------------------------------------------------------------------------
 
     async def add_seeds(
-        self, urls: Sequence[str], extend_scope: bool = False
+        self, urls: Sequence[str], extend_scope: bool = False, priority: int | None = None
     ) -> list[dict[str, Any]]:
         if len(urls) > MAX_SEEDS_PER_CALL:
             raise ApiInputError(f"at most {MAX_SEEDS_PER_CALL} URLs per call")
@@ -153,9 +156,10 @@ class StoreOnlyControl:
         rows: list[NewUrl] = []
         batch: set[bytes] = set()
         blocked: dict[str, bool] = {}
+        rank = API_SEED_PRIORITY if priority is None else priority
         for raw in urls:
             result: dict[str, Any] = {
-                "url": raw,
+                "url": raw if isinstance(raw, str) else None,  # never echo a nested value
                 "result": "rejected",
                 "reason": None,
                 "canonical": None,
@@ -188,7 +192,7 @@ class StoreOnlyControl:
                 scope.add_seed(url)
             rows.append(
                 NewUrl(
-                    url.url_key, url.url, url.host_key, url.shard, 0, API_SEED_PRIORITY, now, now
+                    url.url_key, url.url, url.host_key, url.shard, 0, rank, now, now
                 )
             )
             result.update(result="accepted", reason=None)
@@ -197,8 +201,10 @@ class StoreOnlyControl:
         return results
 
     async def _host_blocked(self, host_key: str) -> bool:
+        """Blocked by its own policy, or by its registrable domain's when it has none."""
         record = await self.store.load_host(host_key)
-        return record is not None and record.blocked
+        policy, _ = await policy_in_force(self.store, host_key, record)
+        return policy.blocked
 
     # ---- policies ------------------------------------------------------------------------
 
@@ -215,13 +221,22 @@ class StoreOnlyControl:
                 }
             )
         chosen = next((h for h in hosts if h["override"]), hosts[0])
-        return {
+        answer = {
             "domain": domain,
             "policy": chosen["policy"],
             "override": chosen["override"],
+            "inherited_from": None,
             "hosts": hosts,
             "defaults": self._defaults(),
         }
+        if not chosen["override"]:  # a subdomain: its registrable domain's policy covers it
+            for key in keys:
+                policy, inherited = await policy_in_force(self.store, key, None)
+                if inherited:
+                    answer.update(policy=views.policy_view(policy),
+                                  inherited_from=domain_host_key(key))
+                    break
+        return answer
 
     def _defaults(self) -> dict[str, Any]:
         return {"delay": self.config.delay, "max_in_flight": self.config.max_in_flight_per_host}

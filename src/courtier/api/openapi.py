@@ -26,7 +26,10 @@ def _ok(description: str, schema: dict[str, Any] | None = None) -> dict[str, Any
 _ERRORS: dict[str, Any] = {
     "400": {"$ref": "#/components/responses/BadRequest"},
     "401": {"$ref": "#/components/responses/Unauthorized"},
+    "403": {"$ref": "#/components/responses/ForeignOrigin"},
+    "421": {"$ref": "#/components/responses/ForeignHost"},
 }
+_WRITE_ERRORS: dict[str, Any] = {"415": {"$ref": "#/components/responses/NotJson"}}
 _NOT_FOUND: dict[str, Any] = {"404": {"$ref": "#/components/responses/NotFound"}}
 _DOMAIN = {
     "name": "domain",
@@ -53,6 +56,7 @@ def _op(
         operation["parameters"] = params
     if body is not None:
         operation["requestBody"] = {"required": True, "content": {_JSON: {"schema": body}}}
+        operation["responses"].update(_WRITE_ERRORS)
     return operation
 
 
@@ -67,7 +71,7 @@ _POLICY = {
             "description": "seconds between request starts (null: crawl default)",
         },
         "max_in_flight": {"type": ["integer", "null"], "minimum": 1, "maximum": 64},
-        "max_pages": {"type": ["integer", "null"], "minimum": 0},
+        "max_pages": {"type": ["integer", "null"], "minimum": 0, "maximum": 1_000_000_000},
         "blocked": {
             "type": "boolean",
             "default": False,
@@ -97,7 +101,9 @@ _DOCUMENT: dict[str, Any] = {
         "title": "courtier admin API",
         "version": __version__,
         "description": "Control and observe a running courtier crawl. With a token "
-        "configured, every call needs `Authorization: Bearer TOKEN`.",
+        "configured, every call needs `Authorization: Bearer TOKEN`. Without one, only "
+        "loopback Host values (and --api-allowed-host names) are answered. Writes need "
+        "`Content-Type: application/json`; a foreign `Origin` is refused.",
     },
     "servers": [{"url": "http://127.0.0.1:8300"}],
     "security": [{"bearer": []}],
@@ -131,6 +137,13 @@ _DOCUMENT: dict[str, Any] = {
                                     "items": {"type": "string"},
                                 },
                                 "extend_scope": {"type": "boolean", "default": False},
+                                "priority": {
+                                    "type": ["integer", "null"],
+                                    "minimum": 0,
+                                    "maximum": 99,
+                                    "description": "rank of these URLs (null: 20, ahead of "
+                                    "start seeds (10) and links (0))",
+                                },
                             },
                         },
                         {"type": "array", "minItems": 1, "items": {"type": "string"}},
@@ -286,6 +299,19 @@ _DOCUMENT: dict[str, Any] = {
                 "content": {_JSON: {"schema": _ref("Error")}},
             },
             "NotFound": {"description": "not known", "content": {_JSON: {"schema": _ref("Error")}}},
+            "ForeignOrigin": {
+                "description": "Origin is neither this API's own nor an allowed host",
+                "content": {_JSON: {"schema": _ref("Error")}},
+            },
+            "ForeignHost": {
+                "description": "without a token: Host is not loopback nor an allowed host "
+                "(DNS-rebinding defence)",
+                "content": {_JSON: {"schema": _ref("Error")}},
+            },
+            "NotJson": {
+                "description": "a write without Content-Type: application/json",
+                "content": {_JSON: {"schema": _ref("Error")}},
+            },
         },
         "schemas": {
             "Error": {

@@ -10,8 +10,16 @@ Contract of every route:
 * With a token configured, every call but the static dashboard page needs
   ``Authorization: Bearer TOKEN`` (401 ``{"error": …}`` otherwise). The page
   holds no data; its script sends the token with each call.
+* Browser defences (:mod:`courtier.api.browser`): without a token only loopback
+  Host values and ``--api-allowed-host`` names are answered (421 otherwise);
+  an ``Origin`` must be the API's own (403); writes need
+  ``Content-Type: application/json`` (415); no CORS permission is ever granted;
+  no answer may be framed.
 * :func:`start_api` binds to loopback unless told otherwise, and refuses a
   non-loopback address without a token.
+
+The JSON operations themselves live in :mod:`courtier.api.routes`, shared with
+in-process calls from the command line.
 """
 
 from __future__ import annotations
@@ -20,28 +28,29 @@ import hmac
 import ipaddress
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from importlib import resources
 from typing import Any
 
 from aiohttp import web
 
-from courtier.api import views
-from courtier.api.control import MAX_EVENTS_PER_CALL, CrawlControl
+from courtier.api import browser, routes, views
+from courtier.api.control import CrawlControl
 from courtier.api.openapi import openapi_document
-from courtier.errors import ConfigError, InvalidURL, StoreError
-from courtier.urls import canonicalize
+from courtier.errors import ConfigError
 
 log = logging.getLogger("courtier.api")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 MAX_BODY_BYTES = 2 * 1024 * 1024
-URL_KEY_HEX_LENGTH = 32
 
 CONTROL = web.AppKey("control", CrawlControl)
 METRICS: web.AppKey[Callable[[], bytes] | None] = web.AppKey("metrics")
 TOKEN: web.AppKey[str | None] = web.AppKey("token")
+ALLOWED_HOSTS = web.AppKey("allowed_hosts", frozenset[str])
+#: every answer but the dashboard page: nothing to load, never framed
+API_CSP = "default-src 'none'; frame-ancestors 'none'"
 DASHBOARD = web.AppKey("dashboard", str)
 
 
@@ -56,9 +65,32 @@ def error(status: int, message: str) -> web.Response:
 
 
 @web.middleware
-async def errors_and_auth(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Check the bearer token, then map every failure to a JSON error answer."""
+async def browser_auth_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Browser defences (:mod:`courtier.api.browser`), the bearer token, then every
+    failure mapped to a JSON error answer; security headers on every answer."""
+    try:
+        response = await _checked(request, handler)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        response = error(exc.status, exc.reason)
+    response.headers.setdefault("X-Content-Type-Options", "nosniff")
+    response.headers.setdefault("Cache-Control", "no-store")
+    response.headers.setdefault("X-Frame-Options", "DENY")
+    response.headers.setdefault("Content-Security-Policy", API_CSP)
+    return response
+
+
+async def _checked(request: web.Request, handler: Handler) -> web.StreamResponse:
     token = request.app[TOKEN]
+    allowed = request.app[ALLOWED_HOSTS]
+    host = request.headers.get("Host")
+    why = browser.host_refusal(host, allowed, token is not None)
+    if why is not None:
+        return error(421, why)
+    why = browser.origin_refusal(request.headers.get("Origin"), host, allowed)
+    if why is not None:
+        return error(403, why)
     if token is not None and not (request.method == "GET" and request.path == "/"):
         given = request.headers.get("Authorization", "")
         scheme, _, value = given.partition(" ")
@@ -68,134 +100,49 @@ async def errors_and_auth(request: web.Request, handler: Handler) -> web.StreamR
             answer = error(401, "missing or wrong bearer token")
             answer.headers["WWW-Authenticate"] = 'Bearer realm="courtier"'
             return answer
+    routed = request.match_info.http_exception is None  # else 404/405 from the router
+    why = browser.content_type_refusal(
+        request.method, request.headers.get("Content-Type"), request.body_exists)
+    if routed and why is not None:
+        return error(415, why)
     try:
-        response = await handler(request)
-    except web.HTTPException as exc:
-        if exc.status < 400:
-            raise
-        return error(exc.status, exc.reason)
-    except (views.ApiInputError, InvalidURL) as exc:
-        return error(400, str(exc))
-    except views.ApiNotFound as exc:
-        return error(404, str(exc))
-    except StoreError as exc:
-        log.warning("admin API: store failed: %s", exc)
-        return error(503, f"store unavailable: {exc}")
-    except Exception:
-        log.exception("admin API: %s %s failed", request.method, request.path)
-        return error(500, "internal error (logged)")
-    response.headers.setdefault("X-Content-Type-Options", "nosniff")
-    response.headers.setdefault("Cache-Control", "no-store")
-    return response
+        return await handler(request)
+    except web.HTTPException:
+        raise
+    except Exception as exc:
+        failure = routes.failure_of(exc)
+        if failure is None:
+            log.exception("admin API: %s %s failed", request.method, request.path)
+            return error(500, "internal error (logged)")
+        if failure[0] == 503:
+            log.warning("admin API: %s", failure[1])
+        return error(*failure)
 
 
 async def read_json(request: web.Request) -> Any:
-    """The request body as JSON; 400 when it is not JSON, 413 when too large."""
+    """The request body as JSON; 400 when it is not JSON (or too deep), 413 when too large."""
     try:
         text = await request.text()
     except web.HTTPRequestEntityTooLarge:
         raise
     except UnicodeDecodeError:
         raise views.ApiInputError("request body is not UTF-8") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise views.ApiInputError(f"request body is not valid JSON: {exc}") from None
+    return routes.parse_json_body(text)
 
 
-def int_param(request: web.Request, name: str, default: int, low: int, high: int) -> int:
-    text = request.query.get(name)
-    if text is None:
-        return default
-    try:
-        value = int(text)
-    except ValueError:
-        raise views.ApiInputError(f"{name} must be an integer") from None
-    if not low <= value <= high:
-        raise views.ApiInputError(f"{name} must be between {low} and {high}")
-    return value
+def json_handler(operation: routes.Operation, takes_body: bool) -> Handler:
+    """An aiohttp handler serving one JSON operation of :data:`routes.OPERATIONS`."""
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        body = await read_json(request) if takes_body else None
+        call = routes.ApiCall(request.match_info, request.query, body)
+        return reply(await operation(request.app[CONTROL], call))
+
+    handle.__name__ = operation.__name__
+    return handle
 
 
-# ---- handlers ------------------------------------------------------------------------------
-
-
-async def post_seeds(request: web.Request) -> web.Response:
-    body = await read_json(request)
-    extend = False
-    if isinstance(body, dict):
-        unknown = sorted(set(body) - {"urls", "extend_scope"})
-        if unknown:
-            raise views.ApiInputError(f"unknown field(s): {', '.join(unknown)}")
-        extend = body.get("extend_scope", False)
-        if not isinstance(extend, bool):
-            raise views.ApiInputError("extend_scope must be true or false")
-        body = body.get("urls")
-    if not isinstance(body, list) or not body:
-        raise views.ApiInputError('expected {"urls": [URL, …]} or a non-empty JSON list')
-    results = await request.app[CONTROL].add_seeds(body, extend_scope=extend)
-    summary = {
-        kind: sum(1 for r in results if r["result"] == kind)
-        for kind in ("accepted", "duplicate", "rejected")
-    }
-    return reply({**summary, "results": results})
-
-
-async def get_policy(request: web.Request) -> web.Response:
-    return reply(await request.app[CONTROL].get_policy(request.match_info["domain"]))
-
-
-async def put_policy(request: web.Request) -> web.Response:
-    domain = request.match_info["domain"]
-    views.host_keys_for(domain)  # a bad domain is reported before a bad body
-    policy = views.parse_policy(await read_json(request))
-    return reply(await request.app[CONTROL].put_policy(domain, policy))
-
-
-async def delete_policy(request: web.Request) -> web.Response:
-    return reply(await request.app[CONTROL].delete_policy(request.match_info["domain"]))
-
-
-async def get_url_by_key(request: web.Request) -> web.Response:
-    text = request.match_info["url_hash"]
-    try:
-        key = bytes.fromhex(text)
-    except ValueError:
-        raise views.ApiInputError(f"not a hex URL key: {text!r}") from None
-    if len(text) != URL_KEY_HEX_LENGTH:
-        raise views.ApiInputError(f"a URL key is {URL_KEY_HEX_LENGTH} hex digits")
-    return reply(await request.app[CONTROL].url_state(key))
-
-
-async def get_url_by_text(request: web.Request) -> web.Response:
-    raw = request.query.get("url")
-    if not raw:
-        raise views.ApiInputError("query parameter url is required")
-    key = canonicalize(raw).url_key
-    return reply(await request.app[CONTROL].url_state(key))
-
-
-async def get_domain_stats(request: web.Request) -> web.Response:
-    return reply(await request.app[CONTROL].domain_stats(request.match_info["domain"]))
-
-
-async def get_stats(request: web.Request) -> web.Response:
-    return reply(await request.app[CONTROL].crawl_stats())
-
-
-async def get_top_hosts(request: web.Request) -> web.Response:
-    by = request.query.get("by", "queue")
-    limit = int_param(request, "limit", 10, 1, 100)
-    return reply({"by": by, "hosts": await request.app[CONTROL].top_hosts(by, limit)})
-
-
-async def get_events(request: web.Request) -> web.Response:
-    after = int_param(request, "after", 0, 0, 2**63 - 1)
-    limit = int_param(request, "limit", 100, 1, MAX_EVENTS_PER_CALL)
-    return reply(await request.app[CONTROL].events(after, limit))
-
-
-async def get_health(request: web.Request) -> web.Response:
-    return reply({"status": "ok"})
+# ---- handlers that are not JSON operations --------------------------------------------------
 
 
 async def get_metrics(request: web.Request) -> web.Response:
@@ -215,23 +162,13 @@ async def get_dashboard(request: web.Request) -> web.Response:
     response = web.Response(text=request.app[DASHBOARD], content_type="text/html")
     response.headers["Content-Security-Policy"] = (
         "default-src 'self'; script-src 'self' 'unsafe-inline'; "
-        "style-src 'self' 'unsafe-inline'; img-src 'self' data:"
+        "style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'"
     )
     return response
 
 
 ROUTES: list[tuple[str, str, Handler]] = [
-    ("POST", "/v1/seeds", post_seeds),
-    ("GET", "/v1/domains/{domain}/policy", get_policy),
-    ("PUT", "/v1/domains/{domain}/policy", put_policy),
-    ("DELETE", "/v1/domains/{domain}/policy", delete_policy),
-    ("GET", "/v1/domains/{domain}/stats", get_domain_stats),
-    ("GET", "/v1/urls/{url_hash}", get_url_by_key),
-    ("GET", "/v1/urls", get_url_by_text),
-    ("GET", "/v1/stats", get_stats),
-    ("GET", "/v1/hosts/top", get_top_hosts),
-    ("GET", "/v1/events", get_events),
-    ("GET", "/healthz", get_health),
+    *((method, path, json_handler(op, body)) for method, path, op, body in routes.OPERATIONS),
     ("GET", "/metrics", get_metrics),
     ("GET", "/openapi.json", get_openapi),
     ("GET", "/", get_dashboard),
@@ -244,14 +181,19 @@ def dashboard_html() -> str:
 
 
 def make_app(
-    control: CrawlControl, metrics_render: Callable[[], bytes] | None, token: str | None
+    control: CrawlControl,
+    metrics_render: Callable[[], bytes] | None,
+    token: str | None,
+    allowed_hosts: Collection[str] = (),
 ) -> web.Application:
     """The admin application. ``metrics_render`` gives the Prometheus text (None: 404);
-    ``token`` (None or empty: no auth) is the bearer token every call must carry."""
-    app = web.Application(middlewares=[errors_and_auth], client_max_size=MAX_BODY_BYTES)
+    ``token`` (None or empty: no auth) is the bearer token every call must carry;
+    ``allowed_hosts`` are Host names answered besides loopback (``--api-allowed-host``)."""
+    app = web.Application(middlewares=[browser_auth_errors], client_max_size=MAX_BODY_BYTES)
     app[CONTROL] = control
     app[METRICS] = metrics_render
     app[TOKEN] = token or None
+    app[ALLOWED_HOSTS] = browser.normalize_allowed(allowed_hosts)
     app[DASHBOARD] = dashboard_html()
     for method, path, handler in ROUTES:
         app.router.add_route(method, path, handler)

@@ -26,7 +26,12 @@ from courtier.urls import canonicalize, host_key_of
 MAX_POLICY_DELAY = 86_400.0
 #: largest per-host in-flight cap an API caller may set
 MAX_POLICY_IN_FLIGHT = 64
+#: largest daily page cap an API caller may set (stored as a 64-bit integer)
+MAX_POLICY_PAGES = 1_000_000_000
 POLICY_FIELDS = ("delay", "max_in_flight", "max_pages", "blocked")
+#: seed priorities an API caller may give; below the overdue boost (100), so the
+#: minimum-refresh guarantee still outranks every seed
+MIN_SEED_PRIORITY, MAX_SEED_PRIORITY = 0, 99
 
 
 class ApiInputError(CourtierError):
@@ -66,7 +71,7 @@ def parse_policy(body: Any) -> HostPolicy:
     """Validate a policy JSON object; missing fields mean "crawl default".
 
     ``delay``: number in [0, 86400] or null; ``max_in_flight``: integer in
-    [1, 64] or null; ``max_pages``: integer ≥ 0 or null; ``blocked``: boolean
+    [1, 64] or null; ``max_pages``: integer in [0, 10⁹] or null; ``blocked``: boolean
     (default false). Unknown fields are an error, so a typo never passes silently.
     """
     if not isinstance(body, dict):
@@ -78,10 +83,11 @@ def parse_policy(body: Any) -> HostPolicy:
     if delay is not None:
         if isinstance(delay, bool) or not isinstance(delay, int | float):
             raise ApiInputError("delay must be a number of seconds or null")
-        if not math.isfinite(delay) or not 0 <= delay <= MAX_POLICY_DELAY:
+        finite = isinstance(delay, int) or math.isfinite(delay)  # a huge int is no float
+        if not finite or not 0 <= delay <= MAX_POLICY_DELAY:
             raise ApiInputError(f"delay must be between 0 and {MAX_POLICY_DELAY:g} seconds")
     in_flight = _optional_int(body, "max_in_flight", 1, MAX_POLICY_IN_FLIGHT)
-    max_pages = _optional_int(body, "max_pages", 0, None)
+    max_pages = _optional_int(body, "max_pages", 0, MAX_POLICY_PAGES)
     blocked = body.get("blocked", False)
     if not isinstance(blocked, bool):
         raise ApiInputError("blocked must be true or false")
@@ -97,6 +103,18 @@ def _optional_int(body: Mapping[str, Any], name: str, low: int, high: int | None
     if value < low or (high is not None and value > high):
         bound = f"between {low} and {high}" if high is not None else f">= {low}"
         raise ApiInputError(f"{name} must be {bound}")
+    return value
+
+
+def parse_seed_priority(value: Any) -> int | None:
+    """A seed ``priority`` field: an integer in [0, 99], or null for the API default."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ApiInputError("priority must be an integer or null")
+    if not MIN_SEED_PRIORITY <= value <= MAX_SEED_PRIORITY:
+        raise ApiInputError(
+            f"priority must be between {MIN_SEED_PRIORITY} and {MAX_SEED_PRIORITY}")
     return value
 
 
@@ -230,6 +248,9 @@ def live_host_view(host: HostState, now: float, delay: float) -> dict[str, Any]:
         "backoff_remaining": max(0.0, timing.backoff_until - now),
         "consecutive_failures": timing.failures,
         "adaptive_delay": timing.adaptive_delay,
+        "throttle_delay": timing.throttle_delay or None,
+        "throttle_events": timing.throttle_events,
+        "allowed_rate": 1.0 / delay if delay > 0 else None,
         "delay": delay,
         "pages_issued": host.pages_issued,
         "ip": host.ip,

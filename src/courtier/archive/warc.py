@@ -296,8 +296,8 @@ class WarcWriter:
             if self._local:
                 os.fsync(self._file.fileno())
         except OSError as exc:
-            self._abandon()
-            raise ArchiveError(f"cannot flush WARC file {self._name}: {exc}") from exc
+            name = self._abandon()
+            raise ArchiveError(f"cannot flush WARC file {name}: {exc}") from exc
 
     def close(self) -> None:
         """Flush, close the current file and remove its ``.open`` marker. Idempotent."""
@@ -341,8 +341,8 @@ class WarcWriter:
         try:
             self._file.write(data)
         except OSError as exc:
-            self._abandon()
-            raise ArchiveError(f"cannot write WARC file {self._name}: {exc}") from exc
+            name = self._abandon()
+            raise ArchiveError(f"cannot write WARC file {name}: {exc}") from exc
         self._size += len(data)
         return offset
 
@@ -401,9 +401,12 @@ class WarcWriter:
             raise ArchiveError(f"cannot close WARC file {path}: {exc}") from exc
         self._file, self._name, self._size = None, None, 0
 
-    def _abandon(self) -> None:
-        """Drop the current file after an I/O error; its marker stays for recovery."""
-        handle, self._file, self._name, self._size = self._file, None, None, 0
+    def _abandon(self) -> str | None:
+        """Drop the current file after an I/O error; its marker stays for recovery.
+        Returns the dropped file's name (for the error message)."""
+        name, handle = self._name, self._file
+        self._file, self._name, self._size = None, None, 0
         if handle is not None:
             with contextlib.suppress(OSError):
                 handle.close()
+        return name

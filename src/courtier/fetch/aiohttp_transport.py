@@ -323,8 +323,9 @@ class AiohttpTransport:
         token = None
         try:
             async with asyncio.timeout_at(deadline):
-                addresses = await self._resolver.resolve(url.host, port)
-                token = _PINNED.set((url.host, port, addresses))
+                host = url.raw_host or url.host  # the ASCII (punycode) name aiohttp asks for
+                addresses = await self._resolver.resolve(host, port)
+                token = _PINNED.set((host, port, addresses))
                 response = await session.get(
                     url,
                     headers=headers,

@@ -26,6 +26,8 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+import ada_url
+
 from courtier.clock import Clock, RealClock
 from courtier.errors import BlockedAddressError, ConfigError, DNSError
 from courtier.fetch.guard import AddressGuard
@@ -53,10 +55,20 @@ _NAME_RE: Final = re.compile(r"^[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?$")
 
 
 def _normalize_host(host: str) -> str:
+    """The cache and override key of a host: lower-case, no trailing dot, and an
+    internationalised name in its ASCII (IDNA/punycode) form, so ``bücher.test``
+    and ``xn--bcher-kva.test`` are one name (aiohttp asks for the ASCII one)."""
     host = host.strip().lower()
     if host.startswith("[") and host.endswith("]"):
         return host[1:-1]
-    return host.rstrip(".") if host != "." else host
+    host = host.rstrip(".") if host != "." else host
+    if not host.isascii():
+        ascii_form: bytes | str = ada_url.idna_to_ascii(host)
+        if isinstance(ascii_form, bytes):
+            ascii_form = ascii_form.decode("ascii", "replace")
+        if ascii_form:
+            host = ascii_form.lower()
+    return host
 
 
 def _ip_literal(host: str) -> str | None:

@@ -5,7 +5,8 @@ token bucket filling at ``budget / 24 h`` with room for one hour's share, so
 due URLs queue up and compete: the frontier's best-first order (overdue
 guarantee, then the change-rate priority of each URL) decides what the budget
 is spent on, instead of whatever happens to become due first after midnight.
-Pure: callers pass ``now``.
+Pure: callers pass ``now``. The day's count survives a restart: the worker saves it
+(``Store.save_day_counts``) before the counted fetches start and :meth:`restore`s it.
 """
 
 from __future__ import annotations
@@ -24,6 +25,13 @@ class DailyBudget:
         self.last = now
         self.day_start = now
         self.used = 0
+
+    def restore(self, day_start: float, used: int, now: float) -> None:
+        """Continue a window saved by an earlier run (ignored once 24 h have passed):
+        fetches it counted are not spent again; the pacing bucket restarts empty."""
+        if 0 <= now - day_start < DAY:
+            self.day_start, self.used = day_start, max(0, used)
+            self.tokens, self.last = 0.0, now
 
     def _refill(self, now: float) -> None:
         if now - self.day_start >= DAY:

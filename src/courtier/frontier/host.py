@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from courtier.politeness.delays import HostTiming
 from courtier.politeness.robots_state import RobotsState
 from courtier.store.base import DueUrl
+from courtier.urls import registrable_domain
 
 
 @dataclass(slots=True)
@@ -18,6 +19,26 @@ class HostPolicy:
     max_in_flight: int | None = None
     max_pages: int | None = None
     blocked: bool = False
+
+    def is_default(self) -> bool:
+        return self == HostPolicy()
+
+
+def domain_host_key(host_key: str) -> str | None:
+    """The host key of ``host_key``'s registrable domain (same scheme and port), whose
+    policy covers it when it has none of its own; None when the host *is* that domain
+    (or an IP address / single label). ``http://www.example.com:8080`` →
+    ``http://example.com:8080``."""
+    scheme, sep, authority = host_key.partition("://")
+    if not sep or authority.startswith("["):
+        return None
+    host, colon, port = authority.rpartition(":")
+    if not colon:
+        host, port = authority, ""
+    domain = registrable_domain(host)
+    if domain == host or not host.endswith("." + domain):
+        return None
+    return f"{scheme}://{domain}" + (f":{port}" if port else "")
 
 
 @dataclass(slots=True)
@@ -55,6 +76,7 @@ class HostState:
     timing: HostTiming = field(default_factory=HostTiming)
     policy: HostPolicy = field(default_factory=HostPolicy)
     loaded: bool = False          # durable state (robots copy, policy) read from the store
+    inherited_policy: bool = False  # policy comes from the registrable domain's host key
     pages_issued: int = 0
     day_start: float | None = None  # start of the current 24 h page-budget window
     day_pages: int = 0            # pages issued in that window (policy max_pages)

@@ -34,7 +34,7 @@ from collections.abc import Iterable, Mapping
 from courtier.clock import Clock
 from courtier.frontier.host import HostPolicy, HostState, IpState
 from courtier.frontier.lease import FetchFeedback, Lease, LeaseKind
-from courtier.politeness.delays import DelayPolicy, effective_delay
+from courtier.politeness.delays import DelayPolicy, base_delay, effective_delay
 from courtier.politeness.robots_state import RobotsPolicy, RobotsStatus
 from courtier.store.base import DueUrl, HostRecord
 from courtier.urls import host_key_of, shard_of
@@ -122,6 +122,14 @@ class Frontier:
             # a shard takeover); its last start time is unknown, so wait one delay.
             host.next_allowed_at = self.clock.now() + self.delay_for(host)
         self.hosts[host_key] = host
+
+    def restore_day_pages(self, host_key: str, day_start: float, pages: int) -> None:
+        """Continue a host's daily page window saved by an earlier run (max-pages-per-day
+        survives a restart); a window older than 24 h is ignored."""
+        host = self.hosts.get(host_key)
+        if host is not None and 0 <= self.clock.now() - day_start < DAY:
+            host.day_start, host.day_pages = day_start, max(0, pages)
+            self._reschedule(host)
 
     def set_policy(self, host_key: str, policy: HostPolicy) -> None:
         """Apply a policy override at once (the next lease already obeys it)."""
@@ -231,6 +239,12 @@ class Frontier:
         crawl_delay = rules.crawl_delay(self.agent) if rules is not None else None
         return effective_delay(self.delay_policy, host.timing, crawl_delay, host.policy.delay)
 
+    def base_delay_for(self, host: HostState) -> float:
+        """The configured gap (delay or per-host override, Crawl-delay): the throttle's floor."""
+        rules = host.robots.rules_in_force()
+        crawl_delay = rules.crawl_delay(self.agent) if rules is not None else None
+        return base_delay(self.delay_policy, crawl_delay, host.policy.delay)
+
     def max_in_flight_of(self, host: HostState) -> int:
         """The in-flight cap in force for this host (policy override or default)."""
         return self._max_in_flight(host)
@@ -315,10 +329,13 @@ class Frontier:
         host = self._release_slot(lease, feedback.ip)
         status = feedback.status
         now = self.clock.now()
+        if status in (429, 503):  # "overloaded": lower the rate for longer than the back-off
+            host.timing.throttle(self.delay_for(host), self.delay_policy)
         if status is None or status == 429 or status >= 500:
             host.timing.record_failure(now, self.delay_policy, self.rng, feedback.retry_at)
         else:
             host.timing.record_success(feedback.elapsed, self.delay_policy)
+            host.timing.recover(self.base_delay_for(host), self.delay_policy)
         self._space_next(host, lease)
         self._reschedule(host)
 
@@ -330,6 +347,8 @@ class Frontier:
         host = self._release_slot(lease, ip)
         host.robots_in_flight = False
         now = self.clock.now()
+        if status in (429, 503):  # overloaded, even for robots.txt: lower the rate too
+            host.timing.throttle(self.delay_for(host), self.delay_policy)
         if status is None:
             host.robots.on_unreachable(now, self.robots_policy)
         else:

@@ -44,8 +44,11 @@ so repeated offers of one link count once and memory per template is fixed.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
+import math
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from courtier.clock import Clock, RealClock
@@ -121,6 +124,43 @@ class TrapRules:
         if self.sample_budget < 0:
             raise ConfigError("trap rule sample_budget must be >= 0")
         return self
+
+
+def trap_rules_from(settings: Sequence[str], source: str = "--trap") -> TrapRules:
+    """:class:`TrapRules` with ``NAME=VALUE`` settings applied over the defaults.
+
+    NAME is a field of TrapRules (``-`` or ``_``); VALUE an integer or number as the
+    field needs, or ``none`` to turn an optional limit off. Errors name ``source``
+    and the setting (:class:`ConfigError`).
+    """
+    fields = {f.name: str(f.type) for f in dataclasses.fields(TrapRules)}
+    values: dict[str, object] = {}
+    for item in settings:
+        name, sep, text = item.partition("=")
+        key = name.strip().replace("-", "_")
+        if not sep or key not in fields:
+            known = ", ".join(sorted(n.replace("_", "-") for n in fields))
+            raise ConfigError(f"{source} {item!r}: expected NAME=VALUE with NAME one of {known}")
+        kind, text = fields[key], text.strip()
+        try:
+            if text.lower() == "none":
+                if "None" not in kind:
+                    raise ValueError(text)
+                values[key] = None
+            elif kind.startswith("int"):
+                values[key] = int(text)
+            else:
+                number = float(text)
+                if not math.isfinite(number):
+                    raise ValueError(text)
+                values[key] = number
+        except ValueError:
+            raise ConfigError(f"{source} {item!r}: {name.strip()} has an invalid value "
+                              f"{text!r}") from None
+    try:
+        return dataclasses.replace(TrapRules(), **values).validate()  # type: ignore[arg-type]
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
 
 
 def _longest_run_repeat(segments: list[str]) -> int:

@@ -163,6 +163,24 @@ class HostRecord:
     ttfb_sum: float = 0.0
 
 
+#: the :class:`DayCount` key of the crawl-wide ``--daily-budget``
+DAILY_BUDGET_KEY = "*"
+
+
+@dataclass(frozen=True, slots=True)
+class DayCount:
+    """Page fetches counted in one 24 h budget window.
+
+    ``key`` is :data:`DAILY_BUDGET_KEY` for the crawl-wide daily budget, else a
+    host_key (its max-pages-per-day policy). ``day_start`` is the POSIX time the
+    window began; ``used`` the fetches started in it so far.
+    """
+
+    key: str
+    day_start: float
+    used: int
+
+
 @dataclass(frozen=True, slots=True)
 class Event:
     """One outbox row. ``id`` increases; consumers read with ``after=id``."""
@@ -283,6 +301,14 @@ class Store(Protocol):
     async def save_backoff(self, host_key: str, shard: int, until: float) -> None:
         """Record that a host pauses until ``until`` (429/5xx/errors), so a restart or a
         new shard owner keeps the pause."""
+
+    async def save_day_counts(self, counts: Sequence[DayCount]) -> None:
+        """Upsert each count by ``key`` (the stored ``day_start`` and ``used`` become the
+        given ones), all in one transaction. The worker saves a count *before* the fetches
+        it includes start, so a restart (or a crash loop) never spends a budget twice."""
+
+    async def load_day_counts(self, keys: Collection[str]) -> dict[str, DayCount]:
+        """The stored counts of these keys; keys never saved are absent."""
 
     async def policies_changed(self, since: float) -> list[HostRecord]:
         """Hosts whose policy override was set or cleared after ``since`` (store clock),

@@ -18,6 +18,7 @@ from courtier.frontier.host import OVERDUE_AFTER
 from courtier.outcome import Outcome
 from courtier.store.base import (
     CommitResult,
+    DayCount,
     DueUrl,
     Event,
     FetchCommit,
@@ -52,6 +53,7 @@ class MemoryStore:
         self._fetch_log: list[dict[str, Any]] = []
         self._due: list[tuple[float, bytes]] = []
         self._policy_at: dict[str, float] = {}
+        self.day_counts: dict[str, DayCount] = {}
 
     async def open(self) -> None:
         return None
@@ -263,6 +265,13 @@ class MemoryStore:
         host.policy_delay, host.policy_max_in_flight = delay, max_in_flight
         host.policy_max_pages, host.blocked = max_pages, blocked
         self._policy_at[host_key] = self.clock.now()
+
+    async def save_day_counts(self, counts: Sequence[DayCount]) -> None:
+        for count in counts:
+            self.day_counts[count.key] = count
+
+    async def load_day_counts(self, keys: Collection[str]) -> dict[str, DayCount]:
+        return {k: self.day_counts[k] for k in keys if k in self.day_counts}
 
     async def policies_changed(self, since: float) -> list[HostRecord]:
         return [dataclasses.replace(self.hosts[k]) for k, at in self._policy_at.items()

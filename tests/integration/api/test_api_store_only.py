@@ -21,6 +21,7 @@ from courtier.store.memory import MemoryStore
 from courtier.urls import canonicalize
 
 SEED = "http://site-a.test:8080/"
+JSON = {"Content-Type": "application/json"}
 
 
 def row(raw: str, depth: int = 0) -> NewUrl:
@@ -145,7 +146,7 @@ async def test_seeds_answer_per_item_and_store_the_good_ones(
     ],
 )
 async def test_seeds_reject_malformed_bodies(client: TestClient[Any, Any], body: str) -> None:
-    await error_of(await client.post("/v1/seeds", data=body), 400)
+    await error_of(await client.post("/v1/seeds", data=body, headers=JSON), 400)
 
 
 async def test_policy_round_trip_is_durable(
@@ -192,7 +193,8 @@ async def test_policy_rejects_bad_values(client: TestClient[Any, Any], body: Any
 async def test_policy_rejects_bad_domains_and_bad_json(client: TestClient[Any, Any]) -> None:
     await error_of(await client.get("/v1/domains/a%20b/policy"), 400)
     await error_of(await client.put("/v1/domains/x@y/policy", json={}), 400)
-    await error_of(await client.put("/v1/domains/site-a.test/policy", data="{"), 400)
+    await error_of(await client.put("/v1/domains/site-a.test/policy", data="{", headers=JSON),
+                   400)
 
 
 async def test_url_state_by_key_and_by_text(

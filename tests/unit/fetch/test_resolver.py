@@ -257,3 +257,16 @@ async def test_hosts_file_feeds_overrides(tmp_path: Path) -> None:
     path.write_text("127.0.0.1 site-a.test\n")
     res = Resolver(LOOPBACK, overrides=load_hosts_file(str(path)))
     assert await res.resolve("site-a.test", 80) == ["127.0.0.1"]
+
+
+async def test_internationalised_names_share_one_key_in_ascii_form() -> None:
+    resolver = ScriptedResolver({"xn--bcher-kva.test": ["93.184.216.34"]})
+    assert await resolver.resolve("Bücher.test", 80) == ["93.184.216.34"]
+    assert await resolver.resolve("xn--bcher-kva.test", 80) == ["93.184.216.34"]
+    assert resolver.lookups == ["xn--bcher-kva.test"]  # one DNS query, by the ASCII name
+
+
+async def test_override_matches_either_form_of_an_internationalised_name() -> None:
+    resolver = Resolver(LOOPBACK, overrides={"bücher.test": ["127.0.0.1"]})
+    assert await resolver.resolve("xn--bcher-kva.test", 80) == ["127.0.0.1"]
+    assert await resolver.resolve("BÜCHER.test.", 80) == ["127.0.0.1"]

@@ -27,6 +27,7 @@ from courtier.errors import StoreError
 from courtier.frontier.host import OVERDUE_AFTER
 from courtier.store.base import (
     CommitResult,
+    DayCount,
     DueUrl,
     Event,
     FetchCommit,
@@ -288,6 +289,34 @@ class PostgresStore:
         now = self._clock.now()
         await self._run("save_backoff",
                         lambda conn: _queries.save_backoff(conn, host_key, until, now))
+
+    async def save_day_counts(self, counts: Sequence[DayCount]) -> None:
+        rows = sorted((c.key, c.day_start, c.used) for c in counts)
+        if not rows:
+            return
+
+        async def job(conn: Conn) -> None:
+            await conn.execute(
+                "INSERT INTO day_counts (budget_key, day_start, used)"
+                " SELECT * FROM unnest($1::text[], $2::float8[], $3::bigint[])"
+                " ON CONFLICT (budget_key) DO UPDATE SET day_start = EXCLUDED.day_start,"
+                " used = EXCLUDED.used",
+                [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows])
+
+        await self._run("save_day_counts", job)
+
+    async def load_day_counts(self, keys: Collection[str]) -> dict[str, DayCount]:
+        wanted = list(keys)
+        if not wanted:
+            return {}
+
+        async def job(conn: Conn) -> dict[str, DayCount]:
+            found = await conn.fetch(
+                "SELECT budget_key, day_start, used FROM day_counts"
+                " WHERE budget_key = ANY($1::text[])", wanted)
+            return {r[0]: DayCount(r[0], float(r[1]), int(r[2])) for r in found}
+
+        return await self._run("load_day_counts", job, write=False)
 
     async def policies_changed(self, since: float) -> list[HostRecord]:
         return await self._run("policies_changed",

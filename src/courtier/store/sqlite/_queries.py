@@ -16,7 +16,7 @@ from typing import Any
 
 from courtier.dedup.simhash import from_signed64
 from courtier.frontier.host import OVERDUE_AFTER
-from courtier.store.base import DueUrl, HostRecord, NewUrl, UrlState
+from courtier.store.base import DayCount, DueUrl, HostRecord, NewUrl, UrlState
 
 QUEUED = int(UrlState.QUEUED)
 SCHEDULED = int(UrlState.SCHEDULED)
@@ -345,6 +345,29 @@ def save_backoff(
         " updated_at = excluded.updated_at",
         (host_key, shard, until, now),
     )
+
+
+def save_day_counts(conn: sqlite3.Connection, rows: Sequence[tuple[str, float, int]]) -> None:
+    """Upsert (budget_key, day_start, used) rows."""
+    conn.executemany(
+        "INSERT INTO day_counts (budget_key, day_start, used) VALUES (?, ?, ?)"
+        " ON CONFLICT (budget_key) DO UPDATE SET day_start = excluded.day_start,"
+        " used = excluded.used",
+        rows,
+    )
+
+
+def load_day_counts(conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, DayCount]:
+    out: dict[str, DayCount] = {}
+    for start in range(0, len(keys), 500):  # stay under SQLite's bound-parameter limit
+        chunk = keys[start:start + 500]
+        marks = ",".join("?" * len(chunk))
+        for key, day_start, used in conn.execute(
+            f"SELECT budget_key, day_start, used FROM day_counts WHERE budget_key IN ({marks})",
+            chunk,
+        ):
+            out[key] = DayCount(key, day_start, used)
+    return out
 
 
 def set_policy(

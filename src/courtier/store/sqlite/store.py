@@ -32,6 +32,7 @@ from courtier.clock import Clock, RealClock
 from courtier.errors import StoreError
 from courtier.store.base import (
     CommitResult,
+    DayCount,
     DueUrl,
     Event,
     FetchCommit,
@@ -308,6 +309,19 @@ class SqliteStore:
         now = self._clock.now()
         await self._tx(
             "save_backoff", lambda conn: _queries.save_backoff(conn, host_key, shard, until, now)
+        )
+
+    async def save_day_counts(self, counts: Sequence[DayCount]) -> None:
+        rows = [(c.key, float(c.day_start), int(c.used)) for c in counts]
+        if rows:
+            await self._tx("save_day_counts", lambda conn: _queries.save_day_counts(conn, rows))
+
+    async def load_day_counts(self, keys: Collection[str]) -> dict[str, DayCount]:
+        wanted = list(keys)
+        if not wanted:
+            return {}
+        return await self._tx(
+            "load_day_counts", lambda conn: _queries.load_day_counts(conn, wanted), write=False
         )
 
     async def due_within(self, shards: Sequence[int], until: float) -> int:
