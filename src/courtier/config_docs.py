@@ -29,9 +29,11 @@ SECTIONS = ("Crawl", "Politeness", "Scope", "Limits", "Fetching", "Freshness", "
 SETTING_DOCS: dict[str, SettingDoc] = {
     "data": SettingDoc("Storage", "Crawl home: the SQLite store `courtier.db` and the WARC "
                        "files under `warc/`. Running again on the same directory resumes."),
-    "store": SettingDoc("Storage", "The crawl's store: `postgresql://user@host:port/database` "
-                        "for a crawl shared by many workers; unset: SQLite under `data`. A "
-                        "password in the URL is masked by `courtier config show`."),
+    "store": SettingDoc("Storage", "Where the crawl state lives: a "
+                        "`postgresql://user@host:port/db` URL selects the shared PostgreSQL "
+                        "store (then `data` holds only the local WARC spool and lock); unset "
+                        "means SQLite under `data`. `courtier config show` masks a password "
+                        "in the URL."),
     "seeds": SettingDoc("Crawl", "Seed URLs (positional arguments on the command line)."),
     "seeds_file": SettingDoc("Crawl", "File with one seed URL per line; `#` starts a comment."),
     "delay": SettingDoc("Politeness", "Least time between the starts of two requests to one "
