@@ -32,7 +32,8 @@ SETTING_DOCS: dict[str, SettingDoc] = {
     "store": SettingDoc("Storage", "Where the crawl state lives: a "
                         "`postgresql://user@host:port/db` URL selects the shared PostgreSQL "
                         "store (then `data` holds only the local WARC spool and lock); unset "
-                        "means SQLite under `data`. Also `COURTIER_STORE`.", secret=True),
+                        "means SQLite under `data`; also `COURTIER_STORE`. `config show` "
+                        "masks a password in the URL."),
     "seeds": SettingDoc("Crawl", "Seed URLs (positional arguments on the command line)."),
     "seeds_file": SettingDoc("Crawl", "File with one seed URL per line; `#` starts a comment."),
     "delay": SettingDoc("Politeness", "Least time between the starts of two requests to one "

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from courtier.errors import ConfigError
 
 REGENERATE = "courtier config reference > docs/configuration.md"
 MASK = "********"
+_URL_PASSWORD = re.compile(r"(://[^:/@]*:)[^@/]+@")
 
 
 def undocumented() -> list[str]:
@@ -86,6 +88,7 @@ def show(config: CrawlConfig, sources: Mapping[str, str], as_json: bool) -> str:
     for name in FIELDS:
         value = getattr(config, name)
         text = MASK if SETTING_DOCS[name].secret and value is not None else shown(value)
+        text = _URL_PASSWORD.sub(rf"\1{MASK}@", text)
         rows.append((name.replace("_", "-"), text, sources[name]))
     if as_json:
         return json.dumps([{"setting": k, "value": v, "source": s} for k, v, s in rows],

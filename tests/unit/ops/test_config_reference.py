@@ -52,9 +52,11 @@ def test_precedence_and_sources(tmp_path: Path) -> None:
 
 
 def test_show_masks_secrets() -> None:
-    config, sources = effective({"api_token": "hunter2"}, None, {})
+    config, sources = effective(
+        {"api_token": "hunter2", "store": "postgresql://crawl:pw0rd@db:5432/courtier"}, None, {})
     text = show(config, sources, as_json=False)
     assert "hunter2" not in text and "flag --api-token" in text
+    assert "pw0rd" not in text and "postgresql://crawl:********@db:5432/courtier" in text
     rows = {r["setting"]: r for r in json.loads(show(config, sources, as_json=True))}
     assert rows["api-token"]["value"] == "********" and rows["delay"]["value"] == "1.0"
 
