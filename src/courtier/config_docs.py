@@ -27,13 +27,12 @@ SECTIONS = ("Crawl", "Politeness", "Scope", "Limits", "Fetching", "Freshness", "
             "Service")
 
 SETTING_DOCS: dict[str, SettingDoc] = {
-    "data": SettingDoc("Storage", "Crawl home: the SQLite store `courtier.db` (unless `store` "
-                       "is set) and the WARC "
+    "data": SettingDoc("Storage", "Crawl home: the SQLite store `courtier.db` and the WARC "
                        "files under `warc/`. Running again on the same directory resumes."),
-    "store": SettingDoc("Storage", "The crawl's store: `postgresql://user@host:port/database` "
-                        "(or `postgres://`) keeps URLs, hosts, leases and events in "
-                        "PostgreSQL (schema created on first use; `data` then holds the WARC "
-                        "spool and lock). Unset: SQLite under `data`. See docs/scale-out.md."),
+    "store": SettingDoc("Storage", "Where the crawl state lives: a `postgresql://user@host:port/db` "
+                        "URL selects the shared PostgreSQL store (then `data` holds only the local "
+                        "WARC spool and lock); unset means SQLite under `data`. Also "
+                        "`COURTIER_STORE`.", secret=True),
     "seeds": SettingDoc("Crawl", "Seed URLs (positional arguments on the command line)."),
     "seeds_file": SettingDoc("Crawl", "File with one seed URL per line; `#` starts a comment."),
     "delay": SettingDoc("Politeness", "Least time between the starts of two requests to one "
