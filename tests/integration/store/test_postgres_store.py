@@ -221,15 +221,21 @@ async def test_newer_schema_is_refused_and_reopen_is_idempotent(pg_dsn: str) -> 
 
 async def test_lost_connections_are_replaced(store: PostgresStore, pg_module_dsn: str) -> None:
     await store.add_urls([url_row("http://a.test/")])
-    admin = await asyncpg.connect(pg_module_dsn)
+    await admin_terminate(pg_module_dsn)
+    assert (await store.counts())["urls"] == 1  # the server dropped every connection
+    await admin_terminate(pg_module_dsn)
+    try:
+        await store.add_urls([url_row("http://b.test/")])
+    except StoreError as exc:  # a write on the dead connection fails cleanly…
+        assert "PostgreSQL store" in str(exc) and "add_urls" in str(exc)
+        await store.add_urls([url_row("http://b.test/")])  # …the next gets a new one
+    assert (await store.counts())["urls"] == 2
+
+
+async def admin_terminate(dsn: str) -> None:
+    admin = await asyncpg.connect(dsn)
     try:
         await admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
                             " WHERE datname = current_database() AND pid <> pg_backend_pid()")
     finally:
         await admin.close()
-    try:
-        counts = await store.counts()
-    except StoreError as exc:  # the call on the dead connection fails cleanly…
-        assert "PostgreSQL store" in str(exc)
-        counts = await store.counts()  # …and the pool has a new one for the next
-    assert counts["urls"] == 1

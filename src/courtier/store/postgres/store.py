@@ -1,7 +1,8 @@
 """PostgresStore: the shared :class:`~courtier.store.base.Store` of a scaled-out crawl.
 
-Connections come from an asyncpg pool (a lost connection is dropped and replaced
-on the next call; the failed call raises StoreError and the caller retries).
+Connections come from an asyncpg pool: a lost connection is dropped and replaced
+on the next call. A read that hits a lost connection is retried once on a fresh
+one; a write raises StoreError (the caller retries; commits are idempotent).
 Each public method is one transaction, and the hot ones are one round trip: a
 call to a PL/pgSQL function of the schema taking arrays (intake, refill, commit,
 outbox read). Every session runs with ``synchronous_commit = on``: an
@@ -45,8 +46,18 @@ T = TypeVar("T")
 DRIVER_ERRORS: tuple[type[BaseException], ...] = (
     asyncpg.PostgresError,
     asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
     OSError,
     asyncio.TimeoutError,
+)
+
+#: errors meaning the connection died (the pool replaces it on the next acquire)
+CONNECTION_LOST: tuple[type[BaseException], ...] = (
+    asyncpg.ConnectionDoesNotExistError,
+    asyncpg.AdminShutdownError,
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
+    ConnectionError,
 )
 
 
@@ -89,13 +100,19 @@ class PostgresStore:
         if pool is None or self._closed:
             raise StoreError(
                 f"PostgreSQL store {self._where}: {op} called on a store that is not open")
-        try:
-            async with pool.acquire() as conn, conn.transaction(readonly=not write):
-                return await fn(conn)
-        except StoreError:
-            raise
-        except DRIVER_ERRORS as exc:
-            raise self._fail(op, exc) from exc
+        attempts = 1 if write else 2  # a read is retried once on a fresh connection
+        for attempt in range(attempts):
+            try:
+                async with pool.acquire() as conn, conn.transaction(readonly=not write):
+                    return await fn(conn)
+            except StoreError:
+                raise
+            except CONNECTION_LOST as exc:
+                if attempt + 1 == attempts:
+                    raise self._fail(op, exc) from exc
+            except DRIVER_ERRORS as exc:
+                raise self._fail(op, exc) from exc
+        raise AssertionError("unreachable")
 
     # -- life cycle ---------------------------------------------------------------
 

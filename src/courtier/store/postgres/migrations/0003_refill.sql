@@ -21,13 +21,11 @@ RETURNS TABLE (walk bigint, shard integer, url_key bytea, url text, host_key tex
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
-    v_shard integer;
     v_host_shards integer[];
     v_hosts text[];
 BEGIN
-    FOR v_shard IN SELECT DISTINCT s FROM unnest(p_shards) AS s ORDER BY s LOOP
-        PERFORM pg_advisory_xact_lock(1129270869, v_shard);
-    END LOOP;
+    PERFORM pg_advisory_xact_lock(1129270869, l.s)
+    FROM (SELECT DISTINCT s FROM unnest(p_shards) AS s ORDER BY s) AS l;
 
     SELECT array_agg(r.shard ORDER BY r.late DESC, r.best_priority DESC, r.next_due_at,
                      r.host_key),
