@@ -104,7 +104,16 @@ SETTING_DOCS: dict[str, SettingDoc] = {
                       "Non-loopback addresses need `api-token`. `courtier worker` defaults to "
                       "127.0.0.1:8790."),
     "api_token": SettingDoc("Service", "Bearer token the admin API requires. Prefer the "
-                            "environment (`COURTIER_API_TOKEN`) over a file.", secret=True),
+                            "environment (`COURTIER_API_TOKEN`) or `api-token-file`: a flag shows "
+                            "in `ps`.", secret=True),
+    "api_token_file": SettingDoc("Service", "File whose first line is the admin API token "
+                                 "(instead of `api-token`; not both)."),
+    "api_allowed_hosts": SettingDoc("Service", "Host header values the API accepts besides "
+                                    "loopback names when it runs without a token (a defence "
+                                    "against DNS rebinding); others get 421 (repeatable)."),
+    "traps": SettingDoc("Scope", "Crawler-trap thresholds as `NAME=VALUE` (repeatable flag "
+                        "`--trap`, TOML table `[traps]`, `COURTIER_TRAPS`); names and defaults "
+                        "in docs/traps.md."),
     "linger": SettingDoc("Crawl", "How long a one-shot crawl waits for retries and backed-off "
                          "hosts before ending; later ones are kept for the next run.",
                          "seconds"),
