@@ -42,8 +42,9 @@ More flavours, never assigned by :func:`default_web` (:data:`MORE_ROBOTS_KINDS`)
 
 Behaviours (all off by default):
 
-``busy_every`` / ``busy_status`` / ``retry_after``
-    every ``busy_every``-th *page* request (robots files not counted) answers
+``busy_every`` / ``busy_status`` / ``retry_after`` / ``busy_after``
+    every ``busy_every``-th *page* request (robots files not counted; the first
+    ``busy_after`` page requests never) answers
     ``busy_status`` (429 or 503), with a ``Retry-After`` header when
     ``retry_after`` is set: ``"N"`` (delta-seconds, sent as is),
     ``"http-date+N"`` (an IMF-fixdate N seconds after the whole second that
@@ -142,6 +143,7 @@ class HostSpec:
     slow_after: int | None = None
     slow_latency: float = 0.0
     robots_target: str | None = None
+    busy_after: int = 0
 
     def __post_init__(self) -> None:
         self.name = self.name.lower()
@@ -153,9 +155,10 @@ class HostSpec:
             raise ConfigError(f"testweb host {self.name}: unknown robots kind {self.robots!r}")
         if self.latency < 0 or self.crawl_delay < 0 or self.page_bytes < 0:
             raise ConfigError(f"testweb host {self.name}: negative latency/delay/size")
-        if self.busy_every < 0 or self.busy_status not in BUSY_STATUSES:
+        if self.busy_every < 0 or self.busy_after < 0 or self.busy_status not in BUSY_STATUSES:
             raise ConfigError(
-                f"testweb host {self.name}: busy_every must be >= 0 and busy_status 429 or 503"
+                f"testweb host {self.name}: busy_every and busy_after must be >= 0 "
+                "and busy_status 429 or 503"
             )
         if (self.slow_after is not None and self.slow_after < 0) or self.slow_latency < 0:
             raise ConfigError(f"testweb host {self.name}: negative slow_after/slow_latency")
@@ -168,7 +171,8 @@ class HostSpec:
 
     def is_busy(self, page_request: int) -> bool:
         """True when the ``page_request``-th (1-based) page request must answer busy."""
-        return self.busy_every > 0 and page_request % self.busy_every == 0
+        return (self.busy_every > 0 and page_request > self.busy_after
+                and page_request % self.busy_every == 0)
 
     def latency_for(self, request: int) -> float:
         """Seconds to wait before answering the ``request``-th (1-based) request of the host."""
