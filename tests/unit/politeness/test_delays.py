@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
@@ -65,7 +66,7 @@ def test_backoff_doubles_within_jitter_for_any_rng(seed: int) -> None:
         step = min(64.0, 2.0 * 2**n)
         assert 0.9 * step <= wait <= 1.1 * step, (seed, n, wait)
     # with ±10 % jitter a doubling step is always larger than the previous one
-    assert all(b > a for a, b in zip(waits[:5], waits[1:6], strict=True))
+    assert all(b > a for a, b in itertools.pairwise(waits[:6]))
 
 
 def test_retry_after_wins_over_backoff() -> None:
