@@ -242,6 +242,24 @@ async def raw(handler: Handler) -> RawServer:
     return server
 
 
+async def connections_before_sentinel(server: RawServer) -> int:
+    """How many connections ``server`` accepted before a sentinel one made now.
+
+    Causal, not timed: the listening socket accepts in arrival order, so once the
+    sentinel's request is answered, every connection attempted before it has been
+    counted too (no sleep that a loaded machine could outrun)."""
+    before = server.connections
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    try:
+        writer.write(b"GET /sentinel HTTP/1.1\r\nHost: sentinel\r\nContent-Length: 0\r\n\r\n")
+        await writer.drain()
+        await reader.readuntil(b"\r\n\r\n")
+    finally:
+        writer.close()
+    assert server.connections >= before + 1
+    return server.connections - 1
+
+
 async def get(
     client: AiohttpTransport,
     url: str,
@@ -635,8 +653,7 @@ async def test_loopback_without_allow_is_blocked_before_connecting(host: str) ->
     try:
         with pytest.raises(BlockedAddressError, match="--allow-network"):
             await get(client, f"http://{host}:{server.port}/")
-        await asyncio.sleep(0.05)
-        assert server.connections == 0
+        assert await connections_before_sentinel(server) == 0
     finally:
         await client.close()
         await server.close()
