@@ -22,6 +22,9 @@ URL space of every host::
     /meta-nofollow.html       <meta name=robots content=nofollow>; links to /hidden/{k}.html
     /hidden/{k}.html          only linked from the meta-nofollow page
     /nofollow-target.html     only linked with rel=nofollow
+    /about.html               a page whose bytes are served again, identical, at
+    /mirror/about.html        this second URL (both linked from the index), so a
+                              crawler stores one response and one revisit
 
 :meth:`TestWeb.expected_fetches` is the oracle: the canonical URLs a correct
 polite crawler seeded with every host's ``/`` fetches with a GET;
@@ -46,6 +49,8 @@ from urllib.parse import urlsplit
 from courtier.testweb.links import HtmlPage, Link, LinkWriter, leaf_page, render_html
 from courtier.testweb.spec import COURTIER_AGENT, HostSpec, WebSpec
 
+#: two URLs of every host serving the very same bytes
+MIRRORED_PATHS = ("/about.html", "/mirror/about.html")
 #: RFC 9309 §2.3.1.2: a crawler follows at least this many robots.txt redirects
 ROBOTS_REDIRECT_LIMIT = 5
 _PLAIN_ROBOTS = {"404": 404, "500": 500, "401": 401, "403": 403, "429": 429, "503": 503}
@@ -212,7 +217,12 @@ class TestWeb:
             links.append(writer.self_fragment("/"))
             if others:
                 links.append(writer.link(others[0].name, "/"))
+            links += [writer.link(host, p) for p in MIRRORED_PATHS]
             return HtmlPage(title=f"{host} index", links=tuple(links))
+        if path in MIRRORED_PATHS:
+            # identical bytes under both URLs: one absolute link, one title, one text
+            home = writer.canonical(host, "/")
+            return HtmlPage(title=f"{host} about", links=(Link(href=home, target=home),))
         i = self._page_index(spec, path)
         if i is not None:
             return self._content_page(spec, i, others)
@@ -293,7 +303,8 @@ class TestWeb:
         model = self.html_model(host, path)
         if model is None:
             return _plain(404, b"not found\n")
-        body = render_html(model, self._rng(host, path), spec.page_bytes)
+        text_of = MIRRORED_PATHS[0] if path in MIRRORED_PATHS else path
+        body = render_html(model, self._rng(host, text_of), spec.page_bytes)
         return _ok("text/html; charset=utf-8", body)
 
     def _robots_response(self, spec: HostSpec, path: str) -> PageResponse | None:
