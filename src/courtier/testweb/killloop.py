@@ -26,11 +26,13 @@ import os
 import random
 import signal
 import sys
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from courtier.archive.recovery import check_warc
 from courtier.outcome import FINAL_OUTCOMES
+from courtier.store.base import Event
 from courtier.store.sqlite import SqliteStore
 from courtier.testweb.server import RequestRecord, TestWebServer, politeness_violations
 from courtier.testweb.spec import default_web
@@ -57,11 +59,11 @@ class KillLoopReport:
 
     @property
     def ok(self) -> bool:
+        short_gaps = [g for g in self.restart_gaps if g[1] < g[2]]
         return self.final_exit == 0 and not (
             self.missing or self.duplicate_events or self.urls_without_event
             or self.urls_with_several_finals or self.events_after_final
-            or self.warc_problems or self.violations_after_restarts
-            or [g for g in self.restart_gaps if g[1] < g[2]])
+            or self.warc_problems or self.violations_after_restarts or short_gaps)
 
 
 async def run_crawler(args: list[str], server: TestWebServer, kill_after: int | None,
@@ -85,6 +87,26 @@ async def run_crawler(args: list[str], server: TestWebServer, kill_after: int | 
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
+
+
+def final_event_problems(events: Sequence[Event], expected: Iterable[str]
+                         ) -> tuple[list[str], list[str], list[str]]:
+    """(expected URLs without a final event, URLs with several, events after a final one).
+
+    A final event has an outcome in :data:`FINAL_OUTCOMES` (see the module docstring)."""
+    finals = collections.Counter(e.payload["url"] for e in events
+                                 if e.payload["outcome"] in FINAL_OUTCOMES)
+    without = sorted(u for u in expected if finals[u] == 0)
+    several = sorted(u for u, n in finals.items() if n > 1)
+    after: list[str] = []
+    final_seen: set[str] = set()
+    for event in sorted(events, key=lambda e: e.id):
+        url = event.payload["url"]
+        if url in final_seen:
+            after.append(f"{url} v{event.version} {event.payload['outcome']}")
+        if event.payload["outcome"] in FINAL_OUTCOMES:
+            final_seen.add(url)
+    return without, several, after
 
 
 def restart_gaps(log: list[RequestRecord], restarts: list[int],
@@ -149,17 +171,8 @@ async def kill_loop(data: Path, kills: int, seed: int = 7, hosts: int = 6, pages
         await store.close()
     keys = [(e.url_key, e.version) for e in events]
     report.duplicate_events = len(keys) - len(set(keys))
-    finals = collections.Counter(e.payload["url"] for e in events
-                                 if e.payload["outcome"] in FINAL_OUTCOMES)
-    report.urls_without_event = sorted(u for u in expected if finals[u] == 0)
-    report.urls_with_several_finals = sorted(u for u, n in finals.items() if n > 1)
-    final_seen: set[str] = set()
-    for event in sorted(events, key=lambda e: e.id):
-        url = event.payload["url"]
-        if url in final_seen:
-            report.events_after_final.append(f"{url} v{event.version} {event.payload['outcome']}")
-        if event.payload["outcome"] in FINAL_OUTCOMES:
-            final_seen.add(url)
+    (report.urls_without_event, report.urls_with_several_finals,
+     report.events_after_final) = final_event_problems(events, expected)
     for path in sorted((data / "warc").rglob("*.warc.gz")):
         report.warc_files += 1
         check = check_warc(str(path))
