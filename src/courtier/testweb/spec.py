@@ -53,6 +53,24 @@ Behaviours (all off by default):
 ``slow_after`` / ``slow_latency``
     the first ``slow_after`` requests of the host (robots files included)
     wait ``latency``; every later one waits ``slow_latency``.
+
+Extra content (all off by default; see :mod:`courtier.testweb.site`):
+
+``extra_links``
+    absolute URLs (any host, e.g. one outside the web) linked from the index.
+``redirect_out``
+    ``/out/{k}`` answers 301 to the k-th of these URLs; each is linked from the index.
+``sitemap_pages`` / ``sitemap_lastmod``
+    robots.txt (200 flavours) names ``/sitemaps/index.xml`` in a ``Sitemap:``
+    line; that sitemap index lists one gzipped child, ``/sitemaps/pages.xml.gz``,
+    whose urlset lists ``/s/{i}.html`` for ``i < sitemap_pages`` — pages linked
+    from nowhere else — each with ``<lastmod>`` ``sitemap_lastmod + i`` days
+    (POSIX seconds; None: no lastmod).
+``extra_sitemaps``
+    more ``Sitemap:`` lines (absolute URLs, e.g. one outside the web).
+``near_duplicates``
+    ``/near/{k}.html`` for ``k < near_duplicates``, linked from the index: the same
+    long text but for one word, each linking to its own ``/near-leaf/{k}.html``.
 """
 
 from __future__ import annotations
@@ -144,6 +162,12 @@ class HostSpec:
     slow_latency: float = 0.0
     robots_target: str | None = None
     busy_after: int = 0
+    extra_links: tuple[str, ...] = ()
+    redirect_out: tuple[str, ...] = ()
+    sitemap_pages: int = 0
+    sitemap_lastmod: float | None = None
+    extra_sitemaps: tuple[str, ...] = ()
+    near_duplicates: int = 0
 
     def __post_init__(self) -> None:
         self.name = self.name.lower()
@@ -160,6 +184,8 @@ class HostSpec:
                 f"testweb host {self.name}: busy_every and busy_after must be >= 0 "
                 "and busy_status 429 or 503"
             )
+        if min(self.sitemap_pages, self.near_duplicates) < 0:
+            raise ConfigError(f"testweb host {self.name}: negative sitemap_pages/near_duplicates")
         if (self.slow_after is not None and self.slow_after < 0) or self.slow_latency < 0:
             raise ConfigError(f"testweb host {self.name}: negative slow_after/slow_latency")
         retry = self.retry_after or ""
@@ -197,8 +223,14 @@ class HostSpec:
             return ("/private/", "/secret")
         return ("/private/",)
 
+    def sitemap_lines(self, base_url: str) -> str:
+        """The ``Sitemap:`` lines of this host's robots.txt (``base_url``: its scheme://host:port)."""
+        urls = ([f"{base_url}/sitemaps/index.xml"] if self.sitemap_pages else [])
+        return "".join(f"Sitemap: {u}\n" for u in urls + list(self.extra_sitemaps))
+
     def robots_body(self, real: bool = False) -> bytes:
-        """The robots.txt text served (``real``: /robots-real.txt of redirect flavours)."""
+        """The robots.txt text served (``real``: /robots-real.txt of redirect flavours);
+        without the ``Sitemap:`` lines, which need the port (:meth:`sitemap_lines`)."""
         if self.robots == "allow_all":
             text = (
                 "# testweb: allow all\n"
