@@ -33,7 +33,7 @@ from pathlib import Path
 from courtier.archive.recovery import check_warc
 from courtier.outcome import FINAL_OUTCOMES
 from courtier.store.base import Event
-from courtier.store.sqlite import SqliteStore
+from courtier.store.open import make_store
 from courtier.testweb.server import RequestRecord, TestWebServer, politeness_violations
 from courtier.testweb.spec import default_web
 
@@ -124,9 +124,11 @@ def restart_gaps(log: list[RequestRecord], restarts: list[int],
 
 
 async def kill_loop(data: Path, kills: int, seed: int = 7, hosts: int = 6, pages: int = 12,
-                    delay: float = 0.05, crawl_delay: float = 0.25) -> KillLoopReport:
+                    delay: float = 0.05, store_url: str | None = None,
+                    crawl_delay: float = 0.25) -> KillLoopReport:
     """Crawl the local test web, killing the crawler ``kills`` times at random moments.
 
+    ``store_url``: the crawl's ``--store`` (None: SQLite under ``data``).
     ``crawl_delay`` (longer than ``delay`` on purpose) is what the test web's
     Crawl-delay hosts ask for."""
     rng = random.Random(seed)
@@ -137,7 +139,7 @@ async def kill_loop(data: Path, kills: int, seed: int = 7, hosts: int = 6, pages
         resolve.write_text(server.web.hosts_file_text())
         args = ["crawl", "--data", str(data), *server.web.seeds(), "--resolve", str(resolve),
                 "--allow-network", "127.0.0.0/8", "--delay", str(delay), "--progress", "none",
-                "--linger", "0"]
+                "--linger", "0", *(["--store", store_url] if store_url else [])]
         expected = server.web.expected_fetches()
         restarts: list[int] = []
         for n in range(kills):
@@ -163,7 +165,7 @@ async def kill_loop(data: Path, kills: int, seed: int = 7, hosts: int = 6, pages
     report.violations_after_restarts = politeness_violations(
         log, delay=delay, max_in_flight=1, host_delays=host_delays)
     report.restart_gaps = restart_gaps(log, restarts, host_delays, delay)
-    store = SqliteStore(data / "courtier.db")
+    store = make_store(store_url, data)
     await store.open()
     try:
         events = await store.read_events(0, 1_000_000)

@@ -36,8 +36,10 @@ def test_restart_gaps_are_measured_per_host_across_each_restart() -> None:
 
 
 @pytest.mark.timeout(240)
-async def test_repeated_kill_9_loses_nothing_and_emits_nothing_twice(tmp_path: Path) -> None:
-    report = await kill_loop(tmp_path / "data", kills=4, seed=11)
+async def test_repeated_kill_9_loses_nothing_and_emits_nothing_twice(
+    tmp_path: Path, crawl_store: str | None
+) -> None:
+    report = await kill_loop(tmp_path / "data", kills=4, seed=11, store_url=crawl_store)
     assert report.kills >= 3  # most runs were really killed mid-way
     assert report.missing == []
     assert report.final_exit == 0  # the uninterrupted last run ended cleanly
