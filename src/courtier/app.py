@@ -20,7 +20,7 @@ from courtier.api.control import WorkerControl
 from courtier.api.server import make_app, start_api
 from courtier.archive.recovery import recover_warc_dir
 from courtier.archive.warc import WarcWriter
-from courtier.clock import RealClock
+from courtier.clock import Clock, RealClock
 from courtier.config import CrawlConfig, api_address
 from courtier.errors import ConfigError, FetchError, InvalidURL
 from courtier.fetch.aiohttp_transport import AiohttpTransport
@@ -76,8 +76,12 @@ async def crawl(
     report_problem: Callable[[SeedProblem], None] | None = None,
     install_signals: bool = True,
     announce: Callable[[str], None] | None = None,
+    clock: Clock | None = None,
 ) -> CrawlStatus:
-    """Run one crawl to its end (nothing due, a limit, or a stop signal)."""
+    """Run one crawl to its end (nothing due, a limit, or a stop signal).
+
+    ``clock`` (tests only) replaces the real clock everywhere: store, resolver,
+    frontier, worker."""
     data = config.data
     warc_root = data / "warc"
     warc_root.mkdir(parents=True, exist_ok=True)
@@ -86,7 +90,7 @@ async def crawl(
     overrides = load_hosts_file(str(config.resolve)) if config.resolve else None
     ports = {int(p) for p in config.allowed_ports} or None
     guard = AddressGuard(allow=config.allow_network, allowed_ports=ports)
-    clock = RealClock()
+    clock = clock if clock is not None else RealClock()
     resolver = Resolver(guard, overrides=overrides, clock=clock)
     transport = AiohttpTransport(resolver, limit_per_host=config.max_in_flight_per_host)
     try:

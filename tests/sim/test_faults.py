@@ -16,6 +16,7 @@ from courtier.archive.warc import ArchivedRecord
 from courtier.errors import ArchiveError, StoreError
 from courtier.fetch.transport import FetchResponse
 from courtier.sim.archive import DigestOnlyArchive
+from courtier.sim.dns import PRIVATE_ADDRESS, SIM_TTL
 from courtier.sim.loop import LoopClock, run_virtual
 from courtier.sim.run import SimCrawl, sim_config
 from courtier.sim.web import SimHost, SimWeb
@@ -249,8 +250,14 @@ def test_dns_turning_private_blocks_the_host_without_a_request() -> None:
         crawl = SimCrawl(web, sim_config(delay=1.0))
         report = await crawl.run()
         assert report.violations == []
+        # the real Resolver and AddressGuard decide: the simulated DNS only answers an
+        # address; once the cached public answer has expired, the private one is refused
+        dns = crawl.transport.resolver
+        assert ("turncoat.sim", PRIVATE_ADDRESS) in dns.answers
+        assert dns.guard.block_reason(PRIVATE_ADDRESS) is not None
         late = [r for r in crawl.observer.requests
-                if r.host == "turncoat.sim" and r.start >= crawl.transport.t0 + 20.0]  # type: ignore[operator]
+                if r.host == "turncoat.sim"
+                and r.start >= crawl.transport.t0 + 20.0 + SIM_TTL]  # type: ignore[operator]
         assert late == []
         store = crawl.store
         assert isinstance(store, MemoryStore)

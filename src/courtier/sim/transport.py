@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 
 from courtier.clock import Clock
-from courtier.errors import BlockedAddressError, ConnectError
+from courtier.errors import ConnectError
 from courtier.fetch.transport import FetchLimits, FetchRequest, FetchResponse
+from courtier.sim.dns import SimDns
 from courtier.sim.observer import Observer
 from courtier.sim.web import SimWeb
 
@@ -20,13 +21,22 @@ def split_url(url: str) -> tuple[str, str]:
 
 
 class SimTransport:
-    """Answers from :class:`SimWeb` after the host's latency; every request is observed."""
+    """Answers from :class:`SimWeb` after the host's latency; every request is observed.
+
+    Like the real transport, it resolves the host first through a real
+    :class:`~courtier.fetch.resolver.Resolver` (:class:`SimDns`), whose guard refuses
+    a blocked address before any connection: the host then sees nothing.
+    """
 
     def __init__(self, web: SimWeb, clock: Clock, observer: Observer) -> None:
         self.web = web
         self.clock = clock
         self.observer = observer
         self.t0: float | None = None     # simulated hosts see time since the first request
+        self.resolver = SimDns(web, clock, self._elapsed)
+
+    def _elapsed(self) -> float:
+        return 0.0 if self.t0 is None else self.clock.now() - self.t0
 
     async def fetch(self, request: FetchRequest, limits: FetchLimits) -> FetchResponse:
         host_name, path = split_url(request.url)
@@ -36,9 +46,7 @@ class SimTransport:
         start = self.clock.now()
         if self.t0 is None:
             self.t0 = start
-        if host.private_after is not None and start - self.t0 >= host.private_after:
-            # the guard refuses before any connection: the host sees nothing
-            raise BlockedAddressError(f"{host_name} now resolves to 10.0.0.7 (simulated)")
+        await self.resolver.resolve(host_name, 80)  # BlockedAddressError: no request made
         self.observer.on_start(host_name, host.ip, path, start)
         try:
             etag = next((v for k, v in request.headers if k.lower() == "if-none-match"), None)
@@ -50,7 +58,8 @@ class SimTransport:
         try:
             await asyncio.sleep(min(answer.latency, limits.total_timeout))
         except asyncio.CancelledError:  # the client went away: the server sees a drop
-            self.observer.on_end(host_name, host.ip, path, start, self.clock.now(), 0)
+            self.observer.on_end(host_name, host.ip, path, start, self.clock.now(), 0,
+                                 dropped=True)
             raise
         end = self.clock.now()
         retry_after = next((v for k, v in answer.headers if k == "Retry-After"), None)

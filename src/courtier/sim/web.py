@@ -26,7 +26,9 @@ class SimHost:
     robots_status: int = 200
     robots_body: bytes = b"User-agent: *\nDisallow: /private/\n"
     robots_fail_until: float = 0.0       # robots.txt answers 503 until this many seconds in
-    failure_rate: float = 0.0            # share of page requests answered 503
+    failure_rate: float = 0.0            # share of page requests answered failure_status
+    failure_status: int = 503            # 503 or 429
+    failures_after: int = 0              # the first this many page requests never fail
     retry_after: str | None = None       # Retry-After sent with 503/429
     slow_after: int | None = None        # after this many requests the host gets slow
     slow_latency: float = 2.0
@@ -56,6 +58,7 @@ class SimWeb:
     hosts: list[SimHost]
     seed: int = 0
     requests: dict[str, int] = field(default_factory=dict)
+    page_requests: dict[str, int] = field(default_factory=dict)
     _by_name: dict[str, SimHost] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -102,11 +105,14 @@ class SimWeb:
             xml = ('<?xml version="1.0" encoding="UTF-8"?>'
                    f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{locs}</urlset>')
             return SimAnswer(200, xml.encode(), (("Content-Type", "application/xml"),), latency)
-        if host.failure_rate and rng.random() < host.failure_rate:
+        page_count = self.page_requests.get(host_name, 0) + 1
+        self.page_requests[host_name] = page_count
+        if (host.failure_rate and page_count > host.failures_after
+                and rng.random() < host.failure_rate):
             busy: tuple[tuple[str, str], ...] = ()
             if host.retry_after is not None:
                 busy = (("Retry-After", host.retry_after),)
-            return SimAnswer(503, b"", busy, latency)
+            return SimAnswer(host.failure_status, b"", busy, latency)
         # page content depends on the path only (latency and failures vary per request)
         source = host if host.duplicate_of is None else self._by_name[host.duplicate_of]
         html = self._html(source, path, random.Random(f"{self.seed}:{source.name}:{path}"))

@@ -22,6 +22,15 @@ URL space of every host::
     /meta-nofollow.html       <meta name=robots content=nofollow>; links to /hidden/{k}.html
     /hidden/{k}.html          only linked from the meta-nofollow page
     /nofollow-target.html     only linked with rel=nofollow
+    /out/{k}                  301 → HostSpec.redirect_out[k] (linked from the index)
+    /sitemaps/index.xml       (sitemap_pages > 0) a sitemap index named by robots.txt
+    /sitemaps/pages.xml.gz    its gzipped child: /s/{i}.html with <lastmod>
+    /s/{i}.html               pages listed only in that sitemap
+    /near/{k}.html            (near_duplicates) one text, one word apart; each links
+    /near-leaf/{k}.html       to its own leaf
+    /about.html               a page whose bytes are served again, identical, at
+    /mirror/about.html        this second URL (both linked from the index), so a
+                              crawler stores one response and one revisit
 
 :meth:`TestWeb.expected_fetches` is the oracle: the canonical URLs a correct
 polite crawler seeded with every host's ``/`` fetches with a GET;
@@ -33,24 +42,32 @@ so live in the server; :meth:`TestWeb.busy_page` is the response it sends.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import posixpath
 import random
 import re
 import struct
+import time
 import zlib
 from collections import deque
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from courtier.testweb.links import HtmlPage, Link, LinkWriter, leaf_page, render_html
+from courtier.testweb.links import _WORDS, HtmlPage, Link, LinkWriter, leaf_page, render_html
 from courtier.testweb.spec import COURTIER_AGENT, HostSpec, WebSpec
 
+#: size of the near-duplicate pages: long enough that one word moves their SimHash by at
+#: most a bit or two (a 3000-byte text can move 4-5 bits)
+NEAR_PAGE_BYTES = 16_000
+#: two URLs of every host serving the very same bytes
+MIRRORED_PATHS = ("/about.html", "/mirror/about.html")
 #: RFC 9309 §2.3.1.2: a crawler follows at least this many robots.txt redirects
 ROBOTS_REDIRECT_LIMIT = 5
 _PLAIN_ROBOTS = {"404": 404, "500": 500, "401": 401, "403": 403, "429": 429, "503": 503}
 _PLAIN_BODIES = {"404": b"no robots here\n", "500": b"robots.txt is broken\n"}
 
+_ROBOTS_WITH_FILE = ("allow_all", "disallow_some", "crawl_delay", "redirect", "redirect_chain")
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 _PCT_RE = re.compile(r"%([0-9A-Fa-f]{2})")
 _LAST_MODIFIED = "Mon, 01 Jan 2024 00:00:00 GMT"
@@ -212,7 +229,20 @@ class TestWeb:
             links.append(writer.self_fragment("/"))
             if others:
                 links.append(writer.link(others[0].name, "/"))
+            links += [writer.link(host, p) for p in MIRRORED_PATHS]
+            links += [Link(href=url, target=url) for url in spec.extra_links]
+            links += [writer.link(host, f"/out/{k}") for k in range(len(spec.redirect_out))]
+            links += [writer.link(host, f"/near/{k}.html") for k in range(spec.near_duplicates)]
             return HtmlPage(title=f"{host} index", links=tuple(links))
+        if m := re.fullmatch(r"/near/(\d+)\.html", path):
+            if int(m.group(1)) >= spec.near_duplicates:
+                return None
+            leaf = writer.canonical(host, f"/near-leaf/{m.group(1)}.html")
+            return HtmlPage(title=f"{host} near", links=(Link(href=leaf, target=leaf),))
+        if path in MIRRORED_PATHS:
+            # identical bytes under both URLs: one absolute link, one title, one text
+            home = writer.canonical(host, "/")
+            return HtmlPage(title=f"{host} about", links=(Link(href=home, target=home),))
         i = self._page_index(spec, path)
         if i is not None:
             return self._content_page(spec, i, others)
@@ -223,9 +253,18 @@ class TestWeb:
             return HtmlPage(f"{host} meta nofollow", tuple(links), meta_robots="nofollow")
         if path in ("/private/x.html", "/secret/y.html", "/nofollow-target.html") or (
             re.fullmatch(r"/hidden/\d+\.html", path)
+            or self._near_leaf_or_sitemap_page(spec, path)
         ):
             return leaf_page(f"{host} {path}", writer)
         return None
+
+    @staticmethod
+    def _near_leaf_or_sitemap_page(spec: HostSpec, path: str) -> bool:
+        if m := re.fullmatch(r"/near-leaf/(\d+)\.html", path):
+            return int(m.group(1)) < spec.near_duplicates
+        if m := re.fullmatch(r"/s/(\d+)\.html", path):
+            return int(m.group(1)) < spec.sitemap_pages
+        return False
 
     def _content_page(self, spec: HostSpec, i: int, others: list[HostSpec]) -> HtmlPage:
         host, n = spec.name, spec.pages
@@ -284,6 +323,11 @@ class TestWeb:
                 return _plain(404, b"no such page\n")
             location = f"/p/{j}.html" if j % 2 == 0 else self.url(host, f"/p/{j}.html")
             return _redirect(301, location)
+        if (m := re.fullmatch(r"/out/(\d+)", path)) and int(m.group(1)) < len(spec.redirect_out):
+            return _redirect(301, spec.redirect_out[int(m.group(1))])
+        sitemap = self._sitemap_response(spec, path)
+        if sitemap is not None:
+            return sitemap
         if path in ("/loop/a", "/loop/b"):
             return _redirect(302, "/loop/b" if path == "/loop/a" else "/loop/a")
         if m := re.fullmatch(r"/files/(\d+)\.pdf", path):
@@ -293,8 +337,48 @@ class TestWeb:
         model = self.html_model(host, path)
         if model is None:
             return _plain(404, b"not found\n")
-        body = render_html(model, self._rng(host, path), spec.page_bytes)
+        text_of = MIRRORED_PATHS[0] if path in MIRRORED_PATHS else path
+        near = re.fullmatch(r"/near/(\d+)\.html", path)
+        if near:
+            text_of = "/near/"  # one text for all of them...
+        size = NEAR_PAGE_BYTES if near else spec.page_bytes
+        body = render_html(model, self._rng(host, text_of), size)
+        if near:  # ...but for one word
+            word = _WORDS[int(near.group(1)) % len(_WORDS)]
+            body = body.replace(b'<p id="section-2">end</p>',
+                                f'<p id="section-2">end {word}</p>'.encode())
         return _ok("text/html; charset=utf-8", body)
+
+    def sitemap_urls(self, host: str) -> list[tuple[str, float | None]]:
+        """(URL, lastmod or None) of every page the host's gzipped sitemap lists."""
+        spec = self.spec.host(host)
+        if spec is None:
+            return []
+        return [
+            (self.url(spec.name, f"/s/{i}.html"),
+             None if spec.sitemap_lastmod is None else spec.sitemap_lastmod + i * 86400.0)
+            for i in range(spec.sitemap_pages)
+        ]
+
+    def _sitemap_response(self, spec: HostSpec, path: str) -> PageResponse | None:
+        if not spec.sitemap_pages:
+            return None
+        ns = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
+        if path == "/sitemaps/index.xml":
+            child = self.url(spec.name, "/sitemaps/pages.xml.gz")
+            xml = (f'<?xml version="1.0" encoding="UTF-8"?>\n<sitemapindex {ns}>'
+                   f"<sitemap><loc>{child}</loc></sitemap></sitemapindex>\n")
+            return _ok("application/xml", xml.encode())
+        if path == "/sitemaps/pages.xml.gz":
+            entries = []
+            for url, lastmod in self.sitemap_urls(spec.name):
+                stamp = "" if lastmod is None else (
+                    f"<lastmod>{_w3c_datetime(lastmod)}</lastmod>")
+                entries.append(f"<url><loc>{url}</loc>{stamp}</url>")
+            xml = (f'<?xml version="1.0" encoding="UTF-8"?>\n<urlset {ns}>'
+                   + "".join(entries) + "</urlset>\n")
+            return _ok("application/x-gzip", gzip.compress(xml.encode(), mtime=0))
+        return None
 
     def _robots_response(self, spec: HostSpec, path: str) -> PageResponse | None:
         """The answer for a robots path of ``spec``'s flavour; None falls through to pages."""
@@ -309,9 +393,10 @@ class TestWeb:
                 return _redirect(301, self.url(host, "/robots-loop/a"))
             if kind == "redirect_cross_host":
                 return _redirect(301, self.robots_url(self.spec.robots_target(spec).name))
-            return _ok("text/plain; charset=utf-8", spec.robots_body())
+            return _ok("text/plain; charset=utf-8", self._with_sitemaps(spec, spec.robots_body()))
         if path == "/robots-real.txt" and kind in ("redirect", "redirect_chain"):
-            return _ok("text/plain; charset=utf-8", spec.robots_body(real=True))
+            body = self._with_sitemaps(spec, spec.robots_body(real=True))
+            return _ok("text/plain; charset=utf-8", body)
         if kind == "redirect_chain" and path == "/robots-hop/1":
             return _redirect(302, "/robots-hop/2")
         if kind == "redirect_chain" and path == "/robots-hop/2":
@@ -319,6 +404,10 @@ class TestWeb:
         if kind == "redirect_loop" and path in ("/robots-loop/a", "/robots-loop/b"):
             return _redirect(302, "/robots-loop/b" if path.endswith("a") else "/robots-loop/a")
         return None
+
+    def _with_sitemaps(self, spec: HostSpec, body: bytes) -> bytes:
+        lines = spec.sitemap_lines(self.base_url(spec.name))
+        return body + lines.encode() if body and lines else body
 
     def busy_page(self, spec: HostSpec, retry_after: str | None) -> PageResponse:
         """A busy answer of ``spec`` (its ``busy_status``), with ``Retry-After`` when given."""
@@ -363,8 +452,12 @@ class TestWeb:
         return None
 
     def _crawl(self, agent: str) -> tuple[set[str], set[str]]:
-        seen = set(self.seeds())
-        queue = deque(self.seeds())
+        # a Sitemap: line is served only where robots.txt is the host's own 200 file
+        starts = self.seeds() + [self.url(h.name, "/sitemaps/index.xml")
+                                 for h in self.spec.hosts
+                                 if h.sitemap_pages and h.robots in _ROBOTS_WITH_FILE]
+        seen = set(starts)
+        queue = deque(starts)
         fetched: set[str] = set()
         denied: set[str] = set()
         rules_of = {h.name: self.robots_rules(h.name, agent) for h in self.spec.hosts}
@@ -385,6 +478,10 @@ class TestWeb:
             location = resp.header("Location")
             if 300 <= resp.status < 400 and location is not None:
                 targets.append(location if "://" in location else self.url(spec.name, location))
+            if path == "/sitemaps/index.xml" and spec.sitemap_pages:
+                targets.append(self.url(spec.name, "/sitemaps/pages.xml.gz"))
+            elif path == "/sitemaps/pages.xml.gz" and spec.sitemap_pages:
+                targets += [url for url, _ in self.sitemap_urls(spec.name)]
             model = self.html_model(spec.name, path) if resp.status == 200 else None
             if model is not None and not model.meta_nofollow:
                 targets += [link.target for link in model.links if link.follow]
@@ -422,6 +519,11 @@ def _resolve(base: str, location: str) -> str:
         else posixpath.join(posixpath.dirname(parts.path), location)
     )
     return f"{parts.scheme}://{parts.netloc}{normalize_path(path)}"
+
+
+def _w3c_datetime(when: float) -> str:
+    """``2024-01-02T03:04:05+00:00`` (the W3C datetime form sitemaps use)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(when))
 
 
 def _etag(body: bytes) -> str:

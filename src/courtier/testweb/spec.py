@@ -42,8 +42,9 @@ More flavours, never assigned by :func:`default_web` (:data:`MORE_ROBOTS_KINDS`)
 
 Behaviours (all off by default):
 
-``busy_every`` / ``busy_status`` / ``retry_after``
-    every ``busy_every``-th *page* request (robots files not counted) answers
+``busy_every`` / ``busy_status`` / ``retry_after`` / ``busy_after``
+    every ``busy_every``-th *page* request (robots files not counted; the first
+    ``busy_after`` page requests never) answers
     ``busy_status`` (429 or 503), with a ``Retry-After`` header when
     ``retry_after`` is set: ``"N"`` (delta-seconds, sent as is),
     ``"http-date+N"`` (an IMF-fixdate N seconds after the whole second that
@@ -52,6 +53,24 @@ Behaviours (all off by default):
 ``slow_after`` / ``slow_latency``
     the first ``slow_after`` requests of the host (robots files included)
     wait ``latency``; every later one waits ``slow_latency``.
+
+Extra content (all off by default; see :mod:`courtier.testweb.site`):
+
+``extra_links``
+    absolute URLs (any host, e.g. one outside the web) linked from the index.
+``redirect_out``
+    ``/out/{k}`` answers 301 to the k-th of these URLs; each is linked from the index.
+``sitemap_pages`` / ``sitemap_lastmod``
+    robots.txt (200 flavours) names ``/sitemaps/index.xml`` in a ``Sitemap:``
+    line; that sitemap index lists one gzipped child, ``/sitemaps/pages.xml.gz``,
+    whose urlset lists ``/s/{i}.html`` for ``i < sitemap_pages`` — pages linked
+    from nowhere else — each with ``<lastmod>`` ``sitemap_lastmod + i`` days
+    (POSIX seconds; None: no lastmod).
+``extra_sitemaps``
+    more ``Sitemap:`` lines (absolute URLs, e.g. one outside the web).
+``near_duplicates``
+    ``/near/{k}.html`` for ``k < near_duplicates``, linked from the index: the same
+    long text but for one word, each linking to its own ``/near-leaf/{k}.html``.
 """
 
 from __future__ import annotations
@@ -142,6 +161,13 @@ class HostSpec:
     slow_after: int | None = None
     slow_latency: float = 0.0
     robots_target: str | None = None
+    busy_after: int = 0
+    extra_links: tuple[str, ...] = ()
+    redirect_out: tuple[str, ...] = ()
+    sitemap_pages: int = 0
+    sitemap_lastmod: float | None = None
+    extra_sitemaps: tuple[str, ...] = ()
+    near_duplicates: int = 0
 
     def __post_init__(self) -> None:
         self.name = self.name.lower()
@@ -153,10 +179,13 @@ class HostSpec:
             raise ConfigError(f"testweb host {self.name}: unknown robots kind {self.robots!r}")
         if self.latency < 0 or self.crawl_delay < 0 or self.page_bytes < 0:
             raise ConfigError(f"testweb host {self.name}: negative latency/delay/size")
-        if self.busy_every < 0 or self.busy_status not in BUSY_STATUSES:
+        if self.busy_every < 0 or self.busy_after < 0 or self.busy_status not in BUSY_STATUSES:
             raise ConfigError(
-                f"testweb host {self.name}: busy_every must be >= 0 and busy_status 429 or 503"
+                f"testweb host {self.name}: busy_every and busy_after must be >= 0 "
+                "and busy_status 429 or 503"
             )
+        if min(self.sitemap_pages, self.near_duplicates) < 0:
+            raise ConfigError(f"testweb host {self.name}: negative sitemap_pages/near_duplicates")
         if (self.slow_after is not None and self.slow_after < 0) or self.slow_latency < 0:
             raise ConfigError(f"testweb host {self.name}: negative slow_after/slow_latency")
         retry = self.retry_after or ""
@@ -168,7 +197,8 @@ class HostSpec:
 
     def is_busy(self, page_request: int) -> bool:
         """True when the ``page_request``-th (1-based) page request must answer busy."""
-        return self.busy_every > 0 and page_request % self.busy_every == 0
+        return (self.busy_every > 0 and page_request > self.busy_after
+                and page_request % self.busy_every == 0)
 
     def latency_for(self, request: int) -> float:
         """Seconds to wait before answering the ``request``-th (1-based) request of the host."""
@@ -193,8 +223,14 @@ class HostSpec:
             return ("/private/", "/secret")
         return ("/private/",)
 
+    def sitemap_lines(self, base_url: str) -> str:
+        """The ``Sitemap:`` lines of this host's robots.txt (``base_url``: its scheme://host:port)."""
+        urls = ([f"{base_url}/sitemaps/index.xml"] if self.sitemap_pages else [])
+        return "".join(f"Sitemap: {u}\n" for u in urls + list(self.extra_sitemaps))
+
     def robots_body(self, real: bool = False) -> bytes:
-        """The robots.txt text served (``real``: /robots-real.txt of redirect flavours)."""
+        """The robots.txt text served (``real``: /robots-real.txt of redirect flavours);
+        without the ``Sitemap:`` lines, which need the port (:meth:`sitemap_lines`)."""
         if self.robots == "allow_all":
             text = (
                 "# testweb: allow all\n"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -17,15 +16,14 @@ from courtier.urls import canonicalize
 from tests.integration.api.crawl_harness import LiveCrawl, live_crawl
 
 
-async def until(check: Callable[[], Awaitable[bool] | bool], seconds: float) -> float:
-    """Poll ``check`` every 50 ms; return the seconds it took, fail after ``seconds``."""
-    start = time.monotonic()
-    while time.monotonic() - start < seconds:
+async def until(check: Callable[[], Awaitable[bool] | bool]) -> None:
+    """Poll ``check`` every 50 ms until it holds (no deadline of its own: pytest-timeout
+    fails a test whose condition never comes, so a loaded machine only makes it slower)."""
+    while True:
         result = check()
         if result if isinstance(result, bool) else await result:
-            return time.monotonic() - start
+            return
         await asyncio.sleep(0.05)
-    raise AssertionError(f"condition not met within {seconds} s")
 
 
 async def get(
@@ -44,7 +42,7 @@ def authority(url: str) -> str:
 async def test_live_figures_metrics_and_lookups(tmp_path: Path) -> None:
     spec = default_web(n_hosts=3, pages_per_host=8, crawl_delay=0.2)
     async with live_crawl(spec, tmp_path) as crawl, aiohttp.ClientSession() as session:
-        await until(lambda: crawl.worker.status.fetched >= 4, 20)
+        await until(lambda: crawl.worker.status.fetched >= 4)
         stats = await get(session, crawl, "/v1/stats")
         assert stats["running"] is True
         assert stats["status"]["fetched"] >= 4 and stats["store"]["urls"] >= 3
@@ -67,7 +65,7 @@ async def test_live_figures_metrics_and_lookups(tmp_path: Path) -> None:
         assert host["live"]["robots"]["state"] == "ok"
         assert host["stored"]["robots_status"] == 200
         assert host["live"]["delay"] >= 0.1
-        await until(lambda: crawl.worker.status.fetched >= 6, 20)
+        await until(lambda: crawl.worker.status.fetched >= 6)
         state = await get(session, crawl, "/v1/urls", params={"url": seed})
         assert state["robots"] == {
             "source": "live",
@@ -88,25 +86,25 @@ async def test_live_figures_metrics_and_lookups(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(60)
-async def test_policy_reaches_the_running_frontier_within_a_second(tmp_path: Path) -> None:
+async def test_policy_reaches_the_running_frontier_before_the_api_answers(tmp_path: Path) -> None:
     spec = default_web(n_hosts=3, pages_per_host=30, crawl_delay=0.2)
     async with live_crawl(spec, tmp_path) as crawl, aiohttp.ClientSession() as session:
         seeds = crawl.server.web.seeds()
         frontier = crawl.worker.frontier
         slow_key, blocked_key = (canonicalize(s).host_key for s in seeds[:2])
-        await until(lambda: frontier.knows_host(slow_key) and frontier.knows_host(blocked_key), 20)
+        await until(lambda: frontier.knows_host(slow_key) and frontier.knows_host(blocked_key))
         async with session.put(
             f"{crawl.api_url}/v1/domains/{authority(seeds[0])}/policy", json={"delay": 7.5}
         ) as response:
             assert response.status == 200
             assert slow_key in (await response.json())["applied_live"]
         host = frontier.hosts[slow_key]
-        await until(lambda: frontier.delay_for(host) >= 7.5, 1.0)
+        assert frontier.delay_for(host) >= 7.5  # applied before the API answered
         async with session.put(
             f"{crawl.api_url}/v1/domains/{authority(seeds[1])}/policy", json={"blocked": True}
         ) as response:
             assert response.status == 200
-        await until(lambda: frontier.hosts[blocked_key].policy.blocked, 1.0)
+        assert frontier.hosts[blocked_key].policy.blocked
         async with session.post(
             crawl.api_url + "/v1/seeds", json={"urls": [seeds[1] + "p/2.html?api=1"]}
         ) as response:
@@ -116,14 +114,14 @@ async def test_policy_reaches_the_running_frontier_within_a_second(tmp_path: Pat
             f"{crawl.api_url}/v1/domains/{authority(seeds[0])}/policy"
         ) as response:
             assert (await response.json())["override"] is False
-        await until(lambda: frontier.hosts[slow_key].policy.delay is None, 1.0)
+        assert frontier.hosts[slow_key].policy.delay is None
 
 
 @pytest.mark.timeout(60)
 async def test_seed_added_through_the_api_is_fetched(tmp_path: Path) -> None:
     spec = default_web(n_hosts=2, pages_per_host=3, crawl_delay=0.1)
     async with live_crawl(spec, tmp_path) as crawl, aiohttp.ClientSession() as session:
-        await until(lambda: crawl.worker.status.fetched >= 2, 20)
+        await until(lambda: crawl.worker.status.fetched >= 2)
         seed = crawl.server.web.seeds()[0]
         new = seed + "p/1.html?from=api"
         async with session.post(
@@ -133,7 +131,7 @@ async def test_seed_added_through_the_api_is_fetched(tmp_path: Path) -> None:
         assert [r["result"] for r in body["results"]] == ["accepted", "duplicate", "rejected"]
         key = canonicalize(new).url_key
         assert await crawl.worker.store.get_url(key) is not None  # durable at once
-        await until(lambda: any(r.path_qs == "/p/1.html?from=api" for r in crawl.server.log), 15)
+        await until(lambda: any(r.path_qs == "/p/1.html?from=api" for r in crawl.server.log))
         state = await get(session, crawl, f"/v1/urls/{key.hex()}")
         assert state["url"]["priority"] > 10 and state["url"]["depth"] == 0
 

@@ -12,6 +12,7 @@ from courtier.app import crawl
 from courtier.config import build_config
 from courtier.store.open import make_store
 from courtier.testweb import TestWebServer, default_web, politeness_violations
+from courtier.testweb.site import MIRRORED_PATHS
 
 DELAY = 0.15
 
@@ -60,19 +61,41 @@ async def test_warc_files_are_readable_with_correct_digests(
         data = tmp_path / "data"
         config = config_for(server, data, store=crawl_store)
         await crawl(config, install_signals=False)  # type: ignore[arg-type]
+        mirrors = {h.name: {server.url(h.name, p) for p in MIRRORED_PATHS}
+                   for h in server.spec.hosts
+                   if server.url(h.name, MIRRORED_PATHS[0]) in server.web.expected_fetches()}
     files = sorted((data / "warc").rglob("*.warc.gz"))
     assert files
     responses = 0
+    payload_of: dict[str, str] = {}          # response URI → payload digest
+    revisits: list[tuple[str, str, str, str]] = []  # (URI, refers-to URI, date, digest)
     for path in files:
         with path.open("rb") as handle:
             for record in ArchiveIterator(handle, check_digests="raise"):
                 if record.rec_type in ("response", "revisit"):
                     responses += 1
                     record.content_stream().read()
+                headers = record.rec_headers
+                uri = headers.get_header("WARC-Target-URI")
+                if record.rec_type == "response":
+                    payload_of[uri] = headers.get_header("WARC-Payload-Digest")
                 if record.rec_type == "revisit":
-                    profile = record.rec_headers.get_header("WARC-Profile")
+                    profile = headers.get_header("WARC-Profile")
                     assert profile.endswith("/revisit/identical-payload-digest")
-                    assert record.rec_headers.get_header("WARC-Refers-To-Target-URI")
+                    revisits.append((uri, headers.get_header("WARC-Refers-To-Target-URI"),
+                                     headers.get_header("WARC-Refers-To-Date"),
+                                     headers.get_header("WARC-Payload-Digest")))
+    # the test web serves the same bytes under two URLs of every host: of each pair one
+    # is a response, the other a revisit pointing at it, with the same payload digest
+    assert len(mirrors) >= 2
+    for pair in mirrors.values():
+        [(uri, refers_to, _, _)] = [r for r in revisits if r[0] in pair]
+        assert refers_to == next(iter(pair - {uri}))
+        assert refers_to in payload_of  # the first copy is a full response
+    # every revisit (the pairs, and images served identically by several hosts) names a
+    # response archived earlier with the very same payload
+    for _uri, refers_to, refers_date, digest in revisits:
+        assert refers_date and digest == payload_of[refers_to]
     store = make_store(crawl_store, data)
     await store.open()
     try:

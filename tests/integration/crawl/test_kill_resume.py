@@ -128,9 +128,6 @@ async def test_ctrl_c_stops_gracefully_and_the_next_run_finishes(tmp_path: Path)
         out, err = await asyncio.wait_for(proc.communicate(), 60)
         assert proc.returncode == 0, err.decode()
         assert b"interrupted" in out
-        stopped_at = len(server.log)
-        await asyncio.sleep(0.5)
-        assert len(server.log) == stopped_at  # nothing after the process ended
         rc = await run_crawler(args, server, kill_after=None, limit=90.0)
         assert rc == 0
         expected = server.web.expected_fetches()

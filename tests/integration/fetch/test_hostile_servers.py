@@ -29,6 +29,7 @@ from tests.integration.fetch.test_aiohttp_transport import (
     MIB,
     PAGE,
     RawServer,
+    connections_before_sentinel,
     get,
     gzip_bomb_stream,
     raw,
@@ -178,6 +179,7 @@ async def test_bytes_on_idle_pooled_connection_are_not_the_next_response(
     back to the pool; then the server sends more. The next request must not be
     answered with those bytes (it was: /2 got "smuggled", /3 got /2's reply)."""
     sent = asyncio.Event()
+    released = asyncio.Event()
     requests = 0
 
     async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -188,7 +190,7 @@ async def test_bytes_on_idle_pooled_connection_are_not_the_next_response(
             if requests == 1:
                 writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
                 await writer.drain()
-                await asyncio.sleep(0.05)  # the client has released the connection
+                await released.wait()  # the client has the response: the connection is idle
                 writer.write(extra)
                 await writer.drain()
                 sent.set()
@@ -200,8 +202,12 @@ async def test_bytes_on_idle_pooled_connection_are_not_the_next_response(
     try:
         first = await get(client, server.url("/1"))
         assert (first.body, first.truncated) == (b"hello", None)
-        await asyncio.wait_for(sent.wait(), 5)
-        await asyncio.sleep(0.05)  # the client's loop has read the extra bytes
+        released.set()
+        await sent.wait()
+        # whether the client's loop has already read the extra bytes or they still wait in
+        # its socket buffer, the next request must not take them for its answer
+        for _ in range(3):
+            await asyncio.sleep(0)
         for n in (2, 3):
             resp = await get(client, server.url(f"/{n}"))
             assert (resp.status, resp.body) == (200, b"real-%d" % n)
@@ -428,8 +434,7 @@ async def test_redirect_target_on_loopback_is_blocked_before_connecting(host: st
         for url in (target, "http://127.0.0.1:1/"):
             with pytest.raises(BlockedAddressError):  # ...the transport refuses it
                 await get(strict, url, FAST)
-        await asyncio.sleep(0.05)
-        assert listening.connections == 0
+        assert await connections_before_sentinel(listening) == 0
     finally:
         await strict.close()
         await resolver.close()

@@ -36,9 +36,14 @@ class ScriptedResolver(Resolver):
         self.record_ttl = record_ttl
         self.delay = delay
         self.lookups: list[str] = []
+        self.started = asyncio.Event()   # set when a lookup begins
+        self.gate: asyncio.Event | None = None  # when set, lookups wait for it
 
     async def _lookup(self, name: str) -> tuple[list[str], float | None]:
         self.lookups.append(name)
+        self.started.set()
+        if self.gate is not None:
+            await self.gate.wait()
         if self.delay:
             await asyncio.sleep(self.delay)
         answer = self.answers.get(name, [])
@@ -175,11 +180,14 @@ async def test_concurrent_lookups_share_one_query() -> None:
 
 
 async def test_cancelled_waiter_does_not_break_others() -> None:
-    res = ScriptedResolver({"a.test": ["93.184.216.34"]}, delay=0.05)
+    res = ScriptedResolver({"a.test": ["93.184.216.34"]})
+    res.gate = asyncio.Event()
     first = asyncio.ensure_future(res.resolve("a.test", 80))
     second = asyncio.ensure_future(res.resolve("a.test", 80))
-    await asyncio.sleep(0.01)
+    await res.started.wait()  # the shared lookup is running; both callers wait on it
     first.cancel()
+    await asyncio.wait([first])
+    res.gate.set()  # the lookup finishes only after the first caller has gone
     assert await second == ["93.184.216.34"]
     assert first.cancelled()
     assert res.lookups == ["a.test"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
@@ -33,14 +34,39 @@ def test_adaptive_delay_grows_at_once_and_recovers_slowly() -> None:
 
 
 def test_backoff_is_exponential_capped_and_jittered() -> None:
+    """The whole sequence: each wait doubles (within ±jitter) until the cap, then stays there."""
     policy = DelayPolicy(backoff_base=5.0, backoff_max=100.0, backoff_jitter=0.25)
     timing = HostTiming()
     rng = random.Random(1)
-    waits = [timing.record_failure(NOW, policy, rng) - NOW for _ in range(8)]
-    assert 3.75 <= waits[0] <= 6.25
-    assert all(w <= 125.0 for w in waits)
+    now = NOW  # a fake clock: each retry happens exactly when the back-off runs out
+    waits = []
+    for _ in range(9):
+        until = timing.record_failure(now, policy, rng)
+        waits.append(until - now)
+        now = until
+    nominal = [5.0, 10.0, 20.0, 40.0, 80.0, 100.0, 100.0, 100.0, 100.0]
+    for n, (wait, step) in enumerate(zip(waits, nominal, strict=True)):
+        assert 0.75 * step <= wait <= 1.25 * step, (n, wait, step)  # constant/linear fail
     timing.record_success(0.1, policy)
     assert timing.failures == 0
+    # after a success the sequence starts again from the base
+    assert 3.75 <= timing.record_failure(now, policy, rng) - now <= 6.25
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_backoff_doubles_within_jitter_for_any_rng(seed: int) -> None:
+    policy = DelayPolicy(backoff_base=2.0, backoff_max=64.0, backoff_jitter=0.1)
+    timing, rng, now = HostTiming(), random.Random(seed), NOW
+    waits = []
+    for _ in range(8):
+        until = timing.record_failure(now, policy, rng)
+        waits.append(until - now)
+        now = until
+    for n, wait in enumerate(waits):
+        step = min(64.0, 2.0 * 2**n)
+        assert 0.9 * step <= wait <= 1.1 * step, (seed, n, wait)
+    # with ±10 % jitter a doubling step is always larger than the previous one
+    assert all(b > a for a, b in itertools.pairwise(waits[:6]))
 
 
 def test_retry_after_wins_over_backoff() -> None:

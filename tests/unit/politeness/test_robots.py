@@ -722,3 +722,8 @@ def _reference(rules: list[Rule], path: str) -> bool | None:
 def test_matcher_agrees_with_reference(raw_rules: list[tuple[bool, str]], path: str) -> None:
     rules = [Rule(allow, pattern) for allow, pattern in raw_rules]
     assert RuleSet(rules).decide(path) == _reference(rules, path)
+
+
+def test_fractional_crawl_delay_is_kept_exactly() -> None:
+    robots = RobotsTxt.parse(b"User-agent: *\nCrawl-delay: 0.7\nDisallow:\n")
+    assert robots.crawl_delay("courtier") == 0.7  # neither rounded up nor down

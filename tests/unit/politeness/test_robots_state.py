@@ -38,10 +38,14 @@ def test_5xx_and_429_disallow_and_retry_with_backoff(status: int) -> None:
     assert not state.needs_fetch(59.0) and state.needs_fetch(60.0)
     state.on_response(status, b"", 60.0, POLICY)
     assert state.retry_at == 60.0 + 120.0  # exponential
-    for _ in range(10):
-        state.on_unreachable(state.retry_at, POLICY)
-    assert state.retry_at - state.fetched_at <= 600.0 + state.retry_at  # capped step
-    assert state.retry_at <= 60.0 + 120.0 + 10 * 600.0
+    steps = []
+    for _ in range(6):
+        before = state.retry_at
+        state.on_unreachable(before, POLICY)  # each retry happens when it is due
+        steps.append(state.retry_at - before)
+    # 240, 480, then the 600 s cap for ever: the whole sequence, not just a ceiling
+    assert steps == [240.0, 480.0, 600.0, 600.0, 600.0, 600.0]
+    assert state.failures == 8 and state.status is RobotsStatus.UNREACHABLE
 
 
 def test_network_error_keeps_obeying_the_last_good_copy() -> None:
