@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import Any, TextIO
 from urllib.parse import quote
 
 from courtier.cli_query import add_api_flags, call
-from courtier.errors import ConfigError, InvalidURL
+from courtier.errors import ConfigError, CourtierError, InvalidURL
 from courtier.store.base import Store
 from courtier.store.sqlite import SqliteStore
 from courtier.urls import canonicalize
@@ -46,6 +47,9 @@ def add_admin_commands(sub: Any) -> None:
     events.add_argument("--limit", type=int, default=1000)
     events.add_argument("--follow", action="store_true", help="keep waiting for new events")
     events.add_argument("--max-seconds", type=float, help="stop following after this long")
+    events.add_argument("--cursor-file", type=Path,
+                        help="resumable cursor: read at start (wins over --after), rewritten "
+                             "atomically after each batch is printed")
     add_api_flags(events)
     export = sub.add_parser("export", help="export crawl records as JSON lines")
     export.add_argument("what", choices=("audit",),
@@ -91,22 +95,56 @@ async def _policy(args: argparse.Namespace, out: TextIO) -> int:
 
 
 async def _events(args: argparse.Namespace, out: TextIO) -> int:
-    cursor, loop = args.after, asyncio.get_running_loop()
+    """Print events after the cursor; with ``--follow`` keep going across restarts of the
+    crawl or its API (a failed call is retried), and with ``--cursor-file`` across restarts
+    of this command: the cursor is saved only after its events were printed and flushed
+    (at-least-once delivery)."""
+    cursor_file: Path | None = args.cursor_file
+    cursor, loop = load_cursor(cursor_file, args.after), asyncio.get_running_loop()
     deadline = None if args.max_seconds is None else loop.time() + args.max_seconds
     while True:
-        status, answer = await call(args, "GET",
-                                    f"/v1/events?after={cursor}&limit={args.limit}")
-        if not 200 <= status < 300:
+        try:
+            status, answer = await call(args, "GET",
+                                        f"/v1/events?after={cursor}&limit={args.limit}")
+        except CourtierError as exc:
+            if not args.follow or isinstance(exc, ConfigError):
+                raise
+            status, answer = 0, {"events": [], "next_after": cursor}  # down: try again
+        if status and not 200 <= status < 300:
             out.write(json.dumps(answer, sort_keys=True) + "\n")
             return 1
         for event in answer["events"]:
             out.write(json.dumps(event, sort_keys=True) + "\n")
-        cursor = answer.get("next_after", cursor)
         out.flush()
+        if answer.get("next_after", cursor) != cursor:
+            cursor = answer["next_after"]
+            if cursor_file is not None:
+                save_cursor(cursor_file, cursor)
         if not args.follow or (deadline is not None and loop.time() >= deadline):
             return 0
         if not answer["events"]:
             await asyncio.sleep(0.5)
+
+
+def load_cursor(path: Path | None, default: int) -> int:
+    """The event id saved in ``path`` (``default`` when there is no file yet)."""
+    if path is None or not path.exists():
+        return default
+    text = path.read_text().strip()
+    try:
+        return int(text)
+    except ValueError:
+        raise ConfigError(f"--cursor-file {path}: not an event id: {text[:40]!r}") from None
+
+
+def save_cursor(path: Path, cursor: int) -> None:
+    """Write ``cursor`` so that a crash leaves either the old or the new value."""
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w") as handle:
+        handle.write(f"{cursor}\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
 
 
 async def _export_audit(store: Store, out: TextIO) -> int:

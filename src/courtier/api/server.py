@@ -194,6 +194,13 @@ async def get_events(request: web.Request) -> web.Response:
     return reply(await request.app[CONTROL].events(after, limit))
 
 
+async def get_event_schema(request: web.Request) -> web.Response:
+    """The JSON Schema of event payloads (``courtier/events/schema/event-v1.json``)."""
+    from courtier.events import load_schema
+
+    return web.json_response(load_schema())
+
+
 async def get_health(request: web.Request) -> web.Response:
     return reply({"status": "ok"})
 
@@ -231,6 +238,7 @@ ROUTES: list[tuple[str, str, Handler]] = [
     ("GET", "/v1/stats", get_stats),
     ("GET", "/v1/hosts/top", get_top_hosts),
     ("GET", "/v1/events", get_events),
+    ("GET", "/v1/events/schema", get_event_schema),
     ("GET", "/healthz", get_health),
     ("GET", "/metrics", get_metrics),
     ("GET", "/openapi.json", get_openapi),
