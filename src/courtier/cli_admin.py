@@ -51,10 +51,13 @@ def add_admin_commands(sub: Any) -> None:
                         help="resumable cursor: read at start (wins over --after), rewritten "
                              "atomically after each batch is printed")
     add_api_flags(events)
-    export = sub.add_parser("export", help="export crawl records as JSON lines")
-    export.add_argument("what", choices=("audit",),
-                        help="audit: one line per fetch with robots.txt version and delay applied")
+    export = sub.add_parser("export", help="export crawl records (audit JSON lines, CDXJ)")
+    export.add_argument("what", choices=("audit", "cdxj"),
+                        help="audit: one line per fetch with robots.txt version and delay "
+                             "applied; cdxj: a sorted CDXJ index of the WARC files (pywb)")
     export.add_argument("--data", type=Path, default=Path("crawl-data"))
+    export.add_argument("--archive", help="cdxj: WARC root, a folder or fsspec URL "
+                                          "(default DATA/warc)")
 
 
 def domain_of(host: str) -> str:
@@ -156,10 +159,22 @@ async def _export_audit(store: Store, out: TextIO) -> int:
     return 0
 
 
+def _export_cdxj(args: argparse.Namespace, out: TextIO) -> int:
+    from courtier.archive.cdxj import main_stderr_note, write_cdxj
+
+    root = args.archive or str(args.data / "warc")
+    if args.archive is None and not (args.data / "warc").is_dir():
+        raise ConfigError(f"--data {args.data}: no WARC folder here ({args.data / 'warc'})")
+    main_stderr_note(write_cdxj(root, out))
+    return 0
+
+
 def run_admin(args: argparse.Namespace, out: TextIO | None = None) -> int:
     stream = out or sys.stdout
     if args.command == "policy":
         return asyncio.run(_policy(args, stream))
     if args.command == "events":
         return asyncio.run(_events(args, stream))
+    if args.what == "cdxj":
+        return _export_cdxj(args, stream)
     return asyncio.run(_with_store(args.data, lambda s: _export_audit(s, stream)))
