@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
-import os
 import sys
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import quote
 
 from courtier.cli_query import add_api_flags, call
+from courtier.config import SCOPES
 from courtier.errors import ConfigError, CourtierError, InvalidURL
+from courtier.events.cursor import load_cursor, save_cursor
 from courtier.store.base import Store
 from courtier.store.sqlite import SqliteStore
 from courtier.urls import canonicalize
@@ -51,6 +54,16 @@ def add_admin_commands(sub: Any) -> None:
                         help="resumable cursor: read at start (wins over --after), rewritten "
                              "atomically after each batch is printed")
     add_api_flags(events)
+    again = sub.add_parser("reparse", help="parse archived pages again (no network): new "
+                                           "links, fingerprints, one reparse event per capture")
+    again.add_argument("--data", type=Path, default=Path("crawl-data"))
+    again.add_argument("--archive", help="WARC root, a folder or fsspec URL (default DATA/warc)")
+    again.add_argument("--since", help="only captures fetched at or after this time "
+                                       "(ISO 8601, UTC unless an offset is given, or POSIX)")
+    again.add_argument("--host", help="only captures of this host (name, or name:port)")
+    again.add_argument("--scope", choices=SCOPES, help="link scope, as for crawl (seeds-hosts)")
+    again.add_argument("--from-start", action="store_true",
+                       help="ignore the checkpoint of an earlier run (no event is repeated)")
     export = sub.add_parser("export", help="export crawl records (audit JSON lines, CDXJ)")
     export.add_argument("what", choices=("audit", "cdxj"),
                         help="audit: one line per fetch with robots.txt version and delay "
@@ -129,33 +142,45 @@ async def _events(args: argparse.Namespace, out: TextIO) -> int:
             await asyncio.sleep(0.5)
 
 
-def load_cursor(path: Path | None, default: int) -> int:
-    """The event id saved in ``path`` (``default`` when there is no file yet)."""
-    if path is None or not path.exists():
-        return default
-    text = path.read_text().strip()
-    try:
-        return int(text)
-    except ValueError:
-        raise ConfigError(f"--cursor-file {path}: not an event id: {text[:40]!r}") from None
-
-
-def save_cursor(path: Path, cursor: int) -> None:
-    """Write ``cursor`` so that a crash leaves either the old or the new value."""
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w") as handle:
-        handle.write(f"{cursor}\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-
-
 async def _export_audit(store: Store, out: TextIO) -> int:
     cursor = 0
     while rows := await store.fetch_log(after=cursor, limit=5000):
         for row in rows:
             out.write(json.dumps(row, sort_keys=True) + "\n")
         cursor = rows[-1]["id"]
+    return 0
+
+
+def parse_since(text: str | None) -> float | None:
+    """``--since``: POSIX seconds or an ISO 8601 date/time (UTC when no offset)."""
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise ConfigError(f"--since {text!r}: not an ISO 8601 time or POSIX seconds") from None
+    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
+
+
+async def _reparse(args: argparse.Namespace, store: Store, out: TextIO) -> int:
+    from courtier.config import CrawlConfig
+    from courtier.intake import Intake, Scope
+    from courtier.parse.html import PARSER_VERSION
+    from courtier.reparse import Selection, reparse, restore_scope_seeds
+
+    selection = Selection(parse_since(args.since), args.host)
+    config = CrawlConfig(scope=args.scope) if args.scope else CrawlConfig()
+    intake = Intake(Scope(config, []))
+    restore_scope_seeds(intake, await store.seed_urls())
+    root = args.archive or str(args.data / "warc")
+    report = await reparse(store, root, intake, selection=selection,
+                           checkpoint=args.data / f"reparse-v{PARSER_VERSION}.cursor",
+                           from_start=args.from_start)
+    out.write(json.dumps(dataclasses.asdict(report), sort_keys=True) + "\n")
     return 0
 
 
@@ -175,6 +200,8 @@ def run_admin(args: argparse.Namespace, out: TextIO | None = None) -> int:
         return asyncio.run(_policy(args, stream))
     if args.command == "events":
         return asyncio.run(_events(args, stream))
+    if args.command == "reparse":
+        return asyncio.run(_with_store(args.data, lambda s: _reparse(args, s, stream)))
     if args.what == "cdxj":
         return _export_cdxj(args, stream)
     return asyncio.run(_with_store(args.data, lambda s: _export_audit(s, stream)))

@@ -24,6 +24,7 @@ from courtier.store.base import (
     HostRecord,
     HostStatsDelta,
     NewUrl,
+    ReparseEvent,
     Store,
     UrlState,
 )
@@ -463,6 +464,29 @@ async def test_read_events_with_cursor(store: Store) -> None:
     assert {e.payload["url"] for e in page1 + page2} == set(urls)
     assert await store.read_events(0, 2) == page1
     assert await store.read_events(ids[-1], 10) == []
+
+
+async def test_reparse_events_are_keyed_on_the_capture_and_parser_version(
+    store: Store,
+) -> None:
+    await store.add_urls([new("http://a.test/p")])
+    await store.load_due([1], T0, 10, 10)
+    await store.commit([done("http://a.test/p")])
+    (fetch_event,) = await store.read_events(0, 10)
+    k = key("http://a.test/p")
+    first = [ReparseEvent(k, 1, 2, {"kind": "reparse", "links": ["x"]}),
+             ReparseEvent(k, 1, 2, {"kind": "reparse", "links": ["dup in one call"]})]
+    assert await store.add_reparse_events(first) == 1
+    assert await store.add_reparse_events(first[:1]) == 0  # running twice adds nothing
+    assert await store.add_reparse_events([ReparseEvent(k, 1, 3, {"v": 3})]) == 1
+    events = await store.read_events(0, 10)
+    assert [(e.url_key, e.version) for e in events] == [(k, 1)] * 3
+    assert events[0] == fetch_event and events[1].payload == {"kind": "reparse", "links": ["x"]}
+    assert [e.id for e in events] == sorted(e.id for e in events)
+    # a later fetch cycle of the same URL still gets its own fetch event
+    await store.load_due([1], T0 + 10**6, 10, 10)
+    result = await store.commit([done("http://a.test/p", version=1)])
+    assert result.applied == 1 and len(await store.read_events(0, 10)) == 4
 
 
 # -- hosts -----------------------------------------------------------------------

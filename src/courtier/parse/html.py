@@ -52,7 +52,14 @@ from selectolax.lexbor import LexborHTMLParser
 
 from courtier.parse.charset import prepare_html
 
-__all__ = ["Link", "ParsedPage", "collapse_whitespace", "parse_html", "robots_directives"]
+__all__ = [
+    "PARSER_VERSION", "Link", "ParsedPage", "collapse_whitespace", "parse_html",
+    "robots_directives",
+]
+
+#: version of the link and directive rules above; bump it when they change, and
+#: ``courtier reparse`` re-parses every capture once more under the new number
+PARSER_VERSION = 1
 
 #: (tag, URL attribute) in the order links are reported
 _LINK_SOURCES = (

@@ -174,6 +174,20 @@ class Event:
     payload: dict[str, Any]
 
 
+@dataclass(frozen=True, slots=True)
+class ReparseEvent:
+    """An outbox event for a capture re-parsed from the archive (``courtier reparse``).
+
+    ``(url_key, version)`` names the capture (the fetch event it re-parses);
+    ``parser_version`` (>= 1) the parser that produced ``payload``.
+    """
+
+    url_key: bytes
+    version: int
+    parser_version: int
+    payload: dict[str, Any]
+
+
 class Store(Protocol):
     """Durable crawl state. All methods are coroutines; each is atomic.
 
@@ -300,6 +314,13 @@ class Store(Protocol):
 
     async def read_events(self, after: int, limit: int) -> list[Event]:
         """Outbox events with ``id > after`` in id order."""
+
+    async def add_reparse_events(self, events: Sequence[ReparseEvent]) -> int:
+        """Append re-parse events to the outbox, at most one per
+        ``(url_key, version, parser_version)`` ever: a key already present (from this
+        call or any earlier one) is skipped. Fetch events (of :meth:`commit`) never
+        collide with them. Returns how many were appended; their ``Event.version`` is
+        the capture's version and their payload is stored as given."""
 
     async def seed_urls(self, limit: int = 100_000) -> list[str]:
         """URLs at depth 0 (the seeds of every run so far); they define the crawl's scope."""

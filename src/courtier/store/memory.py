@@ -24,6 +24,7 @@ from courtier.store.base import (
     HostRecord,
     HostStatsDelta,
     NewUrl,
+    ReparseEvent,
     UrlState,
 )
 
@@ -48,6 +49,7 @@ class MemoryStore:
         self.shards: dict[int, tuple[str | None, int, float]] = {}
         self.events: list[Event] = []
         self._event_keys: set[tuple[bytes, int]] = set()
+        self._reparse_keys: set[tuple[bytes, int, int]] = set()
         self.payloads: dict[str, tuple[str, int, str, float]] = {}
         self._fetch_log: list[dict[str, Any]] = []
         self._due: list[tuple[float, bytes]] = []
@@ -279,6 +281,18 @@ class MemoryStore:
 
     async def payload_location(self, digest: str) -> tuple[str, int, str, float] | None:
         return self.payloads.get(digest)
+
+    async def add_reparse_events(self, events: Sequence[ReparseEvent]) -> int:
+        added = 0
+        for event in events:
+            key = (event.url_key, event.version, event.parser_version)
+            if event.parser_version < 1 or key in self._reparse_keys:
+                continue
+            self._reparse_keys.add(key)
+            self.events.append(Event(len(self.events) + 1, event.url_key, event.version,
+                                     self.clock.now(), dict(event.payload)))
+            added += 1
+        return added
 
     async def read_events(self, after: int, limit: int) -> list[Event]:
         return [e for e in self.events if e.id > after][:limit]

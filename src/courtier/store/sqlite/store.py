@@ -38,6 +38,7 @@ from courtier.store.base import (
     HostRecord,
     HostStatsDelta,
     NewUrl,
+    ReparseEvent,
 )
 from courtier.store.sqlite import _commit, _queries, _schema
 
@@ -337,6 +338,28 @@ class SqliteStore:
             return None if row is None else (row[0], int(row[1]), row[2], float(row[3]))
 
         return await self._tx("payload_location", job, write=False)
+
+    async def add_reparse_events(self, events: Sequence[ReparseEvent]) -> int:
+        now = self._clock.now()
+        rows = []
+        for event in events:
+            if event.parser_version < 1:
+                continue
+            try:
+                text = json.dumps(event.payload, separators=(",", ":"), allow_nan=False)
+            except (TypeError, ValueError) as exc:
+                raise StoreError(f"reparse event payload is not JSON-serialisable: {exc}") \
+                    from exc
+            rows.append((event.url_key, event.version, event.parser_version, now, text))
+
+        def job(conn: sqlite3.Connection) -> int:
+            before = conn.total_changes
+            conn.executemany(
+                "INSERT OR IGNORE INTO events (url_key, version, kind, created_at, payload)"
+                " VALUES (?, ?, ?, ?, ?)", rows)
+            return conn.total_changes - before
+
+        return await self._tx("add_reparse_events", job)
 
     async def read_events(self, after: int, limit: int) -> list[Event]:
         def job(conn: sqlite3.Connection) -> list[Event]:
