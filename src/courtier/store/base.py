@@ -188,6 +188,22 @@ class ReparseEvent:
     payload: dict[str, Any]
 
 
+#: states of an archive segment, in order (LOST: its spool vanished before upload)
+SEGMENT_STATES = ("spooled", "uploaded", "verified", "lost")
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentRecord:
+    """One WARC segment of an object-store archive (see ``archive/spool.py``)."""
+
+    name: str           # path relative to the archive root, "<owner>/<file>.warc.gz"
+    owner: str          # the writer's prefix
+    state: str          # one of SEGMENT_STATES
+    size: int
+    created_at: float
+    updated_at: float
+
+
 class Store(Protocol):
     """Durable crawl state. All methods are coroutines; each is atomic.
 
@@ -314,6 +330,23 @@ class Store(Protocol):
 
     async def read_events(self, after: int, limit: int) -> list[Event]:
         """Outbox events with ``id > after`` in id order."""
+
+    async def save_segment(self, name: str, owner: str, state: str, size: int) -> None:
+        """Upsert a segment's state (one of :data:`SEGMENT_STATES`) and size, stamped with
+        the store clock; ``created_at`` is kept from the first call. An unknown state
+        raises :class:`StoreError`."""
+
+    async def segments(self, owner: str | None = None,
+                       states: Collection[str] = ()) -> list[SegmentRecord]:
+        """Segments of ``owner`` (all owners when None) in ``states`` (all when empty),
+        ordered by name."""
+
+    async def requeue_archive_file(self, warc_file: str, now: float) -> int:
+        """A WARC file was lost before it became durable remotely: every URL row whose last
+        record is in it goes back to QUEUED, due ``now``, with its WARC location, payload
+        digest and validators (etag, last-modified) cleared so the refetch is a full GET;
+        the payload index forgets entries in that file. No version bump, no event.
+        Returns the rows requeued."""
 
     async def add_reparse_events(self, events: Sequence[ReparseEvent]) -> int:
         """Append re-parse events to the outbox, at most one per
