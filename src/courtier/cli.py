@@ -162,7 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_crawl(args)
         if args.command == "demo":
             return cmd_demo(args)
-        if args.command in ("policy", "events", "export", "reparse"):
+        if args.command in ("policy", "events", "export", "reparse", "archive"):
             return run_admin(args)
         if args.command in ("seed", "url", "domain", "stats"):
             return run_query(args)

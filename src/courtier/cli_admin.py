@@ -64,6 +64,19 @@ def add_admin_commands(sub: Any) -> None:
     again.add_argument("--scope", choices=SCOPES, help="link scope, as for crawl (seeds-hosts)")
     again.add_argument("--from-start", action="store_true",
                        help="ignore the checkpoint of an earlier run (no event is repeated)")
+    archive = sub.add_parser("archive", help="archive maintenance")
+    archive_actions = archive.add_subparsers(dest="action", required=True)
+    gc = archive_actions.add_parser("gc", help="delete WARC files whose captures are all "
+                                               "expired and referenced by nothing")
+    gc.add_argument("--data", type=Path, default=Path("crawl-data"))
+    gc.add_argument("--archive", help="WARC root, a folder or fsspec URL (default DATA/warc)")
+    gc.add_argument("--keep-last", type=int, help="captures of each URL to keep (newest)")
+    gc.add_argument("--keep-days", type=float, help="keep captures younger than this")
+    gc.add_argument("--cursor-file", type=Path, action="append", default=[],
+                    help="a consumer's cursor file (repeatable): events after the lowest "
+                         "cursor are unconsumed and keep their records")
+    gc.add_argument("--consumed-up-to", type=int, help="event id every consumer has read")
+    gc.add_argument("--dry-run", action="store_true", help="list, delete nothing")
     export = sub.add_parser("export", help="export crawl records (audit JSON lines, CDXJ)")
     export.add_argument("what", choices=("audit", "cdxj"),
                         help="audit: one line per fetch with robots.txt version and delay "
@@ -184,6 +197,26 @@ async def _reparse(args: argparse.Namespace, store: Store, out: TextIO) -> int:
     return 0
 
 
+async def _archive_gc(args: argparse.Namespace, store: Store, out: TextIO) -> int:
+    import time
+
+    from courtier.archive.retention import RetentionRule, collect_garbage
+
+    if args.keep_last is None and args.keep_days is None:
+        raise ConfigError("archive gc: give --keep-last N and/or --keep-days D")
+    if (args.keep_last is not None and args.keep_last < 1) or \
+            (args.keep_days is not None and args.keep_days < 0):
+        raise ConfigError("--keep-last must be >= 1 and --keep-days >= 0")
+    cursors = [load_cursor(path, 0) for path in args.cursor_file]
+    if args.consumed_up_to is not None:
+        cursors.append(args.consumed_up_to)
+    root = args.archive or str(args.data / "warc")
+    report = await collect_garbage(store, root, RetentionRule(args.keep_last, args.keep_days),
+                                   time.time(), min(cursors) if cursors else None, args.dry_run)
+    out.write(json.dumps(dataclasses.asdict(report), sort_keys=True) + "\n")
+    return 0
+
+
 def _export_cdxj(args: argparse.Namespace, out: TextIO) -> int:
     from courtier.archive.cdxj import main_stderr_note, write_cdxj
 
@@ -202,6 +235,8 @@ def run_admin(args: argparse.Namespace, out: TextIO | None = None) -> int:
         return asyncio.run(_events(args, stream))
     if args.command == "reparse":
         return asyncio.run(_with_store(args.data, lambda s: _reparse(args, s, stream)))
+    if args.command == "archive":
+        return asyncio.run(_with_store(args.data, lambda s: _archive_gc(args, s, stream)))
     if args.what == "cdxj":
         return _export_cdxj(args, stream)
     return asyncio.run(_with_store(args.data, lambda s: _export_audit(s, stream)))
