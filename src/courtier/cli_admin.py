@@ -1,4 +1,5 @@
-"""Administrative commands that talk to the store of a crawl directly (``--data``):
+"""Administrative commands that talk to the store of a crawl directly (``--store``, or
+the SQLite database under ``--data``):
 ``policy``, ``events``, ``export``.
 
 They are safe to run while a crawl is running on the same ``--data``: SQLite
@@ -18,12 +19,12 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import quote
 
-from courtier.cli_query import add_api_flags, call
+from courtier.cli_query import add_api_flags, add_store_flag, call
 from courtier.config import SCOPES
 from courtier.errors import ConfigError, CourtierError, InvalidURL
 from courtier.events.cursor import load_cursor, save_cursor
 from courtier.store.base import Store
-from courtier.store.sqlite import SqliteStore
+from courtier.store.open import open_store, store_url
 from courtier.urls import canonicalize
 
 
@@ -43,9 +44,11 @@ def add_admin_commands(sub: Any) -> None:
     for parser in actions.choices.values():
         parser.add_argument("--data", type=Path, default=Path("crawl-data"),
                             help="the crawl's --data directory (used when --api is not given)")
+        add_store_flag(parser)
         add_api_flags(parser)
     events = sub.add_parser("events", help="the outbox of fetch results, as JSON lines")
     events.add_argument("--data", type=Path, default=Path("crawl-data"))
+    add_store_flag(events)
     events.add_argument("--after", type=int, default=0, help="cursor: last event id seen")
     events.add_argument("--limit", type=int, default=1000)
     events.add_argument("--follow", action="store_true", help="keep waiting for new events")
@@ -84,6 +87,9 @@ def add_admin_commands(sub: Any) -> None:
     export.add_argument("--data", type=Path, default=Path("crawl-data"))
     export.add_argument("--archive", help="cdxj: WARC root, a folder or fsspec URL "
                                           "(default DATA/warc)")
+    add_store_flag(export)
+    add_store_flag(again)
+    add_store_flag(gc)
 
 
 def domain_of(host: str) -> str:
@@ -97,12 +103,8 @@ def domain_of(host: str) -> str:
     return authority
 
 
-async def _with_store(data: Path, job: Callable[[Store], Awaitable[int]]) -> int:
-    db = data / "courtier.db"
-    if not db.exists():
-        raise ConfigError(f"--data {data}: no crawl database here ({db} does not exist)")
-    store = SqliteStore(db)
-    await store.open()
+async def _with_store(args: argparse.Namespace, job: Callable[[Store], Awaitable[int]]) -> int:
+    store = await open_store(store_url(args.store), args.data, must_exist=True)
     try:
         return await job(store)
     finally:
@@ -234,9 +236,9 @@ def run_admin(args: argparse.Namespace, out: TextIO | None = None) -> int:
     if args.command == "events":
         return asyncio.run(_events(args, stream))
     if args.command == "reparse":
-        return asyncio.run(_with_store(args.data, lambda s: _reparse(args, s, stream)))
+        return asyncio.run(_with_store(args, lambda s: _reparse(args, s, stream)))
     if args.command == "archive":
-        return asyncio.run(_with_store(args.data, lambda s: _archive_gc(args, s, stream)))
+        return asyncio.run(_with_store(args, lambda s: _archive_gc(args, s, stream)))
     if args.what == "cdxj":
         return _export_cdxj(args, stream)
-    return asyncio.run(_with_store(args.data, lambda s: _export_audit(s, stream)))
+    return asyncio.run(_with_store(args, lambda s: _export_audit(s, stream)))
