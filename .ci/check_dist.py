@@ -15,6 +15,7 @@ WHEEL_MUST_HAVE = (
     "courtier/store/postgres/migrations/0001_initial.sql",
     "courtier/api/dashboard.html",
     "courtier/ops/measured_figures.json",
+    "courtier/events/schema/event-v1.json",
     "courtier/py.typed",
 )
 

@@ -12,6 +12,7 @@ import contextlib
 import fcntl
 import logging
 import signal
+import socket
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -19,6 +20,7 @@ from typing import Any, TypeVar
 from courtier.api.control import WorkerControl
 from courtier.api.server import make_app, start_api
 from courtier.archive.recovery import recover_warc_dir
+from courtier.archive.spool import SpooledArchive, is_remote, storage_options
 from courtier.archive.warc import WarcWriter
 from courtier.clock import Clock, RealClock
 from courtier.config import CrawlConfig, api_address
@@ -83,10 +85,13 @@ async def crawl(
     ``clock`` (tests only) replaces the real clock everywhere: store, resolver,
     frontier, worker."""
     data = config.data
-    warc_root = data / "warc"
-    warc_root.mkdir(parents=True, exist_ok=True)
-    for report in recover_warc_dir(str(warc_root)):
-        log.warning("repaired WARC file after an unclean stop: %s", report)
+    remote = is_remote(config.archive)
+    warc_root = Path(config.archive.removeprefix("file://")) if config.archive and not remote \
+        else data / "warc"
+    if not remote:
+        warc_root.mkdir(parents=True, exist_ok=True)
+        for report in recover_warc_dir(str(warc_root)):
+            log.warning("repaired WARC file after an unclean stop: %s", report)
     overrides = load_hosts_file(str(config.resolve)) if config.resolve else None
     ports = {int(p) for p in config.allowed_ports} or None
     guard = AddressGuard(allow=config.allow_network, allowed_ports=ports)
@@ -98,9 +103,16 @@ async def crawl(
     except BaseException:
         await transport.close()
         raise
-    archive = WarcWriter(str(warc_root), max_file_bytes=config.warc_max_bytes,
-                         software=config.user_agent)
+    archive = open_archive(config, store) if remote else WarcWriter(
+        str(warc_root), max_file_bytes=config.warc_max_bytes, software=config.user_agent)
+    ticks: asyncio.Task[None] | None = None
     try:
+        if isinstance(archive, SpooledArchive):
+            figures = await archive.start()
+            if figures["lost"]:
+                log.error("archive: %(lost)d lost segments, %(requeued)d URLs queued again",
+                          figures)
+            ticks = asyncio.create_task(archive.run_ticks())
         tracker = TemplateTracker(trap_rules_from(config.traps), clock)
         intake = Intake(Scope(config, []), traps=tracker)
         rows, problems = collect_seeds(config, intake, clock.now())
@@ -109,6 +121,8 @@ async def crawl(
                 report_problem(problem)
         worker = Worker(config, store, transport, archive, clock, intake, on_progress=progress,
                         resolve_ip=host_ip_lookup(resolver))
+        if isinstance(archive, SpooledArchive):
+            worker.metrics.warc_upload_backlog.set_function(lambda: archive.backlog)
         if rows:
             await worker.add_seeds(rows)
         await _restore_scope(store, intake)
@@ -144,12 +158,29 @@ async def crawl(
             if install_signals:
                 for sig in (signal.SIGINT, signal.SIGTERM):
                     loop.remove_signal_handler(sig)
-        status.warc_files = sorted(str(p) for p in warc_root.rglob("*.warc.gz"))
+        if not remote:
+            status.warc_files = sorted(str(p) for p in warc_root.rglob("*.warc.gz"))
         return status
     finally:
+        if ticks is not None:
+            ticks.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await ticks
         archive.close()
+        if isinstance(archive, SpooledArchive):
+            await archive.drain()
         await transport.close()
         await store.close()
+
+
+def open_archive(config: CrawlConfig, store: Store) -> SpooledArchive:
+    """The object-store archive of ``--archive URL``, spooled under ``DATA/spool``."""
+    assert config.archive is not None
+    owner = config.archive_prefix or socket.gethostname()
+    options = storage_options(config.archive, config.archive_endpoint, config.archive_region)
+    return SpooledArchive(config.archive, config.data / "spool", owner, store, options=options,
+                          max_bytes=config.archive_segment_bytes,
+                          max_age=config.archive_segment_age, software=config.user_agent)
 
 
 def host_ip_lookup(resolver: Resolver) -> Callable[[str], Awaitable[str | None]]:

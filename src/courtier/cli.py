@@ -78,6 +78,16 @@ def add_crawl_flags(p: argparse.ArgumentParser) -> None:
                         "before ending (120); later ones are kept for the next run")
     p.add_argument("--progress", choices=("auto", "bar", "log", "none"),
                    help="progress display (auto: live line on a terminal, log lines otherwise)")
+    p.add_argument("--archive", help="WARC root: a folder (default DATA/warc) or an fsspec "
+                                     "URL such as s3://bucket/prefix (spooled, then uploaded)")
+    p.add_argument("--archive-prefix", help="this worker's prefix in the object store "
+                                            "(default: the host name)")
+    p.add_argument("--archive-endpoint", help="S3 endpoint URL (or AWS_ENDPOINT_URL)")
+    p.add_argument("--archive-region", help="S3 region (or AWS_DEFAULT_REGION)")
+    p.add_argument("--archive-segment-bytes", type=int,
+                   help="object-store segments rotate at this size (64 MiB)")
+    p.add_argument("--archive-segment-age", type=float,
+                   help="… or this many seconds after opening (60)")
     p.add_argument("--api", help="serve the admin API and dashboard on HOST:PORT "
                                  "(loopback unless --api-token is set)")
     p.add_argument("--api-token", help="bearer token the admin API requires "
@@ -158,7 +168,8 @@ def cmd_crawl(args: argparse.Namespace) -> int:
         raise ConfigError("no seeds: give seed URLs, --seeds-file, or --data of an earlier crawl")
     status = run(config, config.progress, _print_problem)
     print(summary_line(status))
-    print(f"courtier: data in {config.data} (WARC files under {config.data / 'warc'})")
+    print(f"courtier: data in {config.data} (WARC files under "
+          f"{config.archive or config.data / 'warc'})")
     return EXIT_OK
 
 
@@ -180,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_crawl(args)
         if args.command == "demo":
             return cmd_demo(args)
-        if args.command in ("policy", "events", "export"):
+        if args.command in ("policy", "events", "export", "reparse", "archive"):
             return run_admin(args)
         if args.command in ("seed", "url", "domain", "stats"):
             return run_query(args)

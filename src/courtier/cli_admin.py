@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import sys
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import quote
 
 from courtier.cli_query import add_api_flags, add_store_flag, call
-from courtier.errors import ConfigError, InvalidURL
+from courtier.config import SCOPES
+from courtier.errors import ConfigError, CourtierError, InvalidURL
+from courtier.events.cursor import load_cursor, save_cursor
 from courtier.store.base import Store
 from courtier.store.open import open_store, store_url
 from courtier.urls import canonicalize
@@ -49,12 +53,43 @@ def add_admin_commands(sub: Any) -> None:
     events.add_argument("--limit", type=int, default=1000)
     events.add_argument("--follow", action="store_true", help="keep waiting for new events")
     events.add_argument("--max-seconds", type=float, help="stop following after this long")
+    events.add_argument("--cursor-file", type=Path,
+                        help="resumable cursor: read at start (wins over --after), rewritten "
+                             "atomically after each batch is printed")
     add_api_flags(events)
-    export = sub.add_parser("export", help="export crawl records as JSON lines")
-    export.add_argument("what", choices=("audit",),
-                        help="audit: one line per fetch with robots.txt version and delay applied")
+    again = sub.add_parser("reparse", help="parse archived pages again (no network): new "
+                                           "links, fingerprints, one reparse event per capture")
+    again.add_argument("--data", type=Path, default=Path("crawl-data"))
+    again.add_argument("--archive", help="WARC root, a folder or fsspec URL (default DATA/warc)")
+    again.add_argument("--since", help="only captures fetched at or after this time "
+                                       "(ISO 8601, UTC unless an offset is given, or POSIX)")
+    again.add_argument("--host", help="only captures of this host (name, or name:port)")
+    again.add_argument("--scope", choices=SCOPES, help="link scope, as for crawl (seeds-hosts)")
+    again.add_argument("--from-start", action="store_true",
+                       help="ignore the checkpoint of an earlier run (no event is repeated)")
+    archive = sub.add_parser("archive", help="archive maintenance")
+    archive_actions = archive.add_subparsers(dest="action", required=True)
+    gc = archive_actions.add_parser("gc", help="delete WARC files whose captures are all "
+                                               "expired and referenced by nothing")
+    gc.add_argument("--data", type=Path, default=Path("crawl-data"))
+    gc.add_argument("--archive", help="WARC root, a folder or fsspec URL (default DATA/warc)")
+    gc.add_argument("--keep-last", type=int, help="captures of each URL to keep (newest)")
+    gc.add_argument("--keep-days", type=float, help="keep captures younger than this")
+    gc.add_argument("--cursor-file", type=Path, action="append", default=[],
+                    help="a consumer's cursor file (repeatable): events after the lowest "
+                         "cursor are unconsumed and keep their records")
+    gc.add_argument("--consumed-up-to", type=int, help="event id every consumer has read")
+    gc.add_argument("--dry-run", action="store_true", help="list, delete nothing")
+    export = sub.add_parser("export", help="export crawl records (audit JSON lines, CDXJ)")
+    export.add_argument("what", choices=("audit", "cdxj"),
+                        help="audit: one line per fetch with robots.txt version and delay "
+                             "applied; cdxj: a sorted CDXJ index of the WARC files (pywb)")
     export.add_argument("--data", type=Path, default=Path("crawl-data"))
+    export.add_argument("--archive", help="cdxj: WARC root, a folder or fsspec URL "
+                                          "(default DATA/warc)")
     add_store_flag(export)
+    add_store_flag(again)
+    add_store_flag(gc)
 
 
 def domain_of(host: str) -> str:
@@ -91,18 +126,31 @@ async def _policy(args: argparse.Namespace, out: TextIO) -> int:
 
 
 async def _events(args: argparse.Namespace, out: TextIO) -> int:
-    cursor, loop = args.after, asyncio.get_running_loop()
+    """Print events after the cursor; with ``--follow`` keep going across restarts of the
+    crawl or its API (a failed call is retried), and with ``--cursor-file`` across restarts
+    of this command: the cursor is saved only after its events were printed and flushed
+    (at-least-once delivery)."""
+    cursor_file: Path | None = args.cursor_file
+    cursor, loop = load_cursor(cursor_file, args.after), asyncio.get_running_loop()
     deadline = None if args.max_seconds is None else loop.time() + args.max_seconds
     while True:
-        status, answer = await call(args, "GET",
-                                    f"/v1/events?after={cursor}&limit={args.limit}")
-        if not 200 <= status < 300:
+        try:
+            status, answer = await call(args, "GET",
+                                        f"/v1/events?after={cursor}&limit={args.limit}")
+        except CourtierError as exc:
+            if not args.follow or isinstance(exc, ConfigError):
+                raise
+            status, answer = 0, {"events": [], "next_after": cursor}  # down: try again
+        if status and not 200 <= status < 300:
             out.write(json.dumps(answer, sort_keys=True) + "\n")
             return 1
         for event in answer["events"]:
             out.write(json.dumps(event, sort_keys=True) + "\n")
-        cursor = answer.get("next_after", cursor)
         out.flush()
+        if answer.get("next_after", cursor) != cursor:
+            cursor = answer["next_after"]
+            if cursor_file is not None:
+                save_cursor(cursor_file, cursor)
         if not args.follow or (deadline is not None and loop.time() >= deadline):
             return 0
         if not answer["events"]:
@@ -118,10 +166,79 @@ async def _export_audit(store: Store, out: TextIO) -> int:
     return 0
 
 
+def parse_since(text: str | None) -> float | None:
+    """``--since``: POSIX seconds or an ISO 8601 date/time (UTC when no offset)."""
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise ConfigError(f"--since {text!r}: not an ISO 8601 time or POSIX seconds") from None
+    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
+
+
+async def _reparse(args: argparse.Namespace, store: Store, out: TextIO) -> int:
+    from courtier.config import CrawlConfig
+    from courtier.intake import Intake, Scope
+    from courtier.parse.html import PARSER_VERSION
+    from courtier.reparse import Selection, reparse, restore_scope_seeds
+
+    selection = Selection(parse_since(args.since), args.host)
+    config = CrawlConfig(scope=args.scope) if args.scope else CrawlConfig()
+    intake = Intake(Scope(config, []))
+    restore_scope_seeds(intake, await store.seed_urls())
+    root = args.archive or str(args.data / "warc")
+    report = await reparse(store, root, intake, selection=selection,
+                           checkpoint=args.data / f"reparse-v{PARSER_VERSION}.cursor",
+                           from_start=args.from_start)
+    out.write(json.dumps(dataclasses.asdict(report), sort_keys=True) + "\n")
+    return 0
+
+
+async def _archive_gc(args: argparse.Namespace, store: Store, out: TextIO) -> int:
+    import time
+
+    from courtier.archive.retention import RetentionRule, collect_garbage
+
+    if args.keep_last is None and args.keep_days is None:
+        raise ConfigError("archive gc: give --keep-last N and/or --keep-days D")
+    if (args.keep_last is not None and args.keep_last < 1) or \
+            (args.keep_days is not None and args.keep_days < 0):
+        raise ConfigError("--keep-last must be >= 1 and --keep-days >= 0")
+    cursors = [load_cursor(path, 0) for path in args.cursor_file]
+    if args.consumed_up_to is not None:
+        cursors.append(args.consumed_up_to)
+    root = args.archive or str(args.data / "warc")
+    report = await collect_garbage(store, root, RetentionRule(args.keep_last, args.keep_days),
+                                   time.time(), min(cursors) if cursors else None, args.dry_run)
+    out.write(json.dumps(dataclasses.asdict(report), sort_keys=True) + "\n")
+    return 0
+
+
+def _export_cdxj(args: argparse.Namespace, out: TextIO) -> int:
+    from courtier.archive.cdxj import main_stderr_note, write_cdxj
+
+    root = args.archive or str(args.data / "warc")
+    if args.archive is None and not (args.data / "warc").is_dir():
+        raise ConfigError(f"--data {args.data}: no WARC folder here ({args.data / 'warc'})")
+    main_stderr_note(write_cdxj(root, out))
+    return 0
+
+
 def run_admin(args: argparse.Namespace, out: TextIO | None = None) -> int:
     stream = out or sys.stdout
     if args.command == "policy":
         return asyncio.run(_policy(args, stream))
     if args.command == "events":
         return asyncio.run(_events(args, stream))
+    if args.command == "reparse":
+        return asyncio.run(_with_store(args, lambda s: _reparse(args, s, stream)))
+    if args.command == "archive":
+        return asyncio.run(_with_store(args, lambda s: _archive_gc(args, s, stream)))
+    if args.what == "cdxj":
+        return _export_cdxj(args, stream)
     return asyncio.run(_with_store(args, lambda s: _export_audit(s, stream)))

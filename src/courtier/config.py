@@ -64,6 +64,12 @@ class CrawlConfig:
     read_timeout: float = 20.0
     total_timeout: float = 60.0
     warc_max_bytes: int = 1_000_000_000
+    archive: str | None = None         # WARC root: a folder or fsspec URL (None: DATA/warc)
+    archive_prefix: str | None = None  # this writer's prefix in an object store (host name)
+    archive_endpoint: str | None = None  # S3 endpoint URL (else AWS_ENDPOINT_URL)
+    archive_region: str | None = None    # S3 region (else AWS_DEFAULT_REGION)
+    archive_segment_bytes: int = 64 * 1024 * 1024  # object-store segments rotate at this size
+    archive_segment_age: float = 60.0              # … or this many seconds after opening
     host_window: int = 64
     memory_window: int = 20_000
     continuous: bool = False
@@ -99,6 +105,8 @@ class CrawlConfig:
                               "not both")
         if self.change_distance is not None and not 0 <= self.change_distance <= 64:
             raise ConfigError("--change-distance must be between 0 and 64 bits")
+        if self.archive_segment_bytes <= 0 or self.archive_segment_age <= 0:
+            raise ConfigError("--archive-segment-bytes and --archive-segment-age must be > 0")
         if self.linger < 0:
             raise ConfigError("--linger must be >= 0")
         if self.concurrency < 1:

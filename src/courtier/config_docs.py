@@ -92,6 +92,17 @@ SETTING_DOCS: dict[str, SettingDoc] = {
     "total_timeout": SettingDoc("Fetching", "Longest time for one whole fetch.", "seconds"),
     "warc_max_bytes": SettingDoc("Storage", "WARC files are rotated when they reach this size.",
                                  "bytes"),
+    "archive": SettingDoc("Storage", "WARC root: a folder (default `DATA/warc`) or an fsspec "
+                          "URL such as `s3://bucket/prefix`; object-store segments are "
+                          "spooled under `DATA/spool` and uploaded (docs/archive.md)."),
+    "archive_prefix": SettingDoc("Storage", "This worker's prefix in the object store "
+                                 "(default: the host name)."),
+    "archive_endpoint": SettingDoc("Storage", "S3 endpoint URL (default: `AWS_ENDPOINT_URL`)."),
+    "archive_region": SettingDoc("Storage", "S3 region (default: `AWS_DEFAULT_REGION`)."),
+    "archive_segment_bytes": SettingDoc("Storage", "Object-store segments are closed and "
+                                        "uploaded at this size.", "bytes"),
+    "archive_segment_age": SettingDoc("Storage", "… or this long after they were opened.",
+                                      "seconds"),
     "host_window": SettingDoc("Crawl", "URLs of one host held in memory at a time (the rest "
                               "wait in the store)."),
     "memory_window": SettingDoc("Crawl", "URLs held in memory across all hosts; memory depends "

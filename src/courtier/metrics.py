@@ -134,6 +134,10 @@ class CrawlMetrics:
             "courtier_outbox_consumer_lag_events",
             "outbox events after the last cursor read through the API (capped at 10,000)",
             registry=r)
+        self.warc_upload_backlog = Gauge(
+            "courtier_warc_upload_backlog_segments",
+            "closed WARC segments in the local spool not yet uploaded and verified",
+            registry=r)
         self.pending_commits = Gauge("courtier_pending_commits",
                                      "fetch results waiting for the next commit batch",
                                      registry=r)

@@ -19,6 +19,7 @@ from courtier.config import CrawlConfig
 from courtier.dedup.pages import DuplicateTracker, FirstCopy
 from courtier.dedup.simhash import hamming
 from courtier.errors import BlockedAddressError, FetchError, InvalidURL
+from courtier.events.feed import fetch_event, page_fields
 from courtier.fetch.transport import FetchResponse
 from courtier.frontier.lease import Lease, LeaseKind
 from courtier.frontier.recrawl import (
@@ -92,6 +93,8 @@ class PageProcessor:
     def _commit(self, lease: Lease, due: DueUrl, outcome: Outcome, now: float,
                 changed: bool = False, **fields: Any) -> FetchCommit:
         warc = fields.pop("_warc", None)
+        page_info = fields.pop("_page", None) or page_fields(None, None)
+        content_language = fields.pop("_content_language", None)
         stats = ChangeStats.from_json(json.loads(due.change_stats)) if due.change_stats else \
             ChangeStats()
         next_at, stats = schedule_after(outcome, fields.get("status"), stats, self.policy, now,
@@ -113,14 +116,16 @@ class PageProcessor:
             delay_applied=lease.delay, change_stats=json.dumps(stats.to_json()),
             interval=0.0 if next_fetch_at is None else next_fetch_at - now, **fields,
         )
-        commit.event = {
-            "url": due.url, "outcome": str(outcome), "status": commit.status,
-            "fetched_at": now, "content_type": commit.content_type,
-            "payload_digest": commit.payload_digest, "title": commit.title,
-            "redirect_to": commit.redirect_to, "near_dup_of": commit.near_dup_of,
-            "changed": changed if outcome is Outcome.OK else None,
-            "warc": warc,
-        }
+        commit.event = fetch_event(
+            kind="fetch", outcome=str(outcome), status=commit.status, fetched_at=now,
+            url=due.url, content_type=commit.content_type, content_language=content_language,
+            content_length=commit.content_length, payload_digest=commit.payload_digest,
+            simhash=commit.simhash, near_dup_of=commit.near_dup_of,
+            redirect_to=commit.redirect_to, redirect_hops=due.redirect_hops,
+            changed=changed if outcome is Outcome.OK else None, warc=warc,
+            error_kind=commit.error_kind, page=page_info)
+        commit.event["url"] = due.url
+        commit.event["outcome"] = str(outcome)
         return commit
 
     def denied(self, due: DueUrl, reason: str, digest: str | None, epoch: int,
@@ -174,6 +179,7 @@ class PageProcessor:
         loc = record.location
         fields["_warc"] = {"file": loc.file, "offset": loc.offset, "length": loc.length,
                            "revisit": status == 304 or first_copy is not None}
+        fields["_content_language"] = resp.header("content-language")
         if status != 304:
             fields.update(warc_file=loc.file, warc_offset=loc.offset, warc_length=loc.length,
                           payload_digest=record.payload_digest)
@@ -221,6 +227,7 @@ class PageProcessor:
                 resp.body, due.url, content_type, resp.header("x-robots-tag"),
                 agent_token=self.agent, want_text=True)
             fields["title"] = page.title
+            fields["_page"] = page_fields(page, resp.header("x-robots-tag"))
             fp, twin = self.duplicates.fingerprint(due.url_key, page.text)
             fields["simhash"], fields["near_dup_of"] = fp, twin
             threshold = self.config.change_distance

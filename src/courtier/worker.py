@@ -609,9 +609,12 @@ class Worker:
         self._flushing_from = min((c.fetched_at for c in batch), default=None)
         stats, self._host_stats = list(self._host_stats.values()), {}
         self.archive.flush()  # records must be durable before the rows that point at them
+        settle = getattr(self.archive, "settle", None)  # object-store archive: archive/spool.py
         while True:
             began = self.clock.now()
             try:
+                if settle is not None:
+                    await settle()  # the segments of those records are recorded first
                 result = await self.store.commit(batch, stats)
                 self.metrics.commit_seconds.observe(max(0.0, self.clock.now() - began))
                 self._flushing_from = None

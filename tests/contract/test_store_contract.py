@@ -12,6 +12,9 @@ import asyncio
 import hashlib
 from typing import Any
 
+import pytest
+
+from courtier.errors import StoreError
 from courtier.outcome import Outcome
 from courtier.store.base import (
     DAILY_BUDGET_KEY,
@@ -20,6 +23,7 @@ from courtier.store.base import (
     HostRecord,
     HostStatsDelta,
     NewUrl,
+    ReparseEvent,
     Store,
     UrlState,
 )
@@ -428,6 +432,64 @@ async def test_read_events_with_cursor(store: Store) -> None:
     assert {e.payload["url"] for e in page1 + page2} == set(urls)
     assert await store.read_events(0, 2) == page1
     assert await store.read_events(ids[-1], 10) == []
+
+
+async def test_reparse_events_are_keyed_on_the_capture_and_parser_version(
+    store: Store,
+) -> None:
+    await store.add_urls([new("http://a.test/p")])
+    await store.load_due([1], T0, 10, 10)
+    await store.commit([done("http://a.test/p")])
+    (fetch_event,) = await store.read_events(0, 10)
+    k = key("http://a.test/p")
+    first = [ReparseEvent(k, 1, 2, {"kind": "reparse", "links": ["x"]}),
+             ReparseEvent(k, 1, 2, {"kind": "reparse", "links": ["dup in one call"]})]
+    assert await store.add_reparse_events(first) == 1
+    assert await store.add_reparse_events(first[:1]) == 0  # running twice adds nothing
+    assert await store.add_reparse_events([ReparseEvent(k, 1, 3, {"v": 3})]) == 1
+    events = await store.read_events(0, 10)
+    assert [(e.url_key, e.version) for e in events] == [(k, 1)] * 3
+    assert events[0] == fetch_event and events[1].payload == {"kind": "reparse", "links": ["x"]}
+    assert [e.id for e in events] == sorted(e.id for e in events)
+    # a later fetch cycle of the same URL still gets its own fetch event
+    await store.load_due([1], T0 + 10**6, 10, 10)
+    result = await store.commit([done("http://a.test/p", version=1)])
+    assert result.applied == 1 and len(await store.read_events(0, 10)) == 4
+
+
+async def test_segment_states_round_trip_per_owner(store: Store) -> None:
+    await store.save_segment("w1/a.warc.gz", "w1", "spooled", 10)
+    await store.save_segment("w2/b.warc.gz", "w2", "spooled", 20)
+    await store.save_segment("w1/a.warc.gz", "w1", "verified", 11)
+    (a,) = await store.segments("w1")
+    assert (a.name, a.owner, a.state, a.size) == ("w1/a.warc.gz", "w1", "verified", 11)
+    assert a.created_at <= a.updated_at
+    assert [s.name for s in await store.segments(states=["spooled"])] == ["w2/b.warc.gz"]
+    assert [s.name for s in await store.segments()] == ["w1/a.warc.gz", "w2/b.warc.gz"]
+    with pytest.raises(StoreError):
+        await store.save_segment("w1/a.warc.gz", "w1", "bogus", 1)
+
+
+async def test_requeue_archive_file_resets_only_rows_in_that_file(store: Store) -> None:
+    urls = ["http://a.test/1", "http://a.test/2", "http://a.test/3"]
+    await store.add_urls([new(u) for u in urls])
+    await store.load_due([1], T0, 10, 10)
+    files = ["w/lost.warc.gz", "w/lost.warc.gz", "w/kept.warc.gz"]
+    await store.commit([
+        done(u, warc_file=f, warc_offset=100 * n, warc_length=50, etag='"e"',
+             payload_digest=f"sha256:{n}")
+        for n, (u, f) in enumerate(zip(urls, files, strict=True))])
+    assert await store.payload_location("sha256:0") is not None
+    assert await store.requeue_archive_file("w/lost.warc.gz", T0 + 5) == 2
+    due = await store.load_due([1], T0 + 5, 10, 10)
+    assert sorted(d.url for d in due) == urls[:2]
+    assert all(d.etag is None and d.payload_digest is None and d.warc_file is None
+               and d.version == 1 for d in due)
+    assert await store.payload_location("sha256:0") is None
+    assert await store.payload_location("sha256:2") is not None
+    kept = await store.get_url(key(urls[2]))
+    assert kept is not None and kept["warc_file"] == "w/kept.warc.gz"
+    assert len(await store.read_events(0, 10)) == 3  # no event for a requeue
 
 
 # -- hosts -----------------------------------------------------------------------

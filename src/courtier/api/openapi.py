@@ -254,6 +254,12 @@ _DOCUMENT: dict[str, Any] = {
                 ],
             )
         },
+        "/v1/events/schema": {
+            "get": _op(
+                "JSON Schema (draft 2020-12) of event payloads (docs/events.md)",
+                _ok("the schema", {"type": "object", "required": ["$schema", "properties"]}),
+            )
+        },
         "/healthz": {
             "get": _op(
                 "Liveness",
@@ -367,7 +373,10 @@ _DOCUMENT: dict[str, Any] = {
                     "url_key": {"type": "string"},
                     "version": {"type": "integer"},
                     "created_at": {"type": "number"},
-                    "payload": {"type": "object"},
+                    "payload": {
+                        "type": "object",
+                        "description": "described by GET /v1/events/schema (event-v1.json)",
+                    },
                 },
             },
         },

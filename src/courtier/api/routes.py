@@ -171,6 +171,13 @@ async def get_events(control: CrawlControl, call: ApiCall) -> Any:
     return await control.events(after, limit)
 
 
+async def get_event_schema(control: CrawlControl, call: ApiCall) -> Any:
+    """The JSON Schema of event payloads (``courtier/events/schema/event-v1.json``)."""
+    from courtier.events import load_schema
+
+    return load_schema()
+
+
 async def get_health(control: CrawlControl, call: ApiCall) -> Any:
     return {"status": "ok"}
 
@@ -187,6 +194,7 @@ OPERATIONS: list[tuple[str, str, Operation, bool]] = [
     ("GET", "/v1/stats", get_stats, False),
     ("GET", "/v1/hosts/top", get_top_hosts, False),
     ("GET", "/v1/events", get_events, False),
+    ("GET", "/v1/events/schema", get_event_schema, False),
     ("GET", "/healthz", get_health, False),
 ]
 

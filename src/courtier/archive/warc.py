@@ -299,6 +299,11 @@ class WarcWriter:
             name = self._abandon()
             raise ArchiveError(f"cannot flush WARC file {name}: {exc}") from exc
 
+    def rotate(self) -> None:
+        """Close the current file now (flush, fsync, marker removed); the next write
+        opens a new one. Nothing happens when no file is open."""
+        self._close_file()
+
     def close(self) -> None:
         """Flush, close the current file and remove its ``.open`` marker. Idempotent."""
         self._closed = True

@@ -34,6 +34,12 @@ is still reported.
 ``canonical`` is the first ``<link rel=canonical>`` that resolves to an http(s)
 URL; ``title`` the first ``<title>``'s text with whitespace collapsed (None
 when absent or blank).
+
+For the indexer feed each link also carries its anchor text (the ``<a>``'s
+text, an ``<area>``'s ``alt``; whitespace collapsed, at most
+:data:`MAX_ANCHOR_CHARS`; the first non-empty one when a URL is folded) and
+its ``rel`` (of the first occurrence). ``lang`` is ``<html lang>`` and
+``robots_meta`` the raw content of the robots ``<meta>`` tags that apply.
 """
 
 from __future__ import annotations
@@ -46,7 +52,14 @@ from selectolax.lexbor import LexborHTMLParser
 
 from courtier.parse.charset import prepare_html
 
-__all__ = ["Link", "ParsedPage", "collapse_whitespace", "parse_html", "robots_directives"]
+__all__ = [
+    "PARSER_VERSION", "Link", "ParsedPage", "collapse_whitespace", "parse_html",
+    "robots_directives",
+]
+
+#: version of the link and directive rules above; bump it when they change, and
+#: ``courtier reparse`` re-parses every capture once more under the new number
+PARSER_VERSION = 1
 
 #: (tag, URL attribute) in the order links are reported
 _LINK_SOURCES = (
@@ -66,6 +79,8 @@ _NOT_TEXT_TAGS = ["script", "style", "noscript", "template"]
 _COLON_DIRECTIVES = frozenset(
     {"unavailable_after", "max-snippet", "max-image-preview", "max-video-preview"}
 )
+#: anchor texts are cut to this many characters
+MAX_ANCHOR_CHARS = 256
 _TOKEN_SPLIT = re.compile(r"[,\s]+")
 _AGENT_PREFIX = re.compile(r"\s*([A-Za-z0-9_.\-]+)\s*:(.*)", re.DOTALL)
 _NEXT_SPACE = re.compile(r"\s")
@@ -81,6 +96,7 @@ class Link:
     tag: str  # "a", "area", "link", "frame" or "iframe"
     rel: str  # the rel attribute, lower-cased, whitespace-collapsed ("" if none)
     nofollow: bool
+    anchor: str = ""  # anchor text (a) or alt (area), whitespace collapsed, capped
 
 
 @dataclass(slots=True)
@@ -100,6 +116,8 @@ class ParsedPage:
     meta_nofollow: bool
     encoding: str
     text: str = field(default="")
+    lang: str | None = None          # <html lang>, as written (stripped)
+    robots_meta: str | None = None   # content of the robots <meta> tags that apply, joined
 
 
 def _flags(tokens: str) -> tuple[bool, bool]:
@@ -240,6 +258,13 @@ def _link_target(value: str | None) -> str | None:
     return ref
 
 
+def _anchor(raw: str) -> str:
+    """Anchor text: whitespace collapsed, at most :data:`MAX_ANCHOR_CHARS` characters."""
+    if len(raw) <= MAX_ANCHOR_CHARS:
+        return " ".join(raw.split())
+    return collapse_whitespace(raw, MAX_ANCHOR_CHARS)
+
+
 def _rel_tokens(rel: str | None) -> tuple[str, frozenset[str]]:
     """(normalized rel attribute, its set of lower-case tokens)."""
     if not rel:
@@ -275,13 +300,21 @@ def parse_html(
     # ~200 µs to set up its selector engine, more than the HTML parse itself.
     noindex, nofollow = robots_directives(x_robots_tag, agent_token)
     names = ("robots", agent_token.lower())
+    robots_meta: list[str] = []
     for node in parser.tags("meta"):
         attrs = node.attributes
         name = attrs.get("name")
         if name and name.strip().lower() in names:
-            ni, nf = _flags(attrs.get("content") or "")
+            content = attrs.get("content") or ""
+            robots_meta.append(content.strip())
+            ni, nf = _flags(content)
             noindex |= ni
             nofollow |= nf
+
+    lang: str | None = None
+    for node in parser.tags("html"):
+        lang = (node.attributes.get("lang") or "").strip() or None
+        break
 
     base_href: str | None = None
     for node in parser.tags("base"):
@@ -295,13 +328,19 @@ def parse_html(
         title = " ".join(node.text().split()) or None
         break
 
-    raw: list[tuple[str, str, str | None]] = []  # (tag, reference, rel)
+    raw: list[tuple[str, str, str | None, str]] = []  # (tag, reference, rel, anchor)
     for tag, attr in _LINK_SOURCES:
         for node in parser.tags(tag):
             attrs = node.attributes
             value = attrs.get(attr)
             if value:
-                raw.append((tag, value, attrs.get("rel")))
+                if tag == "a":
+                    anchor = _anchor(node.text())
+                elif tag == "area":
+                    anchor = _anchor(attrs.get("alt") or "")
+                else:
+                    anchor = ""
+                raw.append((tag, value, attrs.get("rel"), anchor))
 
     base_url = url
     if base_href is not None:
@@ -314,7 +353,7 @@ def parse_html(
     index: dict[str, int] = {}  # url -> position in links
     memo: dict[str, str | None] = {}  # raw attribute value -> url (pages repeat links)
     canonical: str | None = None
-    for tag, value, rel_attr in raw:
+    for tag, value, rel_attr, anchor in raw:
         if tag == "link":
             rel, rels = _rel_tokens(rel_attr)
             if canonical is None and "canonical" in rels:
@@ -340,12 +379,13 @@ def parse_html(
         follow_not = "nofollow" in rels
         at = index.get(target)
         if at is not None:
-            if links[at].nofollow and not follow_not:
-                old = links[at]
-                links[at] = Link(old.url, old.tag, old.rel, False)
+            old = links[at]
+            if (old.nofollow and not follow_not) or (anchor and not old.anchor):
+                links[at] = Link(old.url, old.tag, old.rel, old.nofollow and follow_not,
+                                 old.anchor or anchor)
             continue
         index[target] = len(links)
-        links.append(Link(target, tag, rel, follow_not))
+        links.append(Link(target, tag, rel, follow_not, anchor))
 
     text = ""
     if want_text and max_text_chars > 0:
@@ -363,4 +403,6 @@ def parse_html(
         meta_nofollow=nofollow,
         encoding=encoding,
         text=text,
+        lang=lang,
+        robots_meta=", ".join(robots_meta) if robots_meta else None,
     )

@@ -192,6 +192,36 @@ class Event:
     payload: dict[str, Any]
 
 
+@dataclass(frozen=True, slots=True)
+class ReparseEvent:
+    """An outbox event for a capture re-parsed from the archive (``courtier reparse``).
+
+    ``(url_key, version)`` names the capture (the fetch event it re-parses);
+    ``parser_version`` (>= 1) the parser that produced ``payload``.
+    """
+
+    url_key: bytes
+    version: int
+    parser_version: int
+    payload: dict[str, Any]
+
+
+#: states of an archive segment, in order (LOST: its spool vanished before upload)
+SEGMENT_STATES = ("spooled", "uploaded", "verified", "lost")
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentRecord:
+    """One WARC segment of an object-store archive (see ``archive/spool.py``)."""
+
+    name: str           # path relative to the archive root, "<owner>/<file>.warc.gz"
+    owner: str          # the writer's prefix
+    state: str          # one of SEGMENT_STATES
+    size: int
+    created_at: float
+    updated_at: float
+
+
 class Store(Protocol):
     """Durable crawl state. All methods are coroutines; each is atomic.
 
@@ -326,6 +356,30 @@ class Store(Protocol):
 
     async def read_events(self, after: int, limit: int) -> list[Event]:
         """Outbox events with ``id > after`` in id order."""
+
+    async def save_segment(self, name: str, owner: str, state: str, size: int) -> None:
+        """Upsert a segment's state (one of :data:`SEGMENT_STATES`) and size, stamped with
+        the store clock; ``created_at`` is kept from the first call. An unknown state
+        raises :class:`StoreError`."""
+
+    async def segments(self, owner: str | None = None,
+                       states: Collection[str] = ()) -> list[SegmentRecord]:
+        """Segments of ``owner`` (all owners when None) in ``states`` (all when empty),
+        ordered by name."""
+
+    async def requeue_archive_file(self, warc_file: str, now: float) -> int:
+        """A WARC file was lost before it became durable remotely: every URL row whose last
+        record is in it goes back to QUEUED, due ``now``, with its WARC location, payload
+        digest and validators (etag, last-modified) cleared so the refetch is a full GET;
+        the payload index forgets entries in that file. No version bump, no event.
+        Returns the rows requeued."""
+
+    async def add_reparse_events(self, events: Sequence[ReparseEvent]) -> int:
+        """Append re-parse events to the outbox, at most one per
+        ``(url_key, version, parser_version)`` ever: a key already present (from this
+        call or any earlier one) is skipped. Fetch events (of :meth:`commit`) never
+        collide with them. Returns how many were appended; their ``Event.version`` is
+        the capture's version and their payload is stored as given."""
 
     async def seed_urls(self, limit: int = 100_000) -> list[str]:
         """URLs at depth 0 (the seeds of every run so far); they define the crawl's scope."""

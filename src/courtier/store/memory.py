@@ -14,9 +14,11 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 from courtier.clock import Clock, RealClock
+from courtier.errors import StoreError
 from courtier.frontier.host import OVERDUE_AFTER
 from courtier.outcome import Outcome
 from courtier.store.base import (
+    SEGMENT_STATES,
     CommitResult,
     DayCount,
     DueUrl,
@@ -25,6 +27,8 @@ from courtier.store.base import (
     HostRecord,
     HostStatsDelta,
     NewUrl,
+    ReparseEvent,
+    SegmentRecord,
     UrlState,
 )
 
@@ -49,7 +53,9 @@ class MemoryStore:
         self.shards: dict[int, tuple[str | None, int, float]] = {}
         self.events: list[Event] = []
         self._event_keys: set[tuple[bytes, int]] = set()
+        self._reparse_keys: set[tuple[bytes, int, int]] = set()
         self.payloads: dict[str, tuple[str, int, str, float]] = {}
+        self._segments: dict[str, SegmentRecord] = {}
         self._fetch_log: list[dict[str, Any]] = []
         self._due: list[tuple[float, bytes]] = []
         self._policy_at: dict[str, float] = {}
@@ -288,6 +294,47 @@ class MemoryStore:
 
     async def payload_location(self, digest: str) -> tuple[str, int, str, float] | None:
         return self.payloads.get(digest)
+
+    async def save_segment(self, name: str, owner: str, state: str, size: int) -> None:
+        if state not in SEGMENT_STATES:
+            raise StoreError(f"unknown segment state {state!r}")
+        now = self.clock.now()
+        old = self._segments.get(name)
+        self._segments[name] = SegmentRecord(name, owner, state, size,
+                                             old.created_at if old else now, now)
+
+    async def segments(self, owner: str | None = None,
+                       states: Collection[str] = ()) -> list[SegmentRecord]:
+        return [s for _, s in sorted(self._segments.items())
+                if (owner is None or s.owner == owner) and (not states or s.state in states)]
+
+    async def requeue_archive_file(self, warc_file: str, now: float) -> int:
+        changed = 0
+        for row in self.urls.values():
+            if row.get("warc_file") != warc_file:
+                continue
+            for name in ("warc_file", "warc_offset", "warc_length", "payload_digest", "etag",
+                         "last_modified"):
+                row[name] = None
+            row["state"] = int(UrlState.QUEUED)
+            row["next_fetch_at"] = now
+            self._enqueue(row)
+            changed += 1
+        for digest in [d for d, loc in self.payloads.items() if loc[0] == warc_file]:
+            del self.payloads[digest]
+        return changed
+
+    async def add_reparse_events(self, events: Sequence[ReparseEvent]) -> int:
+        added = 0
+        for event in events:
+            key = (event.url_key, event.version, event.parser_version)
+            if event.parser_version < 1 or key in self._reparse_keys:
+                continue
+            self._reparse_keys.add(key)
+            self.events.append(Event(len(self.events) + 1, event.url_key, event.version,
+                                     self.clock.now(), dict(event.payload)))
+            added += 1
+        return added
 
     async def read_events(self, after: int, limit: int) -> list[Event]:
         return [e for e in self.events if e.id > after][:limit]

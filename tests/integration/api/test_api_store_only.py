@@ -313,3 +313,15 @@ async def test_openapi_lists_every_route(client: TestClient[Any, Any]) -> None:
     documented = {(m.upper(), p) for p, ops in paths.items() for m in ops}
     served = {(m, p.replace("{url_hash}", "{urlHash}")) for m, p, _ in ROUTES}
     assert documented == served
+
+
+async def test_event_schema_is_served_and_listed_in_the_openapi_document(
+    client: TestClient[Any, Any]
+) -> None:
+    from courtier.events import load_schema
+
+    resp = await client.get("/v1/events/schema")
+    assert resp.status == 200
+    assert await resp.json() == load_schema()
+    document = await (await client.get("/openapi.json")).json()
+    assert "/v1/events/schema" in document["paths"]

@@ -82,3 +82,43 @@ async def test_policy_block_applies_to_a_running_crawl_within_seconds(tmp_path: 
     cleared = await asyncio.to_thread(admin, "policy", "clear", f"http://{target}",
                                       "--data", str(data))
     assert cleared[0]["policy"]["blocked"] is False  # type: ignore[index]
+
+
+@pytest.mark.timeout(120)
+async def test_events_cursor_file_resumes_across_restarts_of_both_sides(tmp_path: Path) -> None:
+    data, cursor = tmp_path / "data", tmp_path / "consumer.cursor"
+    async with TestWebServer(default_web(n_hosts=2, pages_per_host=6, crawl_delay=0.2)) as server:
+        await crawl(config_for(server, data, max_pages=4), install_signals=False)  # type: ignore[arg-type]
+        first = await asyncio.to_thread(admin, "events", "--data", str(data),
+                                        "--cursor-file", str(cursor), "--limit", "3")
+        assert first and cursor.read_text().strip() == str(first[-1]["id"])
+        # the crawl restarts (resumes) and adds events; the consumer restarts from its file
+        await crawl(config_for(server, data), install_signals=False)  # type: ignore[arg-type]
+    rest: list[dict[str, object]] = []
+    while batch := await asyncio.to_thread(admin, "events", "--data", str(data),
+                                           "--cursor-file", str(cursor), "--limit", "3"):
+        rest += batch
+    everything = await asyncio.to_thread(admin, "events", "--data", str(data))
+    assert first + rest == everything  # no event lost, none twice
+    assert len(everything) > len(first)
+
+
+def test_events_follow_outlives_an_api_that_is_down(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    import socket
+
+    with socket.socket() as sock:  # a loopback port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    cursor = tmp_path / "c"
+    cursor.write_text("41\n")
+    out = io.StringIO()
+    from courtier.cli import build_parser
+
+    args = build_parser().parse_args(["events", "--api", f"http://127.0.0.1:{port}", "--follow",
+                                      "--max-seconds", "0.3", "--cursor-file", str(cursor)])
+    assert run_admin(args, out) == 0  # kept trying, then stopped at --max-seconds
+    assert out.getvalue() == "" and cursor.read_text() == "41\n"
+    cursor.write_text("not a number")
+    assert main(["events", "--data", str(tmp_path), "--cursor-file", str(cursor)]) == 2
+    assert "--cursor-file" in capsys.readouterr().err

@@ -6,7 +6,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from courtier.parse.html import Link, ParsedPage, parse_html, robots_directives
+from courtier.parse.html import (
+    MAX_ANCHOR_CHARS,
+    Link,
+    ParsedPage,
+    parse_html,
+    robots_directives,
+)
 
 PAGE = "https://example.com/dir/sub/page.html?q=1"
 
@@ -162,10 +168,39 @@ def test_rel_nofollow_flags_the_link() -> None:
         '<a href="/c">c</a>'
     )
     assert page.links == [
-        Link("https://example.com/a", "a", "nofollow noopener", True),
-        Link("https://example.com/b", "a", "noopener", False),
-        Link("https://example.com/c", "a", "", False),
+        Link("https://example.com/a", "a", "nofollow noopener", True, "a"),
+        Link("https://example.com/b", "a", "noopener", False, "b"),
+        Link("https://example.com/c", "a", "", False, "c"),
     ]
+
+
+def test_links_carry_anchor_text_and_rel_tokens() -> None:
+    page = parse(
+        '<a href="/s" rel="Sponsored"> Buy  <b>now</b>\n</a><a href="/u" rel="ugc nofollow">c</a>'
+        '<map><area href="/m" alt=" map  area "></map><a href="/e"><img src=x></a>'
+        '<a href="/s">later text</a>'
+    )
+    assert [(link.url, link.anchor, link.rel) for link in page.links] == [
+        ("https://example.com/s", "Buy now", "sponsored"),
+        ("https://example.com/u", "c", "ugc nofollow"),
+        ("https://example.com/e", "", ""),
+        ("https://example.com/m", "map area", ""),
+    ]
+
+
+def test_a_folded_link_takes_the_first_non_empty_anchor_and_anchors_are_capped() -> None:
+    long = "word " * 200
+    page = parse(f'<a href="/x"></a><a href="/x">second</a><a href="/y">{long}</a>')
+    assert page.links[0].anchor == "second"
+    assert 0 < len(page.links[1].anchor) <= MAX_ANCHOR_CHARS
+
+
+def test_html_lang_and_robots_meta_are_reported() -> None:
+    page = parse('<html lang=" de-CH "><meta name=robots content="noarchive, max-snippet:20">'
+                 '<meta name=other content=noindex>')
+    assert page.lang == "de-CH"
+    assert page.robots_meta == "noarchive, max-snippet:20"
+    assert parse("<p>x").lang is None and parse("<p>x").robots_meta is None
 
 
 def test_duplicates_fold_and_any_followable_occurrence_wins() -> None:

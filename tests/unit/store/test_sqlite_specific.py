@@ -279,3 +279,25 @@ def test_migration_0006_rederives_shards_from_the_host_digest(tmp_path: Path) ->
         assert owner is None and epoch == 7  # lease dropped, fencing epoch never goes back
     finally:
         conn.close()
+
+
+async def test_migration_7_keeps_event_ids_and_the_cursor_of_consumers(tmp_path: Path) -> None:
+    path = tmp_path / "v6.sqlite"
+    conn = connect(str(path))
+    try:
+        assert migrate(conn, load_migrations()[:6]) == 6
+        for n in (1, 2, 9):  # ids with a gap, as after deleted rows
+            conn.execute("INSERT INTO events (id, url_key, version, created_at, payload)"
+                         " VALUES (?, ?, 1, 1.0, '{\"n\": 1}')", (n, bytes([n]) * 16))
+    finally:
+        conn.close()
+    from courtier.store.base import ReparseEvent
+
+    s = SqliteStore(path)
+    await s.open()
+    try:
+        assert [e.id for e in await s.read_events(0, 10)] == [1, 2, 9]
+        assert await s.add_reparse_events([ReparseEvent(bytes([9]) * 16, 1, 1, {"r": 1})]) == 1
+        assert [e.id for e in await s.read_events(2, 10)][-1] > 9  # ids keep growing
+    finally:
+        await s.close()

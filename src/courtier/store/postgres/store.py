@@ -35,8 +35,10 @@ from courtier.store.base import (
     HostRecord,
     HostStatsDelta,
     NewUrl,
+    ReparseEvent,
+    SegmentRecord,
 )
-from courtier.store.postgres import _intake, _queries, _rows, _schema
+from courtier.store.postgres import _archive, _intake, _queries, _rows, _schema
 from courtier.store.postgres._rows import Conn
 from courtier.store.postgres.dsn import describe_dsn
 
@@ -354,6 +356,27 @@ class PostgresStore:
             return None if r is None else (r[0], int(r[1]), r[2], float(r[3]))
 
         return await self._run("payload_location", job, write=False)
+
+    # -- archive (issue 12): see _archive.py ------------------------------------------------
+
+    async def add_reparse_events(self, events: Sequence[ReparseEvent]) -> int:
+        now = self._clock.now()
+        return await self._run("add_reparse_events",
+                               lambda conn: _archive.add_reparse_events(conn, events, now))
+
+    async def save_segment(self, name: str, owner: str, state: str, size: int) -> None:
+        now = self._clock.now()
+        await self._run("save_segment",
+                        lambda conn: _archive.save_segment(conn, name, owner, state, size, now))
+
+    async def segments(self, owner: str | None = None,
+                       states: Collection[str] = ()) -> list[SegmentRecord]:
+        return await self._run("segments", lambda conn: _archive.segments(conn, owner, states),
+                               write=False)
+
+    async def requeue_archive_file(self, warc_file: str, now: float) -> int:
+        return await self._run("requeue_archive_file",
+                               lambda conn: _archive.requeue_archive_file(conn, warc_file, now))
 
     async def read_events(self, after: int, limit: int) -> list[Event]:
         """Events with position > ``after`` (see the sequencer in migration 0002)."""

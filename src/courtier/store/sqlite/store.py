@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 from courtier.clock import Clock, RealClock
 from courtier.errors import StoreError
 from courtier.store.base import (
+    SEGMENT_STATES,
     CommitResult,
     DayCount,
     DueUrl,
@@ -39,6 +40,8 @@ from courtier.store.base import (
     HostRecord,
     HostStatsDelta,
     NewUrl,
+    ReparseEvent,
+    SegmentRecord,
 )
 from courtier.store.sqlite import _commit, _queries, _schema
 
@@ -351,6 +354,73 @@ class SqliteStore:
             return None if row is None else (row[0], int(row[1]), row[2], float(row[3]))
 
         return await self._tx("payload_location", job, write=False)
+
+    async def save_segment(self, name: str, owner: str, state: str, size: int) -> None:
+        if state not in SEGMENT_STATES:
+            raise StoreError(f"unknown segment state {state!r}")
+        now = self._clock.now()
+
+        def job(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO archive_segments (name, owner, state, size, created_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET"
+                " owner = excluded.owner, state = excluded.state, size = excluded.size,"
+                " updated_at = excluded.updated_at", (name, owner, state, size, now, now))
+
+        await self._tx("save_segment", job)
+
+    async def segments(self, owner: str | None = None,
+                       states: Collection[str] = ()) -> list[SegmentRecord]:
+        wanted = list(states)
+
+        def job(conn: sqlite3.Connection) -> list[SegmentRecord]:
+            sql = ("SELECT name, owner, state, size, created_at, updated_at"
+                   " FROM archive_segments WHERE 1 = 1")
+            params: list[Any] = []
+            if owner is not None:
+                sql += " AND owner = ?"
+                params.append(owner)
+            if wanted:
+                sql += f" AND state IN ({', '.join('?' * len(wanted))})"
+                params += wanted
+            rows = conn.execute(sql + " ORDER BY name", params).fetchall()
+            return [SegmentRecord(*r) for r in rows]
+
+        return await self._tx("segments", job, write=False)
+
+    async def requeue_archive_file(self, warc_file: str, now: float) -> int:
+        def job(conn: sqlite3.Connection) -> int:
+            cur = conn.execute(
+                "UPDATE urls SET state = ?, next_fetch_at = ?, warc_file = NULL,"
+                " warc_offset = NULL, warc_length = NULL, payload_digest = NULL, etag = NULL,"
+                " last_modified = NULL WHERE warc_file = ?",
+                (_queries.QUEUED, now, warc_file))
+            conn.execute("DELETE FROM payloads WHERE warc_file = ?", (warc_file,))
+            return cur.rowcount
+
+        return await self._tx("requeue_archive_file", job)
+
+    async def add_reparse_events(self, events: Sequence[ReparseEvent]) -> int:
+        now = self._clock.now()
+        rows = []
+        for event in events:
+            if event.parser_version < 1:
+                continue
+            try:
+                text = json.dumps(event.payload, separators=(",", ":"), allow_nan=False)
+            except (TypeError, ValueError) as exc:
+                raise StoreError(f"reparse event payload is not JSON-serialisable: {exc}") \
+                    from exc
+            rows.append((event.url_key, event.version, event.parser_version, now, text))
+
+        def job(conn: sqlite3.Connection) -> int:
+            before = conn.total_changes
+            conn.executemany(
+                "INSERT OR IGNORE INTO events (url_key, version, kind, created_at, payload)"
+                " VALUES (?, ?, ?, ?, ?)", rows)
+            return conn.total_changes - before
+
+        return await self._tx("add_reparse_events", job)
 
     async def read_events(self, after: int, limit: int) -> list[Event]:
         def job(conn: sqlite3.Connection) -> list[Event]:

@@ -1,0 +1,31 @@
+"""A consumer's cursor (the last event id it has handled) kept in a small file."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from courtier.errors import ConfigError
+
+__all__ = ["load_cursor", "save_cursor"]
+
+
+def load_cursor(path: Path | None, default: int, flag: str = "--cursor-file") -> int:
+    """The event id saved in ``path`` (``default`` when there is no file yet)."""
+    if path is None or not path.exists():
+        return default
+    text = path.read_text().strip()
+    try:
+        return int(text)
+    except ValueError:
+        raise ConfigError(f"{flag} {path}: not an event id: {text[:40]!r}") from None
+
+
+def save_cursor(path: Path, cursor: int) -> None:
+    """Write ``cursor`` so that a crash leaves either the old or the new value."""
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w") as handle:
+        handle.write(f"{cursor}\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)

@@ -1,0 +1,63 @@
+"""PostgreSQL side of the archive Store methods: re-parse events, segment states, requeue
+of a lost WARC file (migration 0004)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Sequence
+from typing import Any
+
+from courtier.errors import StoreError
+from courtier.store.base import SEGMENT_STATES, ReparseEvent, SegmentRecord
+from courtier.store.postgres import _queries, _rows
+from courtier.store.postgres._rows import Conn
+
+
+async def add_reparse_events(conn: Conn, events: Sequence[ReparseEvent], now: float) -> int:
+    added = 0
+    for event in events:
+        if event.parser_version < 1:
+            continue
+        try:
+            text = json.dumps(event.payload, separators=(",", ":"), allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise StoreError(f"reparse event payload is not JSON-serialisable: {exc}") from exc
+        status = await conn.execute(
+            "INSERT INTO events (shard, url_key, version, kind, created_at, payload)"
+            " VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
+            _rows.key_shard(event.url_key), event.url_key, event.version,
+            event.parser_version, now, text)
+        added += int(status.rsplit(" ", 1)[-1])
+    return added
+
+
+async def save_segment(conn: Conn, name: str, owner: str, state: str, size: int,
+                       now: float) -> None:
+    if state not in SEGMENT_STATES:
+        raise StoreError(f"unknown segment state {state!r}")
+    await conn.execute(
+        "INSERT INTO archive_segments (name, owner, state, size, created_at, updated_at)"
+        " VALUES ($1, $2, $3, $4, $5, $5) ON CONFLICT (name) DO UPDATE SET"
+        " owner = excluded.owner, state = excluded.state, size = excluded.size,"
+        " updated_at = excluded.updated_at", name, owner, state, size, now)
+
+
+async def segments(conn: Conn, owner: str | None,
+                   states: Collection[str]) -> list[SegmentRecord]:
+    rows = await conn.fetch(
+        "SELECT name, owner, state, size, created_at, updated_at FROM archive_segments"
+        " WHERE ($1::text IS NULL OR owner = $1)"
+        " AND (cardinality($2::text[]) = 0 OR state = ANY($2)) ORDER BY name",
+        owner, list(states))
+    return [SegmentRecord(r[0], r[1], r[2], int(r[3]), float(r[4]), float(r[5])) for r in rows]
+
+
+async def requeue_archive_file(conn: Conn, warc_file: str, now: float) -> int:
+    rows: list[Any] = await conn.fetch(
+        f"UPDATE urls SET state = {_rows.QUEUED}, next_fetch_at = $2, warc_file = NULL,"
+        " warc_offset = NULL, warc_length = NULL, payload_digest = NULL, etag = NULL,"
+        " last_modified = NULL WHERE warc_file = $1"
+        " RETURNING shard, host_key, next_fetch_at, priority", warc_file, now)
+    await _queries.queue_add(conn, rows)
+    await conn.execute("DELETE FROM payloads WHERE warc_file = $1", warc_file)
+    return len(rows)
