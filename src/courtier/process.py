@@ -32,7 +32,7 @@ from courtier.frontier.templates import url_template
 from courtier.intake import SEED_PRIORITY, Intake
 from courtier.outcome import Outcome
 from courtier.parse.html import ParsedPage, parse_html
-from courtier.parse.sitemaps import parse_sitemap
+from courtier.parse.sitemaps import SitemapResult, parse_sitemap
 from courtier.store.base import DueUrl, FetchCommit, NewUrl
 from courtier.urls import canonicalize
 
@@ -154,13 +154,15 @@ class PageProcessor:
 
     def fetched(self, lease: Lease, resp: FetchResponse, now: float,
                 first_copy: FirstCopy | None = None,
-                parsed: ParsedPage | Literal[False] | None = False) -> FetchCommit:
+                parsed: ParsedPage | Literal[False] | None = False,
+                sitemap: SitemapResult | None = None) -> FetchCommit:
         """An HTTP response: archive it, classify it, extract links from HTML.
 
         ``first_copy`` is where an identical payload was archived before (from the
         store's payload index); the response is then written as a revisit record.
         ``parsed`` is a page already parsed under a time budget (None: the budget ran
-        out, the page is kept without links; False: parse it here).
+        out, the page is kept without links; False: parse it here); ``sitemap`` a
+        sitemap already parsed off the loop (None: parse it here if it is one).
         """
         due = lease.due
         assert due is not None
@@ -178,7 +180,7 @@ class PageProcessor:
             fields.update(warc_file=loc.file, warc_offset=loc.offset, warc_length=loc.length,
                           payload_digest=record.payload_digest)
         if 200 <= status < 300:
-            return self._ok(lease, due, resp, now, record, fields, parsed)
+            return self._ok(lease, due, resp, now, record, fields, parsed, sitemap)
         if status == 304:
             return self._commit(lease, due, Outcome.NOT_MODIFIED, now, **fields)
         if 300 <= status < 400:
@@ -209,7 +211,8 @@ class PageProcessor:
 
     def _ok(self, lease: Lease, due: DueUrl, resp: FetchResponse, now: float,
             record: ArchivedRecord, fields: dict[str, Any],
-            parsed: ParsedPage | Literal[False] | None = False) -> FetchCommit:
+            parsed: ParsedPage | Literal[False] | None = False,
+            sitemap: SitemapResult | None = None) -> FetchCommit:
         fields.update(etag=resp.header("etag"), last_modified=resp.header("last-modified"))
         changed = due.payload_digest is None or record.payload_digest != due.payload_digest
         new_urls: list[NewUrl] = []
@@ -235,14 +238,16 @@ class PageProcessor:
             if not page.meta_nofollow:
                 raws = [link.url for link in page.links if not link.nofollow]
                 new_urls = self.intake.links(raws, due.depth + 1, now)
-        elif resp.truncated is None and looks_like_sitemap(due.url, content_type, resp.body):
-            new_urls = self._sitemap(due, resp, now)
+        elif sitemap is not None or (
+                resp.truncated is None and looks_like_sitemap(due.url, content_type, resp.body)):
+            new_urls = self._sitemap(due, resp, now, sitemap)
         self.figures.links += len(new_urls)
         return self._commit(lease, due, Outcome.OK, now, changed=changed,
                                          new_urls=new_urls, **fields)
 
-    def _sitemap(self, due: DueUrl, resp: FetchResponse, now: float) -> list[NewUrl]:
-        result = parse_sitemap(resp.body, due.url)
+    def _sitemap(self, due: DueUrl, resp: FetchResponse, now: float,
+                 parsed: SitemapResult | None) -> list[NewUrl]:
+        result = parsed if parsed is not None else parse_sitemap(resp.body, due.url)
         raws = [entry.loc for entry in result.urls] + result.sitemaps
         self.figures.sitemap_urls += len(raws)
         rows = self.intake.links(raws, due.depth + 1, now, priority=SITEMAP_PRIORITY,

@@ -35,13 +35,14 @@ from courtier.frontier.lease import FetchFeedback, Lease, LeaseKind
 from courtier.frontier.scheduler import Frontier
 from courtier.intake import Intake
 from courtier.metrics import CrawlMetrics, status_class
-from courtier.parse.guard import GuardedParser, needs_guard
 from courtier.parse.html import ParsedPage
+from courtier.parse.offload import OffLoopParser
+from courtier.parse.sitemaps import SitemapResult
 from courtier.politeness.audit import LeaseAuditor
 from courtier.politeness.delays import DelayPolicy, parse_retry_after
 from courtier.politeness.robots import MAX_ROBOTS_BYTES, product_token
 from courtier.politeness.robots_state import RobotsPolicy
-from courtier.process import SITEMAP_PRIORITY, PageProcessor, is_html
+from courtier.process import SITEMAP_PRIORITY, PageProcessor, is_html, looks_like_sitemap
 from courtier.store.base import FetchCommit, HostRecord, HostStatsDelta, NewUrl, Store
 from courtier.urls import SHARD_COUNT, canonicalize
 
@@ -130,7 +131,7 @@ class Worker:
         self.metrics = metrics or CrawlMetrics()
         self.metrics.bind_frontier(self.frontier, clock)
         self.auditor = LeaseAuditor()
-        self.guarded_parser = GuardedParser(timeout=config.parse_timeout)
+        self.parsers = OffLoopParser(timeout=config.parse_timeout)
         self.limits = FetchLimits(
             connect_timeout=config.connect_timeout, read_timeout=config.read_timeout,
             total_timeout=config.total_timeout, max_body_bytes=config.max_body_bytes,
@@ -406,13 +407,17 @@ class Worker:
         await self._persist_backoff(lease, now)
         first_copy = await self._first_copy(resp) if 200 <= resp.status < 300 else None
         parsed: ParsedPage | Literal[False] | None = False
-        if (200 <= resp.status < 300 and resp.truncated is None
-                and is_html(resp.header("content-type")) and needs_guard(resp.body)):
-            parsed = await self.guarded_parser.parse(
-                resp.body, lease.url, resp.header("content-type"),
-                resp.header("x-robots-tag"), self.agent)
+        sitemap: SitemapResult | None = None
+        content_type = resp.header("content-type")
+        if 200 <= resp.status < 300 and resp.truncated is None:
+            # anything that might keep the loop busy is parsed off it (parse/offload.py)
+            if is_html(content_type):
+                parsed = await self.parsers.html(resp.body, lease.url, content_type,
+                                                 resp.header("x-robots-tag"), self.agent)
+            elif looks_like_sitemap(lease.url, content_type, resp.body):
+                sitemap = await self.parsers.sitemap(resp.body, lease.url)
         try:
-            commit = self.processor.fetched(lease, resp, now, first_copy, parsed)
+            commit = self.processor.fetched(lease, resp, now, first_copy, parsed, sitemap)
         except ArchiveError as exc:
             # not archived ⇒ not committed: the URL is released and fetched again later
             log.error("WARC write failed, pausing before the next fetches: %s", exc)
@@ -593,6 +598,6 @@ class Worker:
         if released:
             await self.store.release([(due.url_key, due.next_fetch_at) for due, _ in released])
         self.archive.flush()
-        self.guarded_parser.close()
+        self.parsers.close()
         self.status.now = self.clock.now()
         self._report(self.status.now, force=True)
