@@ -77,6 +77,7 @@ class CrawlStatus:
     discovered: int = 0
     stale_commits: int = 0
     left_for_later: bool = False   # unfinished retries remain beyond --linger
+    longest_stall: float = 0.0     # seconds: the event loop's longest lag (loopwatch.py)
     stop_reason: str = ""
     warc_files: list[str] = field(default_factory=list)
 

@@ -14,20 +14,26 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import multiprocessing
+import os
 import re
 import resource
 from collections.abc import Callable
+from typing import Any, TypeVar
 
 from courtier.parse.html import ParsedPage, parse_html
 
 log = logging.getLogger("courtier.parse")
+T = TypeVar("T")
 
 #: pages with more tags than this are parsed under the time budget
 GUARD_TAGS = 20_000
 #: a page with one tag longer than this (attributes by the thousand) is parsed there too
 GUARD_TAG_BYTES = 16 * 1024
+#: added to the child's nice value (background work, below the event loop)
+PARSE_NICENESS = 10
 #: address space the child may use (its own interpreter included); past it, MemoryError
 PARSE_MEMORY_BYTES = 1536 * 1024 * 1024
 # a run of GUARD_TAG_BYTES bytes after a "<" with no "<" or ">": each scan stops at the
@@ -44,7 +50,10 @@ def needs_guard(body: bytes) -> bool:
 
 
 def _limit_memory(limit: int) -> None:
-    """Child initializer: cap the address space (a parse past it raises MemoryError)."""
+    """Child initializer: cap the address space (a parse past it raises MemoryError) and
+    lower the priority, so the crawl's event loop wins the CPU when both want it."""
+    with contextlib.suppress(OSError):
+        os.nice(PARSE_NICENESS)
     _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     if hard != resource.RLIM_INFINITY:
         limit = min(limit, hard)
@@ -84,28 +93,27 @@ class GuardedParser:
     ) -> ParsedPage | None:
         """The parsed page, or None when a budget ran out or the child failed (the child
         is then replaced); never raises for any page."""
+        return await self.call(url, self.target, body, url, content_type, x_robots_tag, agent)
+
+    async def call(self, url: str, fn: Callable[..., T], *args: Any) -> T | None:
+        """``fn(*args)`` in the child under the budgets (``fn`` importable, module level);
+        None when a budget ran out or the child failed. ``url`` names it in the log."""
         loop = asyncio.get_running_loop()
-        pool = self._executor()
-        future = loop.run_in_executor(pool, self.target, body, url, content_type, x_robots_tag,
-                                      agent)
+        future = loop.run_in_executor(self._executor(), fn, *args)
         try:
             return await asyncio.wait_for(future, self.timeout)
         except TimeoutError:
             self.timeouts += 1
             log.warning("parse of %s exceeded %.1f s; kept without links", url, self.timeout)
-            self._kill()
-            return None
         except concurrent.futures.process.BrokenProcessPool:
             self.failures += 1
             log.warning("parse of %s killed its child process; kept without links", url)
-            self._kill()
-            return None
         except MemoryError:
             self.failures += 1
             log.warning("parse of %s exceeded %d bytes; kept without links", url,
                         self.memory_bytes)
-            self._kill()
-            return None
+        self._kill()
+        return None
 
     def _kill(self) -> None:
         pool, self._pool = self._pool, None

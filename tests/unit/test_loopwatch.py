@@ -1,0 +1,28 @@
+"""The loop-lag monitor sees a blocked loop and reports it in the metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from courtier.loopwatch import LoopLagMonitor
+from courtier.metrics import CrawlMetrics
+
+
+async def test_a_blocking_call_shows_as_lag_in_the_metrics() -> None:
+    metrics = CrawlMetrics()
+    monitor = LoopLagMonitor(metrics, interval=0.01)
+    monitor.start()
+    while monitor.samples == 0:
+        await asyncio.sleep(0.01)
+    time.sleep(0.3)  # blocks the loop: the monitor's timer fires at least this late
+    before = monitor.samples
+    while monitor.samples == before:
+        await asyncio.sleep(0.01)
+    await monitor.stop()
+    assert monitor.longest >= 0.29 - 0.01  # a lower bound only: lateness >= the block
+    text = metrics.render().decode()
+    assert "courtier_event_loop_lag_seconds_bucket" in text
+    gauge = next(line for line in text.splitlines()
+                 if line.startswith("courtier_event_loop_lag_max_seconds "))
+    assert float(gauge.split()[1]) == monitor.longest
