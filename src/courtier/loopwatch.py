@@ -29,6 +29,8 @@ class LoopLagMonitor:
         self.longest = 0.0
         self.samples = 0
         self._task: asyncio.Task[None] | None = None
+        #: set on every sample (tests wait on it)
+        self.sampled = asyncio.Event()
 
     def start(self) -> None:
         if self._task is None:
@@ -43,6 +45,7 @@ class LoopLagMonitor:
 
     def record(self, lag: float) -> None:
         self.samples += 1
+        self.sampled.set()
         if lag > self.longest:
             self.longest = lag
             if self.metrics is not None:

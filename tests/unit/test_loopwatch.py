@@ -13,12 +13,10 @@ async def test_a_blocking_call_shows_as_lag_in_the_metrics() -> None:
     metrics = CrawlMetrics()
     monitor = LoopLagMonitor(metrics, interval=0.01)
     monitor.start()
-    while monitor.samples == 0:
-        await asyncio.sleep(0.01)
-    time.sleep(0.3)  # blocks the loop: the monitor's timer fires at least this late
-    before = monitor.samples
-    while monitor.samples == before:
-        await asyncio.sleep(0.01)
+    await monitor.sampled.wait()
+    monitor.sampled.clear()
+    time.sleep(0.3)  # noqa: ASYNC251 (blocks the loop on purpose: the timer fires late)
+    await monitor.sampled.wait()
     await monitor.stop()
     assert monitor.longest >= 0.29 - 0.01  # a lower bound only: lateness >= the block
     text = metrics.render().decode()
