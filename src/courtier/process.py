@@ -37,6 +37,9 @@ from courtier.store.base import DueUrl, FetchCommit, NewUrl
 from courtier.urls import canonicalize
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
+#: truncation reasons worth another fetch (a slow or broken transfer); a body cut by a
+#: size cap ("length", "decoded") or an unreadable Content-Encoding would end the same
+TRANSIENT_CUTS = frozenset({"time", "slow", "disconnect"})
 SITEMAP_PRIORITY = 1
 
 
@@ -68,6 +71,13 @@ def looks_like_sitemap(url: str, content_type: str | None, body: bytes) -> bool:
     if is_html(content_type) or not head.startswith(b"<"):
         return False
     return b"<urlset" in head or b"<sitemapindex" in head
+
+
+def truncated_reason(error_kind: str | None) -> str | None:
+    """"length", "time"… when the commit's body was cut short (see FetchResponse)."""
+    if error_kind is None or not error_kind.startswith("truncated_"):
+        return None
+    return error_kind.removeprefix("truncated_")
 
 
 def recrawl_policy(config: CrawlConfig) -> RecrawlPolicy:
@@ -119,6 +129,7 @@ class PageProcessor:
             "payload_digest": commit.payload_digest, "title": commit.title,
             "redirect_to": commit.redirect_to, "near_dup_of": commit.near_dup_of,
             "changed": changed if outcome is Outcome.OK else None,
+            "truncated": truncated_reason(commit.error_kind),
             "warc": warc,
         }
         return commit
@@ -179,6 +190,12 @@ class PageProcessor:
         if status != 304:
             fields.update(warc_file=loc.file, warc_offset=loc.offset, warc_length=loc.length,
                           payload_digest=record.payload_digest)
+        if resp.truncated is not None:
+            fields["error_kind"] = f"truncated_{resp.truncated}"
+        if 200 <= status < 300 and resp.truncated in TRANSIENT_CUTS:
+            # cut short by time or by the server: archived as truncated, fetched again
+            self.figures.errors += 1
+            return self._retry(lease, due, now, **fields)
         if 200 <= status < 300:
             return self._ok(lease, due, resp, now, record, fields, parsed, sitemap)
         if status == 304:

@@ -118,10 +118,16 @@ def test_redirect_without_location_makes_no_new_url() -> None:
 LINKED = b"<title>t</title>" + b"".join(b'<a href="/p%d">x</a>' % i for i in range(20))
 
 
-@pytest.mark.parametrize("truncated", ["length", "decoded", "time", "disconnect", "encoding"])
-def test_truncated_html_is_not_parsed(truncated: str) -> None:
+@pytest.mark.parametrize(("truncated", "outcome"), [
+    ("length", Outcome.OK), ("decoded", Outcome.OK), ("encoding", Outcome.OK),
+    ("time", Outcome.RETRY), ("slow", Outcome.RETRY), ("disconnect", Outcome.RETRY)])
+def test_truncated_html_is_not_parsed(truncated: str, outcome: Outcome) -> None:
+    # issue 14: a cut body is never an ordinary 200 ok: the outcome detail says why, and
+    # a slow or broken transfer is fetched again
     commit = make_processor().fetched(page_lease(), response(body=LINKED, truncated=truncated), NOW)
-    assert commit.outcome is Outcome.OK
+    assert commit.outcome is outcome
+    assert commit.error_kind == f"truncated_{truncated}"
+    assert commit.event["truncated"] == truncated
     assert list(commit.new_urls) == []
     assert commit.title is None
 
@@ -129,6 +135,7 @@ def test_truncated_html_is_not_parsed(truncated: str) -> None:
 def test_complete_html_is_parsed() -> None:
     """Control for the test above."""
     commit = make_processor().fetched(page_lease(), response(body=LINKED), NOW)
+    assert commit.error_kind is None and commit.event["truncated"] is None
     assert len(commit.new_urls) == 20
     assert commit.title == "t"
 
