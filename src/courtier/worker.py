@@ -137,6 +137,7 @@ class Worker:
             connect_timeout=config.connect_timeout, read_timeout=config.read_timeout,
             total_timeout=config.total_timeout, max_body_bytes=config.max_body_bytes,
             max_decoded_bytes=config.max_decoded_bytes,
+            low_speed_limit=config.low_speed_limit, low_speed_time=config.low_speed_time,
         )
         self.robots_limits = dataclasses.replace(
             self.limits, max_body_bytes=MAX_ROBOTS_BYTES, max_decoded_bytes=MAX_ROBOTS_BYTES)
