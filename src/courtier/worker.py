@@ -171,6 +171,9 @@ class Worker:
         """Second Ctrl-C: cancel in-flight fetches now (their URLs return to the queue);
         discovered URLs already parsed are still committed on the way out."""
         self.request_stop("aborted")
+        self._cancel_in_flight()
+
+    def _cancel_in_flight(self) -> None:
         for task in list(self._tasks):
             task.cancel()
 
@@ -234,7 +237,9 @@ class Worker:
         if config.max_pages is not None and self._pages_issued >= config.max_pages:
             self.request_stop("max pages")
         elif config.max_seconds is not None and now - start >= config.max_seconds:
+            # a bound, not a wish: fetches in flight are cancelled and their URLs released
             self.request_stop("max seconds")
+            self._cancel_in_flight()
 
     async def _nothing_due(self, now: float) -> bool:
         """A one-shot crawl ends when nothing is due now and no unfinished fetch cycle
@@ -268,6 +273,10 @@ class Worker:
         if self._budget_spent_until is not None and self._budget_spent_until > now:
             # the daily budget is spent: nothing may start before it renews
             timeout = min(self.idle_poll, self._budget_spent_until - now)
+        if self.config.max_seconds is not None and not self._stop.is_set():
+            # --max-seconds is checked when the wait ends: never sleep past it
+            deadline = self.status.started_at + self.config.max_seconds
+            timeout = min(timeout, max(MIN_WAIT, deadline - now))
         # one event for "a fetch finished or a stop was asked": O(1) per wait, unlike
         # asyncio.wait over every task
         if not self._wakeup.is_set() and timeout > 0:
@@ -406,6 +415,16 @@ class Worker:
         retry_at = parse_retry_after(resp.header("retry-after"), now)
         self.frontier.finish_page(
             lease, FetchFeedback(resp.status, resp.elapsed, retry_at, resp.remote_ip))
+        try:
+            await self._after_response(lease, resp, now)
+        except asyncio.CancelledError:
+            # stopped while parsing or looking up the payload: nothing is committed for
+            # this URL, so it goes back to the store as it was
+            assert lease.due is not None
+            self.frontier.release_url(lease.due, lease.due.next_fetch_at)
+            raise
+
+    async def _after_response(self, lease: Lease, resp: FetchResponse, now: float) -> None:
         await self._persist_backoff(lease, now)
         first_copy = await self._first_copy(resp) if 200 <= resp.status < 300 else None
         parsed: ParsedPage | Literal[False] | None = False
