@@ -72,4 +72,5 @@ async def test_the_deadline_cancels_hanging_fetches_and_keeps_their_urls(
         await store.close()
     for row in rows:
         assert row is not None
-        assert row["state"] == UrlState.QUEUED and row["last_fetch_at"] is None and row["outcome"] is None, row
+        assert row["state"] == UrlState.QUEUED, row
+        assert row["last_fetch_at"] is None and row["outcome"] is None, row
