@@ -31,6 +31,7 @@ from courtier.frontier.scheduler import path_of
 from courtier.frontier.templates import url_template
 from courtier.intake import SEED_PRIORITY, Intake
 from courtier.outcome import Outcome
+from courtier.parse.caps import MAX_HEADER_CHARS, MAX_VALIDATOR_CHARS, cap_text, whole_or_none
 from courtier.parse.html import ParsedPage, parse_html
 from courtier.parse.sitemaps import SitemapResult, parse_sitemap
 from courtier.store.base import DueUrl, FetchCommit, NewUrl
@@ -180,7 +181,7 @@ class PageProcessor:
         self.figures.fetched += 1
         self.figures.bytes += len(resp.raw_body)
         status = resp.status
-        content_type = resp.header("content-type")
+        content_type = cap_text(resp.header("content-type"), MAX_HEADER_CHARS)
         fields: dict[str, Any] = {"status": status, "content_type": content_type,
                                   "content_length": len(resp.body)}
         record = self._archive(due, resp, now, first_copy)
@@ -230,7 +231,9 @@ class PageProcessor:
             record: ArchivedRecord, fields: dict[str, Any],
             parsed: ParsedPage | Literal[False] | None = False,
             sitemap: SitemapResult | None = None) -> FetchCommit:
-        fields.update(etag=resp.header("etag"), last_modified=resp.header("last-modified"))
+        fields.update(etag=whole_or_none(resp.header("etag"), MAX_VALIDATOR_CHARS),
+                      last_modified=whole_or_none(resp.header("last-modified"),
+                                                  MAX_VALIDATOR_CHARS))
         changed = due.payload_digest is None or record.payload_digest != due.payload_digest
         new_urls: list[NewUrl] = []
         content_type = fields["content_type"]
