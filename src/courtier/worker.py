@@ -43,6 +43,7 @@ from courtier.politeness.delays import DelayPolicy, parse_retry_after
 from courtier.politeness.robots import MAX_ROBOTS_BYTES, product_token
 from courtier.politeness.robots_state import RobotsPolicy
 from courtier.process import SITEMAP_PRIORITY, PageProcessor, is_html, looks_like_sitemap
+from courtier.progress_text import waiting_text
 from courtier.store.base import FetchCommit, HostRecord, HostStatsDelta, NewUrl, Store
 from courtier.urls import SHARD_COUNT, canonicalize
 
@@ -78,6 +79,8 @@ class CrawlStatus:
     stale_commits: int = 0
     left_for_later: bool = False   # unfinished retries remain beyond --linger
     longest_stall: float = 0.0     # seconds: the event loop's longest lag (loopwatch.py)
+    waiting: str = ""              # what a lingering one-shot crawl waits for (progress.py)
+    queued_at_end: int | None = None  # URLs still QUEUED in the store when it ended
     stop_reason: str = ""
     warc_files: list[str] = field(default_factory=list)
 
@@ -254,10 +257,14 @@ class Worker:
         if due_at is not None and due_at <= now:
             return False
         pending_at = await self.store.next_due_at(self.shards, pending_only=True)
+        self.status.waiting = waiting_text(self.frontier.hosts.values(), pending_at, now)
         if pending_at is not None and pending_at - now <= self.config.linger:
             self._idle_until = pending_at
             return False
         self.status.left_for_later = pending_at is not None
+        if self.status.left_for_later:
+            with contextlib.suppress(StoreError):
+                self.status.queued_at_end = (await self.store.counts()).get("queued")
         return True
 
     async def _wait(self, now: float) -> None:
@@ -603,6 +610,8 @@ class Worker:
         s.queued = self.frontier.queued
         self.metrics.pending_commits.set(len(self._pending))
         s.in_flight = len(self._tasks)
+        if self._tasks or self.frontier.queued:
+            s.waiting = ""  # fetching again: not lingering
         s.hosts_active = self.frontier.active_hosts()
         if self.on_progress is not None:
             self.on_progress(s)
