@@ -30,6 +30,8 @@ from courtier.fetch.guard import AddressGuard
 from courtier.fetch.resolver import Resolver, load_hosts_file
 from courtier.frontier.traps import TemplateTracker, trap_rules_from
 from courtier.intake import Intake, Scope, SeedProblem, read_seed_lines
+from courtier.loopwatch import LoopLagMonitor
+from courtier.metrics import CrawlMetrics
 from courtier.progress import Progress
 from courtier.store.base import NewUrl, Store
 from courtier.store.open import open_store, store_url
@@ -119,8 +121,10 @@ async def crawl(
         for problem in problems:
             if report_problem is not None:
                 report_problem(problem)
+        metrics = CrawlMetrics()
         worker = Worker(config, store, transport, archive, clock, intake, on_progress=progress,
-                        resolve_ip=host_ip_lookup(resolver))
+                        resolve_ip=host_ip_lookup(resolver), metrics=metrics)
+        lag_monitor = LoopLagMonitor(metrics)
         if isinstance(archive, SpooledArchive):
             worker.metrics.warc_upload_backlog.set_function(lambda: archive.backlog)
         if rows:
@@ -150,9 +154,13 @@ async def crawl(
             log.warning("admin API and dashboard on http://%s:%d/", api_host, port)
             if announce is not None:
                 announce(f"http://{api_host}:{port}/")
+        lag_monitor.start()
         try:
             status = await worker.run()
         finally:
+            await lag_monitor.stop()
+            status = worker.status
+            status.longest_stall = lag_monitor.longest
             if runner is not None:
                 await runner.cleanup()
             if install_signals:

@@ -63,6 +63,10 @@ def add_crawl_flags(p: argparse.ArgumentParser) -> None:
                    help="fetch only from these TCP ports (repeatable; default: any)")
     p.add_argument("--parse-timeout", type=float,
                    help="seconds to parse a page with very many tags (10; then kept without links)")
+    p.add_argument("--low-speed-limit", type=int, metavar="BYTES",
+                   help="abort a body slower than BYTES/s over --low-speed-time (1024; 0: off)")
+    p.add_argument("--low-speed-time", type=float, metavar="SECONDS",
+                   help="window of the low-speed limit (20)")
     p.add_argument("--robots-expiry", type=float, help="seconds a robots.txt copy is used (86400)")
     p.add_argument("--recrawl-interval", type=float, help="seconds before a page is due again")
     p.add_argument("--change-distance", type=int,

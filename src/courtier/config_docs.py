@@ -79,8 +79,9 @@ SETTING_DOCS: dict[str, SettingDoc] = {
                                   "payload digest is a change.", "bits"),
     "max_retries": SettingDoc("Fetching", "Retries of a URL after network errors or 5xx before "
                               "it is given up until its next recrawl."),
-    "parse_timeout": SettingDoc("Limits", "Time a page with very many tags may take to parse in "
-                                "a child process; on overrun it is kept without links.",
+    "parse_timeout": SettingDoc("Limits", "Time one parse off the event loop may take (large "
+                                "or pathological page, sitemap); on overrun the page is kept "
+                                "without links.",
                                 "seconds"),
     "max_body_bytes": SettingDoc("Limits", "Largest response body read (bytes on the wire); "
                                  "longer bodies are truncated and marked so.", "bytes"),
@@ -90,6 +91,11 @@ SETTING_DOCS: dict[str, SettingDoc] = {
     "read_timeout": SettingDoc("Fetching", "Longest wait for the next bytes of a response.",
                                "seconds"),
     "total_timeout": SettingDoc("Fetching", "Longest time for one whole fetch.", "seconds"),
+    "low_speed_limit": SettingDoc("Fetching", "A body slower than this over low-speed-time "
+                                  "is cut (WARC-Truncated: time) and retried later; 0 turns "
+                                  "it off.", "bytes/s"),
+    "low_speed_time": SettingDoc("Fetching", "Window over which the low-speed limit is "
+                                 "judged.", "seconds"),
     "warc_max_bytes": SettingDoc("Storage", "WARC files are rotated when they reach this size.",
                                  "bytes"),
     "archive": SettingDoc("Storage", "WARC root: a folder (default `DATA/warc`) or an fsspec "

@@ -147,6 +147,12 @@ class CrawlMetrics:
         self.eligible_lag = Histogram(
             "courtier_eligible_lag_seconds", "from a URL being due to its lease",
             buckets=(1, 5, 30, 60, 300, 600, 1800, 3600, 6 * 3600, 24 * 3600), registry=r)
+        self.loop_lag = Histogram(
+            "courtier_event_loop_lag_seconds",
+            "how late the event loop ran a timer (time it spent without yielding)",
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5), registry=r)
+        self.loop_lag_max = Gauge("courtier_event_loop_lag_max_seconds",
+                                  "longest event-loop stall seen by this process", registry=r)
         self._frontier: _FrontierCollector | None = None
         self._spool: _SpoolCollector | None = None
 

@@ -32,12 +32,16 @@ from courtier.frontier.scheduler import path_of
 from courtier.frontier.templates import url_template
 from courtier.intake import SEED_PRIORITY, Intake
 from courtier.outcome import Outcome
+from courtier.parse.caps import MAX_HEADER_CHARS, MAX_VALIDATOR_CHARS, cap_text, whole_or_none
 from courtier.parse.html import ParsedPage, parse_html
-from courtier.parse.sitemaps import parse_sitemap
+from courtier.parse.sitemaps import SitemapResult, parse_sitemap
 from courtier.store.base import DueUrl, FetchCommit, NewUrl
 from courtier.urls import canonicalize
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
+#: truncation reasons worth another fetch (a slow or broken transfer); a body cut by a
+#: size cap ("length", "decoded") or an unreadable Content-Encoding would end the same
+TRANSIENT_CUTS = frozenset({"time", "slow", "disconnect"})
 SITEMAP_PRIORITY = 1
 
 
@@ -69,6 +73,13 @@ def looks_like_sitemap(url: str, content_type: str | None, body: bytes) -> bool:
     if is_html(content_type) or not head.startswith(b"<"):
         return False
     return b"<urlset" in head or b"<sitemapindex" in head
+
+
+def truncated_reason(error_kind: str | None) -> str | None:
+    """"length", "time"… when the commit's body was cut short (see FetchResponse)."""
+    if error_kind is None or not error_kind.startswith("truncated_"):
+        return None
+    return error_kind.removeprefix("truncated_")
 
 
 def recrawl_policy(config: CrawlConfig) -> RecrawlPolicy:
@@ -124,6 +135,7 @@ class PageProcessor:
             redirect_to=commit.redirect_to, redirect_hops=due.redirect_hops,
             changed=changed if outcome is Outcome.OK else None, warc=warc,
             error_kind=commit.error_kind, page=page_info)
+        commit.event["truncated"] = truncated_reason(commit.error_kind)
         commit.event["url"] = due.url
         commit.event["outcome"] = str(outcome)
         return commit
@@ -159,20 +171,22 @@ class PageProcessor:
 
     def fetched(self, lease: Lease, resp: FetchResponse, now: float,
                 first_copy: FirstCopy | None = None,
-                parsed: ParsedPage | Literal[False] | None = False) -> FetchCommit:
+                parsed: ParsedPage | Literal[False] | None = False,
+                sitemap: SitemapResult | None = None) -> FetchCommit:
         """An HTTP response: archive it, classify it, extract links from HTML.
 
         ``first_copy`` is where an identical payload was archived before (from the
         store's payload index); the response is then written as a revisit record.
         ``parsed`` is a page already parsed under a time budget (None: the budget ran
-        out, the page is kept without links; False: parse it here).
+        out, the page is kept without links; False: parse it here); ``sitemap`` a
+        sitemap already parsed off the loop (None: parse it here if it is one).
         """
         due = lease.due
         assert due is not None
         self.figures.fetched += 1
         self.figures.bytes += len(resp.raw_body)
         status = resp.status
-        content_type = resp.header("content-type")
+        content_type = cap_text(resp.header("content-type"), MAX_HEADER_CHARS)
         fields: dict[str, Any] = {"status": status, "content_type": content_type,
                                   "content_length": len(resp.body)}
         record = self._archive(due, resp, now, first_copy)
@@ -183,8 +197,14 @@ class PageProcessor:
         if status != 304:
             fields.update(warc_file=loc.file, warc_offset=loc.offset, warc_length=loc.length,
                           payload_digest=record.payload_digest)
+        if resp.truncated is not None:
+            fields["error_kind"] = f"truncated_{resp.truncated}"
+        if 200 <= status < 300 and resp.truncated in TRANSIENT_CUTS:
+            # cut short by time or by the server: archived as truncated, fetched again
+            self.figures.errors += 1
+            return self._retry(lease, due, now, **fields)
         if 200 <= status < 300:
-            return self._ok(lease, due, resp, now, record, fields, parsed)
+            return self._ok(lease, due, resp, now, record, fields, parsed, sitemap)
         if status == 304:
             return self._commit(lease, due, Outcome.NOT_MODIFIED, now, **fields)
         if 300 <= status < 400:
@@ -215,8 +235,11 @@ class PageProcessor:
 
     def _ok(self, lease: Lease, due: DueUrl, resp: FetchResponse, now: float,
             record: ArchivedRecord, fields: dict[str, Any],
-            parsed: ParsedPage | Literal[False] | None = False) -> FetchCommit:
-        fields.update(etag=resp.header("etag"), last_modified=resp.header("last-modified"))
+            parsed: ParsedPage | Literal[False] | None = False,
+            sitemap: SitemapResult | None = None) -> FetchCommit:
+        fields.update(etag=whole_or_none(resp.header("etag"), MAX_VALIDATOR_CHARS),
+                      last_modified=whole_or_none(resp.header("last-modified"),
+                                                  MAX_VALIDATOR_CHARS))
         changed = due.payload_digest is None or record.payload_digest != due.payload_digest
         new_urls: list[NewUrl] = []
         content_type = fields["content_type"]
@@ -242,14 +265,16 @@ class PageProcessor:
             if not page.meta_nofollow:
                 raws = [link.url for link in page.links if not link.nofollow]
                 new_urls = self.intake.links(raws, due.depth + 1, now)
-        elif resp.truncated is None and looks_like_sitemap(due.url, content_type, resp.body):
-            new_urls = self._sitemap(due, resp, now)
+        elif sitemap is not None or (
+                resp.truncated is None and looks_like_sitemap(due.url, content_type, resp.body)):
+            new_urls = self._sitemap(due, resp, now, sitemap)
         self.figures.links += len(new_urls)
         return self._commit(lease, due, Outcome.OK, now, changed=changed,
                                          new_urls=new_urls, **fields)
 
-    def _sitemap(self, due: DueUrl, resp: FetchResponse, now: float) -> list[NewUrl]:
-        result = parse_sitemap(resp.body, due.url)
+    def _sitemap(self, due: DueUrl, resp: FetchResponse, now: float,
+                 parsed: SitemapResult | None) -> list[NewUrl]:
+        result = parsed if parsed is not None else parse_sitemap(resp.body, due.url)
         raws = [entry.loc for entry in result.urls] + result.sitemaps
         self.figures.sitemap_urls += len(raws)
         rows = self.intake.links(raws, due.depth + 1, now, priority=SITEMAP_PRIORITY,

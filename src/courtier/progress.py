@@ -6,6 +6,7 @@ import sys
 import time
 from typing import TextIO
 
+from courtier.progress_text import RATE_WINDOW, RecentRate
 from courtier.worker import CrawlStatus
 
 
@@ -17,11 +18,15 @@ def human_bytes(n: float) -> str:
     return f"{n:.1f} GB"
 
 
-def status_line(s: CrawlStatus) -> str:
+def status_line(s: CrawlStatus, recent_rate: float | None = None) -> str:
+    """One progress line; ``recent_rate`` is pages/s over the last 10 s (progress_text.py),
+    the average since the start when not given."""
+    rate = s.pages_per_second if recent_rate is None else recent_rate
     return (
-        f"{s.pages_per_second:6.1f} pages/s | fetched {s.fetched} | queued {s.queued} | "
-        f"in flight {s.in_flight} | hosts active {s.hosts_active} | errors {s.errors} | "
-        f"denied {s.denied} | {human_bytes(s.bytes)}"
+        f"{rate:6.1f} pages/s (last {RATE_WINDOW:.0f} s) | fetched {s.fetched} | "
+        f"queued {s.queued} | in flight {s.in_flight} | hosts active {s.hosts_active} | "
+        f"errors {s.errors} | denied {s.denied} | {human_bytes(s.bytes)}"
+        + (f" | {s.waiting}" if s.waiting else "")
     )
 
 
@@ -31,9 +36,15 @@ def summary_line(s: CrawlStatus) -> str:
         f"courtier: {s.stop_reason or 'finished'} after {elapsed:.1f} s: fetched {s.fetched} "
         f"({s.pages_per_second:.1f}/s), errors {s.errors}, robots-denied {s.denied}, "
         f"discovered {s.discovered} new URLs, {human_bytes(s.bytes)}"
-        + ("; some retries are due later: run again on the same --data to finish them"
-           if s.left_for_later else "")
+        + (_left_for_later(s) if s.left_for_later else "")
     )
+
+
+def _left_for_later(s: CrawlStatus) -> str:
+    queued = "" if s.queued_at_end is None else f"{s.queued_at_end} URLs stay queued; "
+    why = s.waiting.removeprefix("waiting: ") or "retries due later"
+    return (f"; left for later: {queued}{why} (beyond --linger): run again on the same "
+            "--data to finish them")
 
 
 class Progress:
@@ -52,15 +63,17 @@ class Progress:
         self.interval = 0.25 if mode == "bar" else log_every
         self._last = 0.0
         self._drawn = False
+        self._rate = RecentRate()
 
     def __call__(self, status: CrawlStatus) -> None:
         if self.mode == "none":
             return
         now = time.monotonic()
+        rate = self._rate.update(status.now, status.fetched)
         if now - self._last < self.interval:
             return
         self._last = now
-        line = status_line(status)
+        line = status_line(status, rate)
         if self.mode == "bar":
             self.stream.write("\r\x1b[2K" + line)
             self._drawn = True

@@ -37,13 +37,15 @@ from courtier.frontier.lease import FetchFeedback, Lease, LeaseKind
 from courtier.frontier.scheduler import Frontier
 from courtier.intake import Intake
 from courtier.metrics import CrawlMetrics, status_class
-from courtier.parse.guard import GuardedParser, needs_guard
 from courtier.parse.html import ParsedPage
+from courtier.parse.offload import OffLoopParser
+from courtier.parse.sitemaps import SitemapResult
 from courtier.politeness.audit import LeaseAuditor
 from courtier.politeness.delays import DelayPolicy, parse_retry_after
 from courtier.politeness.robots import MAX_ROBOTS_BYTES, product_token
 from courtier.politeness.robots_state import RobotsPolicy
-from courtier.process import SITEMAP_PRIORITY, PageProcessor, is_html
+from courtier.process import SITEMAP_PRIORITY, PageProcessor, is_html, looks_like_sitemap
+from courtier.progress_text import waiting_text
 from courtier.store.base import (
     DAILY_BUDGET_KEY,
     DayCount,
@@ -86,6 +88,9 @@ class CrawlStatus:
     discovered: int = 0
     stale_commits: int = 0
     left_for_later: bool = False   # unfinished retries remain beyond --linger
+    longest_stall: float = 0.0     # seconds: the event loop's longest lag (loopwatch.py)
+    waiting: str = ""              # what a lingering one-shot crawl waits for (progress.py)
+    queued_at_end: int | None = None  # URLs still QUEUED in the store when it ended
     stop_reason: str = ""
     warc_files: list[str] = field(default_factory=list)
 
@@ -143,11 +148,12 @@ class Worker:
         self.metrics.durability_lag.set_function(self._durability_lag)
         self.metrics.bind_spool(config.data)
         self.auditor = LeaseAuditor()
-        self.guarded_parser = GuardedParser(timeout=config.parse_timeout)
+        self.parsers = OffLoopParser(timeout=config.parse_timeout)
         self.limits = FetchLimits(
             connect_timeout=config.connect_timeout, read_timeout=config.read_timeout,
             total_timeout=config.total_timeout, max_body_bytes=config.max_body_bytes,
             max_decoded_bytes=config.max_decoded_bytes,
+            low_speed_limit=config.low_speed_limit, low_speed_time=config.low_speed_time,
         )
         self.robots_limits = dataclasses.replace(
             self.limits, max_body_bytes=MAX_ROBOTS_BYTES, max_decoded_bytes=MAX_ROBOTS_BYTES)
@@ -182,6 +188,9 @@ class Worker:
         """Second Ctrl-C: cancel in-flight fetches now (their URLs return to the queue);
         discovered URLs already parsed are still committed on the way out."""
         self.request_stop("aborted")
+        self._cancel_in_flight()
+
+    def _cancel_in_flight(self) -> None:
         for task in list(self._tasks):
             task.cancel()
 
@@ -246,7 +255,9 @@ class Worker:
         if config.max_pages is not None and self._pages_issued >= config.max_pages:
             self.request_stop("max pages")
         elif config.max_seconds is not None and now - start >= config.max_seconds:
+            # a bound, not a wish: fetches in flight are cancelled and their URLs released
             self.request_stop("max seconds")
+            self._cancel_in_flight()
 
     async def _nothing_due(self, now: float) -> bool:
         """A one-shot crawl ends when nothing is due now and no unfinished fetch cycle
@@ -261,10 +272,14 @@ class Worker:
         if due_at is not None and due_at <= now:
             return False
         pending_at = await self.store.next_due_at(self.shards, pending_only=True)
+        self.status.waiting = waiting_text(self.frontier.hosts.values(), pending_at, now)
         if pending_at is not None and pending_at - now <= self.config.linger:
             self._idle_until = pending_at
             return False
         self.status.left_for_later = pending_at is not None
+        if self.status.left_for_later:
+            with contextlib.suppress(StoreError):
+                self.status.queued_at_end = (await self.store.counts()).get("queued")
         return True
 
     async def _wait(self, now: float) -> None:
@@ -280,6 +295,10 @@ class Worker:
         if self._budget_spent_until is not None and self._budget_spent_until > now:
             # the daily budget is spent: nothing may start before it renews
             timeout = min(self.idle_poll, self._budget_spent_until - now)
+        if self.config.max_seconds is not None and not self._stop.is_set():
+            # --max-seconds is checked when the wait ends: never sleep past it
+            deadline = self.status.started_at + self.config.max_seconds
+            timeout = min(timeout, max(MIN_WAIT, deadline - now))
         # one event for "a fetch finished or a stop was asked": O(1) per wait, unlike
         # asyncio.wait over every task
         if not self._wakeup.is_set() and timeout > 0:
@@ -452,16 +471,30 @@ class Worker:
         retry_at = parse_retry_after(resp.header("retry-after"), now)
         self.frontier.finish_page(
             lease, FetchFeedback(resp.status, resp.elapsed, retry_at, resp.remote_ip))
+        try:
+            await self._after_response(lease, resp, now)
+        except asyncio.CancelledError:
+            # stopped while parsing or looking up the payload: nothing is committed for
+            # this URL, so it goes back to the store as it was
+            assert lease.due is not None
+            self.frontier.release_url(lease.due, lease.due.next_fetch_at)
+            raise
+
+    async def _after_response(self, lease: Lease, resp: FetchResponse, now: float) -> None:
         await self._persist_backoff(lease, now)
         first_copy = await self._first_copy(resp) if 200 <= resp.status < 300 else None
         parsed: ParsedPage | Literal[False] | None = False
-        if (200 <= resp.status < 300 and resp.truncated is None
-                and is_html(resp.header("content-type")) and needs_guard(resp.body)):
-            parsed = await self.guarded_parser.parse(
-                resp.body, lease.url, resp.header("content-type"),
-                resp.header("x-robots-tag"), self.agent)
+        sitemap: SitemapResult | None = None
+        content_type = resp.header("content-type")
+        if 200 <= resp.status < 300 and resp.truncated is None:
+            # anything that might keep the loop busy is parsed off it (parse/offload.py)
+            if is_html(content_type):
+                parsed = await self.parsers.html(resp.body, lease.url, content_type,
+                                                 resp.header("x-robots-tag"), self.agent)
+            elif looks_like_sitemap(lease.url, content_type, resp.body):
+                sitemap = await self.parsers.sitemap(resp.body, lease.url)
         try:
-            commit = self.processor.fetched(lease, resp, now, first_copy, parsed)
+            commit = self.processor.fetched(lease, resp, now, first_copy, parsed, sitemap)
         except ArchiveError as exc:
             # not archived ⇒ not committed: the URL is released and fetched again later
             log.error("WARC write failed, pausing before the next fetches: %s", exc)
@@ -640,6 +673,8 @@ class Worker:
         s.queued = self.frontier.queued
         self.metrics.pending_commits.set(len(self._pending))
         s.in_flight = len(self._tasks)
+        if self._tasks or self.frontier.queued:
+            s.waiting = ""  # fetching again: not lingering
         s.hosts_active = self.frontier.active_hosts()
         if self.on_progress is not None:
             self.on_progress(s)
@@ -656,6 +691,6 @@ class Worker:
         if released:
             await self.store.release([(due.url_key, due.next_fetch_at) for due, _ in released])
         self.archive.flush()
-        self.guarded_parser.close()
+        self.parsers.close()
         self.status.now = self.clock.now()
         self._report(self.status.now, force=True)

@@ -118,10 +118,16 @@ def test_redirect_without_location_makes_no_new_url() -> None:
 LINKED = b"<title>t</title>" + b"".join(b'<a href="/p%d">x</a>' % i for i in range(20))
 
 
-@pytest.mark.parametrize("truncated", ["length", "decoded", "time", "disconnect", "encoding"])
-def test_truncated_html_is_not_parsed(truncated: str) -> None:
+@pytest.mark.parametrize(("truncated", "outcome"), [
+    ("length", Outcome.OK), ("decoded", Outcome.OK), ("encoding", Outcome.OK),
+    ("time", Outcome.RETRY), ("slow", Outcome.RETRY), ("disconnect", Outcome.RETRY)])
+def test_truncated_html_is_not_parsed(truncated: str, outcome: Outcome) -> None:
+    # issue 14: a cut body is never an ordinary 200 ok: the outcome detail says why, and
+    # a slow or broken transfer is fetched again
     commit = make_processor().fetched(page_lease(), response(body=LINKED, truncated=truncated), NOW)
-    assert commit.outcome is Outcome.OK
+    assert commit.outcome is outcome
+    assert commit.error_kind == f"truncated_{truncated}"
+    assert commit.event["truncated"] == truncated
     assert list(commit.new_urls) == []
     assert commit.title is None
 
@@ -129,6 +135,7 @@ def test_truncated_html_is_not_parsed(truncated: str) -> None:
 def test_complete_html_is_parsed() -> None:
     """Control for the test above."""
     commit = make_processor().fetched(page_lease(), response(body=LINKED), NOW)
+    assert commit.error_kind is None and commit.event["truncated"] is None
     assert len(commit.new_urls) == 20
     assert commit.title == "t"
 
@@ -180,3 +187,25 @@ def test_pathological_markup_parses(markup: bytes) -> None:
     assert len(page.links) <= 1
 
 
+
+
+# ------------------------------------------------------- strings from pages are capped
+
+
+def test_strings_from_a_page_are_capped_before_they_are_stored_or_emitted() -> None:
+    # issue 14: a 1 MB <title> was stored whole and emitted as a 1 MB event
+    from courtier.parse.caps import MAX_HEADER_CHARS, MAX_TITLE_CHARS
+
+    body = (b"<title>" + b"word " * 200_000 + b"</title><link rel=canonical href='/"
+            + b"c" * 5000 + b"'><a href=/x>x</a>")
+    headers = [("Content-Type", "text/html; x=" + "y" * 100_000),
+               ("ETag", '"' + "e" * 10_000 + '"'), ("Last-Modified", "z" * 10_000)]
+    commit = make_processor().fetched(page_lease(), response(body=body, headers=headers), NOW)
+    assert commit.title is not None and commit.title.startswith("word word")
+    assert len(commit.title) <= MAX_TITLE_CHARS and commit.event["title"] == commit.title
+    assert commit.content_type is not None and len(commit.content_type) == MAX_HEADER_CHARS
+    assert commit.event["content_type"] == commit.content_type
+    assert commit.etag is None and commit.last_modified is None  # cut, they would never match
+    assert len(commit.new_urls) == 1  # the page is still read
+    page = parse_html(body, PAGE_URL)
+    assert page.canonical is None  # a 5000-character canonical is not reported

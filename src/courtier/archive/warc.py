@@ -54,7 +54,10 @@ _RECORD_END = b"\r\n\r\n"
 _B32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
 _HTTP_RESPONSE = "application/http; msgtype=response"
 _B32_PAIRS = [a + b for a in _B32 for b in _B32]
-_TRUNCATED = {"length": "length", "decoded": "length", "time": "time"}
+#: FetchResponse.truncated → WARC-Truncated (WARC 1.1 §5.13); "encoding" is absent: the
+#: payload as sent is complete, only its decoding failed
+_TRUNCATED = {"length": "length", "decoded": "length", "time": "time", "slow": "time",
+              "disconnect": "disconnect"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,7 +230,7 @@ class WarcWriter:
         ]
         if response.remote_ip:
             fields.append(("WARC-IP-Address", response.remote_ip))
-        if response.truncated:
+        if response.truncated and response.truncated != "encoding":
             fields.append(("WARC-Truncated", _TRUNCATED.get(response.truncated, "unspecified")))
         fields += [("WARC-Payload-Digest", payload_digest), ("WARC-Block-Digest", block_digest)]
         resp_member = self._member(fields, _HTTP_RESPONSE, http_head, body)

@@ -20,7 +20,11 @@ Contract beyond the protocol:
 * ``FetchResponse.truncated`` is one of: ``"length"`` (raw body reached
   ``max_body_bytes``), ``"decoded"`` (decoded body reached
   ``max_decoded_bytes``), ``"time"`` (total or read timeout after the
-  headers arrived), ``"disconnect"`` (the connection broke mid-body),
+  headers arrived), ``"slow"`` (the body stayed under ``low_speed_limit``
+  bytes/s for ``low_speed_time`` seconds: a server dripping bytes, each one
+  in time for the read timeout, no longer holds its host until the total
+  timeout; the header phase is bounded by the read and total timeouts only),
+  ``"disconnect"`` (the connection broke mid-body),
   ``"encoding"`` (unknown or corrupt Content-Encoding; ``body`` holds what
   decoded before the error, empty for an unknown coding).
 * Failures before a usable response raise: :class:`DNSError`,
@@ -252,6 +256,28 @@ def _peer_ip(response: aiohttp.ClientResponse) -> str | None:
     return str(peer[0]) if peer else None
 
 
+class _SpeedCheck:
+    """The low-speed limit: bytes counted in windows of ``low_speed_time`` seconds."""
+
+    def __init__(self, limits: FetchLimits, now: float) -> None:
+        self.limit, self.span = limits.low_speed_limit, limits.low_speed_time
+        self.started, self.bytes = now, 0
+
+    @property
+    def window_end(self) -> float | None:
+        return None if self.limit <= 0 else self.started + self.span
+
+    def too_slow(self, size: int, now: float) -> bool:
+        """Count ``size`` bytes; True when a whole window stayed under the limit."""
+        self.bytes += size
+        if self.limit <= 0 or now - self.started < self.span:
+            return False
+        if self.bytes < self.limit * (now - self.started):
+            return True
+        self.started, self.bytes = now, 0
+        return False
+
+
 class AiohttpTransport:
     """HTTP/1.1 GETs over one pooled aiohttp session (see the module contract).
 
@@ -394,10 +420,24 @@ class AiohttpTransport:
         except ValueError:
             truncated = "encoding"  # unknown coding: keep reading raw, decode nothing
         decoding = decoder is not None and bool(decoder.stages)
+        speed = _SpeedCheck(limits, asyncio.get_running_loop().time())
         try:
             async with asyncio.timeout_at(deadline):
                 while True:
-                    chunk = await response.content.readany()
+                    window = asyncio.timeout_at(speed.window_end)
+                    try:
+                        async with window:
+                            chunk = await response.content.readany()
+                    except TimeoutError:
+                        if not window.expired() or asyncio.get_running_loop().time() >= deadline:
+                            raise  # the read timeout or the total one, not the window's end
+                        chunk = None
+                    if speed.too_slow(0 if chunk is None else len(chunk),
+                                      asyncio.get_running_loop().time()):
+                        truncated = "slow"
+                        break
+                    if chunk is None:
+                        continue
                     if not chunk:
                         break
                     room = limits.max_body_bytes - raw_size

@@ -22,6 +22,10 @@ class FetchLimits:
     max_body_bytes: int = 10 * 1024 * 1024
     max_decoded_bytes: int = 20 * 1024 * 1024
     max_header_bytes: int = 64 * 1024
+    #: curl's low-speed limit: a body slower than ``low_speed_limit`` bytes/s over any
+    #: ``low_speed_time`` seconds is cut ("slow"); 0 turns it off
+    low_speed_limit: int = 1024
+    low_speed_time: float = 20.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,9 +46,9 @@ class FetchResponse:
     content-decoded payload used for parsing. When the body is incomplete it
     holds what was read so far and ``truncated`` says why: "length" (body
     cap), "decoded" (decompressed-size cap), "time" (timeout after the
-    headers), "disconnect" (the connection broke mid-body), "encoding"
-    (unknown or corrupt Content-Encoding); a truncated body is never parsed
-    as complete.
+    headers), "slow" (below the low-speed limit), "disconnect" (the
+    connection broke mid-body), "encoding" (unknown or corrupt
+    Content-Encoding); a truncated body is never parsed as complete.
     """
 
     url: str

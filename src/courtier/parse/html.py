@@ -32,8 +32,10 @@ Robots directives: ``<meta name="robots">`` and ``<meta name="{agent_token}">``
 is still reported.
 
 ``canonical`` is the first ``<link rel=canonical>`` that resolves to an http(s)
-URL; ``title`` the first ``<title>``'s text with whitespace collapsed (None
-when absent or blank).
+URL (None past :data:`~courtier.parse.caps.MAX_CANONICAL_CHARS`); ``title``
+the first ``<title>``'s text with whitespace collapsed, at most
+:data:`~courtier.parse.caps.MAX_TITLE_CHARS` characters (None when absent or
+blank).
 
 For the indexer feed each link also carries its anchor text (the ``<a>``'s
 text, an ``<area>``'s ``alt``; whitespace collapsed, at most
@@ -50,6 +52,7 @@ from dataclasses import dataclass, field
 from ada_url import join_url, normalize_url
 from selectolax.lexbor import LexborHTMLParser
 
+from courtier.parse.caps import MAX_CANONICAL_CHARS, MAX_TITLE_CHARS
 from courtier.parse.charset import prepare_html
 
 __all__ = [
@@ -325,7 +328,7 @@ def parse_html(
 
     title: str | None = None
     for node in parser.tags("title"):
-        title = " ".join(node.text().split()) or None
+        title = collapse_whitespace(node.text(), MAX_TITLE_CHARS) or None
         break
 
     raw: list[tuple[str, str, str | None, str]] = []  # (tag, reference, rel, anchor)
@@ -394,6 +397,8 @@ def parse_html(
         if root is not None:
             text = collapse_whitespace(root.text(separator=" "), max_text_chars)
 
+    if canonical is not None and len(canonical) > MAX_CANONICAL_CHARS:
+        canonical = None
     return ParsedPage(
         links=links,
         base_url=base_url,

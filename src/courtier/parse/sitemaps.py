@@ -22,9 +22,14 @@ Formats, detected from the content (not from the URL or Content-Type):
 
 XML is parsed with defusedxml: any DTD (``<!DOCTYPE``), entity declaration
 or external reference is refused (billion laughs, XXE), as an error.
-Parsing is incremental and each finished entry is dropped from the tree,
-so memory stays proportional to one entry; a document broken half-way
-keeps the entries before the break.
+Parsing is incremental from a stream (gzip is inflated 64 KiB at a time)
+and every element is dropped from the tree when it ends — entries once
+read, anything else at once, and an entry keeps only the fields it is read
+for (at most :data:`MAX_ENTRY_CHILDREN`) — so memory stays proportional to one entry
+whatever the document holds (millions of unknown elements included); a
+document broken half-way keeps the entries before the break. With
+``time_budget`` the parse stops itself when the budget is spent
+(``truncated``, an error line); it is meant to run in a worker thread.
 
 Limits: at most ``max_urls`` entries (URLs plus child sitemaps; the
 protocol's 50,000) and ``max_bytes`` of (decompressed) input (the
@@ -43,7 +48,7 @@ enforces it. ``loc`` values are returned in canonical form
 
 from __future__ import annotations
 
-import io
+import time
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -63,6 +68,7 @@ CHANGEFREQS = frozenset({"always", "hourly", "daily", "weekly", "monthly", "year
 MAX_ERRORS = 100  # errors listed one by one; the rest are counted in a last line
 _GZIP_MAGIC = b"\x1f\x8b"
 _BOM = b"\xef\xbb\xbf"
+_PIECE = 64 * 1024  # bytes inflated at a time
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,28 +160,84 @@ class _Scope:
         return canon.url
 
 
-def _gunzip(body: bytes, max_bytes: int, result: SitemapResult) -> bytes:
-    """Decompress (all members of) a gzip body, keeping at most ``max_bytes``."""
-    out = bytearray()
-    data = body
-    while data:
-        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        try:
-            out += inflater.decompress(data, max_bytes + 1 - len(out))
-        except zlib.error as exc:
-            result.error(f"gzip: {exc}")
-            break
-        if len(out) > max_bytes:
-            result.truncated = True
-            result.error(f"decompressed sitemap exceeds {max_bytes} bytes; cut")
-            return bytes(out[:max_bytes])
-        if not inflater.eof:
-            result.error("gzip: truncated stream")
-            break
-        data = inflater.unused_data
-        if data and not data.startswith(_GZIP_MAGIC):
-            break  # trailing garbage after the last member
-    return bytes(out)
+class _Source:
+    """The body as a stream for the XML parser: gzip inflated piece by piece (all
+    members), at most ``max_bytes`` of output, so memory stays at one piece."""
+
+    def __init__(self, body: bytes, max_bytes: int, result: SitemapResult) -> None:
+        self.result, self.room = result, max_bytes
+        self.max_bytes = max_bytes
+        self.gzipped = body.startswith(_GZIP_MAGIC)
+        self._tail = body  # input not yet inflated (gzip) or not yet read (plain)
+        self._inflater = zlib.decompressobj(16 + zlib.MAX_WBITS) if self.gzipped else None
+        self._buffer = b""  # peeked output
+        self._done = False
+
+    def _next(self, size: int) -> bytes:
+        if self._done:
+            return b""
+        if self._inflater is None:
+            piece, self._tail = self._tail[:size], self._tail[size:]
+            return piece
+        while True:
+            if self._inflater.eof:
+                rest = self._inflater.unused_data
+                if not rest.startswith(_GZIP_MAGIC):
+                    self._done = True  # the end, or trailing garbage after the last member
+                    return b""
+                self._inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                self._tail = rest
+            try:
+                out = self._inflater.decompress(self._tail, size)
+            except zlib.error as exc:
+                self.result.error(f"gzip: {exc}")
+                self._done = True
+                return b""
+            self._tail = self._inflater.unconsumed_tail
+            if out:
+                return out
+            if not self._tail and not self._inflater.eof:
+                self.result.error("gzip: truncated stream")
+                self._done = True
+                return b""
+
+    def read(self, size: int = -1) -> bytes:
+        """Up to ``size`` bytes (all that is left for a negative size)."""
+        want = self.max_bytes + 1 if size < 0 else max(1, size)
+        data, self._buffer = self._buffer[:want], self._buffer[want:]
+        while len(data) < want:
+            piece = self._next(min(_PIECE, want - len(data)))
+            if not piece:
+                break
+            data += piece
+            if size >= 0:
+                break  # a short read is fine for a stream
+        if len(data) > self.room:
+            data = data[: self.room]
+            self._cut()
+        self.room -= len(data)
+        return data
+
+    def peek(self, size: int) -> bytes:
+        """The next ``size`` bytes (fewer at the end), left unread."""
+        while len(self._buffer) < size:
+            piece = self._next(size - len(self._buffer))
+            if not piece:
+                break
+            self._buffer += piece
+        return self._buffer[:size]
+
+    def skip(self, size: int) -> None:
+        self.peek(size)
+        self._buffer = self._buffer[size:]
+        self.room -= size
+
+    def _cut(self) -> None:
+        self.result.truncated = True
+        what = "decompressed sitemap" if self.gzipped else "sitemap"
+        self.result.error(f"{what} exceeds {self.max_bytes} bytes; cut")
+        self._done = True
+        self._buffer = b""
 
 
 def _local(tag: str) -> tuple[str, str]:
@@ -282,33 +344,68 @@ _ROOT_KINDS = {
 _ENTRY_NAMES = {"urlset": "url", "sitemapindex": "sitemap", "rss": "item", "atom": "entry"}
 
 
-def _events(data: bytes) -> Iterator[tuple[str, Element]]:
-    events = iterparse(io.BytesIO(data), events=("start", "end"), forbid_dtd=True)
+#: fields of an entry kept until it ends (the first 16; any other child is dropped at once)
+MAX_ENTRY_CHILDREN = 16
+_ENTRY_FIELDS = frozenset({"loc", "lastmod", "changefreq", "priority", "link", "pubDate",
+                           "updated"})
+_CHECK_EVERY = 4096  # events (or text lines) between two looks at the clock
+
+
+class _Budget:
+    """A time budget checked every few thousand steps (the parse runs in a thread,
+    which cannot be killed: it stops itself)."""
+
+    def __init__(self, seconds: float | None, result: SitemapResult) -> None:
+        self.deadline = None if seconds is None else time.monotonic() + seconds
+        self.seconds, self.result, self.steps = seconds, result, 0
+
+    def spent(self) -> bool:
+        self.steps += 1
+        if self.deadline is None or self.steps % _CHECK_EVERY or time.monotonic() < self.deadline:
+            return False
+        self.result.truncated = True
+        self.result.error(f"parse time budget of {self.seconds:g} s spent; cut")
+        return True
+
+
+def _events(source: _Source) -> Iterator[tuple[str, Element]]:
+    events = iterparse(source, events=("start", "end"), forbid_dtd=True)
     return (event for event in events)  # narrow the stub's Iterator[tuple[str, Any]]
 
 
-def _parse_xml(data: bytes, reader: _XmlReader) -> None:
+def _parse_xml(source: _Source, reader: _XmlReader, budget: _Budget) -> None:
+    """Entries as they end; every other element is dropped when it ends (an entry keeps
+    at most :data:`MAX_ENTRY_CHILDREN` direct children), so memory holds one entry."""
     result = reader.result
     stack: list[Element] = []
+    entry_at: int | None = None  # depth of the entry being read
+    kept = 0
     try:
-        for event, elem in _events(data):
+        for event, elem in _events(source):
+            if budget.spent():
+                return
             if event == "start":
                 if not stack:
                     result.kind = _ROOT_KINDS.get(_local(elem.tag)[1], "unknown")
                     if result.kind == "unknown":
                         result.error(f"unknown XML root element {_local(elem.tag)[1]!r}")
                         return
+                elif (entry_at is None and _local(elem.tag)[1] == _ENTRY_NAMES[result.kind]
+                      and (len(stack) == 1 or result.kind in ("rss", "atom"))):
+                    entry_at, kept = len(stack), 0  # urlset/sitemapindex: direct children only
                 stack.append(elem)
                 continue
             stack.pop()
-            name = _local(elem.tag)[1]
-            if name != _ENTRY_NAMES[result.kind]:
-                continue
-            if len(stack) != 1 and result.kind in ("urlset", "sitemapindex"):
-                continue  # only direct children of the root are entries
-            if reader.full():
-                return
-            reader.entry(elem, name)
+            depth = len(stack)
+            if depth == entry_at:
+                entry_at = None
+                if reader.full():
+                    return
+                reader.entry(elem, _local(elem.tag)[1])
+            elif (entry_at is not None and depth == entry_at + 1 and kept < MAX_ENTRY_CHILDREN
+                  and _local(elem.tag)[1] in _ENTRY_FIELDS):
+                kept += 1
+                continue  # a field of the entry, read when the entry ends
             elem.clear()
             if stack:
                 stack[-1].remove(elem)
@@ -318,12 +415,15 @@ def _parse_xml(data: bytes, reader: _XmlReader) -> None:
         result.error(f"XML: {exc}")
 
 
-def _parse_text(data: bytes, scope: _Scope, result: SitemapResult, max_urls: int) -> None:
+def _parse_text(data: bytes, scope: _Scope, result: SitemapResult, max_urls: int,
+                budget: _Budget) -> None:
     result.kind = "text"
     text = data.decode("utf-8", "replace")
     # only CR, LF and CRLF end a line (str.splitlines would also split at VT, FF, NEL…)
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     for number, line in enumerate(lines, start=1):
+        if budget.spent():
+            return
         line = line.strip()
         if not line:
             continue
@@ -344,28 +444,25 @@ def parse_sitemap(
     *,
     allow_cross_host: bool = False,
     strict_path: bool = False,
+    time_budget: float | None = None,
 ) -> SitemapResult:
     """Parse a sitemap, sitemap index, text sitemap or feed fetched from ``url``.
 
     Never raises for any ``body``; see the module docstring for formats,
     limits and the scope rule. ``url`` is the sitemap's final URL (after
     redirects); if it is not a valid http(s) URL, every loc is refused
-    unless ``allow_cross_host``.
+    unless ``allow_cross_host``. ``time_budget`` (seconds) cuts the parse
+    (``truncated``, the entries read so far kept) when it runs out.
     """
     result = SitemapResult()
     scope = _Scope(url, allow_cross_host, strict_path)
-    data = body
-    if data.startswith(_GZIP_MAGIC):
-        data = _gunzip(data, max_bytes, result)
-    elif len(data) > max_bytes:
-        result.truncated = True
-        result.error(f"sitemap exceeds {max_bytes} bytes; cut")
-        data = data[:max_bytes]
-    if data.startswith(_BOM):
-        data = data[len(_BOM) :]
-    head = data[:512].lstrip()
+    budget = _Budget(time_budget, result)
+    source = _Source(body, max_bytes, result)
+    if source.peek(len(_BOM)) == _BOM:
+        source.skip(len(_BOM))
+    head = source.peek(512).lstrip()
     if head.startswith(b"<"):
-        _parse_xml(data, _XmlReader(scope, result, max_urls))
+        _parse_xml(source, _XmlReader(scope, result, max_urls), budget)
     else:
-        _parse_text(data, scope, result, max_urls)
+        _parse_text(source.read(), scope, result, max_urls, budget)
     return result

@@ -19,12 +19,6 @@ from tests.integration.deploy.artefacts import (
     metric_names,
 )
 
-# Metrics added on other branches at the same time as this one, with these exact names.
-# The coordinator removes each entry when the branch that exports it is merged.
-PENDING_FROM_OTHER_BRANCHES = frozenset({
-    "courtier_event_loop_lag_seconds",        # gauge, from the performance/hardening branch
-    "courtier_warc_upload_backlog_segments",  # gauge, from the archive branch
-})
 _SUFFIXES = {"counter": ("_total", "_created"), "histogram": ("_bucket", "_sum", "_count"),
              "gauge": ("",)}
 
@@ -70,12 +64,8 @@ async def test_dashboard_and_alert_metrics_are_exported(tmp_path: Path) -> None:
     wanted = referenced()
     assert "courtier_fetches_total" in wanted and "courtier_spool_free_bytes" in wanted
     missing = {n: where for n, where in wanted.items()
-               if n not in exported and n not in PENDING_FROM_OTHER_BRANCHES
-               and n not in PROMETHEUS_OWN}
+               if n not in exported and n not in PROMETHEUS_OWN}
     assert not missing, f"named but not exported by courtier: {missing}"
-    # a pending name that is exported now should leave the list (merge-time reminder)
-    arrived = PENDING_FROM_OTHER_BRANCHES & exported
-    assert not arrived, f"remove {sorted(arrived)} from PENDING_FROM_OTHER_BRANCHES"
     families = {f.name: f for f in text_string_to_metric_families(text)}
     assert all(f.documentation.strip() for f in families.values()), "a metric lacks help text"
     assert families["courtier_spool_free_bytes"].samples[0].value > 0

@@ -114,7 +114,8 @@ async def test_content_length_over_body_keeps_partial_body_as_disconnect(
         assert resp.truncated == "disconnect"
         assert resp.raw_body == partial == resp.body
         commit = make_processor().fetched(page_lease(server.url("/short")), resp, 1000.0)
-        assert commit.outcome is Outcome.OK
+        assert commit.outcome is Outcome.RETRY  # a cut transfer is fetched again
+        assert commit.error_kind == "truncated_disconnect"
         assert list(commit.new_urls) == []  # the half page was not parsed as complete
         assert commit.title is None
         await assert_still_usable(client, server, 2)
@@ -404,6 +405,7 @@ async def test_12mb_single_line_page_is_truncated_and_not_parsed(
         assert resp.body == page[: 10 * MIB]
         commit = make_processor().fetched(page_lease(server.url("/big")), resp, 1000.0)
         assert commit.outcome is Outcome.OK
+        assert commit.error_kind == "truncated_length"
         assert list(commit.new_urls) == []  # links were in the kept part, but it is not parsed
         assert commit.title is None
         assert commit.content_length == 10 * MIB

@@ -461,3 +461,15 @@ def test_check_reports_damaged_gzip_and_duplicates(tmp_path: Path) -> None:
     assert any("duplicate" in p for p in check_warc(str(dup)).problems)
     with pytest.raises(ArchiveError):
         check_warc(str(tmp_path / "missing.warc.gz"))
+
+
+def test_every_cut_body_says_why_in_warc_truncated(tmp_path: Path) -> None:
+    # issue 14: a body the server cut ("disconnect") or the low-speed limit ended ("slow")
+    # is marked with the WARC 1.1 reason; an undecodable but complete payload is not cut
+    reasons = ["disconnect", "slow", "encoding", None]
+    with WarcWriter(str(tmp_path)) as writer:
+        for reason in reasons:
+            writer.write_exchange(make_response(truncated=reason))
+    records = read_records(warc_files(tmp_path)[0])
+    truncs = [h.get("WARC-Truncated") for h, _, _ in records if h["WARC-Type"] == "response"]
+    assert truncs == ["disconnect", "time", None, None]

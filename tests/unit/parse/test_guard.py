@@ -42,3 +42,29 @@ async def test_an_overrun_kills_the_child_and_gives_no_page() -> None:
         assert page is not None and page.title == "t"
     finally:
         parser.close()
+
+
+def test_one_tag_with_thousands_of_attributes_is_guarded() -> None:
+    # issue 14: 50,000 distinct attributes on one tag parsed inline for 8 s because only
+    # "<" was counted
+    page = b"<html><body><div " + b" ".join(b"a%d" % i for i in range(50_000)) + b">x</div>"
+    assert page.count(b"<") < GUARD_TAGS
+    assert needs_guard(page)
+    # long attribute values spread over ordinary tags are not pathological
+    assert not needs_guard(b"".join(b'<p title="%s">x</p>' % (b"v" * 4000) for _ in range(50)))
+
+
+def allocates_too_much(body: bytes, url: str, content_type: str | None,
+                       x_robots_tag: str | None, agent: str) -> ParsedPage:
+    hoard = [bytearray(64 * 1024 * 1024) for _ in range(64)]  # 4 GiB: past the cap
+    raise AssertionError(f"unreachable {len(hoard)}")
+
+
+async def test_a_parse_past_the_memory_budget_gives_no_page() -> None:
+    parser = GuardedParser(timeout=60.0, target=allocates_too_much,
+                           memory_bytes=768 * 1024 * 1024)
+    try:
+        assert await parser.parse(b"<div>", "http://a.test/", "text/html", None, "x") is None
+        assert parser.failures == 1
+    finally:
+        parser.close()

@@ -1,0 +1,138 @@
+"""Where a fetched document is parsed, so that none keeps the event loop busy.
+
+The crawler is one asyncio loop per process; the rule (DESIGN §3) is that no
+single page, sitemap or robots.txt holds it for more than about 50 ms. The
+placement, from measurements on this project's 2-core machine (see
+docs/design.md, "Parsing off the loop"):
+
+* **inline** — HTML up to :data:`INLINE_HTML_BYTES` and uncompressed
+  sitemaps up to :data:`INLINE_SITEMAP_BYTES`: a few milliseconds at most,
+  cheaper than a hand-off to a thread;
+* **thread** — every other ordinary page. Lexbor parses with the GIL
+  released, so the loop keeps running; the thread runs at a lower priority
+  (nice +10, per thread on Linux). A page gets ``timeout`` seconds, after
+  which its result is ignored and the page is kept without links (a thread
+  cannot be killed; pathological pages never get here);
+* **child process** — pages that look pathological
+  (:func:`courtier.parse.guard.needs_guard`: very many tags or one huge
+  tag), where the parser is quadratic, and every sitemap above the inline
+  size (gzipped ones always: 20 KB can inflate to 50 MB). The sitemap reader
+  is pure-Python-driven XML work that holds the GIL, and a thread holding it
+  stalled the loop by up to ~140 ms on the loaded machine; a child shares no
+  GIL. Each kind has its own child (nice +10) with a hard timeout (killed
+  on overrun) and an address-space cap; the sitemap reader also stops
+  itself at ``timeout`` and keeps what it read, and its memory is bounded by
+  the streaming reader (:mod:`courtier.parse.sitemaps`).
+
+Every failure is an outcome of that URL (kept without links, or a cut
+sitemap), never an exception out of the crawl.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import os
+import threading
+from typing import Literal
+
+from courtier.parse.guard import PARSE_NICENESS, GuardedParser, needs_guard
+from courtier.parse.html import ParsedPage, parse_html
+from courtier.parse.sitemaps import SitemapResult, parse_sitemap
+
+log = logging.getLogger("courtier.parse")
+
+#: HTML bodies up to this are parsed on the loop (measured ≤ 2 ms)
+INLINE_HTML_BYTES = 64 * 1024
+#: uncompressed sitemaps up to this are parsed on the loop
+INLINE_SITEMAP_BYTES = 32 * 1024
+PARSE_THREADS = 2
+SITEMAP_KILL_MARGIN = 5.0  # seconds past the sitemap reader's own time budget
+
+Placement = Literal["inline", "thread", "process"]
+
+
+def html_placement(body: bytes) -> Placement:
+    """Where an HTML body is parsed (pure; see the module docstring)."""
+    if needs_guard(body):
+        return "process"
+    return "inline" if len(body) <= INLINE_HTML_BYTES else "thread"
+
+
+def sitemap_placement(body: bytes) -> Placement:
+    if body[:2] == b"\x1f\x8b" or len(body) > INLINE_SITEMAP_BYTES:
+        return "thread"
+    return "inline"
+
+
+def _lower_priority() -> None:
+    """Thread initializer: on Linux the nice value is per thread; a parse thread yields
+    the CPU to the event loop's thread when both want it."""
+    with contextlib.suppress(OSError, AttributeError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), PARSE_NICENESS)
+
+
+def _parse_sitemap(body: bytes, url: str, budget: float) -> SitemapResult:
+    return parse_sitemap(body, url, time_budget=budget)
+
+
+def _parse_page(body: bytes, url: str, content_type: str | None, x_robots_tag: str | None,
+                agent: str) -> ParsedPage:
+    return parse_html(body, url, content_type, x_robots_tag, agent_token=agent, want_text=True)
+
+
+class OffLoopParser:
+    """Parses HTML pages and sitemaps inline, in a thread or in a child process."""
+
+    def __init__(self, timeout: float = 10.0, threads: int = PARSE_THREADS,
+                 guarded: GuardedParser | None = None) -> None:
+        self.timeout = timeout
+        self.guarded = guarded or GuardedParser(timeout=timeout)
+        # its own child: a page stuck in the other one does not hold sitemaps back; the
+        # reader stops itself at ``timeout``, the kill comes a little later
+        self.sitemap_child = GuardedParser(timeout=timeout + SITEMAP_KILL_MARGIN)
+        self._threads = concurrent.futures.ThreadPoolExecutor(
+            max_workers=threads, thread_name_prefix="courtier-parse",
+            initializer=_lower_priority)
+        self.thread_timeouts = 0
+
+    async def html(self, body: bytes, url: str, content_type: str | None,
+                   x_robots_tag: str | None, agent: str
+                   ) -> ParsedPage | Literal[False] | None:
+        """The parsed page; None when its budget ran out (keep it without links);
+        False for a small page the caller parses inline."""
+        where = html_placement(body)
+        if where == "inline":
+            return False
+        if where == "process":
+            return await self.guarded.parse(body, url, content_type, x_robots_tag, agent)
+        loop = asyncio.get_running_loop()
+        future = loop.run_in_executor(self._threads, _parse_page, body, url, content_type,
+                                      x_robots_tag, agent)
+        try:
+            return await asyncio.wait_for(future, self.timeout)
+        except TimeoutError:
+            # a thread cannot be killed: it finishes on its own (pathological pages go
+            # to the child process, so this is rare) and its result is dropped
+            self.thread_timeouts += 1
+            log.warning("parse of %s exceeded %.1f s in a thread; kept without links",
+                        url, self.timeout)
+            return None
+
+    async def sitemap(self, body: bytes, url: str) -> SitemapResult:
+        """The sitemap's entries, cut (``truncated``) when its time budget ran out."""
+        if sitemap_placement(body) == "inline":
+            return parse_sitemap(body, url, time_budget=self.timeout)
+        result = await self.sitemap_child.call(url, _parse_sitemap, body, url, self.timeout)
+        if result is None:
+            result = SitemapResult(truncated=True)
+            result.error("sitemap parse failed or overran its budget; nothing read")
+        return result
+
+    def close(self) -> None:
+        """Stop the pools without waiting for a parse still running in a thread."""
+        self._threads.shutdown(wait=False, cancel_futures=True)
+        self.guarded.close()
+        self.sitemap_child.close()

@@ -1,0 +1,51 @@
+"""Pure text of the progress display: what a lingering crawl waits for, the recent rate.
+
+No I/O and no clock of its own: every function takes ``now``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+
+from courtier.frontier.host import HostState
+from courtier.politeness.robots_state import RobotsStatus
+
+RATE_WINDOW = 10.0  # seconds of history behind the "recent rate"
+
+
+def waiting_text(hosts: Iterable[HostState], next_retry_at: float | None, now: float) -> str:
+    """E.g. ``"waiting: 12 hosts (robots.txt 5xx: 5, back-off: 7), next retry in 40 s"``;
+    empty when nothing waits."""
+    robots = backoff = 0
+    for host in hosts:
+        if host.robots.status is RobotsStatus.UNREACHABLE:
+            robots += 1
+        elif host.timing.backoff_until > now:
+            backoff += 1
+    reasons = [f"{label}: {n}" for label, n in
+               (("robots.txt 5xx/unreachable", robots), ("back-off 429/5xx", backoff)) if n]
+    parts = []
+    if robots or backoff:
+        parts.append(f"{robots + backoff} hosts ({', '.join(reasons)})")
+    if next_retry_at is not None:
+        parts.append(f"next retry in {max(0.0, next_retry_at - now):.0f} s")
+    return "waiting: " + ", ".join(parts) if parts else ""
+
+
+class RecentRate:
+    """Pages per second over the last :data:`RATE_WINDOW` seconds (not since the start,
+    which decays toward zero while a crawl lingers)."""
+
+    def __init__(self, window: float = RATE_WINDOW) -> None:
+        self.window = window
+        self._samples: deque[tuple[float, int]] = deque()
+
+    def update(self, now: float, fetched: int) -> float:
+        samples = self._samples
+        samples.append((now, fetched))
+        while len(samples) > 2 and samples[1][0] <= now - self.window:
+            samples.popleft()
+        first_at, first = samples[0]
+        span = now - first_at
+        return (fetched - first) / span if span > 0 else 0.0

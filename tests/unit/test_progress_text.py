@@ -1,0 +1,50 @@
+"""Progress text while a one-shot crawl lingers (issue 14): what it waits for, a recent
+rate instead of an average that decays toward zero, and what the summary leaves."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any, cast
+
+from courtier.politeness.robots_state import RobotsStatus
+from courtier.progress import status_line, summary_line
+from courtier.progress_text import RecentRate, waiting_text
+from courtier.worker import CrawlStatus
+
+
+def host(robots: RobotsStatus, backoff_until: float = 0.0) -> Any:
+    return SimpleNamespace(robots=SimpleNamespace(status=robots),
+                           timing=SimpleNamespace(backoff_until=backoff_until))
+
+
+def test_waiting_names_hosts_reasons_and_the_next_retry() -> None:
+    hosts = ([host(RobotsStatus.UNREACHABLE)] * 5 + [host(RobotsStatus.OK, 1060.0)] * 7
+             + [host(RobotsStatus.OK, 900.0)] * 3)  # back-off over: not waiting
+    text = waiting_text(cast(Any, hosts), 1040.0, 1000.0)
+    assert text == ("waiting: 12 hosts (robots.txt 5xx/unreachable: 5, back-off 429/5xx: 7),"
+                    " next retry in 40 s")
+    assert waiting_text([], None, 1000.0) == ""
+
+
+def test_the_recent_rate_forgets_the_busy_start() -> None:
+    rate = RecentRate(window=10.0)
+    for second in range(11):  # 100 pages/s for 10 s
+        rate.update(float(second), second * 100)
+    assert rate.update(10.0, 1000) == 100.0
+    for second in range(11, 31):  # then nothing for 20 s (lingering for retries)
+        last = rate.update(float(second), 1000)
+    assert last == 0.0  # an average since the start would still say 33 pages/s
+    status = CrawlStatus(started_at=0.0, now=30.0, fetched=1000,
+                         waiting="waiting: next retry in 40 s")
+    line = status_line(status, last)
+    assert line.startswith("   0.0 pages/s (last 10 s)")
+    assert line.endswith("| waiting: next retry in 40 s")
+
+
+def test_the_summary_says_what_was_left_for_later_and_why() -> None:
+    status = CrawlStatus(started_at=0.0, now=30.0, fetched=10, left_for_later=True,
+                         stop_reason="nothing due", queued_at_end=7,
+                         waiting="waiting: 2 hosts (back-off 429/5xx: 2), next retry in 300 s")
+    text = summary_line(status)
+    assert "left for later: 7 URLs stay queued; 2 hosts (back-off 429/5xx: 2)" in text
+    assert "next retry in 300 s" in text
