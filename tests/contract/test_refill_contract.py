@@ -14,18 +14,18 @@ SCHEDULED.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from courtier.frontier.host import OVERDUE_AFTER
 from courtier.outcome import Outcome
 from courtier.store.base import FetchCommit, NewUrl, Store, UrlState
 from courtier.store.memory import MemoryStore
-from courtier.store.sqlite import SqliteStore
+from courtier.store.sqlite import SqliteStore, _refill
 from courtier.urls import canonicalize, shard_of_key
 
 T0 = 1_700_000_000.0
@@ -35,17 +35,24 @@ TIMES = [T0 - OVERDUE_AFTER - 500, T0 - OVERDUE_AFTER + 30, T0 - 200, T0 - 1, T0
          T0 + 5000]
 NOWS = [T0 - 100, T0, T0 + 60, T0 + 6000]
 
-# A store factory builds a new, opened-on-demand, empty store. The PostgreSQL store
+# A factory builds a new, empty, unopened store for one example. The PostgreSQL store
 # joins by adding a third entry here (a factory making a fresh database per example).
 FACTORIES: dict[str, Callable[[], Store]] = {
     "memory": MemoryStore,
     "sqlite": lambda: SqliteStore(":memory:"),
+    # the same store with tiny index pages and the all-shard plan, so this test's few
+    # hosts walk the keyset paging and the shard filter too
+    "sqlite-paged": lambda: SqliteStore(":memory:"),
 }
 
 
 @pytest.fixture(scope="module", params=sorted(FACTORIES))
-def make_store(request: pytest.FixtureRequest) -> Callable[[], Store]:
-    return FACTORIES[request.param]
+def make_store(request: pytest.FixtureRequest) -> Iterator[Callable[[], Store]]:
+    with pytest.MonkeyPatch.context() as patch:
+        if request.param == "sqlite-paged":
+            patch.setattr(_refill, "FIRST_PAGE", 1)
+            patch.setattr(_refill, "PER_SHARD_RANGES", 0)
+        yield FACTORIES[request.param]
 
 
 @dataclass
@@ -94,13 +101,13 @@ urls = st.tuples(st.sampled_from(HOSTS), st.integers(0, 15), st.integers(0, 3),
 async def scenario(store: Store, data: st.DataObject) -> None:
     model: dict[bytes, Row] = {}
     epochs: dict[int, int] = {}
-    for _ in range(data.draw(st.integers(1, 12), label="steps")):
+    for _ in range(data.draw(st.integers(1, 20), label="steps")):
         op = data.draw(st.sampled_from(["add", "add", "load", "load", "commit", "release",
                                         "reset"]), label="op")
         scheduled = sorted(k for k, r in model.items() if r.state == UrlState.SCHEDULED)
         if op == "add":
             batch = []
-            for host, path, priority, due, depth in data.draw(st.lists(urls, max_size=25)):
+            for host, path, priority, due, depth in data.draw(st.lists(urls, max_size=15)):
                 c = canonicalize(f"{host}/p{path}")
                 assert c.shard == shard_of_key(c.url_key)
                 batch.append(NewUrl(c.url_key, c.url, c.host_key, c.shard, depth, priority,
@@ -133,7 +140,8 @@ async def scenario(store: Store, data: st.DataObject) -> None:
             pool = scheduled + queued[:3]  # a commit may also hit a row still QUEUED
             if not pool:
                 continue
-            picked = data.draw(st.lists(st.sampled_from(pool), unique=True, max_size=6))
+            picked = data.draw(st.lists(st.sampled_from(pool), unique=True, min_size=1,
+                                        max_size=6))
             commits = []
             for k in picked:
                 row = model[k]
@@ -176,7 +184,8 @@ async def scenario(store: Store, data: st.DataObject) -> None:
     assert counts["queued"] == 0
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow],
+          phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink])
 @given(data=st.data())
 def test_load_due_matches_brute_force(make_store: Callable[[], Store],
                                       data: st.DataObject) -> None:
@@ -185,6 +194,39 @@ def test_load_due_matches_brute_force(make_store: Callable[[], Store],
         await store.open()
         try:
             await scenario(store, data)
+        finally:
+            await store.close()
+
+    asyncio.run(run())
+
+
+def _one(url: str, priority: int = 0, due: float = T0) -> NewUrl:
+    c = canonicalize(url)
+    return NewUrl(c.url_key, c.url, c.host_key, c.shard, 1, priority, due, T0)
+
+
+def test_host_drained_by_a_refill_comes_back_on_commit_release_and_reset(
+        make_store: Callable[[], Store]) -> None:
+    # the host queue forgets a host whose last QUEUED row was loaded; every way back to
+    # QUEUED must bring the host back
+    async def run() -> None:
+        store = make_store()
+        await store.open()
+        try:
+            rows = [_one(f"http://drained.test/{i}") for i in range(3)]
+            shard = rows[0].shard
+            await store.add_urls(rows)
+            epoch = (await store.acquire_shards("t", [shard], T0, 10**9))[shard]
+            first, second, third = await store.load_due([shard], T0, 10, 10)
+            await store.commit([FetchCommit(first.url_key, first.url, first.host_key, shard, 0,
+                                            epoch, Outcome.OK, T0, T0 + 10, priority=2)])
+            back = await store.load_due([shard], T0 + 30, 10, 10)
+            assert [d.url_key for d in back] == [first.url_key]
+            await store.release([(second.url_key, T0 + 20)])
+            back = await store.load_due([shard], T0 + 30, 10, 10)
+            assert [d.url_key for d in back] == [second.url_key]
+            assert await store.reset_scheduled([shard]) == 3
+            assert len(await store.load_due([shard], T0 + 30, 10, 10)) == 3
         finally:
             await store.close()
 

@@ -39,7 +39,7 @@ from courtier.store.base import (
     HostStatsDelta,
     NewUrl,
 )
-from courtier.store.sqlite import _commit, _queries, _schema
+from courtier.store.sqlite import _commit, _queries, _refill, _schema
 
 T = TypeVar("T")
 
@@ -196,7 +196,7 @@ class SqliteStore:
         shard_list, skip = list(shards), list(skip_hosts)
         return await self._tx(
             "load_due",
-            lambda conn: _queries.load_due(conn, shard_list, now, limit, per_host_limit, skip),
+            lambda conn: _refill.load_due(conn, shard_list, now, limit, per_host_limit, skip),
         )
 
     async def reset_scheduled(self, shards: Sequence[int]) -> int:
