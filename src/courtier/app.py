@@ -89,7 +89,7 @@ async def crawl(
     clock = RealClock()
     resolver = Resolver(guard, overrides=overrides, clock=clock)
     transport = AiohttpTransport(resolver, limit_per_host=config.max_in_flight_per_host)
-    store = SqliteStore(data / "courtier.db", clock=clock)
+    store = SqliteStore(data / "courtier.db", clock=clock, durability=config.durability)
     archive = WarcWriter(str(warc_root), max_file_bytes=config.warc_max_bytes,
                          software=config.user_agent)
     await store.open()

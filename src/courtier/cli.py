@@ -79,6 +79,9 @@ def add_crawl_flags(p: argparse.ArgumentParser) -> None:
                                  "(loopback unless --api-token is set)")
     p.add_argument("--api-token", help="bearer token the admin API requires "
                                        "(or COURTIER_API_TOKEN)")
+    p.add_argument("--durability", choices=("normal", "full"),
+                   help="SQLite commits: normal (default; the last commits may be lost on power "
+                        "loss or an OS crash, never on a process crash) or full (fsync each)")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
 
 

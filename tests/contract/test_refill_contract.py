@@ -217,7 +217,7 @@ def test_host_drained_by_a_refill_comes_back_on_commit_release_and_reset(
             shard = rows[0].shard
             await store.add_urls(rows)
             epoch = (await store.acquire_shards("t", [shard], T0, 10**9))[shard]
-            first, second, third = await store.load_due([shard], T0, 10, 10)
+            first, second, _third = await store.load_due([shard], T0, 10, 10)
             await store.commit([FetchCommit(first.url_key, first.url, first.host_key, shard, 0,
                                             epoch, Outcome.OK, T0, T0 + 10, priority=2)])
             back = await store.load_due([shard], T0 + 30, 10, 10)

@@ -279,3 +279,18 @@ def test_migration_0006_rederives_shards_from_the_host_digest(tmp_path: Path) ->
         assert owner is None and epoch == 7  # lease dropped, fencing epoch never goes back
     finally:
         conn.close()
+
+
+@pytest.mark.parametrize(("durability", "level"), [("normal", 1), ("full", 2)])
+async def test_durability_sets_synchronous(tmp_path: Path, durability: str, level: int) -> None:
+    store = SqliteStore(tmp_path / "d.sqlite", durability=durability)
+    await store.open()
+    try:
+        assert await store._call(lambda c: c.execute("PRAGMA synchronous").fetchone()[0]) == level
+    finally:
+        await store.close()
+
+
+def test_unknown_durability_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="durability"):
+        SqliteStore(tmp_path / "d.sqlite", durability="sometimes")

@@ -13,9 +13,10 @@ that only read — committed at the end and rolled back on any error.
 unwritable path) are raised as :class:`~courtier.errors.StoreError` naming
 the file and the operation; nothing of a failed call is applied.
 
-Durability: WAL with ``synchronous=NORMAL`` — an acknowledged write survives
-a process crash (kill -9); the last transactions may be lost on power
+Durability: WAL with ``synchronous=NORMAL`` by default — an acknowledged write
+survives a process crash (kill -9); the last transactions may be lost on power
 failure or an OS crash, which at-least-once fetching tolerates.
+``durability="full"`` sets ``synchronous=FULL``: every commit is fsynced.
 """
 
 from __future__ import annotations
@@ -68,7 +69,11 @@ class SqliteStore:
     open raise :class:`StoreError`.
     """
 
-    def __init__(self, path: str | Path, clock: Clock | None = None) -> None:
+    def __init__(self, path: str | Path, clock: Clock | None = None,
+                 durability: str = "normal") -> None:
+        if durability not in _schema.SYNCHRONOUS:
+            raise StoreError(f"unknown SQLite durability {durability!r} (normal or full)")
+        self._durability = durability
         self._path = str(path)
         self._clock: Clock = clock if clock is not None else RealClock()
         self._executor: ThreadPoolExecutor | None = None
@@ -142,7 +147,7 @@ class SqliteStore:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="courtier-sqlite")
 
         def job() -> int:
-            conn = _schema.connect(self._path)
+            conn = _schema.connect(self._path, self._durability)
             try:
                 version = _schema.migrate(conn)
             except BaseException:
