@@ -25,12 +25,10 @@ import asyncio
 import os
 import random
 import resource
-import statistics
 import subprocess
 import sys
 import time
 import types
-from pathlib import Path
 
 from courtier.outcome import Outcome
 from courtier.store.base import FetchCommit, NewUrl, Store
@@ -82,8 +80,8 @@ async def bulk_fill(store: Store, table: list[tuple[bytes, str, int]], start: in
             "WITH RECURSIVE n(i) AS (SELECT ? UNION ALL SELECT i + 1 FROM n WHERE i + 1 < ?)"
             " INSERT OR IGNORE INTO urls (url_key, url, host_key, shard, depth, priority, state,"
             " version, discovered_at, next_fetch_at)"
-            " SELECT CAST(bh.prefix || randomblob(12) AS BLOB), bh.host_key || '/p' || n.i, bh.host_key,"
-            " bh.shard, 1 + n.i % 3, abs(random()) % 6, 0, 1, ?,"
+            " SELECT CAST(bh.prefix || randomblob(12) AS BLOB), bh.host_key || '/p' || n.i,"
+            " bh.host_key, bh.shard, 1 + n.i % 3, abs(random()) % 6, 0, 1, ?,"
             " CASE WHEN n.i < ? THEN ? - 3600.0 * ((n.i * 7919) % 1000003) / 1000003.0"
             " ELSE ? + 3600 + (n.i % 86400) END"
             " FROM n JOIN bh ON bh.h = n.i % ?",
