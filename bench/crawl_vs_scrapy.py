@@ -38,6 +38,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import access_log
+import record_figures
 import static_web
 from nginx_local import LocalNginx, ensure_nginx, free_port
 from report import RunResult, ratio_line, run_measured, table
@@ -206,6 +207,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--scrapy-spec", default="scrapy", help="pip spec for the peer venv")
     ap.add_argument("--courtier-arg", action="append", help="extra courtier flag (repeatable)")
     ap.add_argument("--out", type=Path, default=BENCH / "out")
+    ap.add_argument("--figures-out", type=Path, nargs="?", const=record_figures.SHIPPED,
+                    help="write courtier's per-core figures for `courtier plan` here "
+                         "(no value: the copy shipped in the package)")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (web, logs, data)")
     ap.add_argument("--smoke", action="store_true", help="10 hosts x 10 pages, delay 0.2 s")
     a = ap.parse_args(argv)
@@ -252,6 +256,12 @@ def main(argv: list[str] | None = None) -> int:
             if name == "courtier":
                 cmd = courtier_cmd(a, work / "courtier-data", seeds, hosts, max_pages, help_text)
                 results.append(measure(name, cmd, BENCH, a, manifest, work, out))
+                if a.figures_out is not None:
+                    figures = record_figures.figures_from_run(
+                        results[-1], work / "courtier-data", vars(a),
+                        "bench/crawl_vs_scrapy.py " + " ".join(sys.argv[1:] if argv is None
+                                                               else argv))
+                    record_figures.write_figures(figures, a.figures_out)
             else:
                 cmd = scrapy_cmd(a, seeds, max_pages, out / "scrapy-stats.json")
                 results.append(measure(name, cmd, BENCH, a, manifest, work, out))
