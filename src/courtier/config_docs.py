@@ -30,9 +30,9 @@ SETTING_DOCS: dict[str, SettingDoc] = {
     "data": SettingDoc("Storage", "Crawl home: the SQLite store `courtier.db` and the WARC "
                        "files under `warc/`. Running again on the same directory resumes."),
     "store": SettingDoc("Storage", "Where the crawl state lives: a "
-                        "`postgresql://user@host:port/db` URL selects the shared PostgreSQL store (then `data` holds only the local "
-                        "WARC spool and lock); unset means SQLite under `data`. Also "
-                        "`COURTIER_STORE`.", secret=True),
+                        "`postgresql://user@host:port/db` URL selects the shared PostgreSQL "
+                        "store (then `data` holds only the local WARC spool and lock); unset "
+                        "means SQLite under `data`. Also `COURTIER_STORE`.", secret=True),
     "seeds": SettingDoc("Crawl", "Seed URLs (positional arguments on the command line)."),
     "seeds_file": SettingDoc("Crawl", "File with one seed URL per line; `#` starts a comment."),
     "delay": SettingDoc("Politeness", "Least time between the starts of two requests to one "
