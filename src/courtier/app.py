@@ -101,7 +101,8 @@ async def crawl(
     resolver = Resolver(guard, overrides=overrides, clock=clock)
     transport = AiohttpTransport(resolver, limit_per_host=config.max_in_flight_per_host)
     try:
-        store = await open_store(store_url(config.store), data, clock)
+        store = await open_store(store_url(config.store), data, clock,
+                                 durability=config.durability)
     except BaseException:
         await transport.close()
         raise

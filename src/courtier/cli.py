@@ -104,6 +104,9 @@ def add_crawl_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trap", action="append", dest="traps", metavar="NAME=VALUE",
                    help="a trap threshold, e.g. max-path-depth=30 or template-max-growth=none "
                         "(repeatable; see docs/traps.md)")
+    p.add_argument("--durability", choices=("normal", "full"),
+                   help="SQLite commits: normal (default; the last commits may be lost on power "
+                        "loss or an OS crash, never on a process crash) or full (fsync each)")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
 
 

@@ -84,6 +84,7 @@ class CrawlConfig:
     traps: tuple[str, ...] = ()        # NAME=VALUE trap thresholds (TOML table [traps])
     linger: float = 120.0
     progress: str = "auto"
+    durability: str = "normal"         # SQLite synchronous: normal (WAL default) or full
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def validate(self) -> CrawlConfig:
@@ -121,6 +122,8 @@ class CrawlConfig:
             raise ConfigError(f"--scope must be one of {', '.join(SCOPES)}, not {self.scope!r}")
         if self.robots_expiry <= 0 or self.robots_expiry > 24 * 3600:
             raise ConfigError("--robots-expiry must be in (0, 86400] seconds (RFC 9309)")
+        if self.durability not in DURABILITY:
+            raise ConfigError(f"--durability must be normal or full, not {self.durability!r}")
         if self.progress not in ("auto", "bar", "log", "none"):
             raise ConfigError("--progress must be auto, bar, log or none")
         for flag, patterns in (("--include", self.include), ("--exclude", self.exclude)):
@@ -154,6 +157,10 @@ def api_address(text: str) -> tuple[str, int]:
 
 
 FIELDS = {f.name: f for f in dataclasses.fields(CrawlConfig) if f.name != "extra"}
+
+
+#: SQLite ``synchronous`` levels offered by --durability (see docs/design.md)
+DURABILITY = ("normal", "full")
 
 
 def _coerce(name: str, value: Any, source: str) -> Any:

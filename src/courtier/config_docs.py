@@ -136,4 +136,7 @@ SETTING_DOCS: dict[str, SettingDoc] = {
                          "seconds"),
     "progress": SettingDoc("Service", "Progress display: `auto` (a live line on a terminal, log "
                            "lines otherwise), `bar`, `log` or `none`."),
+    "durability": SettingDoc("Storage", "SQLite commits: `normal` (WAL, survives kill -9; the "
+                             "last commits may be lost on power loss or an OS crash) or "
+                             "`full` (fsync every commit)."),
 }

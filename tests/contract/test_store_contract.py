@@ -151,18 +151,21 @@ async def test_load_due_skips_hosts(store: Store) -> None:
 
 
 async def test_load_due_orders_best_first(store: Store) -> None:
+    # hosts: best priority first, then earliest due; rows of a host: priority, due, depth
     await store.add_urls(
         [
             new("http://a.test/low", priority=0, due=T0 - 100),
             new("http://b.test/high-late", priority=5, due=T0 - 1),
             new("http://c.test/high-early-deep", priority=5, due=T0 - 50, depth=3),
             new("http://c.test/high-early-shallow", priority=5, due=T0 - 50, depth=1),
+            new("http://c.test/high-earlier-low", priority=1, due=T0 - 80),
         ]
     )
     due = await store.load_due([1], T0, 10, 10)
     assert [d.url.rsplit("/", 1)[1] for d in due] == [
         "high-early-shallow",
         "high-early-deep",
+        "high-earlier-low",
         "high-late",
         "low",
     ]

@@ -67,3 +67,14 @@ def test_bad_values_name_the_flag(flags: dict[str, object], message: str) -> Non
 def test_bad_environment_value_is_named() -> None:
     with pytest.raises(ConfigError, match="COURTIER_MAX_PAGES"):
         build_config({}, environ={"COURTIER_MAX_PAGES": "lots"})
+
+
+def test_durability_from_file_and_flag(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text('durability = "full"\n')
+    assert build_config({}, environ={}).durability == "normal"
+    assert build_config({}, path, environ={}).durability == "full"
+    assert build_config({"durability": "normal"}, path, environ={}).durability == "normal"
+    path.write_text('durability = "sometimes"\n')
+    with pytest.raises(ConfigError, match="--durability"):
+        build_config({}, path, environ={})

@@ -278,10 +278,22 @@ class Store(Protocol):
     ) -> list[DueUrl]:
         """Mark up to ``limit`` QUEUED rows with ``next_fetch_at <= now`` SCHEDULED and return them.
 
-        At most ``per_host_limit`` rows per host; hosts in ``skip_hosts`` are
-        skipped (their in-memory window is full). Best first: rows overdue by more
-        than ``recrawl.OVERDUE_AFTER`` (the minimum-refresh guarantee), then higher
-        priority, then earlier next_fetch_at, then smaller depth.
+        A two-level selection, host first, like the frontier. Let Q(h) be the
+        QUEUED rows of host h in ``shards``, D(h) those with ``next_fetch_at <=
+        now``, and ``overdue_before = now - OVERDUE_AFTER`` (the minimum-refresh
+        guarantee). Hosts with D(h) non-empty and not in ``skip_hosts`` (their
+        in-memory window is full) are ranked by: overdue first (``min
+        next_fetch_at over Q(h) < overdue_before``), then ``max priority over
+        Q(h)`` DESC (due or not), then ``min next_fetch_at over Q(h)``, then
+        host_key. Rows of a host (over D(h)) are ranked by: overdue first, then
+        priority DESC, next_fetch_at, depth, url_key. Walking the hosts in order,
+        each gives its first ``min(per_host_limit, limit - taken)`` rows, until
+        ``limit`` rows are taken or the hosts run out; the rows are returned in
+        that walk order.
+
+        Stores keep a per-shard host queue (next due time, best priority) exact
+        on every write, so the cost grows with the rows returned, not with the
+        backlog of due or known rows.
         """
 
     async def next_due_at(self, shards: Sequence[int], pending_only: bool = False) -> float | None:

@@ -9,7 +9,6 @@ simulator's virtual-time loop.
 from __future__ import annotations
 
 import dataclasses
-import heapq
 from collections.abc import Collection, Sequence
 from typing import Any
 
@@ -31,6 +30,7 @@ from courtier.store.base import (
     SegmentRecord,
     UrlState,
 )
+from courtier.store.memory_queue import ReadyQueue
 
 ROW_FIELDS = ("change_stats", "near_dup_of", "simhash", "sitemap_changefreq", "sitemap_lastmod",
               "url_key", "url", "host_key", "shard", "depth", "priority", "state", "version",
@@ -57,7 +57,7 @@ class MemoryStore:
         self.payloads: dict[str, tuple[str, int, str, float]] = {}
         self._segments: dict[str, SegmentRecord] = {}
         self._fetch_log: list[dict[str, Any]] = []
-        self._due: list[tuple[float, bytes]] = []
+        self._queue = ReadyQueue()  # the QUEUED rows and the exact host queue
         self._policy_at: dict[str, float] = {}
         self.day_counts: dict[str, DayCount] = {}
 
@@ -130,36 +130,19 @@ class MemoryStore:
         return changed
 
     def _enqueue(self, row: dict[str, Any]) -> None:
-        """Index a QUEUED row by due time (lazy: stale entries are skipped when popped)."""
-        heapq.heappush(self._due, (row["next_fetch_at"], row["url_key"]))
-
-    def _valid(self, at: float, key: bytes) -> dict[str, Any] | None:
-        row = self.urls.get(key)
-        if row is None or row["state"] != UrlState.QUEUED or row["next_fetch_at"] != at:
-            return None
-        return row
+        """Index a row that is (now) QUEUED in the ready queue."""
+        self._queue.add(row["url_key"], (row["shard"], row["host_key"]), row["priority"],
+                        row["next_fetch_at"], row["depth"])
 
     async def load_due(self, shards: Sequence[int], now: float, limit: int,
                        per_host_limit: int, skip_hosts: Collection[str] = ()) -> list[DueUrl]:
-        wanted, skip = set(shards), set(skip_hosts)
-        due_rows: list[dict[str, Any]] = []
-        while self._due and self._due[0][0] <= now:
-            at, key = heapq.heappop(self._due)
-            row = self._valid(at, key)
-            if row is not None:
-                due_rows.append(row)
-        overdue = now - OVERDUE_AFTER
-        due_rows.sort(key=lambda r: (r["next_fetch_at"] >= overdue, -r["priority"],
-                                     r["next_fetch_at"], r["depth"], r["url_key"]))
-        per_host: dict[str, int] = {}
+        if limit <= 0 or per_host_limit <= 0:
+            return []
+        keys = self._queue.take(shards, now, now - OVERDUE_AFTER, limit, per_host_limit,
+                                set(skip_hosts))
         out: list[DueUrl] = []
-        for row in due_rows:
-            count = per_host.get(row["host_key"], 0)
-            if (len(out) >= limit or count >= per_host_limit or row["shard"] not in wanted
-                    or row["host_key"] in skip):
-                self._enqueue(row)
-                continue
-            per_host[row["host_key"]] = count + 1
+        for key in keys:
+            row = self.urls[key]
             row["state"] = int(UrlState.SCHEDULED)
             out.append(DueUrl(
                 row["url_key"], row["url"], row["host_key"], row["shard"], row["depth"],
@@ -170,18 +153,12 @@ class MemoryStore:
         return out
 
     async def next_due_at(self, shards: Sequence[int], pending_only: bool = False) -> float | None:
-        wanted = set(shards)
         if not pending_only:
-            while self._due and self._valid(*self._due[0]) is None:
-                heapq.heappop(self._due)
-            if not self._due:
-                return None
-            at, key = self._due[0]
-            if self.urls[key]["shard"] in wanted:
-                return at
+            return self._queue.earliest(shards)
+        wanted = set(shards)
         times = [r["next_fetch_at"] for r in self.urls.values()
                  if r["state"] == UrlState.QUEUED and r["shard"] in wanted
-                 and (not pending_only or r["version"] == 0 or r["failure_count"] > 0)]
+                 and (r["version"] == 0 or r["failure_count"] > 0)]
         return min(times) if times else None
 
     async def commit(self, commits: Sequence[FetchCommit],
@@ -197,6 +174,8 @@ class MemoryStore:
                 stale += 1
                 continue
             applied += 1
+            if row["state"] == UrlState.QUEUED:  # committed without a refill: re-index it
+                self._queue.remove(commit.url_key)
             self._apply(row, commit)
         for delta in host_stats:
             host = self.hosts.setdefault(delta.host_key, HostRecord(delta.host_key, delta.shard))

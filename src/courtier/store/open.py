@@ -57,12 +57,14 @@ def is_shared(url: str | None) -> bool:
     return url is not None and is_postgres_url(url)
 
 
-def make_store(url: str | None, data_dir: Path, clock: Clock | None = None) -> Store:
-    """A new, unopened store for ``url`` (see the module docstring)."""
+def make_store(url: str | None, data_dir: Path, clock: Clock | None = None,
+               durability: str = "normal") -> Store:
+    """A new, unopened store for ``url`` (see the module docstring). ``durability``
+    (--durability) applies to SQLite; PostgreSQL commits are synchronous."""
     if url is None:
         from courtier.store.sqlite import SqliteStore
 
-        return SqliteStore(data_dir / "courtier.db", clock=clock)
+        return SqliteStore(data_dir / "courtier.db", clock=clock, durability=durability)
     check_store_url(url)
     from courtier.store.postgres import PostgresStore
 
@@ -70,7 +72,7 @@ def make_store(url: str | None, data_dir: Path, clock: Clock | None = None) -> S
 
 
 async def open_store(url: str | None, data_dir: Path, clock: Clock | None = None,
-                     *, must_exist: bool = False) -> Store:
+                     *, must_exist: bool = False, durability: str = "normal") -> Store:
     """Make and open the store. ``must_exist``: a missing SQLite database is a ConfigError
     (query commands must not create an empty crawl). Unreachable or refused PostgreSQL
     servers raise ConfigError naming ``--store``."""
@@ -78,7 +80,7 @@ async def open_store(url: str | None, data_dir: Path, clock: Clock | None = None
         db = data_dir / "courtier.db"
         if not db.exists():
             raise ConfigError(f"--data {data_dir}: no crawl database here ({db} does not exist)")
-    store = make_store(url, data_dir, clock)
+    store = make_store(url, data_dir, clock, durability)
     if url is None:
         await store.open()
         return store

@@ -281,7 +281,7 @@ def test_migration_0006_rederives_shards_from_the_host_digest(tmp_path: Path) ->
         conn.close()
 
 
-async def test_migration_7_keeps_event_ids_and_the_cursor_of_consumers(tmp_path: Path) -> None:
+async def test_migration_8_keeps_event_ids_and_the_cursor_of_consumers(tmp_path: Path) -> None:
     path = tmp_path / "v6.sqlite"
     conn = connect(str(path))
     try:
@@ -301,3 +301,18 @@ async def test_migration_7_keeps_event_ids_and_the_cursor_of_consumers(tmp_path:
         assert [e.id for e in await s.read_events(2, 10)][-1] > 9  # ids keep growing
     finally:
         await s.close()
+
+
+@pytest.mark.parametrize(("durability", "level"), [("normal", 1), ("full", 2)])
+async def test_durability_sets_synchronous(tmp_path: Path, durability: str, level: int) -> None:
+    store = SqliteStore(tmp_path / "d.sqlite", durability=durability)
+    await store.open()
+    try:
+        assert await store._call(lambda c: c.execute("PRAGMA synchronous").fetchone()[0]) == level
+    finally:
+        await store.close()
+
+
+def test_unknown_durability_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="durability"):
+        SqliteStore(tmp_path / "d.sqlite", durability="sometimes")

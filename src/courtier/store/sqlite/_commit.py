@@ -40,6 +40,7 @@ from courtier.errors import StoreError
 from courtier.outcome import Outcome
 from courtier.store.base import CommitResult, FetchCommit, HostStatsDelta
 from courtier.store.sqlite._queries import QUEUED, RETIRED, SCHEDULED, as_json_list, insert_urls
+from courtier.store.sqlite._refill import enter_queue, refresh_hosts
 
 _CHUNK = 500  # bound variables per IN (...) lookup, far below SQLite's limit
 
@@ -98,15 +99,17 @@ def _chunks(items: Sequence[bytes]) -> Iterator[Sequence[bytes]]:
 
 def _current_rows(
     conn: sqlite3.Connection, keys: Sequence[bytes]
-) -> dict[bytes, tuple[int, int, int]]:
-    """url_key → (version, state, shard) for the keys that exist."""
-    found: dict[bytes, tuple[int, int, int]] = {}
+) -> dict[bytes, tuple[int, int, int, int]]:
+    """url_key → (version, state, shard, priority) for the keys that exist."""
+    found: dict[bytes, tuple[int, int, int, int]] = {}
     for chunk in _chunks(keys):
         marks = ", ".join("?" for _ in chunk)
-        for key, version, state, shard in conn.execute(
-            f"SELECT url_key, version, state, shard FROM urls WHERE url_key IN ({marks})", chunk
+        for key, version, state, shard, priority in conn.execute(
+            "SELECT url_key, version, state, shard, priority FROM urls"
+            f" WHERE url_key IN ({marks})",
+            chunk,
         ):
-            found[bytes(key)] = (version, state, shard)
+            found[bytes(key)] = (version, state, shard, priority)
     return found
 
 
@@ -118,14 +121,24 @@ def _epochs(conn: sqlite3.Connection, shards: set[int]) -> dict[int, int]:
     return {int(shard): int(epoch) for shard, epoch in rows}
 
 
+class _QueueChanges:
+    """What the applied commits do to host_queue (see :mod:`._refill`)."""
+
+    def __init__(self) -> None:
+        self.entered: list[tuple[int, str, float, int]] = []  # SCHEDULED → QUEUED
+        self.changed: set[tuple[int, str]] = set()  # hosts of rows that were QUEUED
+
+
 def _select_applicable(
     conn: sqlite3.Connection, commits: Sequence[FetchCommit]
-) -> tuple[list[FetchCommit], int]:
-    """Split the batch into commits that apply (in order) and a stale count."""
+) -> tuple[list[FetchCommit], int, _QueueChanges]:
+    """Split the batch into commits that apply (in order) and a stale count, and
+    note how host_queue must follow."""
     rows = _current_rows(conn, list(dict.fromkeys(c.url_key for c in commits)))
     epochs = _epochs(conn, {row[2] for row in rows.values()})
     applicable: list[FetchCommit] = []
     stale = 0
+    queue = _QueueChanges()
     for c in commits:
         row = rows.get(c.url_key)
         if (
@@ -137,8 +150,14 @@ def _select_applicable(
             stale += 1
             continue
         applicable.append(c)
-        rows[c.url_key] = (c.version + 1, RETIRED if c.next_fetch_at is None else QUEUED, row[2])
-    return applicable, stale
+        priority = row[3] if c.priority is None else c.priority
+        if row[1] == QUEUED:
+            queue.changed.add((row[2], c.host_key))
+        elif c.next_fetch_at is not None:
+            queue.entered.append((row[2], c.host_key, c.next_fetch_at, priority))
+        state = RETIRED if c.next_fetch_at is None else QUEUED
+        rows[c.url_key] = (c.version + 1, state, row[2], priority)
+    return applicable, stale, queue
 
 
 def _update_params(c: FetchCommit) -> dict[str, Any]:
@@ -183,7 +202,7 @@ def apply_commits(
     now: float,
 ) -> CommitResult:
     """Write one batch of fetch results; see the module docstring for the rules."""
-    applicable, stale = _select_applicable(conn, commits)
+    applicable, stale, queue = _select_applicable(conn, commits)
     if applicable:
         events = [(c.url_key, c.version + 1, now, event_payload(c)) for c in applicable]
         cur = conn.executemany(_UPDATE_URL, [_update_params(c) for c in applicable])
@@ -218,6 +237,8 @@ def apply_commits(
             ],
         )
     new_urls = insert_urls(conn, list(chain.from_iterable(c.new_urls for c in commits)))
+    enter_queue(conn, queue.entered)
+    refresh_hosts(conn, queue.changed)
     _apply_host_stats(conn, commits, applicable, host_stats, now)
     return CommitResult(applied=len(applicable), stale=stale, new_urls=new_urls)
 

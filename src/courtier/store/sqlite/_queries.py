@@ -1,10 +1,11 @@
-"""Transaction bodies of the SQLite store for URL intake, refill and shard leases.
+"""Transaction bodies of the SQLite store for URL intake and shard leases.
 
 Each function takes the store's connection and runs inside a transaction
 opened by :class:`courtier.store.sqlite.store.SqliteStore`; none of them
 commits or rolls back itself. Lists of shards and host keys are passed as
 one JSON array parameter (``json_each``) so there is no bound-variable limit.
-Commit logic lives in :mod:`courtier.store.sqlite._commit`.
+Commit logic lives in :mod:`courtier.store.sqlite._commit`, the refill in
+:mod:`courtier.store.sqlite._refill`.
 """
 
 from __future__ import annotations
@@ -14,19 +15,20 @@ import sqlite3
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from courtier.dedup.simhash import from_signed64
-from courtier.frontier.host import OVERDUE_AFTER
-from courtier.store.base import DayCount, DueUrl, HostRecord, NewUrl, UrlState
+from courtier.store.base import DayCount, HostRecord, NewUrl, UrlState
+from courtier.store.sqlite._refill import enter_queue
 
 QUEUED = int(UrlState.QUEUED)
 SCHEDULED = int(UrlState.SCHEDULED)
 RETIRED = int(UrlState.RETIRED)
 
-_INSERT_URL = (
-    "INSERT OR IGNORE INTO urls (url_key, url, host_key, shard, depth, priority, state,"
-    " version, discovered_at, next_fetch_at, redirect_hops, sitemap_changefreq,"
-    f" sitemap_lastmod) VALUES (?, ?, ?, ?, ?, ?, {QUEUED}, 0, ?, ?, ?, ?, ?)"
+_URL_COLUMNS = (
+    "url_key, url, host_key, shard, depth, priority, state, version, discovered_at,"
+    " next_fetch_at, redirect_hops, sitemap_changefreq, sitemap_lastmod"
 )
+_URL_VALUES = f"(?, ?, ?, ?, ?, ?, {QUEUED}, 0, ?, ?, ?, ?, ?)"
+#: rows per multi-row INSERT (11 bound values each, far below SQLite's 32766)
+_INSERT_ROWS = 1000
 
 
 def as_json_list(values: Collection[Any]) -> str:
@@ -35,146 +37,60 @@ def as_json_list(values: Collection[Any]) -> str:
 
 
 def insert_urls(conn: sqlite3.Connection, urls: Sequence[NewUrl]) -> int:
-    """INSERT OR IGNORE the URLs in one ``executemany``; return how many were new."""
-    if not urls:
-        return 0
-    before = conn.total_changes
-    conn.executemany(
-        _INSERT_URL,
-        [
-            (
-                u.url_key,
-                u.url,
-                u.host_key,
-                u.shard,
-                u.depth,
-                u.priority,
-                u.discovered_at,
-                u.next_fetch_at,
-                u.redirect_hops,
-                u.sitemap_changefreq,
-                u.sitemap_lastmod,
-            )
-            for u in urls
-        ],
-    )
-    return conn.total_changes - before
+    """INSERT OR IGNORE the URLs; return how many were new.
 
-
-_LOAD_DUE = f"""
-WITH ranked AS (
-    SELECT url_key, priority, next_fetch_at, depth,
-           ROW_NUMBER() OVER (
-               PARTITION BY host_key
-               ORDER BY next_fetch_at < :overdue DESC, priority DESC, next_fetch_at, depth,
-                        url_key
-           ) AS host_rank
-    FROM urls
-    WHERE shard IN (SELECT value FROM json_each(:shards))
-      AND state = {QUEUED}
-      AND next_fetch_at <= :now
-      {{skip}}
-),
-best AS (
-    SELECT url_key, priority, next_fetch_at, depth FROM ranked
-    WHERE host_rank <= :per_host
-    ORDER BY next_fetch_at < :overdue DESC, priority DESC, next_fetch_at, depth, url_key
-    LIMIT :limit
-)
-SELECT u.url_key, u.url, u.host_key, u.shard, u.depth, u.priority, u.version,
-       u.next_fetch_at, u.redirect_hops, u.etag, u.last_modified, u.failure_count,
-       u.payload_digest, u.change_stats, u.last_fetch_at, u.warc_file, u.simhash,
-       u.sitemap_changefreq, u.sitemap_lastmod
-FROM best AS b JOIN urls AS u ON u.url_key = b.url_key
-ORDER BY b.next_fetch_at < :overdue DESC, b.priority DESC, b.next_fetch_at, b.depth, b.url_key
-"""
-_SKIP_HOSTS = "AND host_key NOT IN (SELECT value FROM json_each(:skip))"
-
-
-def load_due(
-    conn: sqlite3.Connection,
-    shards: Sequence[int],
-    now: float,
-    limit: int,
-    per_host_limit: int,
-    skip_hosts: Collection[str],
-) -> list[DueUrl]:
-    """Select the best due QUEUED rows (capped per host) and mark them SCHEDULED.
-
-    The ranking is exact: every due row of the shards is ranked, so the cost
-    grows with the number of *due* rows (not with future recrawls, which the
-    ``urls_due`` index range skips). Only the ``limit`` winners are joined
-    back to their full rows.
+    Multi-row INSERTs whose ``RETURNING`` lists exactly the rows that were new,
+    which are then folded into host_queue (a known key changes nothing).
     """
-    if limit <= 0 or per_host_limit <= 0 or not shards:
-        return []
-    query = _LOAD_DUE.format(skip=_SKIP_HOSTS if skip_hosts else "")
-    rows = conn.execute(
-        query,
-        {
-            "shards": as_json_list(shards),
-            "now": now,
-            "skip": as_json_list(skip_hosts),
-            "per_host": per_host_limit,
-            "limit": limit,
-            "overdue": now - OVERDUE_AFTER,
-        },
-    ).fetchall()
-    if not rows:
-        return []
-    conn.executemany(
-        f"UPDATE urls SET state = {SCHEDULED} WHERE url_key = ? AND state = {QUEUED}",
-        [(row[0],) for row in rows],
-    )
-    return [
-        DueUrl(
-            url_key=bytes(r[0]),
-            url=r[1],
-            host_key=r[2],
-            shard=r[3],
-            depth=r[4],
-            priority=r[5],
-            version=r[6],
-            next_fetch_at=r[7],
-            redirect_hops=r[8],
-            etag=r[9],
-            last_modified=r[10],
-            failure_count=r[11],
-            payload_digest=r[12],
-            change_stats=r[13],
-            last_fetch_at=r[14],
-            warc_file=r[15],
-            simhash=None if r[16] is None else from_signed64(r[16]),
-            sitemap_changefreq=r[17],
-            sitemap_lastmod=r[18],
-        )
-        for r in rows
-    ]
+    new = 0
+    for start in range(0, len(urls), _INSERT_ROWS):
+        chunk = urls[start : start + _INSERT_ROWS]
+        params: list[Any] = []
+        for u in chunk:
+            params += (u.url_key, u.url, u.host_key, u.shard, u.depth, u.priority,
+                       u.discovered_at, u.next_fetch_at, u.redirect_hops,
+                       u.sitemap_changefreq, u.sitemap_lastmod)
+        rows = conn.execute(
+            f"INSERT OR IGNORE INTO urls ({_URL_COLUMNS}) VALUES "
+            + ", ".join([_URL_VALUES] * len(chunk))
+            + " RETURNING shard, host_key, next_fetch_at, priority",
+            params,
+        ).fetchall()
+        enter_queue(conn, rows)
+        new += len(rows)
+    return new
 
 
 def reset_scheduled(conn: sqlite3.Connection, shards: Sequence[int]) -> int:
     """SCHEDULED → QUEUED for these shards; return how many rows changed."""
     if not shards:
         return 0
-    cur = conn.execute(
+    rows = conn.execute(
         f"UPDATE urls SET state = {QUEUED}"
-        f" WHERE shard IN (SELECT value FROM json_each(?)) AND state = {SCHEDULED}",
+        f" WHERE shard IN (SELECT value FROM json_each(?)) AND state = {SCHEDULED}"
+        " RETURNING shard, host_key, next_fetch_at, priority",
         (as_json_list(shards),),
-    )
-    return cur.rowcount
+    ).fetchall()
+    enter_queue(conn, rows)
+    return len(rows)
 
 
 def release(conn: sqlite3.Connection, items: Sequence[tuple[bytes, float]]) -> int:
     """SCHEDULED → QUEUED with a new next_fetch_at; version untouched. Rows changed."""
     if not items:
         return 0
-    before = conn.total_changes
-    conn.executemany(
-        f"UPDATE urls SET state = {QUEUED}, next_fetch_at = ?"
-        f" WHERE url_key = ? AND state = {SCHEDULED}",
-        [(at, url_key) for url_key, at in items],
-    )
-    return conn.total_changes - before
+    requeued = [
+        row
+        for url_key, at in items
+        for row in conn.execute(
+            f"UPDATE urls SET state = {QUEUED}, next_fetch_at = ?"
+            f" WHERE url_key = ? AND state = {SCHEDULED}"
+            " RETURNING shard, host_key, next_fetch_at, priority",
+            (at, url_key),
+        )
+    ]
+    enter_queue(conn, requeued)
+    return len(requeued)
 
 
 def seed_urls(conn: sqlite3.Connection, limit: int) -> list[str]:

@@ -25,6 +25,10 @@ from courtier.urls import shard_of
 CACHE_SIZE_KIB = 64 * 1024
 BUSY_TIMEOUT_MS = 5000
 
+#: --durability → PRAGMA synchronous (in WAL mode NORMAL survives kill -9, FULL fsyncs
+#: every commit and so also survives power loss)
+SYNCHRONOUS = {"normal": "NORMAL", "full": "FULL"}
+
 _MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 
 
@@ -58,7 +62,7 @@ def load_migrations() -> list[Migration]:
     return found
 
 
-def connect(path: str) -> sqlite3.Connection:
+def connect(path: str, durability: str = "normal") -> sqlite3.Connection:
     """Open ``path`` (creating it and its parent folder) and apply the PRAGMAs.
 
     The connection is in autocommit mode (``isolation_level=None``): every
@@ -73,7 +77,7 @@ def connect(path: str) -> sqlite3.Connection:
         mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if path != ":memory:" and str(mode).lower() != "wal":
             raise StoreError(f"SQLite store {path}: could not switch to WAL (mode is {mode!r})")
-        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute(f"PRAGMA synchronous = {SYNCHRONOUS[durability]}")
         conn.execute("PRAGMA foreign_keys = OFF")
         conn.execute(f"PRAGMA cache_size = -{CACHE_SIZE_KIB}")
         # Used by migration 0006 (shards re-derived from the key's leading bits).

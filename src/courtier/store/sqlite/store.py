@@ -13,9 +13,10 @@ that only read — committed at the end and rolled back on any error.
 unwritable path) are raised as :class:`~courtier.errors.StoreError` naming
 the file and the operation; nothing of a failed call is applied.
 
-Durability: WAL with ``synchronous=NORMAL`` — an acknowledged write survives
-a process crash (kill -9); the last transactions may be lost on power
+Durability: WAL with ``synchronous=NORMAL`` by default — an acknowledged write
+survives a process crash (kill -9); the last transactions may be lost on power
 failure or an OS crash, which at-least-once fetching tolerates.
+``durability="full"`` sets ``synchronous=FULL``: every commit is fsynced.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from courtier.store.base import (
     ReparseEvent,
     SegmentRecord,
 )
-from courtier.store.sqlite import _commit, _queries, _schema
+from courtier.store.sqlite import _commit, _queries, _refill, _schema
 
 T = TypeVar("T")
 
@@ -72,7 +73,11 @@ class SqliteStore:
     open raise :class:`StoreError`.
     """
 
-    def __init__(self, path: str | Path, clock: Clock | None = None) -> None:
+    def __init__(self, path: str | Path, clock: Clock | None = None,
+                 durability: str = "normal") -> None:
+        if durability not in _schema.SYNCHRONOUS:
+            raise StoreError(f"unknown SQLite durability {durability!r} (normal or full)")
+        self._durability = durability
         self._path = str(path)
         self._clock: Clock = clock if clock is not None else RealClock()
         self._executor: ThreadPoolExecutor | None = None
@@ -146,7 +151,7 @@ class SqliteStore:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="courtier-sqlite")
 
         def job() -> int:
-            conn = _schema.connect(self._path)
+            conn = _schema.connect(self._path, self._durability)
             try:
                 version = _schema.migrate(conn)
             except BaseException:
@@ -200,7 +205,7 @@ class SqliteStore:
         shard_list, skip = list(shards), list(skip_hosts)
         return await self._tx(
             "load_due",
-            lambda conn: _queries.load_due(conn, shard_list, now, limit, per_host_limit, skip),
+            lambda conn: _refill.load_due(conn, shard_list, now, limit, per_host_limit, skip),
         )
 
     async def reset_scheduled(self, shards: Sequence[int]) -> int:
@@ -393,10 +398,13 @@ class SqliteStore:
             cur = conn.execute(
                 "UPDATE urls SET state = ?, next_fetch_at = ?, warc_file = NULL,"
                 " warc_offset = NULL, warc_length = NULL, payload_digest = NULL, etag = NULL,"
-                " last_modified = NULL WHERE warc_file = ?",
+                " last_modified = NULL WHERE warc_file = ? RETURNING shard, host_key",
                 (_queries.QUEUED, now, warc_file))
+            changed = cur.fetchall()
+            # the host queue follows the rows that are due again
+            _refill.refresh_hosts(conn, {(int(shard), str(host)) for shard, host in changed})
             conn.execute("DELETE FROM payloads WHERE warc_file = ?", (warc_file,))
-            return cur.rowcount
+            return len(changed)
 
         return await self._tx("requeue_archive_file", job)
 
