@@ -8,19 +8,18 @@ serialises the writes, and the crawl applies policy changes within a second.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import quote
 
 from courtier.cli_query import add_api_flags, call
 from courtier.errors import ConfigError, InvalidURL
-from courtier.store.base import Store
-from courtier.store.sqlite import SqliteStore
-from courtier.urls import canonicalize
+
+if TYPE_CHECKING:  # the store and URL code load only when a command runs
+    from courtier.store.base import Store
 
 
 def add_admin_commands(sub: Any) -> None:
@@ -55,6 +54,8 @@ def add_admin_commands(sub: Any) -> None:
 
 def domain_of(host: str) -> str:
     """The API's ``{domain}`` (host or host:port) of a host name or URL."""
+    from courtier.urls import canonicalize
+
     text = host if "://" in host else f"http://{host}/"
     try:
         url = canonicalize(text)
@@ -65,6 +66,8 @@ def domain_of(host: str) -> str:
 
 
 async def _with_store(data: Path, job: Callable[[Store], Awaitable[int]]) -> int:
+    from courtier.store.sqlite import SqliteStore
+
     db = data / "courtier.db"
     if not db.exists():
         raise ConfigError(f"--data {data}: no crawl database here ({db} does not exist)")
@@ -91,6 +94,8 @@ async def _policy(args: argparse.Namespace, out: TextIO) -> int:
 
 
 async def _events(args: argparse.Namespace, out: TextIO) -> int:
+    import asyncio
+
     cursor, loop = args.after, asyncio.get_running_loop()
     deadline = None if args.max_seconds is None else loop.time() + args.max_seconds
     while True:
@@ -119,6 +124,8 @@ async def _export_audit(store: Store, out: TextIO) -> int:
 
 
 def run_admin(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    import asyncio
+
     stream = out or sys.stdout
     if args.command == "policy":
         return asyncio.run(_policy(args, stream))

@@ -9,7 +9,6 @@ JSON printed is identical either way.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import sys
@@ -17,15 +16,10 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import quote
 
-import aiohttp
-from aiohttp.test_utils import TestClient, TestServer
-
-from courtier.api.control import StoreOnlyControl
-from courtier.api.server import make_app
 from courtier.errors import ConfigError, CourtierError, InvalidURL
-from courtier.intake import read_seed_lines
-from courtier.store.sqlite import SqliteStore
-from courtier.urls import canonicalize
+
+# aiohttp, the API, the store and the URL code load inside the functions that
+# use them, so that ``courtier --help`` and argument errors answer at once.
 
 
 def add_query_commands(sub: Any) -> None:
@@ -55,6 +49,8 @@ def add_query_commands(sub: Any) -> None:
 def _request(args: argparse.Namespace) -> tuple[str, str, Any]:
     """(method, path, JSON body) of the API call that answers this command."""
     if args.command == "seed":
+        from courtier.intake import read_seed_lines
+
         urls = list(args.urls)
         if args.file is not None:
             try:
@@ -65,6 +61,8 @@ def _request(args: argparse.Namespace) -> tuple[str, str, Any]:
             raise ConfigError("seed add: give URLs or --file")
         return "POST", "/v1/seeds", {"urls": urls, "extend_scope": True}
     if args.command == "url":
+        from courtier.urls import canonicalize
+
         try:
             key = canonicalize(args.url).url_key.hex()
         except InvalidURL as exc:
@@ -77,6 +75,8 @@ def _request(args: argparse.Namespace) -> tuple[str, str, Any]:
 
 async def _call_api(base: str, token: str | None, method: str, path: str,
                     body: Any) -> tuple[int, Any]:
+    import aiohttp
+
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     timeout = aiohttp.ClientTimeout(total=30)
     try:
@@ -88,6 +88,12 @@ async def _call_api(base: str, token: str | None, method: str, path: str,
 
 
 async def _call_store(data: Path, method: str, path: str, body: Any) -> tuple[int, Any]:
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from courtier.api.control import StoreOnlyControl
+    from courtier.api.server import make_app
+    from courtier.store.sqlite import SqliteStore
+
     db = data / "courtier.db"
     if not db.exists():
         raise ConfigError(f"--data {data}: no crawl database here ({db} does not exist)")
@@ -118,6 +124,8 @@ def add_api_flags(parser: argparse.ArgumentParser) -> None:
 
 def run_query(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Print the answer as JSON; exit 0 on 2xx, 1 on a 4xx/5xx answer (printed too)."""
+    import asyncio
+
     stream = out or sys.stdout
     method, path, body = _request(args)
     status, answer = asyncio.run(call(args, method, path, body))

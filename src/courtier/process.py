@@ -16,8 +16,8 @@ from typing import Any, Literal
 from courtier.archive.base import ArchiveWriter
 from courtier.archive.warc import REVISIT_IDENTICAL_DIGEST, REVISIT_NOT_MODIFIED, ArchivedRecord
 from courtier.config import CrawlConfig
+from courtier.dedup.fingerprint64 import hamming
 from courtier.dedup.pages import DuplicateTracker, FirstCopy
-from courtier.dedup.simhash import hamming
 from courtier.errors import BlockedAddressError, FetchError, InvalidURL
 from courtier.fetch.transport import FetchResponse
 from courtier.frontier.lease import Lease, LeaseKind

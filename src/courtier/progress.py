@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from courtier.worker import CrawlStatus
+if TYPE_CHECKING:  # the CLI imports this module; the worker loads only for a crawl
+    from courtier.worker import CrawlStatus
 
 
 def human_bytes(n: float) -> str:
