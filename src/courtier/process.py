@@ -219,7 +219,7 @@ class PageProcessor:
         elif resp.truncated is None and is_html(content_type):
             page = parsed or parse_html(
                 resp.body, due.url, content_type, resp.header("x-robots-tag"),
-                agent_token=self.agent, want_text=True)
+                agent_token=self.agent, want_text=True, collapse_text=False)
             fields["title"] = page.title
             fp, twin = self.duplicates.fingerprint(due.url_key, page.text)
             fields["simhash"], fields["near_dup_of"] = fp, twin
