@@ -77,9 +77,10 @@ def fetch_all_robots(frontier: Frontier, clock: VirtualClock) -> None:
 
 
 def grant_loop(frontier: Frontier, clock: VirtualClock, grants: int, in_flight: int,
-               fetch_s: float, watch: str | None = None) -> tuple[float, list[Lease], list[float]]:
-    """Take ``grants`` page leases; return CPU seconds, ``watch``'s leases and their finish
-    times (virtual)."""
+               fetch_s: float, watch: str | None = None
+               ) -> tuple[float, int, list[Lease], list[float]]:
+    """Take up to ``grants`` page leases; return CPU seconds, leases granted, ``watch``'s
+    leases and their finish times (virtual)."""
     ok = FetchFeedback(status=200, elapsed=fetch_s)
     open_leases: deque[Lease] = deque()
     watched: list[Lease] = []
@@ -107,7 +108,7 @@ def grant_loop(frontier: Frontier, clock: VirtualClock, grants: int, in_flight: 
         if wake is None:
             break
         clock.set(max(clock.now(), wake))
-    return time.process_time() - start, watched, finished_at
+    return time.process_time() - start, granted, watched, finished_at
 
 
 def hosts_case(n_hosts: int, queued: int, grants: int, delay: float) -> dict[str, float]:
@@ -119,9 +120,9 @@ def hosts_case(n_hosts: int, queued: int, grants: int, delay: float) -> dict[str
     added = feed(frontier, hosts, [base + (1 if i < extra else 0) for i in range(n_hosts)])
     fetch_all_robots(frontier, clock)
     setup = time.process_time() - t0
-    cpu, _, _ = grant_loop(frontier, clock, grants, in_flight=64, fetch_s=0.05)
-    return {"hosts": n_hosts, "queued": added, "setup_s": setup, "grants": grants,
-            "grants_per_s": grants / cpu}
+    cpu, granted, _, _ = grant_loop(frontier, clock, grants, in_flight=64, fetch_s=0.05)
+    return {"hosts": n_hosts, "queued": added, "setup_s": setup, "grants": granted,
+            "grants_per_s": granted / cpu}
 
 
 def hot_case(hot_urls: int, others: int, grants: int, delay: float) -> dict[str, float]:
@@ -135,12 +136,12 @@ def hot_case(hot_urls: int, others: int, grants: int, delay: float) -> dict[str,
     fetch_all_robots(frontier, clock)
     memory = tracemalloc.get_traced_memory()[0] - before
     tracemalloc.stop()
-    cpu, watched, finished = grant_loop(frontier, clock, grants, in_flight=64, fetch_s=0.05,
-                                        watch=hot)
+    cpu, granted, watched, finished = grant_loop(frontier, clock, grants, in_flight=64,
+                                                 fetch_s=0.05, watch=hot)
     # politeness of the hot host on the virtual clock: each start >= previous end + delay
     gaps = [b.issued_at - end for b, end in zip(watched[1:], finished, strict=False)]
     return {"hot_urls": hot_urls, "queued": added, "bytes_per_url": memory / added,
-            "grants_per_s": grants / cpu, "hot_grants": len(watched),
+            "grants_per_s": granted / cpu, "hot_grants": len(watched),
             "min_gap_after_end_s": min(gaps) if gaps else float("nan")}
 
 
