@@ -39,6 +39,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import access_log
+import record_figures
 import static_web
 from nginx_local import LocalNginx, ensure_nginx, free_port
 from report import RunResult, cpu_ratio, ratio_line, run_measured, table
@@ -222,6 +223,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--scrapy-spec", default="scrapy", help="pip spec for the peer venv")
     ap.add_argument("--courtier-arg", action="append", help="extra courtier flag (repeatable)")
     ap.add_argument("--out", type=Path, default=BENCH / "out")
+    ap.add_argument("--figures-out", type=Path, nargs="?", const=record_figures.SHIPPED,
+                    help="write courtier's per-core figures for `courtier plan` here "
+                         "(no value: the copy shipped in the package)")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (web, logs, data)")
     ap.add_argument("--profile-courtier", action="store_true",
                     help="run courtier under py-spy (raw stacks saved beside the results; "
@@ -285,9 +289,16 @@ def main(argv: list[str] | None = None) -> int:
                                        max_pages, help_text)
                     if a.profile_courtier:
                         cmd = profiled(cmd, out / f"courtier-{tag}.pyspy.txt", a.profile_rate)
+                    runs.append(measure(name, cmd, BENCH, a, manifest, work / tag, out / tag))
+                    if a.figures_out is not None:
+                        figures = record_figures.figures_from_run(
+                            runs[-1], work / f"courtier-data-{tag}", vars(a),
+                            "bench/crawl_vs_scrapy.py " + " ".join(sys.argv[1:] if argv is None
+                                                                   else argv))
+                        record_figures.write_figures(figures, a.figures_out)
                 else:
                     cmd = scrapy_cmd(a, seeds, max_pages, out / f"scrapy-stats-{tag}.json")
-                runs.append(measure(f"{name}", cmd, BENCH, a, manifest, work / tag, out / tag))
+                    runs.append(measure(name, cmd, BENCH, a, manifest, work / tag, out / tag))
     finally:
         if not a.keep:
             shutil.rmtree(work, ignore_errors=True)

@@ -207,3 +207,26 @@ def test_nginx_serves_each_host_and_logs_it(tmp_path: Path) -> None:
         (m.hosts[0], "/robots.txt"), (m.hosts[0], "/"), (m.hosts[1], "/p/2.html"),
     ]  # fmt: skip
     assert len({e.connection for e in entries}) == 1
+
+
+def test_record_figures_from_a_real_crawl_directory(tmp_path: Path) -> None:
+    """The figures `courtier plan` reads, computed from a real (demo) crawl's data dir."""
+    import json
+
+    import record_figures
+    from courtier.demo import run_demo
+    from courtier.ops.figures import load_figures
+
+    data = tmp_path / "demo"
+    assert run_demo(data, 2, 4, 0.05, "none") == 0
+    result = _result("courtier", 0.04, 8)
+    args = {"hosts": 2, "pages": 4, "page_bytes": 30_000, "links": 50, "delay": 0.05,
+            "concurrency": 8}
+    figures = record_figures.figures_from_run(result, data, args, "test")
+    assert figures["cpu_seconds_per_page"] == pytest.approx(0.005)
+    assert figures["store_bytes_per_url"] > 0 and figures["warc_bytes_per_fetch"] > 0
+    out = tmp_path / "figures.json"
+    record_figures.write_figures(figures, out)
+    loaded, raw = load_figures(out)           # the plan command accepts what was written
+    assert loaded.cpu_seconds_per_page == pytest.approx(0.005)
+    assert json.loads(out.read_text())["measured_at"] == raw["measured_at"]

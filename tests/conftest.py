@@ -8,6 +8,7 @@ is absent; in CI (``CI=true``) an absent folder is an error instead.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,3 +27,36 @@ def conformance_file(relative: str) -> Path:
             pytest.fail(f"conformance file missing in CI: {path}")
         pytest.skip(f"conformance vectors not present ({path}); skipped, not passed")
     return path
+
+
+@pytest.fixture(scope="module")
+def pg_module_dsn() -> Iterator[str]:
+    """A PostgreSQL database for one test module (created, then dropped); see tests/pg.py.
+
+    Tests sharing it call ``tests.pg.truncate`` first (the contract fixture does)."""
+    from tests.pg import temporary_database
+
+    with temporary_database("mod") as dsn:
+        yield dsn
+
+
+@pytest.fixture
+def pg_dsn() -> Iterator[str]:
+    """A PostgreSQL database of its own for one test (created, then dropped)."""
+    from tests.pg import temporary_database
+
+    with temporary_database("fn") as dsn:
+        yield dsn
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def crawl_store(request: pytest.FixtureRequest) -> Iterator[str | None]:
+    """The ``--store`` of an end-to-end crawl: None (SQLite under --data) or a fresh
+    PostgreSQL database."""
+    if request.param == "sqlite":
+        yield None
+        return
+    from tests.pg import temporary_database
+
+    with temporary_database("crawl") as dsn:
+        yield dsn

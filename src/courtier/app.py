@@ -30,7 +30,7 @@ from courtier.frontier.traps import TemplateTracker, TrapRules
 from courtier.intake import Intake, Scope, SeedProblem, read_seed_lines
 from courtier.progress import Progress
 from courtier.store.base import NewUrl, Store
-from courtier.store.sqlite import SqliteStore
+from courtier.store.open import open_store, store_url
 from courtier.urls import canonicalize
 from courtier.worker import CrawlStatus, Worker
 
@@ -89,10 +89,13 @@ async def crawl(
     clock = RealClock()
     resolver = Resolver(guard, overrides=overrides, clock=clock)
     transport = AiohttpTransport(resolver, limit_per_host=config.max_in_flight_per_host)
-    store = SqliteStore(data / "courtier.db", clock=clock)
+    try:
+        store = await open_store(store_url(config.store), data, clock)
+    except BaseException:
+        await transport.close()
+        raise
     archive = WarcWriter(str(warc_root), max_file_bytes=config.warc_max_bytes,
                          software=config.user_agent)
-    await store.open()
     try:
         intake = Intake(Scope(config, []), traps=TemplateTracker(TrapRules(), clock))
         rows, problems = collect_seeds(config, intake, clock.now())

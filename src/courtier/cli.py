@@ -7,6 +7,7 @@ configuration error (the message names the flag, file or line), 1 anything else.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import sys
 from collections.abc import Sequence
@@ -19,6 +20,7 @@ from courtier.cli_query import add_query_commands, run_query
 from courtier.config import SCOPES, CrawlConfig, build_config
 from courtier.errors import ConfigError, CourtierError
 from courtier.progress import summary_line
+from courtier.store.open import STORE_HELP, is_shared, store_url
 
 if TYPE_CHECKING:
     from courtier.intake import SeedProblem
@@ -38,6 +40,7 @@ def add_crawl_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("seeds", nargs="*", help="seed URLs")
     p.add_argument("--seeds-file", type=Path, help="file with one URL per line (# comments)")
     p.add_argument("--data", type=Path, help="crawl home: database, WARC files (resumable)")
+    p.add_argument("--store", help=STORE_HELP)
     p.add_argument("--config", type=Path, help="TOML file whose keys are these flags' names")
     p.add_argument("--delay", type=float, help="seconds between request starts per host (1.0)")
     p.add_argument("--max-in-flight-per-host", type=int, help="concurrent requests per host (1)")
@@ -102,15 +105,31 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--progress", choices=("auto", "bar", "log", "none"), default="auto")
     add_admin_commands(sub)
     add_query_commands(sub)
+    from courtier.ops.commands import add_ops_commands
+
+    add_ops_commands(sub)
     return parser
 
 
-def config_from_args(args: argparse.Namespace) -> CrawlConfig:
+def config_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The crawl flags of ``args`` as build_config takes them (unset: None or ())."""
     flags = {k: v for k, v in vars(args).items() if k not in ("command", "config", "verbose")}
     flags["seeds"] = tuple(args.seeds or ())
     for name in ("include", "exclude", "allow_network", "allowed_ports"):
         flags[name] = tuple(flags.get(name) or ())
-    return build_config(flags, args.config)
+    return flags
+
+
+def config_from_args(args: argparse.Namespace) -> CrawlConfig:
+    return build_config(config_flags(args), args.config)
+
+
+def worker_defaults(config: CrawlConfig) -> CrawlConfig:
+    """`courtier worker` always serves the API: 127.0.0.1:8790 unless a flag, the
+    environment or the file names another address."""
+    if config.api is None:
+        config = dataclasses.replace(config, api=DEFAULT_WORKER_API).validate()
+    return config
 
 
 def _print_problem(problem: SeedProblem) -> None:
@@ -122,9 +141,10 @@ def cmd_crawl(args: argparse.Namespace) -> int:
 
     if args.command == "worker":
         args.continuous = True
-        args.api = args.api or DEFAULT_WORKER_API
     config = config_from_args(args)
-    resuming = (config.data / "courtier.db").exists()
+    if args.command == "worker":
+        config = worker_defaults(config)
+    resuming = is_shared(store_url(config.store)) or (config.data / "courtier.db").exists()
     if args.command == "worker":
         pass  # a service may start empty: seeds arrive through the API
     elif not config.seeds and config.seeds_file is None and not resuming:
@@ -157,6 +177,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_admin(args)
         if args.command in ("seed", "url", "domain", "stats"):
             return run_query(args)
+        if args.command in ("plan", "config"):
+            from courtier.ops.commands import run_ops
+
+            return run_ops(args)
     except ConfigError as exc:
         print(f"courtier: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

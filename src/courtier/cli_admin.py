@@ -1,4 +1,5 @@
-"""Administrative commands that talk to the store of a crawl directly (``--data``):
+"""Administrative commands that talk to the store of a crawl directly (``--store``, or
+the SQLite database under ``--data``):
 ``policy``, ``events``, ``export``.
 
 They are safe to run while a crawl is running on the same ``--data``: SQLite
@@ -15,10 +16,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import quote
 
-from courtier.cli_query import add_api_flags, call
+from courtier.cli_query import add_api_flags, add_store_flag, call
 from courtier.errors import ConfigError, InvalidURL
+from courtier.store.open import open_store, store_url
 
-if TYPE_CHECKING:  # the store and URL code load only when a command runs
+if TYPE_CHECKING:  # the URL code loads only when a command runs
     from courtier.store.base import Store
 
 
@@ -38,9 +40,11 @@ def add_admin_commands(sub: Any) -> None:
     for parser in actions.choices.values():
         parser.add_argument("--data", type=Path, default=Path("crawl-data"),
                             help="the crawl's --data directory (used when --api is not given)")
+        add_store_flag(parser)
         add_api_flags(parser)
     events = sub.add_parser("events", help="the outbox of fetch results, as JSON lines")
     events.add_argument("--data", type=Path, default=Path("crawl-data"))
+    add_store_flag(events)
     events.add_argument("--after", type=int, default=0, help="cursor: last event id seen")
     events.add_argument("--limit", type=int, default=1000)
     events.add_argument("--follow", action="store_true", help="keep waiting for new events")
@@ -50,6 +54,7 @@ def add_admin_commands(sub: Any) -> None:
     export.add_argument("what", choices=("audit",),
                         help="audit: one line per fetch with robots.txt version and delay applied")
     export.add_argument("--data", type=Path, default=Path("crawl-data"))
+    add_store_flag(export)
 
 
 def domain_of(host: str) -> str:
@@ -65,14 +70,8 @@ def domain_of(host: str) -> str:
     return authority
 
 
-async def _with_store(data: Path, job: Callable[[Store], Awaitable[int]]) -> int:
-    from courtier.store.sqlite import SqliteStore
-
-    db = data / "courtier.db"
-    if not db.exists():
-        raise ConfigError(f"--data {data}: no crawl database here ({db} does not exist)")
-    store = SqliteStore(db)
-    await store.open()
+async def _with_store(args: argparse.Namespace, job: Callable[[Store], Awaitable[int]]) -> int:
+    store = await open_store(store_url(args.store), args.data, must_exist=True)
     try:
         return await job(store)
     finally:
@@ -131,4 +130,4 @@ def run_admin(args: argparse.Namespace, out: TextIO | None = None) -> int:
         return asyncio.run(_policy(args, stream))
     if args.command == "events":
         return asyncio.run(_events(args, stream))
-    return asyncio.run(_with_store(args.data, lambda s: _export_audit(s, stream)))
+    return asyncio.run(_with_store(args, lambda s: _export_audit(s, stream)))

@@ -17,15 +17,17 @@ from typing import Any, TextIO
 from urllib.parse import quote
 
 from courtier.errors import ConfigError, CourtierError, InvalidURL
+from courtier.store.open import STORE_HELP, open_store, store_url
 
-# aiohttp, the API, the store and the URL code load inside the functions that
-# use them, so that ``courtier --help`` and argument errors answer at once.
+# aiohttp, the API and the URL code load inside the functions that use them,
+# so that ``courtier --help`` and argument errors answer at once.
 
 
 def add_query_commands(sub: Any) -> None:
     def common(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--data", type=Path, default=Path("crawl-data"),
                             help="the crawl's --data directory (used when --api is not given)")
+        add_store_flag(parser)
         add_api_flags(parser)
 
     seed = sub.add_parser("seed", help="add seeds to a crawl")
@@ -87,18 +89,15 @@ async def _call_api(base: str, token: str | None, method: str, path: str,
         raise CourtierError(f"--api {base}: {exc}") from None
 
 
-async def _call_store(data: Path, method: str, path: str, body: Any) -> tuple[int, Any]:
+async def _call_store(args: argparse.Namespace, method: str, path: str,
+                      body: Any) -> tuple[int, Any]:
     from aiohttp.test_utils import TestClient, TestServer
 
     from courtier.api.control import StoreOnlyControl
     from courtier.api.server import make_app
-    from courtier.store.sqlite import SqliteStore
 
-    db = data / "courtier.db"
-    if not db.exists():
-        raise ConfigError(f"--data {data}: no crawl database here ({db} does not exist)")
-    store = SqliteStore(db)
-    await store.open()
+    url = store_url(getattr(args, "store", None))
+    store = await open_store(url, args.data, must_exist=True)
     try:
         app = make_app(StoreOnlyControl(store), None, None)
         async with TestClient(TestServer(app, host="127.0.0.1")) as client:
@@ -110,11 +109,16 @@ async def _call_store(data: Path, method: str, path: str, body: Any) -> tuple[in
 
 async def call(args: argparse.Namespace, method: str, path: str,
                body: Any = None) -> tuple[int, Any]:
-    """One admin API call, to ``--api`` when given, else in-process over ``--data``."""
+    """One admin API call, to ``--api`` when given, else in-process over the crawl's store
+    (``--store``, or the SQLite database under ``--data``)."""
     if getattr(args, "api", None):
         token = args.api_token or os.environ.get("COURTIER_API_TOKEN")
         return await _call_api(args.api, token, method, path, body)
-    return await _call_store(args.data, method, path, body)
+    return await _call_store(args, method, path, body)
+
+
+def add_store_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--store", help=STORE_HELP)
 
 
 def add_api_flags(parser: argparse.ArgumentParser) -> None:

@@ -30,6 +30,7 @@ class CrawlConfig:
     """Settings of one crawl. Defaults are polite; see docs/configuration.md."""
 
     data: Path = Path("crawl-data")
+    store: str | None = None           # postgresql://… (None: SQLite under data)
     seeds: tuple[str, ...] = ()
     seeds_file: Path | None = None
     delay: float = 1.0

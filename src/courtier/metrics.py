@@ -8,7 +8,10 @@ scrapes.
 
 from __future__ import annotations
 
+import heapq
+import shutil
 from collections.abc import Iterator
+from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
@@ -16,6 +19,8 @@ from prometheus_client.registry import Collector
 
 from courtier.clock import Clock
 from courtier.frontier.scheduler import Frontier
+
+TOP_HOSTS = 10   # bounded label cardinality: only the busiest hosts get a series
 
 
 class _FrontierCollector(Collector):
@@ -55,6 +60,41 @@ class _FrontierCollector(Collector):
         hosts = GaugeMetricFamily("courtier_hosts_active", "hosts with queued or in-flight work")
         hosts.add_metric([], frontier.active_hosts())
         yield hosts
+        top = GaugeMetricFamily(
+            "courtier_host_queue_depth",
+            f"URLs queued in memory for the {TOP_HOSTS} hosts with the most (others omitted)",
+            labels=["host"])
+        busiest = heapq.nlargest(TOP_HOSTS, frontier.hosts.values(),
+                                 key=lambda h: len(h.queue) + h.in_flight)
+        for host in busiest:
+            if host.queue or host.in_flight:
+                top.add_metric([host.host_key], len(host.queue) + host.in_flight)
+        yield top
+        shards = GaugeMetricFamily("courtier_shards_owned",
+                                   "shards whose lease this process holds")
+        shards.add_metric([], len(frontier.epochs))
+        yield shards
+
+
+class _SpoolCollector(Collector):
+    """Free and total bytes of the filesystem holding the crawl home (one statvfs a scrape)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        try:
+            usage = shutil.disk_usage(self.path)
+        except OSError:
+            return
+        free = GaugeMetricFamily("courtier_spool_free_bytes",
+                                 "bytes free to courtier on the filesystem of --data")
+        free.add_metric([], usage.free)
+        yield free
+        size = GaugeMetricFamily("courtier_spool_size_bytes",
+                                 "size in bytes of the filesystem of --data")
+        size.add_metric([], usage.total)
+        yield size
 
 
 class CrawlMetrics:
@@ -68,6 +108,14 @@ class CrawlMetrics:
         self.bytes = Counter("courtier_fetched_bytes", "payload bytes fetched", registry=r)
         self.backoffs = Counter("courtier_backoffs", "times a host was paused (429/5xx/errors)",
                                 registry=r)
+        self.backoff_responses = Counter(
+            "courtier_backoff_responses",
+            "fetches that paused their host, by reason (429, 5xx, error: no response)",
+            ["reason"], registry=r)
+        self.durability_lag = Gauge(
+            "courtier_durability_lag_seconds",
+            "age of the oldest fetch result (and the URLs it discovered) not yet committed",
+            registry=r)
         self.politeness_violations = Counter(
             "courtier_politeness_violations",
             "lease starts that broke a host's delay or in-flight cap (must stay 0)", registry=r)
@@ -96,12 +144,19 @@ class CrawlMetrics:
             "courtier_eligible_lag_seconds", "from a URL being due to its lease",
             buckets=(1, 5, 30, 60, 300, 600, 1800, 3600, 6 * 3600, 24 * 3600), registry=r)
         self._frontier: _FrontierCollector | None = None
+        self._spool: _SpoolCollector | None = None
 
     def bind_frontier(self, frontier: Frontier, clock: Clock) -> None:
         """Report live frontier gauges on every scrape."""
         if self._frontier is None:
             self._frontier = _FrontierCollector(frontier, clock)
             self.registry.register(self._frontier)
+
+    def bind_spool(self, path: Path) -> None:
+        """Report the free space of ``path``'s filesystem on every scrape."""
+        if self._spool is None:
+            self._spool = _SpoolCollector(path)
+            self.registry.register(self._spool)
 
     def render(self) -> bytes:
         """The Prometheus text exposition of every metric."""

@@ -129,6 +129,9 @@ class Worker:
         self.processor = PageProcessor(config, intake, archive, self.agent)
         self.metrics = metrics or CrawlMetrics()
         self.metrics.bind_frontier(self.frontier, clock)
+        self._flushing_from: float | None = None   # oldest fetch time of the batch in commit
+        self.metrics.durability_lag.set_function(self._durability_lag)
+        self.metrics.bind_spool(config.data)
         self.auditor = LeaseAuditor()
         self.guarded_parser = GuardedParser(timeout=config.parse_timeout)
         self.limits = FetchLimits(
@@ -492,6 +495,8 @@ class Worker:
         self.auditor.on_finish(lease.host_key)
         if status is None or status == 429 or status >= 500:
             self.metrics.backoffs.inc()
+            reason = "error" if status is None else "429" if status == 429 else "5xx"
+            self.metrics.backoff_responses.labels(reason).inc()
 
     async def _fetch_robots(self, lease: Lease) -> None:
         frontier = self.frontier
@@ -546,8 +551,16 @@ class Worker:
 
     # ---- commits and shutdown -----------------------------------------------------------
 
+    def _durability_lag(self) -> float:
+        """Seconds the oldest uncommitted result has waited (0 when all are durable)."""
+        oldest = min((c.fetched_at for c in self._pending), default=self._flushing_from)
+        if self._flushing_from is not None and oldest is not None:
+            oldest = min(oldest, self._flushing_from)
+        return 0.0 if oldest is None else max(0.0, self.clock.now() - oldest)
+
     async def _flush(self) -> None:
         batch, self._pending = self._pending, []
+        self._flushing_from = min((c.fetched_at for c in batch), default=None)
         stats, self._host_stats = list(self._host_stats.values()), {}
         self.archive.flush()  # records must be durable before the rows that point at them
         while True:
@@ -555,6 +568,7 @@ class Worker:
             try:
                 result = await self.store.commit(batch, stats)
                 self.metrics.commit_seconds.observe(max(0.0, self.clock.now() - began))
+                self._flushing_from = None
                 break
             except StoreError as exc:
                 log.error("store write failed, retrying in 1 s: %s", exc)

@@ -1,23 +1,17 @@
 """The Store contract suite: every Store implementation must pass all of it.
 
-Tests use only the :class:`courtier.store.base.Store` protocol. A backend is
-added by appending a factory to ``FACTORIES``: a function of a per-test temp
-folder returning a zero-argument callable that builds a *new, unopened*
-store over the same backing data each time it is called (so durability can
-be tested by closing one instance and opening another).
+Tests use only the :class:`courtier.store.base.Store` protocol; the ``store`` and
+``make_store`` fixtures (tests/contract/conftest.py) run each test against memory,
+SQLite and PostgreSQL. Keys carry their shard in their leading bits, as
+``courtier.urls.shard_of_key`` reads them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
 from typing import Any
 
-import pytest
-
-from courtier.clock import VirtualClock
 from courtier.outcome import Outcome
 from courtier.store.base import (
     FetchCommit,
@@ -27,49 +21,18 @@ from courtier.store.base import (
     Store,
     UrlState,
 )
-from courtier.store.memory import MemoryStore
-from courtier.store.sqlite import SqliteStore
-
-T0 = 1_700_000_000.0
-
-StoreMaker = Callable[[], Store]
+from courtier.urls import SHARD_COUNT, shard_of, shard_of_key
+from tests.contract.conftest import T0, StoreMaker
 
 
-def _sqlite_factory(tmp: Path) -> StoreMaker:
-    path = tmp / "data" / "crawl.sqlite"
-    clock = VirtualClock(T0)
-    return lambda: SqliteStore(path, clock=clock)
-
-
-def _memory_factory(tmp: Path) -> StoreMaker:
-    # one object is its own "backing data": reopening it sees what was written
-    store = MemoryStore(clock=VirtualClock(T0))
-    return lambda: store
-
-
-FACTORIES: dict[str, Callable[[Path], StoreMaker]] = {
-    "sqlite": _sqlite_factory,
-    "memory": _memory_factory,
-}
-
-
-@pytest.fixture(params=sorted(FACTORIES))
-def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> StoreMaker:
-    return FACTORIES[request.param](tmp_path)
-
-
-@pytest.fixture
-async def store(make_store: StoreMaker) -> AsyncIterator[Store]:
-    s = make_store()
-    await s.open()
-    try:
-        yield s
-    finally:
-        await s.close()
-
-
-def key(url: str) -> bytes:
-    return hashlib.blake2b(url.encode(), digest_size=16).digest()
+def key(url: str, shard: int = 1) -> bytes:
+    """A 16-byte key whose leading bits name ``shard`` (as ``urls.shard_of_key`` reads them)."""
+    digest = hashlib.blake2b(url.encode(), digest_size=16).digest()
+    bits = SHARD_COUNT.bit_length() - 1
+    head = (shard << (32 - bits)) | (int.from_bytes(digest[:4], "big") & ((1 << (32 - bits)) - 1))
+    made = head.to_bytes(4, "big") + digest[4:]
+    assert shard_of_key(made) == shard
+    return made
 
 
 def new(
@@ -82,7 +45,7 @@ def new(
     due: float = T0,
 ) -> NewUrl:
     host_key = host if host is not None else url.split("/", 3)[2]
-    return NewUrl(key(url), url, host_key, shard, depth, priority, due, T0)
+    return NewUrl(key(url, shard), url, host_key, shard, depth, priority, due, T0)
 
 
 def done(
@@ -96,7 +59,7 @@ def done(
 ) -> FetchCommit:
     host = url.split("/", 3)[2]
     fields: dict[str, object] = {
-        "url_key": key(url),
+        "url_key": key(url, shard),
         "url": url,
         "host_key": host,
         "shard": shard,
@@ -111,8 +74,8 @@ def done(
     return FetchCommit(**fields)  # type: ignore[arg-type]
 
 
-async def state_of(store: Store, url: str) -> int:
-    row = await store.get_url(key(url))
+async def state_of(store: Store, url: str, shard: int = 1) -> int:
+    row = await store.get_url(key(url, shard))
     assert row is not None
     return int(row["state"])
 
@@ -187,7 +150,7 @@ async def test_load_due_orders_best_first(store: Store) -> None:
             new("http://a.test/low", priority=0, due=T0 - 100),
             new("http://b.test/high-late", priority=5, due=T0 - 1),
             new("http://c.test/high-early-deep", priority=5, due=T0 - 50, depth=3),
-            new("http://d.test/high-early-shallow", priority=5, due=T0 - 50, depth=1),
+            new("http://c.test/high-early-shallow", priority=5, due=T0 - 50, depth=1),
         ]
     )
     due = await store.load_due([1], T0, 10, 10)
@@ -225,7 +188,7 @@ async def test_reset_scheduled_requeues(store: Store) -> None:
     await store.load_due([1, 2], T0, 10, 10)
     assert await store.reset_scheduled([1]) == 1
     assert await state_of(store, "http://a.test/1") == UrlState.QUEUED
-    assert await state_of(store, "http://b.test/1") == UrlState.SCHEDULED
+    assert await state_of(store, "http://b.test/1", 2) == UrlState.SCHEDULED
     again = await store.load_due([1, 2], T0, 10, 10)
     assert [d.url for d in again] == ["http://a.test/1"]
 
@@ -374,7 +337,7 @@ async def test_commit_inserts_new_urls_even_when_stale(store: Store) -> None:
     more = (new("http://c.test/late", shard=3),)
     stale = await store.commit([done("http://a.test/p", new_urls=more)])
     assert (stale.applied, stale.stale, stale.new_urls) == (0, 1, 1)
-    assert await store.get_url(key("http://c.test/late")) is not None
+    assert await store.get_url(key("http://c.test/late", 3)) is not None
     assert (await store.counts())["urls"] == 4
 
 
@@ -441,7 +404,7 @@ async def test_release_shards(store: Store) -> None:
     assert await store.acquire_shards("B", [1], T0 + 1, 300) == {}
     await store.release_shards("A", [1])
     assert await state_of(store, "http://a.test/1") == UrlState.QUEUED
-    assert await state_of(store, "http://b.test/1") == UrlState.SCHEDULED
+    assert await state_of(store, "http://b.test/1", 2) == UrlState.SCHEDULED
     assert await store.acquire_shards("B", [1], T0 + 1, 300) == {1: 2}
 
 
@@ -512,9 +475,10 @@ async def test_set_policy_round_trip_keeps_robots(store: Store) -> None:
     await store.save_robots(HostRecord("a.test", 1, robots_status=200))
     host = await store.load_host("a.test")
     assert host is not None and host.robots_status == 200 and host.policy_delay is None
-    await store.set_policy("b.test", 4, delay=1.0, max_in_flight=None, max_pages=5, blocked=False)
+    await store.set_policy("b.test", shard_of("b.test"), delay=1.0, max_in_flight=None,
+                           max_pages=5, blocked=False)
     other = await store.load_host("b.test")
-    assert other is not None and other.shard == 4 and other.policy_max_pages == 5
+    assert other is not None and other.shard == shard_of("b.test") and other.policy_max_pages == 5
     assert (await store.counts())["hosts"] == 2
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from courtier.archive.recovery import check_warc
-from courtier.store.sqlite import SqliteStore
+from courtier.store.open import make_store
 from courtier.testweb.server import TestWebServer, politeness_violations
 from courtier.testweb.spec import default_web
 
@@ -68,8 +68,10 @@ async def run_crawler(args: list[str], server: TestWebServer, kill_after: int | 
 
 
 async def kill_loop(data: Path, kills: int, seed: int = 7, hosts: int = 6, pages: int = 12,
-                    delay: float = 0.05) -> KillLoopReport:
-    """Crawl the local test web, killing the crawler ``kills`` times at random moments."""
+                    delay: float = 0.05, store_url: str | None = None) -> KillLoopReport:
+    """Crawl the local test web, killing the crawler ``kills`` times at random moments.
+
+    ``store_url``: the crawl's ``--store`` (None: SQLite under ``data``)."""
     rng = random.Random(seed)
     report = KillLoopReport()
     spec = default_web(n_hosts=hosts, pages_per_host=pages, crawl_delay=0.1)
@@ -78,7 +80,7 @@ async def kill_loop(data: Path, kills: int, seed: int = 7, hosts: int = 6, pages
         resolve.write_text(server.web.hosts_file_text())
         args = ["crawl", "--data", str(data), *server.web.seeds(), "--resolve", str(resolve),
                 "--allow-network", "127.0.0.0/8", "--delay", str(delay), "--progress", "none",
-                "--linger", "0"]
+                "--linger", "0", *(["--store", store_url] if store_url else [])]
         expected = server.web.expected_fetches()
         for _ in range(kills):
             # a kill somewhere between start-up and well into the crawl
@@ -97,7 +99,7 @@ async def kill_loop(data: Path, kills: int, seed: int = 7, hosts: int = 6, pages
     report.refetched = sum(1 for n in counts.values() if n > 1)
     report.violations_after_restarts = politeness_violations(
         log[restarted_at:], delay=delay, max_in_flight=1)
-    store = SqliteStore(data / "courtier.db")
+    store = make_store(store_url, data)
     await store.open()
     try:
         events = await store.read_events(0, 1_000_000)

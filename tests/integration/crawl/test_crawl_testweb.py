@@ -10,7 +10,7 @@ from warcio.archiveiterator import ArchiveIterator
 
 from courtier.app import crawl
 from courtier.config import build_config
-from courtier.store.sqlite import SqliteStore
+from courtier.store.open import make_store
 from courtier.testweb import TestWebServer, default_web, politeness_violations
 
 DELAY = 0.15
@@ -29,10 +29,12 @@ def config_for(server: TestWebServer, data: Path, **extra: object) -> object:
 
 
 @pytest.mark.timeout(120)
-async def test_crawl_fetches_every_allowed_url_once_and_politely(tmp_path: Path) -> None:
+async def test_crawl_fetches_every_allowed_url_once_and_politely(
+    tmp_path: Path, crawl_store: str | None
+) -> None:
     async with TestWebServer(default_web(n_hosts=6, pages_per_host=8, crawl_delay=0.3)) as server:
-        status = await crawl(config_for(server, tmp_path / "data"),  # type: ignore[arg-type]
-                             install_signals=False)
+        config = config_for(server, tmp_path / "data", store=crawl_store)
+        status = await crawl(config, install_signals=False)  # type: ignore[arg-type]
         expected = server.web.expected_fetches()
         log = list(server.log)
     assert status.stop_reason == "nothing due"
@@ -51,10 +53,13 @@ async def test_crawl_fetches_every_allowed_url_once_and_politely(tmp_path: Path)
 
 
 @pytest.mark.timeout(120)
-async def test_warc_files_are_readable_with_correct_digests(tmp_path: Path) -> None:
+async def test_warc_files_are_readable_with_correct_digests(
+    tmp_path: Path, crawl_store: str | None
+) -> None:
     async with TestWebServer(default_web(n_hosts=3, pages_per_host=5, crawl_delay=0.3)) as server:
         data = tmp_path / "data"
-        await crawl(config_for(server, data), install_signals=False)  # type: ignore[arg-type]
+        config = config_for(server, data, store=crawl_store)
+        await crawl(config, install_signals=False)  # type: ignore[arg-type]
     files = sorted((data / "warc").rglob("*.warc.gz"))
     assert files
     responses = 0
@@ -68,7 +73,7 @@ async def test_warc_files_are_readable_with_correct_digests(tmp_path: Path) -> N
                     profile = record.rec_headers.get_header("WARC-Profile")
                     assert profile.endswith("/revisit/identical-payload-digest")
                     assert record.rec_headers.get_header("WARC-Refers-To-Target-URI")
-    store = SqliteStore(data / "courtier.db")
+    store = make_store(crawl_store, data)
     await store.open()
     try:
         events = await store.read_events(0, 10_000)

@@ -10,8 +10,10 @@ from courtier.testweb.killloop import kill_loop
 
 
 @pytest.mark.timeout(240)
-async def test_repeated_kill_9_loses_nothing_and_emits_nothing_twice(tmp_path: Path) -> None:
-    report = await kill_loop(tmp_path / "data", kills=4, seed=11)
+async def test_repeated_kill_9_loses_nothing_and_emits_nothing_twice(
+    tmp_path: Path, crawl_store: str | None
+) -> None:
+    report = await kill_loop(tmp_path / "data", kills=4, seed=11, store_url=crawl_store)
     assert report.kills >= 3  # most runs were really killed mid-way
     assert report.missing == []
     assert report.duplicate_events == 0

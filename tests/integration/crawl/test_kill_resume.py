@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from courtier.store.sqlite import SqliteStore
+from courtier.store.open import make_store
 from courtier.testweb import TestWebServer, default_web, politeness_violations
 from courtier.testweb.killloop import run_crawler
 
@@ -19,7 +19,9 @@ DELAY = 0.1
 
 
 @pytest.mark.timeout(180)
-async def test_kill_9_then_resume_equals_an_uninterrupted_crawl(tmp_path: Path) -> None:
+async def test_kill_9_then_resume_equals_an_uninterrupted_crawl(
+    tmp_path: Path, crawl_store: str | None
+) -> None:
     spec = default_web(n_hosts=6, pages_per_host=10, crawl_delay=0.3)
     async with TestWebServer(spec) as server:
         resolve = tmp_path / "hosts.txt"
@@ -43,6 +45,7 @@ async def test_kill_9_then_resume_equals_an_uninterrupted_crawl(tmp_path: Path) 
             "none",
             "--linger",
             "0",
+            *(["--store", crawl_store] if crawl_store else []),
         ]
         expected = server.web.expected_fetches()
         rc = await run_crawler(args, server, kill_after=len(expected) // 2, limit=90.0)
@@ -73,7 +76,7 @@ async def test_kill_9_then_resume_equals_an_uninterrupted_crawl(tmp_path: Path) 
     assert targets >= expected
     assert politeness_violations(log[killed_at:], delay=DELAY, max_in_flight=1) == []
     # the outbox has exactly one event per URL, even for URLs fetched twice
-    store = SqliteStore(data / "courtier.db")
+    store = make_store(crawl_store, data)
     await store.open()
     try:
         events = await store.read_events(0, 100_000)

@@ -1,0 +1,95 @@
+"""Turn one measured courtier run of the benchmark into the figures `courtier plan` reads.
+
+``crawl_vs_scrapy.py --figures-out FILE`` calls :func:`figures_from_run` after
+courtier's crawl and before the temp dir is removed, so the figures come from
+the same run as the printed table: CPU from ``os.wait4`` of courtier's process,
+pages from nginx's access log, bytes from courtier's data directory (WARC
+files on disk, the SQLite store measured table by table with ``dbstat``).
+
+The default output is the copy shipped inside the package
+(``src/courtier/ops/measured_figures.json``), so a release plans with the
+figures of its own code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+from report import RunResult
+
+BENCH = Path(__file__).resolve().parent
+SHIPPED = BENCH.parent / "src" / "courtier" / "ops" / "measured_figures.json"
+FORMAT = 1
+
+
+def _table_bytes(db: Path) -> dict[str, int]:
+    """Bytes on disk per table, indexes counted with their table (SQLite dbstat)."""
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        owners = dict(conn.execute(
+            "SELECT name, tbl_name FROM sqlite_schema WHERE type IN ('table', 'index')"))
+        sizes: dict[str, int] = {}
+        for name, size in conn.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name"):
+            table = owners.get(name, name)
+            sizes[table] = sizes.get(table, 0) + int(size)
+    return sizes
+
+
+def _count(db: Path, table: str) -> int:
+    with sqlite3.connect(db) as conn:
+        return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+
+
+def figures_from_run(result: RunResult, data: Path, args: dict[str, Any],
+                     command: str) -> dict[str, Any]:
+    """The plan figures of one courtier run (``data``: its --data directory)."""
+    if not result.pages:
+        raise ValueError("courtier fetched no pages: nothing to record")
+    db = data / "courtier.db"
+    sizes = _table_bytes(db)
+    urls, events = _count(db, "urls"), _count(db, "events")
+    warc_bytes = sum(p.stat().st_size for p in (data / "warc").rglob("*.warc.gz"))
+    records = result.pages + result.robots_requests + result.other_requests
+    cpu_per_page = result.cpu_s / result.pages
+    with sqlite3.connect(db) as conn:
+        body_bytes = int(conn.execute("SELECT coalesce(sum(bytes), 0) FROM hosts").fetchone()[0])
+    url_tables = sum(v for k, v in sizes.items() if k not in ("events", "fetch_log"))
+    return {
+        "format": FORMAT,
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "command": command,
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(terse=True),
+            "load1_before": round(result.load_before, 2),
+        },
+        "workload": {k: args[k] for k in ("hosts", "pages", "page_bytes", "links", "delay",
+                                          "concurrency")},
+        "pages": result.pages,
+        "body_bytes_per_page": round(body_bytes / result.pages),
+        "wall_seconds": round(result.wall_s, 2),
+        "cpu_seconds": round(result.cpu_s, 3),
+        "cpu_seconds_per_page": round(cpu_per_page, 6),
+        "pages_per_core_second": round(1 / cpu_per_page, 1),
+        "peak_rss_mb": round(result.max_rss_mb, 1),
+        "warc_bytes_per_fetch": round(warc_bytes / records),
+        "warc_compression_ratio": round(body_bytes / warc_bytes, 2),
+        "store_bytes_per_url": round(url_tables / urls),
+        "store_bytes_per_event": round(sizes.get("events", 0) / max(1, events)),
+        "store_bytes_per_fetch_log_row": round(
+            sizes.get("fetch_log", 0) / max(1, _count(db, "fetch_log"))),
+        "store": "sqlite",
+    }
+
+
+def write_figures(figures: dict[str, Any], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(figures, indent=1) + "\n", encoding="utf-8")
+    print(f"figures for `courtier plan` written to {path}")

@@ -1,0 +1,112 @@
+"""Documentation metadata of every setting of :class:`courtier.config.CrawlConfig`.
+
+Together with the dataclass (names, types, defaults) and the crawl parser
+(flags), this is the single source of ``docs/configuration.md``: ``courtier
+config reference`` renders it, and a test fails when a setting has no entry
+here or the committed file is stale. Kept beside config.py rather than inside
+the field declarations so that adding a setting stays a one-line change there
+plus one entry here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class SettingDoc:
+    """What a setting means (``text``), where it belongs, and its unit."""
+
+    section: str
+    text: str
+    unit: str = ""
+    secret: bool = False
+
+
+SECTIONS = ("Crawl", "Politeness", "Scope", "Limits", "Fetching", "Freshness", "Storage",
+            "Service")
+
+SETTING_DOCS: dict[str, SettingDoc] = {
+    "data": SettingDoc("Storage", "Crawl home: the SQLite store `courtier.db` and the WARC "
+                       "files under `warc/`. Running again on the same directory resumes."),
+    "store": SettingDoc("Storage", "Where the crawl state lives: a `postgresql://user@host:port/db` "
+                        "URL selects the shared PostgreSQL store (then `data` holds only the local "
+                        "WARC spool and lock); unset means SQLite under `data`. Also "
+                        "`COURTIER_STORE`.", secret=True),
+    "seeds": SettingDoc("Crawl", "Seed URLs (positional arguments on the command line)."),
+    "seeds_file": SettingDoc("Crawl", "File with one seed URL per line; `#` starts a comment."),
+    "delay": SettingDoc("Politeness", "Least time between the starts of two requests to one "
+                        "host. robots.txt Crawl-delay and the adaptive delay can only raise "
+                        "it.", "seconds"),
+    "max_in_flight_per_host": SettingDoc("Politeness", "Requests to one host at the same "
+                                         "time."),
+    "max_in_flight_per_ip": SettingDoc("Politeness", "Requests at the same time to all hosts "
+                                       "served from one IP address; 0 removes the cap."),
+    "ip_delay": SettingDoc("Politeness", "Least time between request starts to one IP address "
+                           "across its hosts.", "seconds"),
+    "concurrency": SettingDoc("Crawl", "Fetches in flight in total across all hosts."),
+    "scope": SettingDoc("Scope", "Which hosts links are followed to: `seeds-hosts` (the seeds' "
+                        "hosts), `seeds-domains` (their registrable domains) or `any`."),
+    "include": SettingDoc("Scope", "Regular expressions a URL must match to be crawled "
+                          "(repeatable; any one suffices)."),
+    "exclude": SettingDoc("Scope", "Regular expressions that reject a URL (repeatable)."),
+    "max_depth": SettingDoc("Scope", "Link hops from a seed; deeper URLs are not stored. "
+                            "Unset: no limit.", "hops"),
+    "max_pages": SettingDoc("Limits", "Stop after this many page fetches. Unset: no limit."),
+    "max_seconds": SettingDoc("Limits", "Stop after this much time. Unset: no limit.",
+                              "seconds"),
+    "daily_budget": SettingDoc("Limits", "Page fetches per 24 hours across all hosts (every "
+                               "outcome counts), paced over the day. Unset: no budget."),
+    "user_agent": SettingDoc("Fetching", "User-Agent header; its product token (before the "
+                             "`/`) is the name robots.txt groups are matched against."),
+    "resolve": SettingDoc("Fetching", "Hosts file (`IP name…` per line) that overrides DNS for "
+                          "the names it lists."),
+    "allow_network": SettingDoc("Fetching", "CIDR ranges the SSRF guard lets through although "
+                                "they are private or loopback (repeatable), e.g. "
+                                "`127.0.0.0/8` for a test web."),
+    "allowed_ports": SettingDoc("Fetching", "When set, the only TCP ports fetched from "
+                                "(repeatable), e.g. 80 and 443."),
+    "robots_expiry": SettingDoc("Politeness", "How long a robots.txt copy is used before it is "
+                                "fetched again; at most 86,400 (RFC 9309).", "seconds"),
+    "max_redirect_hops": SettingDoc("Fetching", "Redirects followed from one URL (each hop is "
+                                    "scheduled as a new URL under its own host's politeness)."),
+    "recrawl_interval": SettingDoc("Freshness", "Starting interval before a fetched page is due "
+                                   "again; the recrawl policy then adapts it to the page's "
+                                   "change rate.", "seconds"),
+    "change_distance": SettingDoc("Freshness", "A page counts as changed only when its SimHash "
+                                  "moved more than this many bits (0–64). Unset: any new "
+                                  "payload digest is a change.", "bits"),
+    "max_retries": SettingDoc("Fetching", "Retries of a URL after network errors or 5xx before "
+                              "it is given up until its next recrawl."),
+    "parse_timeout": SettingDoc("Limits", "Time a page with very many tags may take to parse in "
+                                "a child process; on overrun it is kept without links.",
+                                "seconds"),
+    "max_body_bytes": SettingDoc("Limits", "Largest response body read (bytes on the wire); "
+                                 "longer bodies are truncated and marked so.", "bytes"),
+    "max_decoded_bytes": SettingDoc("Limits", "Largest body after Content-Encoding is undone "
+                                    "(guards against compression bombs).", "bytes"),
+    "connect_timeout": SettingDoc("Fetching", "Time to open a TCP/TLS connection.", "seconds"),
+    "read_timeout": SettingDoc("Fetching", "Longest wait for the next bytes of a response.",
+                               "seconds"),
+    "total_timeout": SettingDoc("Fetching", "Longest time for one whole fetch.", "seconds"),
+    "warc_max_bytes": SettingDoc("Storage", "WARC files are rotated when they reach this size.",
+                                 "bytes"),
+    "host_window": SettingDoc("Crawl", "URLs of one host held in memory at a time (the rest "
+                              "wait in the store)."),
+    "memory_window": SettingDoc("Crawl", "URLs held in memory across all hosts; memory depends "
+                                "on this, never on the number of known URLs."),
+    "continuous": SettingDoc("Crawl", "Keep running for recrawls instead of ending when nothing "
+                             "is due (`courtier worker` always does)."),
+    "probe_sitemap_xml": SettingDoc("Crawl", "Also fetch `/sitemap.xml` of every host; "
+                                    "`Sitemap:` lines of robots.txt are always followed."),
+    "api": SettingDoc("Service", "`HOST:PORT` of the admin API, `/metrics` and the dashboard. "
+                      "Non-loopback addresses need `api-token`. `courtier worker` defaults to "
+                      "127.0.0.1:8790."),
+    "api_token": SettingDoc("Service", "Bearer token the admin API requires. Prefer the "
+                            "environment (`COURTIER_API_TOKEN`) over a file.", secret=True),
+    "linger": SettingDoc("Crawl", "How long a one-shot crawl waits for retries and backed-off "
+                         "hosts before ending; later ones are kept for the next run.",
+                         "seconds"),
+    "progress": SettingDoc("Service", "Progress display: `auto` (a live line on a terminal, log "
+                           "lines otherwise), `bar`, `log` or `none`."),
+}

@@ -1,0 +1,1 @@
+"""Operators' tools: capacity planning and the configuration reference."""

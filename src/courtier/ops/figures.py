@@ -1,0 +1,58 @@
+"""Reading the measured figures file that ``bench/crawl_vs_scrapy.py --figures-out`` writes.
+
+The package ships the figures of its own last measured run
+(``measured_figures.json`` beside this module); ``courtier plan --figures
+FILE`` reads another one (for example measured on your own machines).
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from courtier.errors import ConfigError
+from courtier.ops.plan import Figures
+
+SHIPPED_NAME = "measured_figures.json"
+REQUIRED = ("measured_at", "cpu_seconds_per_page", "store_bytes_per_url",
+            "store_bytes_per_event", "warc_bytes_per_fetch", "warc_compression_ratio",
+            "peak_rss_mb")
+
+
+def shipped_text() -> str:
+    return resources.files("courtier.ops").joinpath(SHIPPED_NAME).read_text(encoding="utf-8")
+
+
+def load_figures(path: Path | None) -> tuple[Figures, dict[str, Any]]:
+    """The figures (typed) and the whole file (for display); ConfigError names the file."""
+    where = "--figures " + str(path) if path is not None else f"the shipped {SHIPPED_NAME}"
+    try:
+        text = path.read_text(encoding="utf-8") if path is not None else shipped_text()
+    except OSError as exc:
+        raise ConfigError(f"{where}: cannot read: {exc.strerror}") from None
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{where}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: expected a JSON object")
+    missing = [k for k in REQUIRED if k not in raw]
+    if missing:
+        raise ConfigError(f"{where}: missing {', '.join(missing)} (write it with "
+                          "bench/crawl_vs_scrapy.py --figures-out FILE)")
+    try:
+        numbers = {k: float(raw[k]) for k in REQUIRED if k != "measured_at"}
+        pg = raw.get("pg_rows_per_second_per_node")
+        figures = Figures(
+            measured_at=str(raw["measured_at"]),
+            source=str(raw.get("command", "")),
+            pg_rows_per_second_per_node=None if pg is None else float(pg),
+            **numbers,
+        )
+    except (TypeError, ValueError):
+        raise ConfigError(f"{where}: every figure must be a number") from None
+    if figures.cpu_seconds_per_page <= 0:
+        raise ConfigError(f"{where}: cpu_seconds_per_page must be > 0")
+    return figures, raw

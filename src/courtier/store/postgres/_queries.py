@@ -1,0 +1,224 @@
+"""Transaction bodies of the PostgreSQL store: shard leases, hosts, figures.
+
+Each function takes a connection inside a transaction opened by
+:class:`courtier.store.postgres.store.PostgresStore` and does not commit itself.
+Hosts are keyed ``(shard, host_key)`` with the shard derived from the host key,
+so every host lookup names its shard.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from courtier.store.base import HostRecord
+from courtier.store.postgres._rows import (
+    HOST_COLUMNS,
+    QUEUED,
+    SCHEDULED,
+    Conn,
+    host_record,
+    host_shard,
+)
+
+
+async def acquire_shards(
+    conn: Conn, owner: str, shards: Sequence[int], now: float, lease: float
+) -> dict[int, int]:
+    """Take free, expired or own shards (rows locked in shard order); bump their epochs."""
+    wanted = sorted(set(shards))
+    if not wanted:
+        return {}
+    await conn.execute(
+        "INSERT INTO shards (shard) SELECT s FROM unnest($1::integer[]) AS s ORDER BY s"
+        " ON CONFLICT DO NOTHING",
+        wanted,
+    )
+    rows = await conn.fetch(
+        "WITH free AS (SELECT shard FROM shards WHERE shard = ANY($1::integer[])"
+        " AND (owner IS NULL OR owner = $2 OR lease_expires_at <= $3) ORDER BY shard FOR UPDATE)"
+        " UPDATE shards s SET owner = $2, epoch = s.epoch + 1, lease_expires_at = $4"
+        " FROM free WHERE s.shard = free.shard RETURNING s.shard, s.epoch",
+        wanted,
+        owner,
+        now,
+        now + lease,
+    )
+    return {int(r["shard"]): int(r["epoch"]) for r in rows}
+
+
+async def renew_shards(
+    conn: Conn, owner: str, epochs: dict[int, int], now: float, lease: float
+) -> set[int]:
+    items = sorted(epochs.items())
+    if not items:
+        return set()
+    rows = await conn.fetch(
+        "UPDATE shards s SET lease_expires_at = $3 FROM unnest($1::integer[], $2::bigint[])"
+        " AS t(shard, epoch) WHERE s.shard = t.shard AND s.epoch = t.epoch AND s.owner = $4"
+        " RETURNING s.shard",
+        [s for s, _ in items],
+        [e for _, e in items],
+        now + lease,
+        owner,
+    )
+    return {int(r["shard"]) for r in rows}
+
+
+async def reset_scheduled(conn: Conn, shards: Sequence[int]) -> int:
+    """SCHEDULED → QUEUED for these shards; their hosts regain queued rows."""
+    wanted = sorted(set(shards))
+    if not wanted:
+        return 0
+    rows = await conn.fetch(
+        f"UPDATE urls SET state = {QUEUED} WHERE shard = ANY($1::integer[])"
+        f" AND state = {SCHEDULED} RETURNING shard, host_key, next_fetch_at, priority",
+        wanted,
+    )
+    await queue_add(conn, rows)
+    return len(rows)
+
+
+async def release_shards(conn: Conn, owner: str, shards: Sequence[int]) -> None:
+    rows = await conn.fetch(
+        "UPDATE shards SET owner = NULL, lease_expires_at = 0"
+        " WHERE shard = ANY($1::integer[]) AND owner = $2 RETURNING shard",
+        sorted(set(shards)),
+        owner,
+    )
+    await reset_scheduled(conn, [int(r["shard"]) for r in rows])
+
+
+async def queue_add(conn: Conn, rows: Sequence[Any]) -> None:
+    """Hosts gained QUEUED rows (records with shard, host_key, next_fetch_at, priority)."""
+    if rows:
+        await conn.execute(
+            "SELECT courtier_queue_add($1, $2, $3, $4)",
+            [r["shard"] for r in rows],
+            [r["host_key"] for r in rows],
+            [r["next_fetch_at"] for r in rows],
+            [r["priority"] for r in rows],
+        )
+
+
+async def load_host(conn: Conn, host_key: str) -> HostRecord | None:
+    row = await conn.fetchrow(
+        f"SELECT {HOST_COLUMNS} FROM hosts WHERE shard = $1 AND host_key = $2",
+        host_shard(host_key),
+        host_key,
+    )
+    return None if row is None else host_record(row)
+
+
+async def save_robots(conn: Conn, record: HostRecord, now: float) -> None:
+    """Upsert the robots fields; a ``robots_body`` of None keeps the stored body."""
+    await conn.execute(
+        "INSERT INTO hosts AS h (shard, host_key, robots_status, robots_body, robots_fetched_at,"
+        " robots_expires_at, robots_digest, crawl_delay, updated_at)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+        " ON CONFLICT (shard, host_key) DO UPDATE SET robots_status = EXCLUDED.robots_status,"
+        " robots_body = COALESCE(EXCLUDED.robots_body, h.robots_body),"
+        " robots_fetched_at = EXCLUDED.robots_fetched_at,"
+        " robots_expires_at = EXCLUDED.robots_expires_at,"
+        " robots_digest = EXCLUDED.robots_digest, crawl_delay = EXCLUDED.crawl_delay,"
+        " updated_at = EXCLUDED.updated_at",
+        host_shard(record.host_key),
+        record.host_key,
+        record.robots_status,
+        record.robots_body,
+        record.robots_fetched_at,
+        record.robots_expires_at,
+        record.robots_digest,
+        record.crawl_delay,
+        now,
+    )
+
+
+async def save_backoff(conn: Conn, host_key: str, until: float, now: float) -> None:
+    await conn.execute(
+        "INSERT INTO hosts (shard, host_key, backoff_until, updated_at) VALUES ($1, $2, $3, $4)"
+        " ON CONFLICT (shard, host_key) DO UPDATE SET backoff_until = EXCLUDED.backoff_until,"
+        " updated_at = EXCLUDED.updated_at",
+        host_shard(host_key),
+        host_key,
+        until,
+        now,
+    )
+
+
+async def set_policy(
+    conn: Conn,
+    host_key: str,
+    policy: tuple[float | None, int | None, int | None, bool],
+    now: float,
+) -> None:
+    delay, max_in_flight, max_pages, blocked = policy
+    await conn.execute(
+        "INSERT INTO hosts (shard, host_key, policy_delay, policy_max_in_flight,"
+        " policy_max_pages, blocked, updated_at, policy_updated_at)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7, $7)"
+        " ON CONFLICT (shard, host_key) DO UPDATE SET policy_delay = EXCLUDED.policy_delay,"
+        " policy_max_in_flight = EXCLUDED.policy_max_in_flight,"
+        " policy_max_pages = EXCLUDED.policy_max_pages, blocked = EXCLUDED.blocked,"
+        " updated_at = EXCLUDED.updated_at, policy_updated_at = EXCLUDED.policy_updated_at",
+        host_shard(host_key),
+        host_key,
+        delay,
+        max_in_flight,
+        max_pages,
+        blocked,
+        now,
+    )
+
+
+async def policies_changed(conn: Conn, since: float) -> list[HostRecord]:
+    rows = await conn.fetch(
+        f"SELECT {HOST_COLUMNS} FROM hosts WHERE policy_updated_at > $1"
+        " ORDER BY policy_updated_at",
+        since,
+    )
+    return [host_record(r) for r in rows]
+
+
+FETCH_LOG_COLUMNS = (
+    "id", "url_key", "version", "fetched_at", "status", "outcome", "robots_digest",
+    "delay_applied", "error_kind",
+)
+
+
+async def fetch_log(
+    conn: Conn, after: int, limit: int, shard_key: tuple[int, bytes] | None
+) -> list[dict[str, Any]]:
+    cols = ", ".join(FETCH_LOG_COLUMNS)
+    if shard_key is None:
+        rows = await conn.fetch(
+            f"SELECT {cols} FROM fetch_log WHERE id > $1 ORDER BY id LIMIT $2", after, limit
+        )
+    else:
+        rows = await conn.fetch(
+            f"SELECT {cols} FROM fetch_log WHERE shard = $3 AND url_key = $4 AND id > $1"
+            " ORDER BY id LIMIT $2",
+            after,
+            limit,
+            *shard_key,
+        )
+    out = []
+    for row in rows:
+        item = dict(row)
+        item["url_key"] = bytes(item["url_key"]).hex()
+        out.append(item)
+    return out
+
+
+async def counts(conn: Conn) -> dict[str, int]:
+    row = await conn.fetchrow(
+        "SELECT count(*) AS urls, count(*) FILTER (WHERE state = 0) AS queued,"
+        " count(*) FILTER (WHERE state = 1) AS scheduled,"
+        " count(*) FILTER (WHERE state = 2) AS retired,"
+        " count(last_fetch_at) AS fetched,"
+        " (SELECT count(*) FROM events) AS events, (SELECT count(*) FROM hosts) AS hosts"
+        " FROM urls"
+    )
+    assert row is not None
+    return {name: int(row[name]) for name in
+            ("urls", "queued", "scheduled", "retired", "fetched", "events", "hosts")}

@@ -1,0 +1,104 @@
+"""Numbered schema migrations of the PostgreSQL store.
+
+Migrations are the files ``migrations/NNNN_name.sql`` shipped as package data.
+Each runs in its own transaction together with its ``schema_version`` row, so a
+failure leaves the database at the previous version. Concurrent processes opening
+the same database serialise on a transaction-level advisory lock and re-read the
+version under it, so each step is applied once. A database written by a newer
+courtier (a version above the newest file here) is refused with a clear error.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from importlib import resources
+
+from courtier.errors import StoreError
+from courtier.store.postgres._rows import Conn
+
+#: advisory lock key held while migrating (arbitrary, fixed: "cour")
+MIGRATION_LOCK = 0x636F7572
+
+_MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One numbered schema step."""
+
+    version: int
+    name: str
+    sql: str
+
+
+def load_migrations() -> list[Migration]:
+    """The packaged migrations in version order; a gap or duplicate is a StoreError."""
+    folder = resources.files("courtier.store.postgres").joinpath("migrations")
+    found: list[Migration] = []
+    for entry in folder.iterdir():
+        match = _MIGRATION_NAME.match(entry.name)
+        if match is not None:
+            found.append(Migration(int(match.group(1)), entry.name, entry.read_text("utf-8")))
+    found.sort(key=lambda m: m.version)
+    if [m.version for m in found] != list(range(1, len(found) + 1)):
+        names = ", ".join(m.name for m in found)
+        raise StoreError(f"PostgreSQL migrations are not numbered 0001.. without gaps: {names}")
+    return found
+
+
+async def _ensure_version_table(conn: Conn) -> None:
+    await conn.execute(
+        "CREATE TABLE IF NOT EXISTS schema_version ("
+        " version integer PRIMARY KEY, name text NOT NULL,"
+        " applied_at double precision NOT NULL)"
+    )
+
+
+async def current_version(conn: Conn) -> int:
+    """The highest applied migration (0 for an empty database)."""
+    if not await conn.fetchval("SELECT to_regclass('schema_version') IS NOT NULL"):
+        return 0
+    value = await conn.fetchval("SELECT COALESCE(MAX(version), 0) FROM schema_version")
+    return int(value or 0)
+
+
+async def migrate(conn: Conn, migrations: list[Migration] | None = None) -> int:
+    """Apply every migration newer than the database; return the resulting version."""
+    steps = load_migrations() if migrations is None else migrations
+    newest = steps[-1].version if steps else 0
+    version = await current_version(conn)
+    if version > newest:
+        raise StoreError(_too_new(version, newest))
+    if version == newest:
+        return version
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock($1)", MIGRATION_LOCK)
+        await _ensure_version_table(conn)
+    for step in steps:
+        if step.version <= version:
+            continue
+        async with conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", MIGRATION_LOCK)
+            now_at = await current_version(conn)
+            if now_at > newest:
+                raise StoreError(_too_new(now_at, newest))
+            if now_at >= step.version:  # another process migrated meanwhile
+                continue
+            await conn.execute(step.sql)
+            await conn.execute(
+                "INSERT INTO schema_version (version, name, applied_at) VALUES ($1, $2, $3)",
+                step.version,
+                step.name,
+                time.time(),
+            )
+        version = step.version
+    return version
+
+
+def _too_new(version: int, newest: int) -> str:
+    return (
+        f"the PostgreSQL schema is version {version} but this courtier knows only up to "
+        f"{newest}; upgrade courtier or point --store at another database"
+    )

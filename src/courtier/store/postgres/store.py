@@ -1,0 +1,337 @@
+"""PostgresStore: the shared :class:`~courtier.store.base.Store` of a scaled-out crawl.
+
+Connections come from an asyncpg pool (a lost connection is dropped and replaced
+on the next call; the failed call raises StoreError and the caller retries).
+Each public method is one transaction, and the hot ones are one round trip: a
+call to a PL/pgSQL function of the schema taking arrays (intake, refill, commit,
+outbox read). Every session runs with ``synchronous_commit = on``: an
+acknowledged commit is on the server's disk (and on its synchronous standbys).
+
+asyncpg, PostgreSQL and OS errors are raised as :class:`StoreError` naming the
+operation and the server (never the password); nothing of a failed call is
+applied. Schema set-up and migration happen in :meth:`open` (see ``_schema``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable, Collection, Sequence
+from itertools import chain
+from typing import Any, TypeVar
+
+import asyncpg
+
+from courtier.clock import Clock, RealClock
+from courtier.errors import StoreError
+from courtier.frontier.host import OVERDUE_AFTER
+from courtier.store.base import (
+    CommitResult,
+    DueUrl,
+    Event,
+    FetchCommit,
+    HostRecord,
+    HostStatsDelta,
+    NewUrl,
+)
+from courtier.store.postgres import _intake, _queries, _rows, _schema
+from courtier.store.postgres._rows import Conn
+from courtier.store.postgres.dsn import describe_dsn
+
+T = TypeVar("T")
+
+#: errors of the driver, the server and the network that become StoreError
+DRIVER_ERRORS: tuple[type[BaseException], ...] = (
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    OSError,
+    asyncio.TimeoutError,
+)
+
+
+class PostgresStore:
+    """A Store in one PostgreSQL database, shared by any number of processes.
+
+    ``dsn`` is a ``postgresql://`` URL. ``clock`` stamps events and host updates.
+    """
+
+    def __init__(
+        self, dsn: str, clock: Clock | None = None, *, min_size: int = 1, max_size: int = 8,
+        connect_timeout: float = 10.0,
+    ) -> None:
+        self._dsn = dsn
+        self._where = describe_dsn(dsn)
+        self._clock: Clock = clock if clock is not None else RealClock()
+        self._pool: asyncpg.Pool | None = None
+        self._closed = False
+        self._sizes = (min_size, max_size)
+        self._connect_timeout = connect_timeout
+        self._schema_version = 0
+
+    @property
+    def schema_version(self) -> int:
+        return self._schema_version
+
+    @property
+    def where(self) -> str:
+        """The server and database, without credentials (for messages)."""
+        return self._where
+
+    # -- plumbing ---------------------------------------------------------------
+
+    def _fail(self, op: str, exc: BaseException) -> StoreError:
+        return StoreError(f"PostgreSQL store {self._where}: {op} failed: {_reason(exc)}")
+
+    async def _run(self, op: str, fn: Callable[[Conn], Awaitable[T]],
+                   write: bool = True) -> T:
+        pool = self._pool
+        if pool is None or self._closed:
+            raise StoreError(
+                f"PostgreSQL store {self._where}: {op} called on a store that is not open")
+        try:
+            async with pool.acquire() as conn, conn.transaction(readonly=not write):
+                return await fn(conn)
+        except StoreError:
+            raise
+        except DRIVER_ERRORS as exc:
+            raise self._fail(op, exc) from exc
+
+    # -- life cycle ---------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Connect (a pool) and create or migrate the schema. Idempotent."""
+        if self._pool is not None:
+            return
+        if self._closed:
+            raise StoreError(f"PostgreSQL store {self._where} was closed; create a new one")
+        try:
+            pool = await asyncpg.create_pool(
+                self._dsn, min_size=self._sizes[0], max_size=self._sizes[1],
+                timeout=self._connect_timeout, command_timeout=300,
+                server_settings={"synchronous_commit": "on", "application_name": "courtier"},
+            )
+        except DRIVER_ERRORS as exc:
+            raise self._fail("connect", exc) from exc
+        except ValueError as exc:  # a malformed DSN
+            raise StoreError(f"PostgreSQL store {self._where}: bad URL: {exc}") from exc
+        try:
+            async with pool.acquire() as conn:
+                self._schema_version = await _schema.migrate(conn)
+        except BaseException as exc:
+            await pool.close()
+            if isinstance(exc, DRIVER_ERRORS):
+                raise self._fail("schema migration", exc) from exc
+            raise
+        self._pool = pool
+
+    async def close(self) -> None:
+        pool, self._pool = self._pool, None
+        self._closed = True
+        if pool is not None:
+            try:
+                await pool.close()
+            except DRIVER_ERRORS as exc:
+                raise self._fail("close", exc) from exc
+
+    # -- URLs ---------------------------------------------------------------------------
+
+    async def add_urls(self, urls: Sequence[NewUrl]) -> int:
+        """One round trip per batch; batches of ``COPY_THRESHOLD`` rows or more (seed files)
+        go through COPY instead (same rules, see ``_intake``)."""
+        if len(urls) >= _intake.COPY_THRESHOLD:
+            return await self.add_urls_bulk(urls)
+        if not urls:
+            return 0
+        rows = _rows.new_url_rows(urls)
+        return await self._run("add_urls", lambda conn: _intake.add_rows(conn, rows))
+
+    async def add_urls_bulk(self, urls: Sequence[NewUrl]) -> int:
+        """Like :meth:`add_urls`, through COPY into a temporary table (big seed files)."""
+        if not urls:
+            return 0
+        rows = _rows.new_url_rows(urls)
+        return await self._run("add_urls_bulk", lambda conn: _intake.copy_rows(conn, rows))
+
+    async def load_due(self, shards: Sequence[int], now: float, limit: int, per_host_limit: int,
+                       skip_hosts: Collection[str] = ()) -> list[DueUrl]:
+        if limit <= 0 or per_host_limit <= 0 or not shards:
+            return []
+        args = (sorted(set(shards)), now, now - OVERDUE_AFTER, limit, per_host_limit,
+                sorted(set(skip_hosts)))
+
+        async def job(conn: Conn) -> list[DueUrl]:
+            rows = await conn.fetch(
+                "SELECT * FROM courtier_load_due($1, $2, $3, $4, $5, $6) ORDER BY walk", *args)
+            return [_rows.due_url(r) for r in rows]
+
+        return await self._run("load_due", job)
+
+    async def reset_scheduled(self, shards: Sequence[int]) -> int:
+        return await self._run("reset_scheduled",
+                               lambda conn: _queries.reset_scheduled(conn, shards))
+
+    async def release(self, items: Sequence[tuple[bytes, float]]) -> int:
+        if not items:
+            return 0
+        ordered = sorted((_rows.key_shard(k), k, at) for k, at in items)
+
+        async def job(conn: Conn) -> int:
+            rows = await conn.fetch(
+                f"UPDATE urls u SET state = {_rows.QUEUED}, next_fetch_at = t.at"
+                " FROM unnest($1::integer[], $2::bytea[], $3::float8[]) AS t(shard, url_key, at)"
+                " WHERE u.shard = t.shard AND u.url_key = t.url_key"
+                f" AND u.state = {_rows.SCHEDULED}"
+                " RETURNING u.shard, u.host_key, u.next_fetch_at, u.priority",
+                [s for s, _, _ in ordered], [k for _, k, _ in ordered],
+                [at for _, _, at in ordered])
+            await _queries.queue_add(conn, rows)
+            return len(rows)
+
+        return await self._run("release", job)
+
+    async def seed_urls(self, limit: int = 100_000) -> list[str]:
+        async def job(conn: Conn) -> list[str]:
+            rows = await conn.fetch(
+                "SELECT url FROM urls WHERE depth = 0 ORDER BY discovered_at, url LIMIT $1",
+                max(0, limit))
+            return [r["url"] for r in rows]
+
+        return await self._run("seed_urls", job, write=False)
+
+    async def next_due_at(self, shards: Sequence[int], pending_only: bool = False) -> float | None:
+        pending = " AND (u.version = 0 OR u.failure_count > 0)" if pending_only else ""
+        sql = ("SELECT min((SELECT u.next_fetch_at FROM urls u WHERE u.shard = s"
+               f" AND u.state = {_rows.QUEUED}{pending} ORDER BY u.next_fetch_at LIMIT 1))"
+               " FROM unnest($1::integer[]) AS s")
+
+        async def job(conn: Conn) -> float | None:
+            value = await conn.fetchval(sql, sorted(set(shards)))
+            return None if value is None else float(value)
+
+        return await self._run("next_due_at", job, write=False)
+
+    async def due_within(self, shards: Sequence[int], until: float) -> int:
+        async def job(conn: Conn) -> int:
+            value = await conn.fetchval(
+                "SELECT count(*) FROM urls WHERE shard = ANY($1::integer[])"
+                f" AND state = {_rows.QUEUED} AND next_fetch_at < $2",
+                sorted(set(shards)), until)
+            return int(value or 0)
+
+        return await self._run("due_within", job, write=False)
+
+    async def commit(self, commits: Sequence[FetchCommit],
+                     host_stats: Sequence[HostStatsDelta] = ()) -> CommitResult:
+        if not commits and not host_stats:
+            return CommitResult(applied=0, stale=0, new_urls=0)
+        rows = _rows.commit_rows(commits)
+        new = _rows.new_url_rows(chain.from_iterable(c.new_urls for c in commits))
+        stats, now = _rows.host_delta_rows(host_stats), self._clock.now()
+
+        async def job(conn: Conn) -> CommitResult:
+            applied, stale, added = await conn.fetchval(
+                "SELECT courtier_commit($1::courtier_commit[], $2::courtier_new_url[],"
+                " $3::courtier_host_delta[], $4)", rows, new, stats, now)
+            return CommitResult(applied=applied, stale=stale, new_urls=added)
+
+        return await self._run("commit", job)
+
+    async def get_url(self, url_key: bytes) -> dict[str, Any] | None:
+        shard = _rows.key_shard(url_key)
+
+        async def job(conn: Conn) -> dict[str, Any] | None:
+            row = await conn.fetchrow(
+                "SELECT * FROM urls WHERE shard = $1 AND url_key = $2", shard, url_key)
+            if row is None:
+                return None
+            result = dict(row)
+            result["url_key"] = bytes(result["url_key"])
+            result["url_key_hex"] = result["url_key"].hex()
+            return result
+
+        return await self._run("get_url", job, write=False)
+
+    # -- shards -------------------------------------------------------------------------
+
+    async def acquire_shards(self, owner: str, shards: Sequence[int], now: float,
+                             lease_seconds: float) -> dict[int, int]:
+        return await self._run("acquire_shards", lambda conn: _queries.acquire_shards(
+            conn, owner, shards, now, lease_seconds))
+
+    async def renew_shards(self, owner: str, epochs: dict[int, int], now: float,
+                           lease_seconds: float) -> set[int]:
+        return await self._run("renew_shards", lambda conn: _queries.renew_shards(
+            conn, owner, epochs, now, lease_seconds))
+
+    async def release_shards(self, owner: str, shards: Sequence[int]) -> None:
+        await self._run("release_shards",
+                        lambda conn: _queries.release_shards(conn, owner, shards))
+
+    # -- hosts ----------------------------------------------------------------------------
+
+    async def load_host(self, host_key: str) -> HostRecord | None:
+        return await self._run("load_host", lambda conn: _queries.load_host(conn, host_key),
+                               write=False)
+
+    async def save_robots(self, record: HostRecord) -> None:
+        now = self._clock.now()
+        await self._run("save_robots", lambda conn: _queries.save_robots(conn, record, now))
+
+    async def set_policy(self, host_key: str, shard: int, delay: float | None,
+                         max_in_flight: int | None, max_pages: int | None,
+                         blocked: bool) -> None:
+        policy, now = (delay, max_in_flight, max_pages, blocked), self._clock.now()
+        await self._run("set_policy",
+                        lambda conn: _queries.set_policy(conn, host_key, policy, now))
+
+    async def save_backoff(self, host_key: str, shard: int, until: float) -> None:
+        now = self._clock.now()
+        await self._run("save_backoff",
+                        lambda conn: _queries.save_backoff(conn, host_key, until, now))
+
+    async def policies_changed(self, since: float) -> list[HostRecord]:
+        return await self._run("policies_changed",
+                               lambda conn: _queries.policies_changed(conn, since), write=False)
+
+    # -- audit, payloads, events, figures ---------------------------------------------------
+
+    async def fetch_log(self, after: int = 0, limit: int = 1000,
+                        url_key: bytes | None = None) -> list[dict[str, Any]]:
+        where = None if url_key is None else (_rows.key_shard(url_key), url_key)
+        return await self._run("fetch_log", lambda conn: _queries.fetch_log(
+            conn, after, limit, where), write=False)
+
+    async def payload_location(self, digest: str) -> tuple[str, int, str, float] | None:
+        async def job(conn: Conn) -> tuple[str, int, str, float] | None:
+            r = await conn.fetchrow("SELECT warc_file, warc_offset, url, fetched_at FROM payloads"
+                                    " WHERE digest = $1", digest)
+            return None if r is None else (r[0], int(r[1]), r[2], float(r[3]))
+
+        return await self._run("payload_location", job, write=False)
+
+    async def read_events(self, after: int, limit: int) -> list[Event]:
+        """Events with position > ``after`` (see the sequencer in migration 0002)."""
+        async def job(conn: Conn) -> list[Event]:
+            rows = await conn.fetch("SELECT * FROM courtier_read_events($1, $2)",
+                                    after, max(0, limit))
+            return [Event(r["read_pos"], bytes(r["url_key"]), r["version"], r["created_at"],
+                          json.loads(r["payload"])) for r in rows]
+
+        return await self._run("read_events", job)
+
+    async def counts(self) -> dict[str, int]:
+        return await self._run("counts", _queries.counts, write=False)
+
+
+def _reason(exc: BaseException) -> str:
+    """A one-line cause, with a hint for the common connection failures."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if isinstance(exc, asyncpg.InvalidPasswordError):
+        return f"{text} (wrong password or user)"
+    if isinstance(exc, asyncpg.InvalidCatalogNameError):
+        return f"{text} (create the database first)"
+    if isinstance(exc, ConnectionRefusedError | asyncio.TimeoutError) or (
+        isinstance(exc, OSError) and not isinstance(exc, asyncpg.PostgresError)
+    ):
+        return f"{text} (is the server running and reachable?)"
+    return text

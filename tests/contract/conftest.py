@@ -1,0 +1,69 @@
+"""Store fixtures of the contract suites: every test runs against every Store.
+
+A backend is a factory: a function of the test's request and temp folder returning
+a zero-argument callable that builds a *new, unopened* store over the same backing
+data each time it is called (so durability can be tested by closing one instance
+and opening another). PostgreSQL uses one database per test module (tests/pg.py),
+emptied before each test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+
+from courtier.clock import VirtualClock
+from courtier.store.base import Store
+from courtier.store.memory import MemoryStore
+from courtier.store.postgres import PostgresStore
+from courtier.store.sqlite import SqliteStore
+
+T0 = 1_700_000_000.0
+
+StoreMaker = Callable[[], Store]
+
+
+def _sqlite_factory(request: pytest.FixtureRequest, tmp: Path) -> StoreMaker:
+    path = tmp / "data" / "crawl.sqlite"
+    clock = VirtualClock(T0)
+    return lambda: SqliteStore(path, clock=clock)
+
+
+def _memory_factory(request: pytest.FixtureRequest, tmp: Path) -> StoreMaker:
+    # one object is its own "backing data": reopening it sees what was written
+    store = MemoryStore(clock=VirtualClock(T0))
+    return lambda: store
+
+
+def _postgres_factory(request: pytest.FixtureRequest, tmp: Path) -> StoreMaker:
+    from tests.pg import truncate
+
+    dsn: str = request.getfixturevalue("pg_module_dsn")
+    asyncio.run(truncate(dsn))
+    clock = VirtualClock(T0)
+    return lambda: PostgresStore(dsn, clock=clock, max_size=4)
+
+
+FACTORIES: dict[str, Callable[[pytest.FixtureRequest, Path], StoreMaker]] = {
+    "memory": _memory_factory,
+    "sqlite": _sqlite_factory,
+    "postgres": _postgres_factory,
+}
+
+
+@pytest.fixture(params=sorted(FACTORIES))
+def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> StoreMaker:
+    return FACTORIES[request.param](request, tmp_path)
+
+
+@pytest.fixture
+async def store(make_store: StoreMaker) -> AsyncIterator[Store]:
+    s = make_store()
+    await s.open()
+    try:
+        yield s
+    finally:
+        await s.close()

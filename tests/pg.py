@@ -1,0 +1,74 @@
+"""PostgreSQL for tests: the real server on 127.0.0.1:5432 (user root, trust auth).
+
+:func:`temporary_database` creates a uniquely named database (connecting to the
+``postgres`` database to CREATE/DROP it) and drops it afterwards. When the server
+is absent the test is skipped with the reason, except with ``CI=true``, where it
+fails: CI must never pass without having run the PostgreSQL tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import asyncpg
+import pytest
+
+PG_HOST = os.environ.get("COURTIER_TEST_PG_HOST", "127.0.0.1")
+PG_PORT = int(os.environ.get("COURTIER_TEST_PG_PORT", "5432"))
+PG_USER = os.environ.get("COURTIER_TEST_PG_USER", "root")
+ADMIN_DSN = f"postgresql://{PG_USER}@{PG_HOST}:{PG_PORT}/postgres"
+
+#: tables emptied between tests that share one database (schema_version is kept)
+DATA_TABLES = ("urls", "host_queue", "hosts", "shards", "events", "payloads", "fetch_log")
+
+
+def dsn_of(database: str) -> str:
+    return f"postgresql://{PG_USER}@{PG_HOST}:{PG_PORT}/{database}"
+
+
+async def _admin(sql: str) -> None:
+    conn = await asyncpg.connect(ADMIN_DSN, timeout=5)
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+def _unavailable(exc: BaseException) -> None:
+    reason = f"PostgreSQL not reachable at {PG_HOST}:{PG_PORT} ({exc})"
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{reason}; CI requires it (.ci/run starts it)")
+    pytest.skip(f"{reason}; skipped, not passed")
+
+
+@contextmanager
+def temporary_database(label: str = "test") -> Iterator[str]:
+    """Create ``courtier_<label>_<random>``; yield its DSN; drop it (even on failure)."""
+    name = f"courtier_{label}_{uuid.uuid4().hex[:12]}"
+    try:
+        asyncio.run(_admin(f'CREATE DATABASE "{name}"'))
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:
+        _unavailable(exc)
+    try:
+        yield dsn_of(name)
+    finally:
+        asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+async def truncate(dsn: str) -> None:
+    """Empty a courtier database (keeping its schema) so the next test starts fresh."""
+    conn = await asyncpg.connect(dsn, timeout=5)
+    try:
+        exists = await conn.fetchval("SELECT to_regclass('urls') IS NOT NULL")
+        if exists:
+            # DELETE, not TRUNCATE: for the few rows a test leaves it avoids file work
+            await conn.execute(
+                "".join(f"DELETE FROM {table};" for table in DATA_TABLES)
+                + "UPDATE outbox_sequencer SET last_position = 0"
+            )
+    finally:
+        await conn.close()

@@ -1,0 +1,119 @@
+"""Capacity arithmetic against the seeds' worked numbers (pure, no files)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from courtier.errors import ConfigError
+from courtier.ops.plan import (
+    CrawlShape,
+    Figures,
+    RefreshTier,
+    parse_count,
+    parse_refresh_split,
+    plan,
+)
+
+FIGURES = Figures(
+    measured_at="2026-12-01T00:00:00Z", source="test", cpu_seconds_per_page=0.004,
+    store_bytes_per_url=500, store_bytes_per_event=300, warc_bytes_per_fetch=9000,
+    warc_compression_ratio=4.0, peak_rss_mb=120,
+)
+SEEDS = CrawlShape(known_urls=10e9, fetches_per_day=1e9, page_kb=200)
+
+
+def test_seed_worked_numbers() -> None:
+    result = plan(SEEDS, FIGURES)
+    assert round(result.average_fetches_per_second) == 11_574
+    assert result.peak_fetches_per_second == pytest.approx(25_000)
+    assert result.body_bytes_per_day == pytest.approx(200e12)          # 200 TB/day
+    assert result.average_bandwidth_bytes_per_second == pytest.approx(11_574.07 * 200e3, rel=1e-6)
+    assert result.peak_bandwidth_bytes_per_second == pytest.approx(5e9)  # 40 Gbit/s
+
+
+def test_refresh_split_of_the_seeds() -> None:
+    result = plan(SEEDS, FIGURES)
+    daily, rest = result.tiers
+    assert (daily.urls, daily.days, daily.fetches_per_day) == (100e6, 1.0, 100e6)
+    assert rest.urls == pytest.approx(9.9e9) and rest.days == 30
+    assert rest.fetches_per_day == pytest.approx(330e6)
+    assert result.refresh_fetches_per_day == pytest.approx(430e6)
+    assert result.discovery_fetches_per_day == pytest.approx(570e6)
+    assert result.rest_days_that_fit == pytest.approx(9.9e9 / 900e6)    # 11 days
+
+
+def test_over_budget_split_is_reported_with_the_cycle_that_fits() -> None:
+    shape = CrawlShape(known_urls=10e9, fetches_per_day=1e9, page_kb=200,
+                       refresh=parse_refresh_split("100M:1,rest:5"))
+    result = plan(shape, FIGURES)
+    assert result.discovery_fetches_per_day == pytest.approx(1e9 - 100e6 - 1.98e9)
+    assert result.rest_days_that_fit == pytest.approx(11.0)
+
+
+def test_storage_and_retention() -> None:
+    result = plan(SEEDS, FIGURES)
+    # 200 KB bodies at 4x plus 1,000 B of request record and headers per fetch
+    assert result.warc_bytes_per_day == pytest.approx(1e9 * (50e3 + 1e3))
+    assert result.warc_bytes_retained == pytest.approx(result.warc_bytes_per_day * 90)
+    assert result.url_store_bytes == pytest.approx(10e9 * 500)
+    assert result.event_bytes_per_day == pytest.approx(1e9 * 300)
+
+
+def test_workers_cores_and_postgres_nodes() -> None:
+    result = plan(SEEDS, FIGURES)
+    # 25,000 fetches/s x 4 ms of CPU = 100 cores busy, at 75 % each
+    assert result.cores == math.ceil(100 / 0.75) == result.workers
+    assert result.machines == math.ceil(134 / 32)
+    # 2 rows per fetch at peak plus the new URLs' inserts at the same peak factor
+    assert result.store_rows_per_second_peak == pytest.approx(50_000 + 570e6 / 86_400 * 2.16)
+    assert result.pg_nodes_for_writes == 1 and not result.pg_rows_measured
+    # 5 TB of URL rows + 90 days x 300 GB of events = 32 TB at 4 TB a node
+    assert result.pg_nodes_for_storage == 8 == result.pg_nodes
+
+
+def test_measured_postgres_figure_is_used_and_flag_overrides_it() -> None:
+    measured = Figures(**{**{f: getattr(FIGURES, f) for f in FIGURES.__slots__},
+                          "pg_rows_per_second_per_node": 20_000.0})
+    result = plan(SEEDS, measured)
+    assert result.pg_rows_measured and result.pg_nodes_for_writes == 4
+    flagged = plan(CrawlShape(10e9, 1e9, 200, pg_rows_per_second=10_000.0), measured)
+    assert not flagged.pg_rows_measured and flagged.pg_nodes_for_writes == 7
+
+
+def test_cores_scale_with_the_measured_cpu_per_page() -> None:
+    cheap = Figures(**{**{f: getattr(FIGURES, f) for f in FIGURES.__slots__},
+                       "cpu_seconds_per_page": 0.002})
+    assert plan(SEEDS, cheap).cores == math.ceil(50 / 0.75)
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("10e9", 10e9), ("1e9", 1e9), ("100M", 100e6), ("1.5B", 1.5e9), ("250k", 250e3),
+    ("1_000", 1000.0), ("7", 7.0),
+])
+def test_parse_count(text: str, value: float) -> None:
+    assert parse_count(text, "--known-urls") == value
+
+
+@pytest.mark.parametrize("text", ["", "ten", "1e", "-5", "5X"])
+def test_parse_count_rejects_and_names_the_flag(text: str) -> None:
+    with pytest.raises(ConfigError, match="--known-urls"):
+        parse_count(text, "--known-urls")
+
+
+def test_parse_refresh_split() -> None:
+    assert parse_refresh_split("100M:1,rest:30d") == (RefreshTier(100e6, 1.0),
+                                                      RefreshTier(None, 30.0))
+    for bad in ("100M", "100M:0", "rest:1,rest:2", "100M:x"):
+        with pytest.raises(ConfigError, match="--refresh-split"):
+            parse_refresh_split(bad)
+
+
+def test_bad_shapes_name_the_flag() -> None:
+    with pytest.raises(ConfigError, match="--refresh-split"):
+        plan(CrawlShape(1e6, 1e6, 10, refresh=parse_refresh_split("2M:1")), FIGURES)
+    with pytest.raises(ConfigError, match="--peak-factor"):
+        plan(CrawlShape(1e6, 1e6, 10, peak_factor=0.5), FIGURES)
+    with pytest.raises(ConfigError, match="--page-kb"):
+        plan(CrawlShape(1e6, 1e6, 0), FIGURES)
