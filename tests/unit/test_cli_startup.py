@@ -12,8 +12,8 @@ import sys
 
 import pytest
 
-HEAVY = ("aiohttp", "numpy", "courtier.worker", "courtier.api.server", "courtier.store.sqlite",
-         "selectolax", "warcio")
+HEAVY = ("aiohttp", "numpy", "asyncpg", "courtier.worker", "courtier.api.server",
+         "courtier.store.sqlite", "selectolax", "warcio")
 
 _PROBE = """
 import contextlib, io, json, sys
