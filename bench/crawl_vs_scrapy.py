@@ -2,8 +2,9 @@
 
 One command (from the repository root)::
 
-    .venv/bin/python bench/crawl_vs_scrapy.py            # 200 hosts x 30 pages, delay 0.5 s
-    .venv/bin/python bench/crawl_vs_scrapy.py --smoke    # 10 hosts x 10 pages, quick check
+    .venv/bin/python bench/crawl_vs_scrapy.py          # 1,000 hosts x 20 pages, delays 0, 0.5 s
+    .venv/bin/python bench/crawl_vs_scrapy.py --quick  # 200 hosts x 30 pages, delay 0.5 s
+    .venv/bin/python bench/crawl_vs_scrapy.py --smoke  # 10 hosts x 10 pages, quick check
 
 What happens:
 
@@ -41,7 +42,7 @@ import access_log
 import record_figures
 import static_web
 from nginx_local import LocalNginx, ensure_nginx, free_port
-from report import RunResult, ratio_line, run_measured, table
+from report import RunResult, cpu_ratio, ratio_line, run_measured, table
 
 BENCH = Path(__file__).resolve().parent
 PEER_VENV = BENCH / ".peer-venv"
@@ -133,6 +134,15 @@ def scrapy_cmd(a: argparse.Namespace, seeds: Path, max_pages: int, stats: Path) 
     ]
 
 
+def profiled(cmd: list[str], out: Path, rate: int) -> list[str]:
+    """``cmd`` under py-spy (raw collapsed stacks, idle frames left out) writing to ``out``."""
+    spy = Path(sys.executable).with_name("py-spy")
+    if not spy.exists():
+        raise SystemExit(f"--profile-courtier needs {spy}: .venv/bin/pip install py-spy")
+    return [str(spy), "record", "--format", "raw", "--rate", str(rate), "--output", str(out),
+            "--", *cmd]
+
+
 def measure(
     name: str,
     cmd: list[str],
@@ -143,6 +153,8 @@ def measure(
     out: Path,
 ) -> RunResult:
     """Serve the web with a fresh nginx, run one crawler, judge it from the access log."""
+    work.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
     log = work / f"access-{name}.log"
     print(f"[{name}] {' '.join(cmd)}", flush=True)
     load_before = os.getloadavg()[0]
@@ -181,6 +193,8 @@ def measure(
         examples=pol.examples,
         load_before=load_before,
         load_after=os.getloadavg()[0],
+        delay=a.delay,
+        page_requests=cov.page_requests,
     )
     print(
         f"[{name}] exit {code}{' (killed at hard timeout)' if timed_out else ''}, "
@@ -192,11 +206,13 @@ def measure(
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description="courtier vs Scrapy on a local nginx test web")
-    ap.add_argument("--hosts", type=int, default=200)
-    ap.add_argument("--pages", type=int, default=30, help="pages per host, home page included")
+    ap.add_argument("--hosts", type=int, default=1000)
+    ap.add_argument("--pages", type=int, default=20, help="pages per host, home page included")
     ap.add_argument("--page-bytes", type=int, default=30_000)
     ap.add_argument("--links", type=int, default=50, help="links per page")
-    ap.add_argument("--delay", type=float, default=0.5, help="per-host delay, both crawlers")
+    ap.add_argument("--delay", type=float, action="append", dest="delays",
+                    help="per-host delay, both crawlers (repeatable: one pair of runs per "
+                         "delay; default 0 and 0.5)")
     ap.add_argument("--concurrency", type=int, default=64, help="total requests in flight")
     ap.add_argument("--max-seconds", type=float, default=600, help="each crawler's own limit")
     ap.add_argument("--grace", type=float, default=60, help="hard kill this long after it")
@@ -211,10 +227,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="write courtier's per-core figures for `courtier plan` here "
                          "(no value: the copy shipped in the package)")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (web, logs, data)")
+    ap.add_argument("--profile-courtier", action="store_true",
+                    help="run courtier under py-spy (raw stacks saved beside the results; "
+                         "its CPU figures then include the sampler's)")
+    ap.add_argument("--profile-rate", type=int, default=200, help="py-spy samples per second")
+    ap.add_argument("--quick", action="store_true",
+                    help="the earlier default: 200 hosts x 30 pages, delay 0.5 s")
     ap.add_argument("--smoke", action="store_true", help="10 hosts x 10 pages, delay 0.2 s")
     a = ap.parse_args(argv)
     if a.smoke:
-        a.hosts, a.pages, a.delay, a.max_seconds = 10, 10, 0.2, 120
+        a.hosts, a.pages, a.delays, a.max_seconds = 10, 10, [0.2], 120
+    elif a.quick:
+        a.hosts, a.pages = 200, 30
+        a.delays = a.delays or [0.5]
+    a.delays = a.delays or [0.0, 0.5]
+    a.delay = a.delays[0]
     return a
 
 
@@ -251,45 +278,54 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
         max_pages = 2 * manifest.total_pages + a.hosts
-        results: list[RunResult] = []
-        for name in names:
-            if name == "courtier":
-                cmd = courtier_cmd(a, work / "courtier-data", seeds, hosts, max_pages, help_text)
-                results.append(measure(name, cmd, BENCH, a, manifest, work, out))
-                if a.figures_out is not None:
-                    figures = record_figures.figures_from_run(
-                        results[-1], work / "courtier-data", vars(a),
-                        "bench/crawl_vs_scrapy.py " + " ".join(sys.argv[1:] if argv is None
-                                                               else argv))
-                    record_figures.write_figures(figures, a.figures_out)
-            else:
-                cmd = scrapy_cmd(a, seeds, max_pages, out / "scrapy-stats.json")
-                results.append(measure(name, cmd, BENCH, a, manifest, work, out))
+        results: dict[float, list[RunResult]] = {}
+        for delay in a.delays:
+            a.delay = delay
+            tag = f"d{delay:g}"
+            runs = results.setdefault(delay, [])
+            for name in names:
+                if name == "courtier":
+                    cmd = courtier_cmd(a, work / f"courtier-data-{tag}", seeds, hosts,
+                                       max_pages, help_text)
+                    if a.profile_courtier:
+                        cmd = profiled(cmd, out / f"courtier-{tag}.pyspy.txt", a.profile_rate)
+                    runs.append(measure(name, cmd, BENCH, a, manifest, work / tag, out / tag))
+                    if a.figures_out is not None:
+                        figures = record_figures.figures_from_run(
+                            runs[-1], work / f"courtier-data-{tag}", vars(a),
+                            "bench/crawl_vs_scrapy.py " + " ".join(sys.argv[1:] if argv is None
+                                                                   else argv))
+                        record_figures.write_figures(figures, a.figures_out)
+                else:
+                    cmd = scrapy_cmd(a, seeds, max_pages, out / f"scrapy-stats-{tag}.json")
+                    runs.append(measure(name, cmd, BENCH, a, manifest, work / tag, out / tag))
     finally:
         if not a.keep:
             shutil.rmtree(work, ignore_errors=True)
-    text = table(results)
-    ratio = ratio_line(results)
-    print()
-    print(
-        f"delay {a.delay} s, 1 in flight per host, concurrency {a.concurrency}, "
-        f"{a.hosts} hosts x {a.pages} pages, {os.cpu_count()} CPUs; "
-        "violations = concurrency/gap/robots-order/disallowed, from nginx's log"
-    )
-    print(text)
-    if ratio:
-        print(ratio)
-    for r in results:
-        for ex in r.examples[:5]:
-            print(f"  {r.name} violation: {ex}")
-    summary = {
-        "args": {k: str(v) for k, v in vars(a).items()},
-        "results": [
-            asdict(r) | {"cpu_per_1k": r.cpu_per_1k, "pages_per_s": r.pages_per_s} for r in results
-        ],
-        "ratio": ratio,
-        "table": text,
-    }
+    summary: dict[str, object] = {"args": {k: str(v) for k, v in vars(a).items()}, "runs": []}
+    for delay, runs in results.items():
+        text, ratio = table(runs), ratio_line(runs)
+        print()
+        print(
+            f"delay {delay} s, 1 in flight per host, concurrency {a.concurrency}, "
+            f"{a.hosts} hosts x {a.pages} pages, {os.cpu_count()} CPUs; "
+            "violations = concurrency/gap/robots-order/disallowed, from nginx's log; "
+            "dup fetches = pages served again ÷ page responses"
+        )
+        print(text)
+        if ratio:
+            print(ratio)
+        for r in runs:
+            for ex in r.examples[:5]:
+                print(f"  {r.name} violation: {ex}")
+        summary["runs"].append({  # type: ignore[attr-defined]
+            "delay": delay,
+            "results": [asdict(r) | {"cpu_per_1k": r.cpu_per_1k, "pages_per_s": r.pages_per_s,
+                                     "window_pages_per_s": r.window_pages_per_s,
+                                     "duplicate_rate": r.duplicate_rate} for r in runs],
+            "ratio": cpu_ratio(runs),
+            "table": text,
+        })
     (out / "results.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
     print(f"saved {out / 'results.json'}")
     return 0

@@ -12,16 +12,18 @@ import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from courtier import __version__
 from courtier.cli_admin import add_admin_commands, run_admin
 from courtier.cli_query import add_query_commands, run_query
 from courtier.config import SCOPES, CrawlConfig, build_config
 from courtier.errors import ConfigError, CourtierError
-from courtier.intake import SeedProblem
 from courtier.progress import summary_line
 from courtier.store.open import STORE_HELP, is_shared, store_url
+
+if TYPE_CHECKING:
+    from courtier.intake import SeedProblem
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 DEFAULT_WORKER_API = "127.0.0.1:8790"

@@ -16,16 +16,17 @@ import sys
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import quote
 
 from courtier.cli_query import add_api_flags, add_store_flag, call
 from courtier.config import SCOPES
 from courtier.errors import ConfigError, CourtierError, InvalidURL
 from courtier.events.cursor import load_cursor, save_cursor
-from courtier.store.base import Store
 from courtier.store.open import open_store, store_url
-from courtier.urls import canonicalize
+
+if TYPE_CHECKING:  # the URL code loads only when a command runs
+    from courtier.store.base import Store
 
 
 def add_admin_commands(sub: Any) -> None:
@@ -94,6 +95,8 @@ def add_admin_commands(sub: Any) -> None:
 
 def domain_of(host: str) -> str:
     """The API's ``{domain}`` (host or host:port) of a host name or URL."""
+    from courtier.urls import canonicalize
+
     text = host if "://" in host else f"http://{host}/"
     try:
         url = canonicalize(text)
@@ -230,6 +233,8 @@ def _export_cdxj(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def run_admin(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    import asyncio
+
     stream = out or sys.stdout
     if args.command == "policy":
         return asyncio.run(_policy(args, stream))

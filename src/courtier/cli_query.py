@@ -10,7 +10,6 @@ printed is identical either way.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import sys
@@ -18,15 +17,11 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import quote
 
-import aiohttp
-
-from courtier.api.control import StoreOnlyControl
-from courtier.api.routes import invoke
-from courtier.config import read_token_file
 from courtier.errors import ConfigError, CourtierError, InvalidURL
-from courtier.intake import read_seed_lines
 from courtier.store.open import STORE_HELP, open_store, store_url
-from courtier.urls import canonicalize
+
+# aiohttp, the API and the URL code load inside the functions that use them,
+# so that ``courtier --help`` and argument errors answer at once.
 
 
 def add_query_commands(sub: Any) -> None:
@@ -60,6 +55,8 @@ def add_query_commands(sub: Any) -> None:
 def _request(args: argparse.Namespace) -> tuple[str, str, Any]:
     """(method, path, JSON body) of the API call that answers this command."""
     if args.command == "seed":
+        from courtier.intake import read_seed_lines
+
         urls = list(args.urls)
         if args.file is not None:
             try:
@@ -73,6 +70,8 @@ def _request(args: argparse.Namespace) -> tuple[str, str, Any]:
             body["priority"] = args.priority
         return "POST", "/v1/seeds", body
     if args.command == "url":
+        from courtier.urls import canonicalize
+
         try:
             key = canonicalize(args.url).url_key.hex()
         except InvalidURL as exc:
@@ -85,6 +84,8 @@ def _request(args: argparse.Namespace) -> tuple[str, str, Any]:
 
 async def _call_api(base: str, token: str | None, method: str, path: str,
                     body: Any) -> tuple[int, Any]:
+    import aiohttp
+
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     timeout = aiohttp.ClientTimeout(total=30)
     try:
@@ -98,6 +99,9 @@ async def _call_api(base: str, token: str | None, method: str, path: str,
 async def _call_store(args: argparse.Namespace, method: str, path: str,
                       body: Any) -> tuple[int, Any]:
     """The API operation run in this process over the store (no server, no socket)."""
+    from courtier.api.control import StoreOnlyControl
+    from courtier.api.routes import invoke
+
     url = store_url(getattr(args, "store", None))
     store = await open_store(url, args.data, must_exist=True)
     try:
@@ -114,6 +118,8 @@ async def call(args: argparse.Namespace, method: str, path: str,
         token = args.api_token or os.environ.get("COURTIER_API_TOKEN")
         token_file = getattr(args, "api_token_file", None)
         if token_file is not None:
+            from courtier.config import read_token_file
+
             token = read_token_file(token_file, "--api-token-file")
         return await _call_api(args.api, token, method, path, body)
     return await _call_store(args, method, path, body)
@@ -132,6 +138,8 @@ def add_api_flags(parser: argparse.ArgumentParser) -> None:
 
 def run_query(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Print the answer as JSON; exit 0 on 2xx, 1 on a 4xx/5xx answer (printed too)."""
+    import asyncio
+
     stream = out or sys.stdout
     method, path, body = _request(args)
     status, answer = asyncio.run(call(args, method, path, body))

@@ -105,6 +105,10 @@ class Intake:
         self.rejected = 0
         self.definitely_new = 0
         self.known_skips = 0
+        # canonicalize is pure: links repeated across pages (navigation) are parsed once
+        # while they stay in this bounded memo (cleared when full; ~300 B an entry)
+        self._canonical: dict[str, CanonicalUrl] = {}
+        self.canonical_memo = 32_768
 
     def remember(self, keys: Iterable[bytes]) -> None:
         """Keys the store has durably acknowledged (call after a successful commit)."""
@@ -143,12 +147,18 @@ class Intake:
         """
         out: list[NewUrl] = []
         batch_keys: set[bytes] = set()
+        memo = self._canonical
         for raw in raw_links:
-            try:
-                url = canonicalize(raw)
-            except InvalidURL:
-                self.rejected += 1
-                continue
+            url = memo.get(raw)
+            if url is None:
+                try:
+                    url = canonicalize(raw)
+                except InvalidURL:
+                    self.rejected += 1
+                    continue
+                if len(memo) >= self.canonical_memo:
+                    memo.clear()
+                memo[raw] = url
             key = url.url_key
             if key in batch_keys:
                 continue

@@ -16,8 +16,8 @@ from typing import Any, Literal
 from courtier.archive.base import ArchiveWriter
 from courtier.archive.warc import REVISIT_IDENTICAL_DIGEST, REVISIT_NOT_MODIFIED, ArchivedRecord
 from courtier.config import CrawlConfig
+from courtier.dedup.fingerprint64 import hamming
 from courtier.dedup.pages import DuplicateTracker, FirstCopy
-from courtier.dedup.simhash import hamming
 from courtier.errors import BlockedAddressError, FetchError, InvalidURL
 from courtier.events.feed import fetch_event, page_fields
 from courtier.fetch.transport import FetchResponse
@@ -248,7 +248,7 @@ class PageProcessor:
         elif resp.truncated is None and is_html(content_type):
             page = parsed or parse_html(
                 resp.body, due.url, content_type, resp.header("x-robots-tag"),
-                agent_token=self.agent, want_text=True)
+                agent_token=self.agent, want_text=True, collapse_text=False)
             fields["title"] = page.title
             fields["_page"] = page_fields(page, resp.header("x-robots-tag"))
             fp, twin = self.duplicates.fingerprint(due.url_key, page.text)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from courtier.progress_text import RATE_WINDOW, RecentRate
-from courtier.worker import CrawlStatus
+
+if TYPE_CHECKING:  # the CLI imports this module; the worker loads only for a crawl
+    from courtier.worker import CrawlStatus
 
 
 def human_bytes(n: float) -> str:

@@ -72,6 +72,18 @@ MAX_URL_LENGTH = 2048
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
+#: An absolute URL already in the form ada's ``normalize_url`` gives back unchanged
+#: (links from ``parse_html`` are): lower-case http(s) scheme and host of plain LDH
+#: labels ending in a letter label (so never an IPv4 number), no ``xn--`` label, no
+#: userinfo, port, ``%``, fragment, backslash, space or quote, no dot segment.
+#: ``_resolve`` returns such a string as is instead of parsing it again
+#: (property-tested against ``normalize_url`` in tests/unit/test_urls_fast_path.py).
+_PLAIN_ABSOLUTE = re.compile(
+    r"https?://(?![^/]*xn--)(?:[a-z0-9-]+\.)*[a-z][a-z-]*"
+    r"(?!(?:/[^?]*)?/\.\.?(?:[/?]|\Z))"
+    r"/[A-Za-z0-9\-._~/!$&()*+,;=:@]*(?:\?[A-Za-z0-9\-._~/!$&()*+,;=:@?]*)?\Z"
+)
+
 # WHATWG strips these (C0 controls and space) from both ends of the input.
 _C0_SPACE = "".join(chr(c) for c in range(0x21))
 
@@ -212,6 +224,8 @@ def _resolve(raw: str, base: str | None) -> str:
     """WHATWG-parse ``raw`` (against ``base``) into an ada href, or raise InvalidURL."""
     if len(raw) > MAX_URL_LENGTH and len(raw.strip(_C0_SPACE)) > MAX_URL_LENGTH:
         raise InvalidURL(f"URL is longer than {MAX_URL_LENGTH} characters ({len(raw)})")
+    if base is None and _PLAIN_ABSOLUTE.match(raw) is not None:
+        return raw  # normalize_url would return it unchanged
     try:
         return normalize_url(raw) if base is None else join_url(base, raw)
     except ValueError:

@@ -17,11 +17,11 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from courtier.dedup.simhash import simhash64
+from courtier.dedup.simhash import shingle_hashes, simhash_from_features, tokenize
 from courtier.dedup.simhash_index import SimHashIndex
 
 MAX_DISTANCE = 3
-MIN_WORDS = 20
+MIN_WORDS = 20  # fewer SimHash words than this (plus one): never a near-duplicate
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,10 +64,14 @@ class DuplicateTracker:
                 self.recent.popitem(last=False)
 
     def fingerprint(self, url_key: bytes, text: str) -> tuple[int, str | None]:
-        """SimHash of ``text`` and the url_key prefix of an earlier near-duplicate, if any."""
-        fp = simhash64(text)
+        """SimHash of ``text`` and the url_key prefix of an earlier near-duplicate, if any.
+
+        ``text`` need not have its whitespace collapsed (the words are the same).
+        """
+        words = tokenize(text)
+        fp = simhash_from_features(shingle_hashes(words))  # = simhash64(text), one tokenize
         me = item_id(url_key)
-        if text.count(" ") < MIN_WORDS:  # too little text to compare: never a near-duplicate
+        if len(words) <= MIN_WORDS:  # too little text to compare: never a near-duplicate
             return fp, None
         twin = next((other for other, _ in self.index.near(fp) if other != me), None)
         if len(self.index) >= self.max_fingerprints:

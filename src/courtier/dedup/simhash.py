@@ -46,6 +46,9 @@ import numpy as np
 import numpy.typing as npt
 import xxhash
 
+# numpy-free helpers live in fingerprint64 so the store and the CLI load without numpy
+from courtier.dedup.fingerprint64 import MASK64, from_signed64, hamming, to_signed64
+
 __all__ = [
     "MASK64",
     "from_signed64",
@@ -56,9 +59,6 @@ __all__ = [
     "to_signed64",
     "tokenize",
 ]
-
-MASK64 = (1 << 64) - 1
-_SIGN_BIT = 1 << 63
 
 #: bytes.translate table: ASCII letters (folded to lower case), digits, "_" and all
 #: bytes >= 0x80 are kept, every other byte becomes a space (a separator for split()).
@@ -133,28 +133,3 @@ def simhash64(text: str) -> int:
     without words. See the module docstring for the exact definition.
     """
     return simhash_from_features(shingle_hashes(tokenize(text)))
-
-
-def hamming(a: int, b: int) -> int:
-    """Number of differing bits between two fingerprints (given as unsigned or signed)."""
-    return ((a ^ b) & MASK64).bit_count()
-
-
-def to_signed64(value: int) -> int:
-    """Map an unsigned 64-bit fingerprint to the signed range SQL integers hold.
-
-    Raises :class:`ValueError` when ``value`` is outside ``0 … 2**64 - 1``.
-    """
-    if not 0 <= value <= MASK64:
-        raise ValueError(f"not an unsigned 64-bit value: {value}")
-    return value - (1 << 64) if value & _SIGN_BIT else value
-
-
-def from_signed64(value: int) -> int:
-    """Inverse of :func:`to_signed64`: a stored signed 64-bit value back to unsigned.
-
-    Raises :class:`ValueError` when ``value`` is outside ``-2**63 … 2**63 - 1``.
-    """
-    if not -_SIGN_BIT <= value < _SIGN_BIT:
-        raise ValueError(f"not a signed 64-bit value: {value}")
-    return value & MASK64

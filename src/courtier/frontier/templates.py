@@ -183,7 +183,7 @@ class DistinctCounter:
     ≈ 6.5 %).
     """
 
-    __slots__ = ("_registers",)
+    __slots__ = ("_registers", "_scaled_sum")
 
     _M = 256
     _BITS = 8  # log2(_M)
@@ -191,14 +191,19 @@ class DistinctCounter:
 
     def __init__(self) -> None:
         self._registers = bytearray(self._M)
+        # sum of 2**-r over the registers, times 2**64: exact (r <= 57), kept up to date
+        # by add() so that count() needs no pass over the 256 registers
+        self._scaled_sum = self._M << 64
 
     def add(self, value: int) -> None:
         """Record one 64-bit hash value."""
         index = value & (self._M - 1)
         rest = (value >> self._BITS) & ((1 << 56) - 1)
         rank = 57 - rest.bit_length()  # leading zeros in 56 bits, plus one
-        if rank > self._registers[index]:
+        old = self._registers[index]
+        if rank > old:
             self._registers[index] = rank
+            self._scaled_sum += (1 << (64 - rank)) - (1 << (64 - old))
 
     def count(self) -> int:
         """Estimated number of distinct values added (0 when nothing was added)."""
@@ -207,7 +212,7 @@ class DistinctCounter:
         m = self._M
         if zeros == m:
             return 0
-        raw = self._ALPHA * m * m / sum(2.0**-r for r in registers)
+        raw = self._ALPHA * m * m / (self._scaled_sum / (1 << 64))
         if raw <= 2.5 * m and zeros:
             return round(m * math.log(m / zeros))
         return round(raw)

@@ -286,6 +286,7 @@ def parse_html(
     agent_token: str = "courtier",
     *,
     want_text: bool = True,
+    collapse_text: bool = True,
 ) -> ParsedPage:
     """Parse one HTML body fetched from ``url``; never raises.
 
@@ -296,6 +297,9 @@ def parse_html(
     ``template`` removed, text nodes joined by a space, whitespace collapsed,
     at most ``max_text_chars`` characters); it costs about as much as the rest
     of the parse, so ``want_text=False`` skips it and leaves ``text == ""``.
+    ``collapse_text=False`` (for callers that only split the text into words,
+    like SimHash) skips the whitespace collapse when the text is ASCII and fits
+    the cap: the words are the same, the runs of whitespace between them are kept.
     """
     markup, encoding = prepare_html(body, content_type)
     parser = LexborHTMLParser(markup)
@@ -395,7 +399,10 @@ def parse_html(
         parser.strip_tags(_NOT_TEXT_TAGS)
         root = parser.body or parser.root
         if root is not None:
-            text = collapse_whitespace(root.text(separator=" "), max_text_chars)
+            visible = root.text(separator=" ")
+            # only ASCII: str.split() also splits on Unicode spaces, which SimHash keeps
+            fits = not collapse_text and len(visible) <= max_text_chars and visible.isascii()
+            text = visible if fits else collapse_whitespace(visible, max_text_chars)
 
     if canonical is not None and len(canonical) > MAX_CANONICAL_CHARS:
         canonical = None

@@ -18,7 +18,7 @@ from typing import Any, TypeAlias
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
-from courtier.dedup.simhash import from_signed64, to_signed64
+from courtier.dedup.fingerprint64 import from_signed64, to_signed64
 from courtier.errors import StoreError
 from courtier.outcome import Outcome
 from courtier.store.base import DueUrl, FetchCommit, HostRecord, HostStatsDelta, NewUrl, UrlState

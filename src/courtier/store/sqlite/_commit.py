@@ -35,7 +35,7 @@ from collections.abc import Iterator, Sequence
 from itertools import chain
 from typing import Any
 
-from courtier.dedup.simhash import to_signed64
+from courtier.dedup.fingerprint64 import to_signed64
 from courtier.errors import StoreError
 from courtier.outcome import Outcome
 from courtier.store.base import CommitResult, FetchCommit, HostStatsDelta

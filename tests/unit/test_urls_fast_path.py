@@ -1,0 +1,47 @@
+"""canonicalize's fast path: a string it accepts as already normalized is exactly
+what ada's normalize_url returns for it (property test), and it changes no result."""
+
+from __future__ import annotations
+
+from ada_url import normalize_url
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from courtier.urls import _PLAIN_ABSOLUTE, canonicalize
+
+HOST_CHARS = "abcxyz019-.XN"
+PATH_CHARS = "aZ09-._~/!$&()*+,;=:@?%#'\\ |^[]{}\"<>`\t\u00e9"
+
+
+@st.composite
+def near_plain_urls(draw: st.DrawFn) -> str:
+    scheme = draw(st.sampled_from(["http", "https", "HTTP", "ftp"]))
+    host = draw(st.text(HOST_CHARS, min_size=0, max_size=14))
+    port = draw(st.sampled_from(["", "", "", ":80", ":8080", ":"]))
+    path = draw(st.text(PATH_CHARS, max_size=24))
+    segments = draw(st.lists(st.sampled_from(["", ".", "..", "a", ".a", "..b", "%2e"]),
+                             max_size=4))
+    return f"{scheme}://{host.lower() if draw(st.booleans()) else host}{port}/" + \
+        "/".join(segments) + path
+
+
+@settings(max_examples=3000, deadline=None)
+@given(near_plain_urls())
+def test_accepted_strings_are_already_normalized(url: str) -> None:
+    if _PLAIN_ABSOLUTE.match(url) is not None:
+        assert normalize_url(url) == url
+
+
+def test_typical_links_take_the_fast_path_and_canonicalize_as_before() -> None:
+    for url in ["http://h0001.bench.test/p/1.html", "https://a.example.org/x?q=1&r=../s",
+                "http://a.com/?"]:
+        assert _PLAIN_ABSOLUTE.match(url) is not None
+    assert canonicalize("http://a.com/?").url == "http://a.com/"
+    assert canonicalize("http://h1.test/p/1.html").url == "http://h1.test/p/1.html"
+
+
+def test_forms_ada_would_change_are_left_to_ada() -> None:
+    for url in ["http://A.com/", "http://a.com:80/", "http://a.com/a/../b", "http://a.com/a/.",
+                "http://1.2.3.4/", "http://xn--abc.com/", "http://a.com/a b", "http://a.com",
+                "http://a.com/%7e", "http://u@a.com/", "http://a.com/#f", "http://a.com/\\x"]:
+        assert _PLAIN_ABSOLUTE.match(url) is None, url
