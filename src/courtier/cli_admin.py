@@ -22,7 +22,6 @@ from urllib.parse import quote
 from courtier.cli_query import add_api_flags, add_store_flag, call
 from courtier.config import SCOPES
 from courtier.errors import ConfigError, CourtierError, InvalidURL
-from courtier.events.cursor import load_cursor, save_cursor
 from courtier.store.open import open_store, store_url
 
 if TYPE_CHECKING:  # the URL code loads only when a command runs
@@ -134,6 +133,8 @@ async def _events(args: argparse.Namespace, out: TextIO) -> int:
     of this command: the cursor is saved only after its events were printed and flushed
     (at-least-once delivery)."""
     cursor_file: Path | None = args.cursor_file
+    from courtier.events.cursor import load_cursor, save_cursor
+
     cursor, loop = load_cursor(cursor_file, args.after), asyncio.get_running_loop()
     deadline = None if args.max_seconds is None else loop.time() + args.max_seconds
     while True:
@@ -212,6 +213,8 @@ async def _archive_gc(args: argparse.Namespace, store: Store, out: TextIO) -> in
     if (args.keep_last is not None and args.keep_last < 1) or \
             (args.keep_days is not None and args.keep_days < 0):
         raise ConfigError("--keep-last must be >= 1 and --keep-days >= 0")
+    from courtier.events.cursor import load_cursor
+
     cursors = [load_cursor(path, 0) for path in args.cursor_file]
     if args.consumed_up_to is not None:
         cursors.append(args.consumed_up_to)

@@ -21,7 +21,6 @@ from typing import Any
 from courtier import __version__
 from courtier.api.browser import split_authority
 from courtier.errors import ConfigError
-from courtier.frontier.traps import trap_rules_from
 
 DEFAULT_USER_AGENT = f"courtier/{__version__} (polite crawler; robots.txt token: courtier)"
 SCOPES = ("seeds-hosts", "seeds-domains", "any")
@@ -102,6 +101,8 @@ class CrawlConfig:
         for name in self.api_allowed_hosts:
             if split_authority(name) is None:
                 raise ConfigError(f"--api-allowed-host {name!r} is not a host name")
+        from courtier.frontier.traps import trap_rules_from  # the frontier loads on use
+
         trap_rules_from(self.traps)
         if self.api_token is not None and self.api_token_file is not None:
             raise ConfigError("give --api-token (or COURTIER_API_TOKEN) or --api-token-file, "

@@ -31,7 +31,7 @@ import sqlite3
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from itertools import islice
 
-from courtier.dedup.simhash import from_signed64
+from courtier.dedup.fingerprint64 import from_signed64
 from courtier.frontier.host import OVERDUE_AFTER
 from courtier.store.base import DueUrl, UrlState
 
