@@ -2,7 +2,7 @@
 
 The slow parse is made deterministic: the worker's guarded parser runs an
 injected parse that never finishes (standing for the parser's quadratic worst
-case), through the real worker → GuardedParser → child-process path, so the
+case), through the real worker → OffLoopParser → GuardedParser → child-process path, so the
 test does not depend on how fast this machine parses nested markup.
 """
 
@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from courtier import worker as worker_module
 from courtier.app import crawl
 from courtier.config import build_config
+from courtier.parse import offload as offload_module
 from courtier.parse.guard import GUARD_TAGS, GuardedParser
 from courtier.parse.html import ParsedPage
 from courtier.store.sqlite import SqliteStore
@@ -42,7 +42,8 @@ def never_finishes(body: bytes, url: str, content_type: str | None,
 async def test_pathological_page_is_cut_by_the_parse_budget(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(worker_module, "GuardedParser",
+    # the worker's off-loop parser builds its guarded child parser from this name
+    monkeypatch.setattr(offload_module, "GuardedParser",
                         functools.partial(GuardedParser, target=never_finishes))
     pages = {"/": HOME, "/deep": DEEP, "/p1": P1, "/p2": P2, "/hidden": P2}
     seen: list[str] = []

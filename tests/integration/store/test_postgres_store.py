@@ -127,7 +127,7 @@ async def test_outbox_skips_nothing_when_transactions_commit_out_of_order(
 
 def brute_force_refill(rows: list[NewUrl], now: float, limit: int, per_host: int,
                        skip: set[str]) -> list[bytes]:
-    """REFILL_SPEC.md written out directly over every queued row."""
+    """The Store.load_due contract (store/base.py) written out directly over every queued row."""
     overdue = now - OVERDUE_AFTER
     by_host: dict[str, list[NewUrl]] = {}
     for r in rows:

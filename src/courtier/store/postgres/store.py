@@ -110,6 +110,10 @@ class PostgresStore:
             except StoreError:
                 raise
             except CONNECTION_LOST as exc:
+                # The server dropped this connection, and most likely its siblings too
+                # (a restart, a failover): retire every pooled connection so that the
+                # next call, or the retry of a read, gets a fresh one.
+                await pool.expire_connections()
                 if attempt + 1 == attempts:
                     raise self._fail(op, exc) from exc
             except DRIVER_ERRORS as exc:

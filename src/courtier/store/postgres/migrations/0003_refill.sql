@@ -1,4 +1,4 @@
--- courtier PostgreSQL schema, migration 3: the two-level refill (REFILL_SPEC.md).
+-- courtier PostgreSQL schema, migration 3: the two-level refill (the Store.load_due contract in store/base.py).
 --
 -- Level 1: the best ready hosts of the requested shards from host_queue (a host is
 -- ready when next_due_at <= now, i.e. it has a due QUEUED row), overdue hosts first,
