@@ -19,11 +19,13 @@ repeated or stale commit changes nothing and emits no second event.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, Protocol
 
+from courtier.errors import StoreError
 from courtier.outcome import Outcome
 
 
@@ -115,6 +117,18 @@ class FetchCommit:
     priority: int | None = None          # new priority of the row (None keeps it)
     new_urls: Sequence[NewUrl] = ()
     event: dict[str, Any] = field(default_factory=dict)
+
+    def event_json(self) -> str:
+        """The outbox JSON: ``event`` plus url_key (hex), url, version (the new one) and
+        outcome. Raises StoreError when ``event`` is not JSON-serialisable."""
+        payload = dict(self.event)
+        payload.update(url_key=self.url_key.hex(), url=self.url, version=self.version + 1,
+                       outcome=str(self.outcome))
+        try:
+            return json.dumps(payload, separators=(",", ":"), allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise StoreError(
+                f"event payload of {self.url} is not JSON-serialisable: {exc}") from exc
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,6 @@ from courtier.events import load_schema
 from courtier.events.feed import header_charset, link_entries, media_type
 from courtier.parse.html import Link
 from courtier.store.base import FetchCommit
-from courtier.store.sqlite._commit import event_payload
 from tests.unit.test_process_hostile import NOW, make_processor, page_lease, response
 
 VALIDATOR = jsonschema.Draft202012Validator(load_schema())
@@ -29,7 +28,7 @@ PAGE = (
 
 def stored(commit: FetchCommit) -> dict[str, Any]:
     """The payload as the store writes it (with url_key, url, version, outcome)."""
-    payload: dict[str, Any] = json.loads(event_payload(commit))
+    payload: dict[str, Any] = json.loads(commit.event_json())
     return payload
 
 

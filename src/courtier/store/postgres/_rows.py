@@ -11,7 +11,6 @@ where no lookup by key would find it.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from typing import Any, TypeAlias
 
@@ -68,18 +67,6 @@ def new_url_rows(urls: Iterable[NewUrl]) -> list[tuple[Any, ...]]:
     ]
 
 
-def event_payload(c: FetchCommit) -> str:
-    """The outbox JSON: the caller's ``event`` plus url_key (hex), url, version, outcome."""
-    payload = dict(c.event)
-    payload.update(
-        url_key=c.url_key.hex(), url=c.url, version=c.version + 1, outcome=str(c.outcome)
-    )
-    try:
-        return json.dumps(payload, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise StoreError(f"event payload of {c.url} is not JSON-serialisable: {exc}") from exc
-
-
 def commit_rows(commits: Sequence[FetchCommit]) -> list[tuple[Any, ...]]:
     return [
         (
@@ -115,7 +102,7 @@ def commit_rows(commits: Sequence[FetchCommit]) -> list[tuple[Any, ...]]:
             c.warc_file,
             c.warc_offset,
             c.warc_length,
-            event_payload(c),
+            c.event_json(),
         )
         for ord_, c in enumerate(commits)
     ]

@@ -10,42 +10,19 @@ courtier (a version above the newest file here) is refused with a clear error.
 
 from __future__ import annotations
 
-import re
 import time
-from dataclasses import dataclass
-from importlib import resources
 
 from courtier.errors import StoreError
+from courtier.store.migrations import Migration
+from courtier.store.migrations import load_migrations as load_shared
 from courtier.store.postgres._rows import Conn
 
 #: advisory lock key held while migrating (arbitrary, fixed: "cour")
 MIGRATION_LOCK = 0x636F7572
 
-_MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
-
-
-@dataclass(frozen=True, slots=True)
-class Migration:
-    """One numbered schema step."""
-
-    version: int
-    name: str
-    sql: str
-
-
 def load_migrations() -> list[Migration]:
-    """The packaged migrations in version order; a gap or duplicate is a StoreError."""
-    folder = resources.files("courtier.store.postgres").joinpath("migrations")
-    found: list[Migration] = []
-    for entry in folder.iterdir():
-        match = _MIGRATION_NAME.match(entry.name)
-        if match is not None:
-            found.append(Migration(int(match.group(1)), entry.name, entry.read_text("utf-8")))
-    found.sort(key=lambda m: m.version)
-    if [m.version for m in found] != list(range(1, len(found) + 1)):
-        names = ", ".join(m.name for m in found)
-        raise StoreError(f"PostgreSQL migrations are not numbered 0001.. without gaps: {names}")
-    return found
+    """The packaged PostgreSQL migrations in version order (a gap is a StoreError)."""
+    return load_shared("courtier.store.postgres", "PostgreSQL")
 
 
 async def _ensure_version_table(conn: Conn) -> None:

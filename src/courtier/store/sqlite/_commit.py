@@ -29,7 +29,6 @@ count twice); deltas of hosts without commits in the batch always apply.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Iterator, Sequence
 from itertools import chain
@@ -183,18 +182,6 @@ def _update_params(c: FetchCommit) -> dict[str, Any]:
     }
 
 
-def event_payload(c: FetchCommit) -> str:
-    """The outbox JSON: the caller's ``event`` plus url_key (hex), url, version, outcome."""
-    payload = dict(c.event)
-    payload.update(
-        url_key=c.url_key.hex(), url=c.url, version=c.version + 1, outcome=str(c.outcome)
-    )
-    try:
-        return json.dumps(payload, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise StoreError(f"event payload of {c.url} is not JSON-serialisable: {exc}") from exc
-
-
 def apply_commits(
     conn: sqlite3.Connection,
     commits: Sequence[FetchCommit],
@@ -204,7 +191,7 @@ def apply_commits(
     """Write one batch of fetch results; see the module docstring for the rules."""
     applicable, stale, queue = _select_applicable(conn, commits)
     if applicable:
-        events = [(c.url_key, c.version + 1, now, event_payload(c)) for c in applicable]
+        events = [(c.url_key, c.version + 1, now, c.event_json()) for c in applicable]
         cur = conn.executemany(_UPDATE_URL, [_update_params(c) for c in applicable])
         if cur.rowcount != len(applicable):
             raise StoreError(

@@ -11,14 +11,13 @@ Everything here runs on the store's single worker thread.
 
 from __future__ import annotations
 
-import re
 import sqlite3
 import time
-from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 from courtier.errors import StoreError
+from courtier.store.migrations import Migration
+from courtier.store.migrations import load_migrations as load_shared
 from courtier.urls import shard_of
 
 #: page cache per connection; a negative value is KiB (here 64 MiB)
@@ -29,37 +28,9 @@ BUSY_TIMEOUT_MS = 5000
 #: every commit and so also survives power loss)
 SYNCHRONOUS = {"normal": "NORMAL", "full": "FULL"}
 
-_MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
-
-
-@dataclass(frozen=True, slots=True)
-class Migration:
-    """One numbered schema step."""
-
-    version: int
-    name: str
-    sql: str
-
-
 def load_migrations() -> list[Migration]:
-    """The packaged migrations in version order.
-
-    Raises :class:`StoreError` if the numbering has a gap or a duplicate,
-    which would make the schema version ambiguous.
-    """
-    folder = resources.files("courtier.store.sqlite").joinpath("migrations")
-    found: list[Migration] = []
-    for entry in folder.iterdir():
-        match = _MIGRATION_NAME.match(entry.name)
-        if match is None:
-            continue
-        found.append(Migration(int(match.group(1)), entry.name, entry.read_text("utf-8")))
-    found.sort(key=lambda m: m.version)
-    expected = list(range(1, len(found) + 1))
-    if [m.version for m in found] != expected:
-        names = ", ".join(m.name for m in found)
-        raise StoreError(f"SQLite migrations are not numbered 0001.. without gaps: {names}")
-    return found
+    """The packaged SQLite migrations in version order (a gap is a StoreError)."""
+    return load_shared("courtier.store.sqlite", "SQLite")
 
 
 def connect(path: str, durability: str = "normal") -> sqlite3.Connection:
