@@ -48,7 +48,6 @@ from courtier.process import SITEMAP_PRIORITY, PageProcessor, is_html, looks_lik
 from courtier.progress_text import waiting_text
 from courtier.store.base import (
     DAILY_BUDGET_KEY,
-    DayCount,
     FetchCommit,
     HostRecord,
     HostStatsDelta,
@@ -412,11 +411,9 @@ class Worker:
                 self._pages_issued += 1
                 if self._budget is not None:
                     self._budget.spend(lease.issued_at)
-                    self._day_counts.note(DayCount(
-                        DAILY_BUDGET_KEY, self._budget.day_start, self._budget.used))
+                    self._day_counts.add(DAILY_BUDGET_KEY, self._budget.day_start)
                 if host.policy.max_pages is not None and host.day_start is not None:
-                    self._day_counts.note(DayCount(host.host_key, host.day_start,
-                                                   host.day_pages))
+                    self._day_counts.add(host.host_key, host.day_start)
                 if lease.due is not None:
                     lag = max(0.0, lease.issued_at - lease.due.next_fetch_at)
                     self.metrics.eligible_lag.observe(lag)

@@ -10,6 +10,7 @@ Row life cycle of a URL::
                    ▲                      │ commit (version v → v+1)
                    └──────────────────────┘   next_fetch_at set, or RETIRED
     reset_scheduled (new owner / restart): SCHEDULED ──► QUEUED
+    release_shards / release (work given back):  SCHEDULED ──► QUEUED
 
 The unique url_key is the truth about "seen". ``version`` counts completed
 fetch cycles; a lease carries the version it saw, and a commit is applied
@@ -20,13 +21,14 @@ repeated or stale commit changes nothing and emits no second event.
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, Protocol
 
 from courtier.errors import StoreError
 from courtier.outcome import Outcome
+from courtier.store.cluster import ClusterStore
 
 
 class UrlState(IntEnum):
@@ -236,12 +238,14 @@ class SegmentRecord:
     updated_at: float
 
 
-class Store(Protocol):
+class Store(ClusterStore, Protocol):
     """Durable crawl state. All methods are coroutines; each is atomic.
 
     On failure a method raises :class:`courtier.errors.StoreError` and has
     applied nothing. Callers retry later; the store never loses a row it
-    acknowledged.
+    acknowledged. The cluster half of the contract (membership, leases, the shared
+    daily budget, host clocks, IP slots, scope rules) is in
+    :class:`courtier.store.cluster.ClusterStore`.
     """
 
     async def open(self) -> None:
@@ -256,30 +260,20 @@ class Store(Protocol):
         A known url_key is left untouched (its state, version and schedule are kept).
         """
 
-    async def acquire_shards(
-        self, owner: str, shards: Sequence[int], now: float, lease_seconds: float
-    ) -> dict[int, int]:
-        """Take ownership of the shards that are free, expired, or already ours.
+    async def reset_scheduled(self, shards: Sequence[int],
+                              epochs: Mapping[int, int] | None = None) -> int:
+        """Return SCHEDULED rows of these shards to QUEUED (after a restart/takeover).
 
-        Returns ``{shard: epoch}`` for the shards now held. Taking a shard from
-        another (expired) owner, or re-acquiring after a restart, bumps its
-        epoch, which fences out writes carrying the old epoch.
-        """
+        With ``epochs``, only shards whose stored epoch equals ``epochs[shard]`` (shards
+        absent from it are skipped): a deposed owner's reset changes nothing."""
 
-    async def renew_shards(
-        self, owner: str, epochs: dict[int, int], now: float, lease_seconds: float
-    ) -> set[int]:
-        """Extend leases still held with the same epoch; return the shards still held."""
-
-    async def release_shards(self, owner: str, shards: Sequence[int]) -> None:
-        """Give shards up (lease expires now); SCHEDULED rows of them go back to QUEUED."""
-
-    async def reset_scheduled(self, shards: Sequence[int]) -> int:
-        """Return SCHEDULED rows of these shards to QUEUED (after a restart/takeover)."""
-
-    async def release(self, items: Sequence[tuple[bytes, float]]) -> int:
+    async def release(self, items: Sequence[tuple[bytes, float]],
+                      epochs: Mapping[int, int] | None = None) -> int:
         """Return SCHEDULED rows to QUEUED with a new ``next_fetch_at`` (no version bump, no
         event): work the frontier gave back unfetched (back-off, shutdown). Returns rows changed.
+
+        With ``epochs``, rows of a shard whose stored epoch differs from ``epochs[shard]``
+        (or that is absent from it) are left alone: a deposed owner gives back nothing.
         """
 
     async def load_due(
@@ -289,8 +283,13 @@ class Store(Protocol):
         limit: int,
         per_host_limit: int,
         skip_hosts: Collection[str] = (),
+        epochs: Mapping[int, int] | None = None,
     ) -> list[DueUrl]:
         """Mark up to ``limit`` QUEUED rows with ``next_fetch_at <= now`` SCHEDULED and return them.
+
+        With ``epochs``, the refill covers only the shards whose stored epoch equals
+        ``epochs[shard]``, checked in the same transaction: a deposed owner loads nothing
+        of a shard taken over (or released) since.
 
         A two-level selection, host first, like the frontier. Let Q(h) be the
         QUEUED rows of host h in ``shards``, D(h) those with ``next_fetch_at <=
@@ -358,13 +357,9 @@ class Store(Protocol):
         """Record that a host pauses until ``until`` (429/5xx/errors), so a restart or a
         new shard owner keeps the pause."""
 
-    async def save_day_counts(self, counts: Sequence[DayCount]) -> None:
-        """Upsert each count by ``key`` (the stored ``day_start`` and ``used`` become the
-        given ones), all in one transaction. The worker saves a count *before* the fetches
-        it includes start, so a restart (or a crash loop) never spends a budget twice."""
-
     async def load_day_counts(self, keys: Collection[str]) -> dict[str, DayCount]:
-        """The stored counts of these keys; keys never saved are absent."""
+        """The stored counts of these keys (written by :meth:`reserve_day_counts`); keys
+        never counted are absent."""
 
     async def policies_changed(self, since: float) -> list[HostRecord]:
         """Hosts whose policy override was set or cleared after ``since`` (store clock),

@@ -9,7 +9,7 @@ simulator's virtual-time loop.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from courtier.clock import Clock, RealClock
@@ -30,6 +30,7 @@ from courtier.store.base import (
     SegmentRecord,
     UrlState,
 )
+from courtier.store.memory_cluster import MemoryClusterState
 from courtier.store.memory_queue import ReadyQueue
 
 ROW_FIELDS = ("change_stats", "near_dup_of", "simhash", "sitemap_changefreq", "sitemap_lastmod",
@@ -45,7 +46,7 @@ KEPT_UNLESS_OK = ("etag", "last_modified", "content_type", "payload_digest", "co
                   "warc_file", "warc_offset", "warc_length", "title", "simhash", "near_dup_of")
 
 
-class MemoryStore:
+class MemoryStore(MemoryClusterState):
     def __init__(self, clock: Clock | None = None) -> None:
         self.clock = clock or RealClock()
         self.urls: dict[bytes, dict[str, Any]] = {}
@@ -60,6 +61,7 @@ class MemoryStore:
         self._queue = ReadyQueue()  # the QUEUED rows and the exact host queue
         self._policy_at: dict[str, float] = {}
         self.day_counts: dict[str, DayCount] = {}
+        self._init_cluster()
 
     async def open(self) -> None:
         return None
@@ -80,35 +82,11 @@ class MemoryStore:
             added += 1
         return added
 
-    async def acquire_shards(self, owner: str, shards: Sequence[int], now: float,
-                             lease_seconds: float) -> dict[int, int]:
-        held: dict[int, int] = {}
-        for shard in shards:
-            current, epoch, expires = self.shards.get(shard, (None, 0, 0.0))
-            if current not in (None, owner) and expires > now:
-                continue
-            self.shards[shard] = (owner, epoch + 1, now + lease_seconds)
-            held[shard] = epoch + 1
-        return held
+    async def reset_scheduled(self, shards: Sequence[int],
+                              epochs: Mapping[int, int] | None = None) -> int:
+        return await self._requeue_scheduled([s for s in shards if self._epoch_ok(s, epochs)])
 
-    async def renew_shards(self, owner: str, epochs: dict[int, int], now: float,
-                           lease_seconds: float) -> set[int]:
-        kept = set()
-        for shard, epoch in epochs.items():
-            current, current_epoch, _ = self.shards.get(shard, (None, 0, 0.0))
-            if current == owner and current_epoch == epoch:
-                self.shards[shard] = (owner, epoch, now + lease_seconds)
-                kept.add(shard)
-        return kept
-
-    async def release_shards(self, owner: str, shards: Sequence[int]) -> None:
-        mine = [s for s in shards if self.shards.get(s, (None, 0, 0.0))[0] == owner]
-        for shard in mine:
-            _, epoch, _ = self.shards[shard]
-            self.shards[shard] = (None, epoch, 0.0)
-        await self.reset_scheduled(mine)
-
-    async def reset_scheduled(self, shards: Sequence[int]) -> int:
+    async def _requeue_scheduled(self, shards: Sequence[int]) -> int:
         wanted = set(shards)
         changed = 0
         for row in self.urls.values():
@@ -118,11 +96,13 @@ class MemoryStore:
                 changed += 1
         return changed
 
-    async def release(self, items: Sequence[tuple[bytes, float]]) -> int:
+    async def release(self, items: Sequence[tuple[bytes, float]],
+                      epochs: Mapping[int, int] | None = None) -> int:
         changed = 0
         for key, at in items:
             row = self.urls.get(key)
-            if row is not None and row["state"] == UrlState.SCHEDULED:
+            if (row is not None and row["state"] == UrlState.SCHEDULED
+                    and self._epoch_ok(row["shard"], epochs)):
                 row["state"] = int(UrlState.QUEUED)
                 row["next_fetch_at"] = at
                 self._enqueue(row)
@@ -135,9 +115,11 @@ class MemoryStore:
                         row["next_fetch_at"], row["depth"])
 
     async def load_due(self, shards: Sequence[int], now: float, limit: int,
-                       per_host_limit: int, skip_hosts: Collection[str] = ()) -> list[DueUrl]:
+                       per_host_limit: int, skip_hosts: Collection[str] = (),
+                       epochs: Mapping[int, int] | None = None) -> list[DueUrl]:
         if limit <= 0 or per_host_limit <= 0:
             return []
+        shards = [s for s in shards if self._epoch_ok(s, epochs)]
         keys = self._queue.take(shards, now, now - OVERDUE_AFTER, limit, per_host_limit,
                                 set(skip_hosts))
         out: list[DueUrl] = []
@@ -250,10 +232,6 @@ class MemoryStore:
         host.policy_delay, host.policy_max_in_flight = delay, max_in_flight
         host.policy_max_pages, host.blocked = max_pages, blocked
         self._policy_at[host_key] = self.clock.now()
-
-    async def save_day_counts(self, counts: Sequence[DayCount]) -> None:
-        for count in counts:
-            self.day_counts[count.key] = count
 
     async def load_day_counts(self, keys: Collection[str]) -> dict[str, DayCount]:
         return {k: self.day_counts[k] for k in keys if k in self.day_counts}

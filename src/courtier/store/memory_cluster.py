@@ -1,0 +1,210 @@
+"""The cluster half of the in-memory Store (see store/cluster.py for the contract).
+
+Times are the caller's ``now`` (the simulator's virtual clock); :meth:`store_now`
+is the store's own clock. Every method completes without awaiting, so each is
+atomic under one event loop — which is what the contract asks of a transaction.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+from courtier.clock import Clock
+from courtier.errors import StoreError
+from courtier.frontier.budget import DAY
+from courtier.store.base import DayCount
+from courtier.store.cluster import (
+    SCOPE_KINDS,
+    ClusterView,
+    DayGrant,
+    DayReservation,
+    HostClock,
+    IpGrant,
+    LeaseRecord,
+    ScopeRule,
+    WorkerRecord,
+)
+
+#: a shard never leased: no owner, epoch 0, expired
+FREE = (None, 0, 0.0)
+
+
+class MemoryClusterState:
+    """Mixed into MemoryStore: membership, leases, budget, clocks, IP slots, scope."""
+
+    clock: Clock
+    shards: dict[int, tuple[str | None, int, float]]
+    day_counts: dict[str, DayCount]
+
+    def _init_cluster(self) -> None:
+        self._workers: dict[str, WorkerRecord] = {}
+        self._acquired_at: dict[int, float] = {}
+        self._last_owner: dict[int, str] = {}
+        self._handovers = {"graceful": 0, "takeover": 0}
+        self._host_clocks: dict[str, HostClock] = {}
+        self._ip_next: dict[str, float] = {}
+        self._ip_slots: dict[str, dict[int, float]] = {}   # ip -> token -> expires_at
+        self._ip_token = 0
+        self._scope: list[ScopeRule] = []
+
+    async def store_now(self) -> float:
+        return self.clock.now()
+
+    # ---- membership ----------------------------------------------------------------------
+
+    async def heartbeat(self, worker_id: str, weight: float, info: Mapping[str, Any],
+                        now: float) -> float:
+        old = self._workers.get(worker_id)
+        self._workers[worker_id] = WorkerRecord(
+            worker_id, weight, now, old.started_at if old else now, dict(info))
+        return now
+
+    async def leave(self, worker_id: str) -> None:
+        self._workers.pop(worker_id, None)
+
+    async def cluster_view(self, shards: Collection[int] | None = None) -> ClusterView:
+        wanted = sorted(self.shards) if shards is None else sorted(
+            s for s in set(shards) if s in self.shards)
+        leases = [LeaseRecord(s, *self.shards[s], self._acquired_at.get(s, 0.0))
+                  for s in wanted]
+        workers = [self._workers[k] for k in sorted(self._workers)]
+        return ClusterView(self.clock.now(), workers, leases, dict(self._handovers))
+
+    # ---- leases --------------------------------------------------------------------------
+
+    async def acquire_shards(self, owner: str, shards: Sequence[int], now: float,
+                             lease_seconds: float) -> dict[int, int]:
+        held: dict[int, int] = {}
+        for shard in shards:
+            current, epoch, expires = self.shards.get(shard, FREE)
+            if current == owner:
+                pass                                   # ours: the term goes on
+            elif current is None:
+                epoch = max(epoch, 1)                  # free: the release already bumped it
+                last = self._last_owner.get(shard)
+                if last is not None and last != owner:
+                    self._handovers["graceful"] += 1
+                self._acquired_at[shard] = now
+            elif expires <= now:
+                epoch += 1                             # expired in another's hands
+                self._handovers["takeover"] += 1
+                self._acquired_at[shard] = now
+            else:
+                continue                               # another owner holds it
+            self.shards[shard] = (owner, epoch, now + lease_seconds)
+            self._last_owner[shard] = owner
+            held[shard] = epoch
+        return held
+
+    async def renew_shards(self, owner: str, epochs: dict[int, int], now: float,
+                           lease_seconds: float) -> set[int]:
+        kept = set()
+        for shard, epoch in epochs.items():
+            current, current_epoch, _ = self.shards.get(shard, FREE)
+            if current == owner and current_epoch == epoch:
+                self.shards[shard] = (owner, epoch, now + lease_seconds)
+                kept.add(shard)
+        return kept
+
+    async def release_shards(self, owner: str, shards: Sequence[int],
+                             epochs: Mapping[int, int] | None = None) -> None:
+        mine = []
+        for shard in shards:
+            current, epoch, _ = self.shards.get(shard, FREE)
+            if current != owner or (epochs is not None and epochs.get(shard) != epoch):
+                continue
+            self.shards[shard] = (None, epoch + 1, 0.0)
+            self._acquired_at.pop(shard, None)
+            mine.append(shard)
+        await self._requeue_scheduled(mine)
+
+    def _epoch_ok(self, shard: int, epochs: Mapping[int, int] | None) -> bool:
+        """True when a write fenced by ``epochs`` may touch ``shard``."""
+        return epochs is None or (shard in epochs
+                                  and self.shards.get(shard, FREE)[1] == epochs[shard])
+
+    async def _requeue_scheduled(self, shards: Sequence[int]) -> int:
+        raise NotImplementedError  # MemoryStore provides it
+
+    # ---- shared daily budget -------------------------------------------------------------
+
+    async def reserve_day_counts(self, reservations: Sequence[DayReservation]
+                                 ) -> dict[str, DayGrant]:
+        grants: dict[str, DayGrant] = {}
+        for ask in reservations:
+            stored = self.day_counts.get(ask.key)
+            start, used = (ask.day_start, 0) if stored is None else (stored.day_start,
+                                                                      stored.used)
+            if ask.day_start >= start + DAY:
+                start, used = ask.day_start, 0
+            granted = day_grant(ask, used)
+            used += granted
+            self.day_counts[ask.key] = DayCount(ask.key, start, used)
+            grants[ask.key] = DayGrant(ask.key, start, granted, used)
+        return grants
+
+    # ---- host politeness clocks ----------------------------------------------------------
+
+    async def save_host_clocks(self, clocks: Sequence[HostClock]) -> None:
+        now = self.clock.now()
+        for clock in clocks:
+            self._host_clocks[clock.host_key] = dataclasses.replace(clock, saved_at=now)
+
+    async def load_host_clocks(self, host_keys: Collection[str]) -> dict[str, HostClock]:
+        return {k: self._host_clocks[k] for k in host_keys if k in self._host_clocks}
+
+    # ---- per-IP slots --------------------------------------------------------------------
+
+    async def acquire_ip_slot(self, ip: str, owner: str, max_concurrent: int,
+                              min_gap: float, ttl: float, now: float) -> IpGrant:
+        slots = {t: e for t, e in self._ip_slots.get(ip, {}).items() if e > now}
+        self._ip_slots[ip] = slots
+        next_at = self._ip_next.get(ip, float("-inf"))
+        if len(slots) < max(1, max_concurrent) and now >= next_at:
+            self._ip_token += 1
+            slots[self._ip_token] = now + ttl
+            self._ip_next[ip] = now + min_gap
+            return IpGrant(True, now, self._ip_token, now + ttl)
+        retry = next_at
+        if len(slots) >= max(1, max_concurrent):
+            retry = max(retry, min(slots.values()))
+        return IpGrant(False, now, retry_at=retry)
+
+    async def release_ip_slot(self, ip: str, token: int) -> None:
+        self._ip_slots.get(ip, {}).pop(token, None)
+
+    # ---- scope ---------------------------------------------------------------------------
+
+    async def add_scope_rules(self, rules: Sequence[ScopeRule]) -> int:
+        check_scope_kinds(rules)
+        known = {(r.kind, r.value) for r in self._scope}
+        added = 0
+        for rule in rules:
+            if (rule.kind, rule.value) in known:
+                continue
+            known.add((rule.kind, rule.value))
+            self._scope.append(ScopeRule(rule.kind, rule.value, len(self._scope) + 1))
+            added += 1
+        return added
+
+    async def scope_rules(self, after: int = 0) -> list[ScopeRule]:
+        return [r for r in self._scope if r.id > after]
+
+
+def day_grant(ask: DayReservation, used: int) -> int:
+    """How many of ``ask.n`` fetches a window with ``used`` so far grants (negative n: all,
+    never taking the count below 0)."""
+    if ask.n < 0:
+        return max(ask.n, -used)
+    if ask.limit is None:
+        return ask.n
+    return max(0, min(ask.n, ask.limit - used))
+
+
+def check_scope_kinds(rules: Sequence[ScopeRule]) -> None:
+    for rule in rules:
+        if rule.kind not in SCOPE_KINDS:
+            raise StoreError(f"unknown scope rule kind {rule.kind!r} (one of "
+                             f"{', '.join(SCOPE_KINDS)})")
