@@ -19,6 +19,7 @@ from courtier.dedup.seen import SeenFilter
 from courtier.errors import InvalidURL
 from courtier.frontier.traps import TemplateTracker, TrapRules, static_trap_reason
 from courtier.store.base import NewUrl
+from courtier.store.cluster import ScopeRule
 from courtier.urls import CanonicalUrl, canonicalize, registrable_domain
 
 SEED_PRIORITY = 10
@@ -65,6 +66,30 @@ class Scope:
     def add_seed(self, seed: CanonicalUrl) -> None:
         self.hosts.add(seed.host)
         self.domains.add(registrable_domain(seed.host))
+
+    @staticmethod
+    def rules_for(seed: CanonicalUrl) -> list[ScopeRule]:
+        """The shared scope rules a seed added at run time stands for (every worker
+        applies them: :meth:`apply_rule` over ``Store.scope_rules``)."""
+        return [ScopeRule("host", seed.host), ScopeRule("domain", registrable_domain(seed.host))]
+
+    def apply_rule(self, rule: ScopeRule) -> bool:
+        """Apply a rule stored by any worker; False for an unknown kind or a bad regex."""
+        if rule.kind == "host":
+            self.hosts.add(rule.value)
+        elif rule.kind == "domain":
+            self.domains.add(rule.value)
+        elif rule.kind in ("include", "exclude"):
+            try:
+                pattern = re.compile(rule.value)
+            except re.error:
+                return False
+            target = self.include if rule.kind == "include" else self.exclude
+            if all(p.pattern != rule.value for p in target):
+                target.append(pattern)
+        else:
+            return False
+        return True
 
     def rejects(self, url: CanonicalUrl, depth: int) -> str | None:
         """Why this URL is out of scope, or None when it is admitted."""

@@ -83,6 +83,10 @@ class CrawlControl(Protocol):
     async def events(self, after: int, limit: int) -> dict[str, Any]:
         """Outbox events with ``id > after``: ``{"events": [...], "next_after": id}``."""
 
+    async def cluster(self, worker_ttl: float) -> dict[str, Any]:
+        """Workers, shards per worker, epochs, lease ages and handovers (store clock):
+        :func:`courtier.cluster.report.cluster_report`."""
+
 
 #: consumer lag is counted up to this many unread events
 CONSUMER_LAG_CAP = 10_000
@@ -198,7 +202,16 @@ class StoreOnlyControl:
             result.update(result="accepted", reason=None)
         if rows:
             await self._store_rows(rows)
+            if extend_scope:  # every worker of the crawl applies these (Store.scope_rules)
+                seeds = [canonicalize(row.url) for row in rows]
+                await self.store.add_scope_rules(
+                    [rule for seed in seeds for rule in Scope.rules_for(seed)])
         return results
+
+    async def cluster(self, worker_ttl: float) -> dict[str, Any]:
+        from courtier.cluster.report import cluster_report
+
+        return cluster_report(await self.store.cluster_view(), worker_ttl)
 
     async def _host_blocked(self, host_key: str) -> bool:
         """Blocked by its own policy, or by its registrable domain's when it has none."""
