@@ -223,5 +223,8 @@ async def test_scope_rules_are_shared_and_polled_by_id(make_store: StoreMaker) -
         assert [(r.kind, r.value) for r in newer] == [("exclude", r"\.pdf$")]
         with pytest.raises(StoreError, match="unknown scope rule kind"):
             await one.add_scope_rules([ScopeRule("everything", "x")])
+        with pytest.raises(StoreError, match="not a regular expression"):
+            await one.add_scope_rules([ScopeRule("host", "c.test"), ScopeRule("include", "([")])
+        assert [r.value for r in await two.scope_rules(after=newer[-1].id)] == []
     finally:
         await close_all([one, two])
