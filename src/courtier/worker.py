@@ -43,7 +43,7 @@ from courtier.parse.sitemaps import SitemapResult
 from courtier.politeness.audit import LeaseAuditor
 from courtier.politeness.delays import DelayPolicy, parse_retry_after
 from courtier.politeness.robots import MAX_ROBOTS_BYTES, product_token
-from courtier.politeness.robots_state import RobotsPolicy
+from courtier.politeness.robots_state import INCOMPLETE_ROBOTS, RobotsPolicy
 from courtier.process import SITEMAP_PRIORITY, PageProcessor, is_html, looks_like_sitemap
 from courtier.progress_text import waiting_text
 from courtier.store.base import (
@@ -154,6 +154,7 @@ class Worker:
             total_timeout=config.total_timeout, max_body_bytes=config.max_body_bytes,
             max_decoded_bytes=config.max_decoded_bytes,
             low_speed_limit=config.low_speed_limit, low_speed_time=config.low_speed_time,
+            header_timeout=config.header_timeout,
         )
         self.robots_limits = dataclasses.replace(
             self.limits, max_body_bytes=MAX_ROBOTS_BYTES, max_decoded_bytes=MAX_ROBOTS_BYTES)
@@ -582,6 +583,8 @@ class Worker:
         body: bytes | None = None
         try:
             resp = await self.transport.fetch(self._request(lease), self.robots_limits)
+            if 200 <= resp.status < 300 and resp.truncated in INCOMPLETE_ROBOTS:
+                raise FetchError(f"{lease.url}: robots.txt cut short ({resp.truncated})")
         except FetchError as exc:
             self._finished(lease, None)
             self.metrics.robots_fetches.labels("error").inc()

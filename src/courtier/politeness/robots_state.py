@@ -10,7 +10,9 @@ robots fetch       what the host's URLs get
 > 5 hops           "unavailable": allow all (RFC 9309 §2.3.1.2)
 4xx (401/403 too)  "unavailable": allow all, until ``expires_at``
 5xx, 429, error    "unreachable": disallow all and retry with back-off; the
-                   last good copy, if any, keeps being obeyed meanwhile
+                   last good copy, if any, keeps being obeyed meanwhile (a
+                   2xx whose body was cut short by time or the server, and
+                   a header deadline overrun, count as errors)
 =================  ==========================================================
 """
 
@@ -22,6 +24,11 @@ from enum import StrEnum
 from courtier.politeness.robots import MAX_ROBOTS_BYTES, RobotsTxt
 
 MAX_ROBOTS_REDIRECTS = 5
+#: ways a robots.txt body can end early (``FetchResponse.truncated``) that leave it
+#: incomplete: cut by time, the low-speed limit or the server, or undecodable. Its
+#: missing lines may disallow, so such a copy is never obeyed as the whole file; it
+#: counts as unreachable. A body cut at the size cap is parsed (RFC 9309 §2.5 limit).
+INCOMPLETE_ROBOTS = frozenset({"time", "slow", "disconnect", "encoding"})
 
 
 class RobotsStatus(StrEnum):
