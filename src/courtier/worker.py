@@ -90,7 +90,9 @@ class CrawlStatus:
     left_for_later: bool = False   # unfinished retries remain beyond --linger
     longest_stall: float = 0.0     # seconds: the event loop's longest lag (loopwatch.py)
     waiting: str = ""              # what a lingering one-shot crawl waits for (progress.py)
-    queued_at_end: int | None = None  # URLs still QUEUED in the store when it ended
+    #: URLs of an unfinished cycle left in the store when it ended (recrawls not counted)
+    left_unfetched: int | None = None   # never fetched
+    left_retrying: int | None = None    # retrying after a failure
     stop_reason: str = ""
     warc_files: list[str] = field(default_factory=list)
 
@@ -280,7 +282,8 @@ class Worker:
         self.status.left_for_later = pending_at is not None
         if self.status.left_for_later:
             with contextlib.suppress(StoreError):
-                self.status.queued_at_end = (await self.store.counts()).get("queued")
+                self.status.left_unfetched, self.status.left_retrying = \
+                    await self.store.pending_counts(self.shards)
         return True
 
     async def _wait(self, now: float) -> None:

@@ -245,6 +245,25 @@ async def test_next_due_at(store: Store) -> None:
     assert await store.next_due_at([1]) == T0 + 30
 
 
+async def test_pending_counts_leave_out_rows_waiting_only_for_a_recrawl(store: Store) -> None:
+    assert await store.pending_counts([1, 2]) == (0, 0)
+    await store.add_urls([new("http://a.test/new"), new("http://a.test/retry"),
+                          new("http://a.test/recrawl"), new("http://a.test/gone"),
+                          new("http://b.test/new", shard=2)])
+    result = await store.commit([
+        done("http://a.test/retry", outcome=Outcome.RETRY, failure_count=2,
+             next_fetch_at=T0 + 60),
+        done("http://a.test/recrawl"),                       # fetched: due again in an hour
+        done("http://a.test/gone", next_fetch_at=None),      # retired
+    ])
+    assert result.applied == 3
+    assert await store.pending_counts([1]) == (1, 1)
+    assert await store.pending_counts([1, 2]) == (2, 1)
+    await store.load_due([2], T0 + 10, 10, 10)  # SCHEDULED rows are in flight, not left
+    assert await store.pending_counts([1, 2]) == (1, 1)
+    assert await store.pending_counts([]) == (0, 0)
+
+
 # -- commit ----------------------------------------------------------------------
 
 

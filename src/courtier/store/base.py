@@ -318,6 +318,13 @@ class Store(Protocol):
         one-shot crawl waits for, unlike recrawls.
         """
 
+    async def pending_counts(self, shards: Sequence[int]) -> tuple[int, int]:
+        """QUEUED rows of these shards whose current cycle is unfinished, as
+        ``(never_fetched, retrying)``: version 0, and version > 0 with
+        failure_count > 0 (the rows ``next_due_at(pending_only=True)`` looks at).
+        Rows waiting only for their next recrawl are not counted. One scan of the
+        shards' QUEUED rows; meant for a crawl's end, not the hot path."""
+
     async def commit(
         self, commits: Sequence[FetchCommit], host_stats: Sequence[HostStatsDelta] = ()
     ) -> CommitResult:

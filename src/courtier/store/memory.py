@@ -161,6 +161,17 @@ class MemoryStore:
                  and (r["version"] == 0 or r["failure_count"] > 0)]
         return min(times) if times else None
 
+    async def pending_counts(self, shards: Sequence[int]) -> tuple[int, int]:
+        wanted = set(shards)
+        never = retrying = 0
+        for r in self.urls.values():
+            if r["state"] == UrlState.QUEUED and r["shard"] in wanted:
+                if r["version"] == 0:
+                    never += 1
+                elif r["failure_count"] > 0:
+                    retrying += 1
+        return never, retrying
+
     async def commit(self, commits: Sequence[FetchCommit],
                      host_stats: Sequence[HostStatsDelta] = ()) -> CommitResult:
         applied = stale = 0

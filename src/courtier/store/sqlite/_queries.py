@@ -120,6 +120,18 @@ def next_due_at(
     return None if row is None or row[0] is None else float(row[0])
 
 
+def pending_counts(conn: sqlite3.Connection, shards: Sequence[int]) -> tuple[int, int]:
+    """(never fetched, retrying) QUEUED rows of these shards; a range scan per shard."""
+    if not shards:
+        return 0, 0
+    row = conn.execute(
+        "SELECT COALESCE(SUM(version = 0), 0), COALESCE(SUM(version > 0 AND failure_count > 0), 0)"
+        f" FROM urls WHERE state = {QUEUED} AND shard IN (SELECT value FROM json_each(?))",
+        (as_json_list(shards),),
+    ).fetchone()
+    return int(row[0]), int(row[1])
+
+
 def due_within(conn: sqlite3.Connection, shards: Sequence[int], until: float) -> int:
     """QUEUED rows with next_fetch_at < until; one index range count per shard."""
     if not shards:
