@@ -43,6 +43,7 @@ from courtier.parse.sitemaps import SitemapResult
 from courtier.politeness.audit import LeaseAuditor
 from courtier.politeness.delays import DelayPolicy, parse_retry_after
 from courtier.politeness.robots import MAX_ROBOTS_BYTES, product_token
+from courtier.politeness.robots_offload import parse_off_loop
 from courtier.politeness.robots_state import INCOMPLETE_ROBOTS, RobotsPolicy
 from courtier.process import SITEMAP_PRIORITY, PageProcessor, is_html, looks_like_sitemap
 from courtier.progress_text import waiting_text
@@ -350,7 +351,9 @@ class Worker:
         for host_key, shard in new_hosts.items():
             record = await self.store.load_host(host_key)
             ip = await self.resolve_ip(host_key) if self.resolve_ip is not None else None
-            frontier.register_host(host_key, shard, record, ip)
+            robots = (await parse_off_loop(record.robots_body, self.agent)
+                      if record is not None and record.robots_body is not None else None)
+            frontier.register_host(host_key, shard, record, ip, robots)
             policy, inherited = await policy_in_force(self.store, host_key, record)
             if inherited:  # the registrable domain's policy covers this subdomain
                 frontier.set_policy(host_key, policy)
@@ -588,6 +591,8 @@ class Worker:
             resp = await self.transport.fetch(self._request(lease), self.robots_limits)
             if 200 <= resp.status < 300 and resp.truncated in INCOMPLETE_ROBOTS:
                 raise FetchError(f"{lease.url}: robots.txt cut short ({resp.truncated})")
+            parsed = (await parse_off_loop(resp.body, self.agent)
+                      if 200 <= resp.status < 300 else None)
         except FetchError as exc:
             self._finished(lease, None)
             self.metrics.robots_fetches.labels("error").inc()
@@ -611,7 +616,7 @@ class Worker:
                 body = resp.body[:MAX_ROBOTS_BYTES]
             retry_at = parse_retry_after(resp.header("retry-after"), self.clock.now())
             frontier.finish_robots(lease, resp.status, resp.body, location, resp.remote_ip,
-                                   retry_at)
+                                   retry_at, parsed)
             host_state = frontier.hosts.get(lease.host_key)
             if 200 <= resp.status < 300 and host_state and host_state.robots.rules is not None:
                 await self._discover_sitemaps(lease, host_state.robots.rules.sitemaps)

@@ -98,14 +98,16 @@ class RobotsState:
         policy: RobotsPolicy,
         location: str | None = None,
         retry_at: float | None = None,
+        parsed: RobotsTxt | None = None,
     ) -> str | None:
         """Apply one robots.txt response. Returns a redirect target to fetch next, or None.
 
         ``retry_at`` (from a Retry-After header on a 429/503) delays the next attempt
-        beyond the usual back-off when it is later."""
+        beyond the usual back-off when it is later. ``parsed`` is ``body`` already
+        parsed (off the event loop, ``robots_offload.py``); else it is parsed here."""
         self.last_status = status
         if 200 <= status < 300:
-            self.rules = RobotsTxt.parse(body[:MAX_ROBOTS_BYTES])
+            self.rules = parsed if parsed is not None else RobotsTxt.parse(body[:MAX_ROBOTS_BYTES])
             self.last_good = self.rules
             self.last_good_at = now
             self._settle(RobotsStatus.OK, now, policy)
@@ -143,17 +145,20 @@ class RobotsState:
         fetched_at: float,
         expires_at: float,
         now: float,
+        parsed: RobotsTxt | None = None,
     ) -> None:
-        """Reload a copy saved in the store; an expired one only serves as the last good copy."""
+        """Reload a copy saved in the store; an expired one only serves as the last good copy.
+
+        ``parsed`` is ``body`` already parsed (off the event loop); else it is parsed here."""
         if status is None:
             return
         if body is not None and not 200 <= status < 300:
             # unreachable (or unavailable) last time: the stored body is the last good copy
-            self.last_good = RobotsTxt.parse(body)
+            self.last_good = parsed if parsed is not None else RobotsTxt.parse(body)
             self.last_good_at = fetched_at
             return
         if body is not None and 200 <= status < 300:
-            rules = RobotsTxt.parse(body)
+            rules = parsed if parsed is not None else RobotsTxt.parse(body)
             self.last_good = rules
             self.last_good_at = fetched_at
             if now < expires_at:
