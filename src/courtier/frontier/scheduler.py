@@ -90,6 +90,7 @@ class Frontier:
         self._queued = 0
         self._in_flight = 0
         self._robots_units = UNITS_PER_TURN  # robots decisions left in this turn
+        self.robots_units_spent = 0  # work units of robots decisions so far (tests, bench)
 
     # ---- host registry -------------------------------------------------------------------
 
@@ -218,6 +219,7 @@ class Frontier:
             decided, allowed, spent = decide_head(host, rules, self.agent,
                                                   path_of(host.peek().url), self._robots_units)
             self._robots_units -= spent
+            self.robots_units_spent += spent
             if decided is None:
                 return None  # a long decision: it goes on next turn
             self._queued -= 1
