@@ -264,6 +264,25 @@ async def test_pending_counts_leave_out_rows_waiting_only_for_a_recrawl(store: S
     assert await store.pending_counts([]) == (0, 0)
 
 
+async def test_redirect_chain_travels_from_intake_to_the_refill(store: Store) -> None:
+    import dataclasses
+
+    chain = '[{"url": "http://a.test/old", "status": 301}]'
+    await store.add_urls([dataclasses.replace(new("http://a.test/new"), redirect_hops=1,
+                                              redirect_chain=chain),
+                          new("http://a.test/direct")])
+    # a redirect target discovered by a commit keeps its chain too
+    target = dataclasses.replace(new("http://a.test/next"), redirect_hops=2,
+                                 redirect_chain=chain[:-1] + ', {"url": "http://a.test/new",'
+                                                             ' "status": 302}]')
+    await store.commit([done("http://a.test/direct", new_urls=[target])])
+    rows = {d.url: d for d in await store.load_due([1], T0 + 10, 10, 10)}
+    assert rows["http://a.test/new"].redirect_chain == chain
+    assert rows["http://a.test/next"].redirect_chain == target.redirect_chain
+    assert rows["http://a.test/next"].redirect_hops == 2
+    assert "http://a.test/direct" not in rows  # fetched: due in an hour
+
+
 # -- commit ----------------------------------------------------------------------
 
 

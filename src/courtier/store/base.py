@@ -50,6 +50,9 @@ class NewUrl:
     redirect_hops: int = 0
     sitemap_changefreq: str | None = None   # hints from a sitemap entry (recrawl prior)
     sitemap_lastmod: float | None = None
+    #: JSON list of the redirects that led here when first discovered, oldest first:
+    #: ``[{"url": …, "status": 301}, …]`` (events/redirects.py); None: reached directly
+    redirect_chain: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +78,7 @@ class DueUrl:
     simhash: int | None = None           # unsigned 64-bit fingerprint of the last fetch
     sitemap_changefreq: str | None = None
     sitemap_lastmod: float | None = None
+    redirect_chain: str | None = None     # see NewUrl.redirect_chain
 
 
 @dataclass(slots=True)

@@ -38,7 +38,7 @@ ROW_FIELDS = ("change_stats", "near_dup_of", "simhash", "sitemap_changefreq", "s
               "outcome", "etag", "last_modified", "content_type", "payload_digest",
               "content_length", "failure_count", "redirect_hops", "redirect_to", "warc_file",
               "warc_offset", "warc_length", "error_kind", "title", "robots_digest",
-              "delay_applied")
+              "delay_applied", "redirect_chain")
 
 
 KEPT_UNLESS_OK = ("etag", "last_modified", "content_type", "payload_digest", "content_length",
@@ -149,7 +149,7 @@ class MemoryStore:
                 row["priority"], row["version"], row["next_fetch_at"], row["redirect_hops"],
                 row["etag"], row["last_modified"], row["failure_count"], row["payload_digest"],
                 row["change_stats"], row["last_fetch_at"], row["warc_file"], row["simhash"],
-                row["sitemap_changefreq"], row["sitemap_lastmod"]))
+                row["sitemap_changefreq"], row["sitemap_lastmod"], row["redirect_chain"]))
         return out
 
     async def next_due_at(self, shards: Sequence[int], pending_only: bool = False) -> float | None:
