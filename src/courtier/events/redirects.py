@@ -36,7 +36,7 @@ def chain_hops(chain: str | None) -> list[dict[str, Any]]:
 def extend_chain(chain: str | None, url: str, status: int) -> str:
     """The chain of a redirect's target: ``chain`` plus the hop from ``url`` (``status``),
     cut to :data:`MAX_CHAIN` hops by dropping the oldest after the first."""
-    hops = chain_hops(chain) + [{"url": url, "status": status}]
+    hops = [*chain_hops(chain), {"url": url, "status": status}]
     if len(hops) > MAX_CHAIN:
         hops = hops[:1] + hops[len(hops) - MAX_CHAIN + 1:]
     return json.dumps(hops, separators=(",", ":"))
