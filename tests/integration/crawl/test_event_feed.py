@@ -15,6 +15,7 @@ from courtier.store.sqlite import SqliteStore
 from courtier.testweb import TestWebServer, default_web
 from courtier.testweb.site import TestWeb
 from tests.integration.crawl.test_crawl_testweb import config_for
+from tests.integration.serve import loopback_crawl, serve
 
 
 def expected_links(web: TestWeb, url: str) -> dict[str, tuple[bool, str]]:
@@ -66,8 +67,6 @@ async def test_a_page_reached_through_redirects_carries_its_chain(tmp_path: Path
     """/start → 301 → /hop1 → 302 → /hop2 → 307 → /page, as the server answered them."""
     from aiohttp import web
 
-    from courtier.config import build_config
-
     hops = {"/start": (301, "/hop1"), "/hop1": (302, "/hop2"), "/hop2": (307, "/page")}
     answered: list[tuple[str, int]] = []
 
@@ -82,25 +81,10 @@ async def test_a_page_reached_through_redirects_carries_its_chain(tmp_path: Path
         return web.Response(text="<html><title>end</title><body>end</body></html>",
                             content_type="text/html")
 
-    app = web.Application()
-    app.router.add_route("GET", "/{tail:.*}", handle)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    base = f"http://hops.test:{port}"
-    try:
-        hosts = tmp_path / "hosts.txt"
-        hosts.write_text("127.0.0.1 hops.test\n")
-        config = build_config(
-            {"data": tmp_path / "data", "seeds": (base + "/start",), "resolve": hosts,
-             "allow_network": ("127.0.0.0/8",), "delay": 0.0, "progress": "none",
-             "linger": 0.0},
-            environ={})
-        await crawl(config, install_signals=False)
-    finally:
-        await runner.cleanup()
+    async with serve(handle) as port:
+        base = f"http://hops.test:{port}"
+        await crawl(loopback_crawl(tmp_path, "hops.test", (base + "/start",)),
+                    install_signals=False)
     store = SqliteStore(tmp_path / "data" / "courtier.db")
     await store.open()
     try:

@@ -13,8 +13,8 @@ import pytest
 from aiohttp import web
 
 from courtier.app import crawl
-from courtier.config import build_config
 from courtier.progress import summary_line
+from tests.integration.serve import loopback_crawl, serve
 
 
 @pytest.mark.timeout(120)
@@ -32,25 +32,11 @@ async def test_a_crawl_ending_with_retries_pending_says_so(tmp_path: Path) -> No
             return web.Response(status=503, headers={"Retry-After": "3600"})
         return web.Response(text="<html><body>done</body></html>", content_type="text/html")
 
-    app = web.Application()
-    app.router.add_route("GET", "/{tail:.*}", handle)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        hosts = tmp_path / "hosts.txt"
-        hosts.write_text("127.0.0.1 busy.test fine.test down.test\n")
-        config = build_config(
-            {"data": tmp_path / "data",
-             "seeds": tuple(f"http://{h}.test:{port}/" for h in ("busy", "fine", "down")),
-             "resolve": hosts, "allow_network": ("127.0.0.0/8",), "delay": 0.0,
-             "progress": "none", "linger": 0.0},
-            environ={})
+    async with serve(handle) as port:
+        config = loopback_crawl(
+            tmp_path, "busy.test fine.test down.test",
+            tuple(f"http://{h}.test:{port}/" for h in ("busy", "fine", "down")))
         status = await crawl(config, install_signals=False)
-    finally:
-        await runner.cleanup()
     # what the server saw: the fine page was fetched, the down host's page never was
     assert ("fine.test", "/") in seen and ("busy.test", "/") in seen
     assert ("down.test", "/") not in seen
