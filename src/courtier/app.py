@@ -35,7 +35,7 @@ from courtier.metrics import CrawlMetrics
 from courtier.progress import Progress
 from courtier.store.base import NewUrl, Store
 from courtier.store.open import open_store, store_url
-from courtier.urls import canonicalize
+from courtier.urls import canonicalize, registrable_domain
 from courtier.worker import CrawlStatus, Worker
 
 log = logging.getLogger("courtier")
@@ -87,6 +87,9 @@ async def crawl(
     ``clock`` (tests only) replaces the real clock everywhere: store, resolver,
     frontier, worker."""
     data = config.data
+    # the Public Suffix List takes ~50 ms to load: not on the loop, where scope checks
+    # (registrable_domain) would first load it
+    await asyncio.to_thread(registrable_domain, "example.com")
     remote = is_remote(config.archive)
     warc_root = Path(config.archive.removeprefix("file://")) if config.archive and not remote \
         else data / "warc"

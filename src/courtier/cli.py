@@ -69,6 +69,9 @@ def add_crawl_flags(p: argparse.ArgumentParser) -> None:
                    help="abort a body slower than BYTES/s over --low-speed-time (1024; 0: off)")
     p.add_argument("--low-speed-time", type=float, metavar="SECONDS",
                    help="window of the low-speed limit (20)")
+    p.add_argument("--header-timeout", type=float, metavar="SECONDS",
+                   help="the status line and headers must be in this many seconds after a "
+                        "fetch starts (30)")
     p.add_argument("--robots-expiry", type=float, help="seconds a robots.txt copy is used (86400)")
     p.add_argument("--recrawl-interval", type=float, help="seconds before a page is due again")
     p.add_argument("--change-distance", type=int,

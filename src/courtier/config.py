@@ -64,6 +64,7 @@ class CrawlConfig:
     total_timeout: float = 60.0
     low_speed_limit: int = 1024        # bytes/s a body must beat over low_speed_time (0: off)
     low_speed_time: float = 20.0
+    header_timeout: float = 30.0       # status line + headers complete within this (from start)
     warc_max_bytes: int = 1_000_000_000
     archive: str | None = None         # WARC root: a folder or fsspec URL (None: DATA/warc)
     archive_prefix: str | None = None  # this writer's prefix in an object store (host name)
@@ -117,6 +118,8 @@ class CrawlConfig:
             raise ConfigError("--low-speed-limit must be >= 0 bytes/s (0: no limit)")
         if self.low_speed_time <= 0:
             raise ConfigError("--low-speed-time must be > 0 seconds")
+        if self.header_timeout <= 0:
+            raise ConfigError("--header-timeout must be > 0 seconds")
         if self.concurrency < 1:
             raise ConfigError("--concurrency must be >= 1")
         if self.scope not in SCOPES:

@@ -96,6 +96,11 @@ SETTING_DOCS: dict[str, SettingDoc] = {
                                   "it off.", "bytes/s"),
     "low_speed_time": SettingDoc("Fetching", "Window over which the low-speed limit is "
                                  "judged.", "seconds"),
+    "header_timeout": SettingDoc("Fetching", "The status line and all headers must arrive "
+                                 "within this time of a fetch's start (DNS and connect "
+                                 "included); a server dripping its headers is cut "
+                                 "(error_kind `header_timeout`) and retried later.",
+                                 "seconds"),
     "warc_max_bytes": SettingDoc("Storage", "WARC files are rotated when they reach this size.",
                                  "bytes"),
     "archive": SettingDoc("Storage", "WARC root: a folder (default `DATA/warc`) or an fsspec "

@@ -13,6 +13,7 @@
         ├── DNSError             the name did not resolve
         ├── ConnectError         TCP/TLS connection failed or was reset
         ├── FetchTimeout         connect, read or total timeout
+        │   └── HeaderTimeout    the headers were not complete by the header deadline
         └── ProtocolError        invalid status line, oversized headers, broken framing
 
 Expected per-URL results (not modified, robots denied, gone, …) are values of
@@ -69,6 +70,13 @@ class ConnectError(FetchError):
 
 class FetchTimeout(FetchError):
     kind = "timeout"
+
+
+class HeaderTimeout(FetchTimeout):
+    """The status line and headers were not complete within the header deadline
+    (a server dripping them, each byte in time for the read timeout)."""
+
+    kind = "header_timeout"
 
 
 class ProtocolError(FetchError):

@@ -152,6 +152,7 @@ class Intake:
         priority: int = LINK_PRIORITY,
         redirect_hops: int = 0,
         check_scope: bool = True,
+        redirect_chain: str | None = None,
     ) -> NewUrl | None:
         if check_scope and self.scope.rejects(url, depth) is not None:
             self.rejected += 1
@@ -159,7 +160,7 @@ class Intake:
         return NewUrl(
             url_key=url.url_key, url=url.url, host_key=url.host_key, shard=url.shard,
             depth=depth, priority=priority, next_fetch_at=now, discovered_at=now,
-            redirect_hops=redirect_hops,
+            redirect_hops=redirect_hops, redirect_chain=redirect_chain,
         )
 
     def links(self, raw_links: Iterable[str], depth: int, now: float,

@@ -20,6 +20,7 @@ from courtier.dedup.fingerprint64 import hamming
 from courtier.dedup.pages import DuplicateTracker, FirstCopy
 from courtier.errors import BlockedAddressError, FetchError, InvalidURL
 from courtier.events.feed import fetch_event, page_fields
+from courtier.events.redirects import chain_hops, extend_chain
 from courtier.fetch.transport import FetchResponse
 from courtier.frontier.lease import Lease, LeaseKind
 from courtier.frontier.recrawl import (
@@ -133,6 +134,7 @@ class PageProcessor:
             content_length=commit.content_length, payload_digest=commit.payload_digest,
             simhash=commit.simhash, near_dup_of=commit.near_dup_of,
             redirect_to=commit.redirect_to, redirect_hops=due.redirect_hops,
+            redirect_chain=chain_hops(due.redirect_chain),
             changed=changed if outcome is Outcome.OK else None, warc=warc,
             error_kind=commit.error_kind, page=page_info)
         commit.event["truncated"] = truncated_reason(commit.error_kind)
@@ -298,7 +300,9 @@ class PageProcessor:
                 fields["redirect_to"] = target.url
                 hops = due.redirect_hops + 1
                 if hops <= self.config.max_redirect_hops:
-                    new = self.intake.make(target, due.depth, now, redirect_hops=hops)
+                    chain = extend_chain(due.redirect_chain, due.url, resp.status)
+                    new = self.intake.make(target, due.depth, now, redirect_hops=hops,
+                                           redirect_chain=chain)
                     if new is not None:
                         new_urls.append(new)
         return self._commit(lease, due, Outcome.REDIRECT, now, new_urls=new_urls,

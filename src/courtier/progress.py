@@ -43,9 +43,16 @@ def summary_line(s: CrawlStatus) -> str:
 
 
 def _left_for_later(s: CrawlStatus) -> str:
-    queued = "" if s.queued_at_end is None else f"{s.queued_at_end} URLs stay queued; "
+    """How many URLs of an unfinished cycle stay in the store, and why. URLs waiting only
+    for their next recrawl are not left for later: their cycle is done."""
+    counts = ""
+    if s.left_unfetched is not None and s.left_retrying is not None:
+        kinds = [f"{n} {label}" for n, label in ((s.left_unfetched, "never fetched"),
+                                                 (s.left_retrying, "retrying")) if n]
+        counts = (f"{s.left_unfetched + s.left_retrying} URLs unfinished"
+                  f" ({', '.join(kinds)}); ") if kinds else ""
     why = s.waiting.removeprefix("waiting: ") or "retries due later"
-    return (f"; left for later: {queued}{why} (beyond --linger): run again on the same "
+    return (f"; left for later: {counts}{why} (beyond --linger): run again on the same "
             "--data to finish them")
 
 

@@ -124,6 +124,7 @@ class Reparser:
             content_length=len(stored.body), payload_digest=stored.payload_digest,
             simhash=fp, near_dup_of=twin, redirect_to=None,
             redirect_hops=int(old.get("redirect_hops") or 0), changed=old.get("changed"),
+            redirect_chain=old.get("redirect_chain") or [],
             warc=old["warc"], error_kind=None, page=page_fields(page, x_robots))
         payload.update(url_key=event.url_key.hex(), url=old["url"], version=event.version,
                        outcome="ok", parser_version=self.parser_version)

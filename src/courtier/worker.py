@@ -43,7 +43,8 @@ from courtier.parse.sitemaps import SitemapResult
 from courtier.politeness.audit import LeaseAuditor
 from courtier.politeness.delays import DelayPolicy, parse_retry_after
 from courtier.politeness.robots import MAX_ROBOTS_BYTES, product_token
-from courtier.politeness.robots_state import RobotsPolicy
+from courtier.politeness.robots_offload import parse_off_loop
+from courtier.politeness.robots_state import INCOMPLETE_ROBOTS, RobotsPolicy
 from courtier.process import SITEMAP_PRIORITY, PageProcessor, is_html, looks_like_sitemap
 from courtier.progress_text import waiting_text
 from courtier.store.base import (
@@ -89,7 +90,9 @@ class CrawlStatus:
     left_for_later: bool = False   # unfinished retries remain beyond --linger
     longest_stall: float = 0.0     # seconds: the event loop's longest lag (loopwatch.py)
     waiting: str = ""              # what a lingering one-shot crawl waits for (progress.py)
-    queued_at_end: int | None = None  # URLs still QUEUED in the store when it ended
+    #: URLs of an unfinished cycle left in the store when it ended (recrawls not counted)
+    left_unfetched: int | None = None   # never fetched
+    left_retrying: int | None = None    # retrying after a failure
     stop_reason: str = ""
     warc_files: list[str] = field(default_factory=list)
 
@@ -153,6 +156,7 @@ class Worker:
             total_timeout=config.total_timeout, max_body_bytes=config.max_body_bytes,
             max_decoded_bytes=config.max_decoded_bytes,
             low_speed_limit=config.low_speed_limit, low_speed_time=config.low_speed_time,
+            header_timeout=config.header_timeout,
         )
         self.robots_limits = dataclasses.replace(
             self.limits, max_body_bytes=MAX_ROBOTS_BYTES, max_decoded_bytes=MAX_ROBOTS_BYTES)
@@ -278,7 +282,8 @@ class Worker:
         self.status.left_for_later = pending_at is not None
         if self.status.left_for_later:
             with contextlib.suppress(StoreError):
-                self.status.queued_at_end = (await self.store.counts()).get("queued")
+                self.status.left_unfetched, self.status.left_retrying = \
+                    await self.store.pending_counts(self.shards)
         return True
 
     async def _wait(self, now: float) -> None:
@@ -345,7 +350,9 @@ class Worker:
         for host_key, shard in new_hosts.items():
             record = await self.store.load_host(host_key)
             ip = await self.resolve_ip(host_key) if self.resolve_ip is not None else None
-            frontier.register_host(host_key, shard, record, ip)
+            robots = (await parse_off_loop(record.robots_body, self.agent)
+                      if record is not None and record.robots_body is not None else None)
+            frontier.register_host(host_key, shard, record, ip, robots)
             policy, inherited = await policy_in_force(self.store, host_key, record)
             if inherited:  # the registrable domain's policy covers this subdomain
                 frontier.set_policy(host_key, policy)
@@ -579,6 +586,10 @@ class Worker:
         body: bytes | None = None
         try:
             resp = await self.transport.fetch(self._request(lease), self.robots_limits)
+            if 200 <= resp.status < 300 and resp.truncated in INCOMPLETE_ROBOTS:
+                raise FetchError(f"{lease.url}: robots.txt cut short ({resp.truncated})")
+            parsed = (await parse_off_loop(resp.body, self.agent)
+                      if 200 <= resp.status < 300 else None)
         except FetchError as exc:
             self._finished(lease, None)
             self.metrics.robots_fetches.labels("error").inc()
@@ -602,7 +613,7 @@ class Worker:
                 body = resp.body[:MAX_ROBOTS_BYTES]
             retry_at = parse_retry_after(resp.header("retry-after"), self.clock.now())
             frontier.finish_robots(lease, resp.status, resp.body, location, resp.remote_ip,
-                                   retry_at)
+                                   retry_at, parsed)
             host_state = frontier.hosts.get(lease.host_key)
             if 200 <= resp.status < 300 and host_state and host_state.robots.rules is not None:
                 await self._discover_sitemaps(lease, host_state.robots.rules.sitemaps)

@@ -243,6 +243,44 @@ async def test_next_due_at(store: Store) -> None:
     assert await store.next_due_at([1]) == T0 + 30
 
 
+async def test_pending_counts_leave_out_rows_waiting_only_for_a_recrawl(store: Store) -> None:
+    assert await store.pending_counts([1, 2]) == (0, 0)
+    await store.add_urls([new("http://a.test/new"), new("http://a.test/retry"),
+                          new("http://a.test/recrawl"), new("http://a.test/gone"),
+                          new("http://b.test/new", shard=2)])
+    result = await store.commit([
+        done("http://a.test/retry", outcome=Outcome.RETRY, failure_count=2,
+             next_fetch_at=T0 + 60),
+        done("http://a.test/recrawl"),                       # fetched: due again in an hour
+        done("http://a.test/gone", next_fetch_at=None),      # retired
+    ])
+    assert result.applied == 3
+    assert await store.pending_counts([1]) == (1, 1)
+    assert await store.pending_counts([1, 2]) == (2, 1)
+    await store.load_due([2], T0 + 10, 10, 10)  # SCHEDULED rows are in flight, not left
+    assert await store.pending_counts([1, 2]) == (1, 1)
+    assert await store.pending_counts([]) == (0, 0)
+
+
+async def test_redirect_chain_travels_from_intake_to_the_refill(store: Store) -> None:
+    import dataclasses
+
+    chain = '[{"url": "http://a.test/old", "status": 301}]'
+    await store.add_urls([dataclasses.replace(new("http://a.test/new"), redirect_hops=1,
+                                              redirect_chain=chain),
+                          new("http://a.test/direct")])
+    # a redirect target discovered by a commit keeps its chain too
+    target = dataclasses.replace(new("http://a.test/next"), redirect_hops=2,
+                                 redirect_chain=chain[:-1] + ', {"url": "http://a.test/new",'
+                                                             ' "status": 302}]')
+    await store.commit([done("http://a.test/direct", new_urls=[target])])
+    rows = {d.url: d for d in await store.load_due([1], T0 + 10, 10, 10)}
+    assert rows["http://a.test/new"].redirect_chain == chain
+    assert rows["http://a.test/next"].redirect_chain == target.redirect_chain
+    assert rows["http://a.test/next"].redirect_hops == 2
+    assert "http://a.test/direct" not in rows  # fetched: due in an hour
+
+
 # -- commit ----------------------------------------------------------------------
 
 

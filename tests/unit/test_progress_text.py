@@ -43,8 +43,12 @@ def test_the_recent_rate_forgets_the_busy_start() -> None:
 
 def test_the_summary_says_what_was_left_for_later_and_why() -> None:
     status = CrawlStatus(started_at=0.0, now=30.0, fetched=10, left_for_later=True,
-                         stop_reason="nothing due", queued_at_end=7,
+                         stop_reason="nothing due", left_unfetched=5, left_retrying=2,
                          waiting="waiting: 2 hosts (back-off 429/5xx: 2), next retry in 300 s")
     text = summary_line(status)
-    assert "left for later: 7 URLs stay queued; 2 hosts (back-off 429/5xx: 2)" in text
+    assert ("left for later: 7 URLs unfinished (5 never fetched, 2 retrying); "
+            "2 hosts (back-off 429/5xx: 2)") in text
     assert "next retry in 300 s" in text
+    only_retries = CrawlStatus(left_for_later=True, left_unfetched=0, left_retrying=3)
+    assert "left for later: 3 URLs unfinished (3 retrying); retries due later" in \
+        summary_line(only_retries)

@@ -107,8 +107,12 @@ def fetch_event(
     payload_digest: str | None, simhash: int | None, near_dup_of: str | None,
     redirect_to: str | None, redirect_hops: int, changed: bool | None,
     warc: dict[str, Any] | None, error_kind: str | None, page: dict[str, Any],
+    redirect_chain: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """One event payload without the store's keys (see ``schema/event-v1.json``)."""
+    """One event payload without the store's keys (see ``schema/event-v1.json``).
+
+    ``redirect_chain``: the hops that led to ``url`` (``events/redirects.py``)."""
+    chain = list(redirect_chain or ())
     detected = page.pop("charset_detected", None)
     unchanged = outcome == "not_modified" or (outcome == "ok" and changed is False)
     return {
@@ -119,6 +123,8 @@ def fetch_event(
         "final_url": url,
         "redirect_to": redirect_to,
         "redirect_hops": redirect_hops,
+        "redirect_chain": chain,
+        "redirect_chain_dropped": max(0, redirect_hops - len(chain)),
         "content_type": content_type,
         "mime": media_type(content_type),
         "charset": header_charset(content_type) or detected,

@@ -23,15 +23,18 @@ Contract beyond the protocol:
   headers arrived), ``"slow"`` (the body stayed under ``low_speed_limit``
   bytes/s for ``low_speed_time`` seconds: a server dripping bytes, each one
   in time for the read timeout, no longer holds its host until the total
-  timeout; the header phase is bounded by the read and total timeouts only),
+  timeout),
   ``"disconnect"`` (the connection broke mid-body),
   ``"encoding"`` (unknown or corrupt Content-Encoding; ``body`` holds what
   decoded before the error, empty for an unknown coding).
 * Failures before a usable response raise: :class:`DNSError`,
   :class:`BlockedAddressError`, :class:`ConnectError` (refused, reset, TLS,
   server closed without answering), :class:`FetchTimeout` (connect, read or
-  total timeout before the headers), :class:`ProtocolError` (invalid status
-  line or headers, headers over ``max_header_bytes``).
+  total timeout before the headers), :class:`HeaderTimeout` (the status line
+  and headers were not all there ``header_timeout`` seconds after the fetch
+  began: a server dripping its headers, which the low-speed limit cannot
+  judge because headers are a few hundred bytes), :class:`ProtocolError`
+  (invalid status line or headers, headers over ``max_header_bytes``).
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ from courtier.errors import (
     ConnectError,
     FetchError,
     FetchTimeout,
+    HeaderTimeout,
     ProtocolError,
 )
 from courtier.fetch.resolver import Resolver
@@ -346,9 +350,10 @@ class AiohttpTransport:
         if not any(k.lower() == "user-agent" for k, _ in headers):
             headers.append(("User-Agent", DEFAULT_USER_AGENT))
         line_cap = max(1024, limits.max_header_bytes)
+        header_deadline = min(deadline, start + limits.header_timeout)
         token = None
         try:
-            async with asyncio.timeout_at(deadline):
+            async with asyncio.timeout_at(header_deadline):
                 host = url.raw_host or url.host  # the ASCII (punycode) name aiohttp asks for
                 addresses = await self._resolver.resolve(host, port)
                 token = _PINNED.set((host, port, addresses))
@@ -364,7 +369,13 @@ class AiohttpTransport:
                         sock_read=limits.read_timeout,
                     ),
                 )
-        except (aiohttp.ClientError, OSError, TimeoutError, FetchError) as exc:
+        except TimeoutError as exc:
+            if header_deadline < deadline and loop.time() >= header_deadline:
+                raise HeaderTimeout(
+                    f"{request.url}: status line and headers not complete after"
+                    f" {limits.header_timeout:g} s (header deadline)") from exc
+            raise _map_error(exc, request.url) from exc
+        except (aiohttp.ClientError, OSError, FetchError) as exc:
             raise _map_error(exc, request.url) from exc
         finally:
             if token is not None:

@@ -26,6 +26,10 @@ class FetchLimits:
     #: ``low_speed_time`` seconds is cut ("slow"); 0 turns it off
     low_speed_limit: int = 1024
     low_speed_time: float = 20.0
+    #: the status line and every header must have arrived this many seconds after the
+    #: fetch began (DNS and connect included), else :class:`HeaderTimeout`; a server
+    #: dripping its headers, each byte in time for the read timeout, is cut here
+    header_timeout: float = 30.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -84,6 +84,7 @@ class HostState:
     waiters: set[str] = field(default_factory=set)  # hosts whose robots redirect waits on us
     address_blocked: bool = False  # the SSRF guard refused its address (until forgotten)
     token: int = 0                # bumps on every reschedule; stale heap entries are skipped
+    robots_check: object = None   # a robots decision under way (frontier/robots_turns.py)
 
     def push(self, due: DueUrl, now: float) -> None:
         heapq.heappush(self.queue, (url_rank(due, now), due))

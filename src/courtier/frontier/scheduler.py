@@ -34,7 +34,9 @@ from collections.abc import Iterable, Mapping
 from courtier.clock import Clock
 from courtier.frontier.host import HostPolicy, HostState, IpState
 from courtier.frontier.lease import FetchFeedback, Lease, LeaseKind
+from courtier.frontier.robots_turns import UNITS_PER_TURN, decide_head
 from courtier.politeness.delays import DelayPolicy, base_delay, effective_delay
+from courtier.politeness.robots import RobotsTxt
 from courtier.politeness.robots_state import RobotsPolicy, RobotsStatus
 from courtier.store.base import DueUrl, HostRecord
 from courtier.urls import host_key_of, shard_of
@@ -87,6 +89,8 @@ class Frontier:
         self._released: list[tuple[DueUrl, float]] = []
         self._queued = 0
         self._in_flight = 0
+        self._robots_units = UNITS_PER_TURN  # robots decisions left in this turn
+        self.robots_units_spent = 0  # work units of robots decisions so far (tests, bench)
 
     # ---- host registry -------------------------------------------------------------------
 
@@ -94,11 +98,12 @@ class Frontier:
         return host_key in self.hosts
 
     def register_host(self, host_key: str, shard: int, record: HostRecord | None = None,
-                      ip: str | None = None) -> None:
+                      ip: str | None = None, robots: RobotsTxt | None = None) -> None:
         """Create the host's state, restoring its durable part (robots copy, policy, back-off).
 
         ``ip`` (when already resolved) puts the host in its IP group from the first
-        request on, robots.txt included.
+        request on, robots.txt included. ``robots`` is the record's robots body
+        already parsed off the loop (else it is parsed here).
         """
         if host_key in self.hosts:
             return
@@ -112,6 +117,7 @@ class Frontier:
                 record.robots_fetched_at or 0.0,
                 record.robots_expires_at or 0.0,
                 self.clock.now(),
+                robots,
             )
             host.policy = HostPolicy(
                 record.policy_delay, record.policy_max_in_flight, record.policy_max_pages,
@@ -156,7 +162,17 @@ class Frontier:
     # ---- level 1 + level 2 ----------------------------------------------------------------
 
     def next_lease(self) -> Lease | None:
-        """The next fetch that may start now, or None. Call again until None."""
+        """The next fetch that may start now, or None. Call again until None.
+
+        The calls up to the one returning None are one *turn*: together they spend
+        at most about ``robots_turns.UNITS_PER_TURN`` of robots decisions, so the
+        caller must yield to the event loop before the next turn."""
+        lease = self._next_lease()
+        if lease is None:
+            self._robots_units = UNITS_PER_TURN  # the turn ends: the caller yields now
+        return lease
+
+    def _next_lease(self) -> Lease | None:
         now = self.clock.now()
         waiting, ready = self._waiting, self._ready
         while waiting and waiting[0][0] <= now:
@@ -164,7 +180,7 @@ class Frontier:
             host = self.hosts.get(key)
             if host is not None and host.token == token:
                 heapq.heappush(ready, (-host.best_priority(), at, seq, token, key))
-        while ready:
+        while ready and self._robots_units > 0:
             _, _, _, token, key = heapq.heappop(ready)
             host = self.hosts.get(key)
             if host is None or host.token != token:
@@ -199,12 +215,17 @@ class Frontier:
         rules = host.robots.rules_in_force()
         if rules is None:
             return None  # unreachable robots.txt and no good copy: wait for the retry
-        while host.queue:
-            due = host.pop()
+        while host.queue and self._robots_units > 0:  # else: on with it next turn
+            decided, allowed, spent = decide_head(host, rules, self.agent,
+                                                  path_of(host.peek().url), self._robots_units)
+            self._robots_units -= spent
+            self.robots_units_spent += spent
+            if decided is None:
+                return None  # a long decision: it goes on next turn
             self._queued -= 1
-            if rules.allowed(self.agent, path_of(due.url)):
-                return self._issue(host, now, LeaseKind.PAGE, due.url, due, rules.digest)
-            self._denied.append((due, "robots", rules.digest))
+            if allowed:
+                return self._issue(host, now, LeaseKind.PAGE, decided.url, decided, rules.digest)
+            self._denied.append((decided, "robots", rules.digest))
         return None
 
     def _issue(
@@ -341,9 +362,10 @@ class Frontier:
 
     def finish_robots(
         self, lease: Lease, status: int | None, body: bytes = b"", location: str | None = None,
-        ip: str | None = None, retry_at: float | None = None,
+        ip: str | None = None, retry_at: float | None = None, parsed: RobotsTxt | None = None,
     ) -> None:
-        """A robots.txt fetch ended (status None = network error)."""
+        """A robots.txt fetch ended (status None = network error); ``parsed``: its body
+        already parsed off the loop."""
         host = self._release_slot(lease, ip)
         host.robots_in_flight = False
         now = self.clock.now()
@@ -352,7 +374,8 @@ class Frontier:
         if status is None:
             host.robots.on_unreachable(now, self.robots_policy)
         else:
-            host.robots.on_response(status, body, now, self.robots_policy, location, retry_at)
+            host.robots.on_response(status, body, now, self.robots_policy, location, retry_at,
+                                    parsed)
         self._space_next(host, lease)
         self._reschedule(host)
 

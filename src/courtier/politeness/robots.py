@@ -38,11 +38,18 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final
 
-from courtier.politeness.robots_match import Rule, RuleSet, normalize, normalize_bytes
+from courtier.politeness.robots_match import (
+    PathCheck,
+    Rule,
+    RuleSet,
+    normalize,
+    normalize_bytes,
+)
 
 __all__ = [
     "MAX_ROBOTS_BYTES",
@@ -302,15 +309,28 @@ class RobotsTxt:
         ``path`` is as it appears in the URL; percent-encoded and literal
         forms of a character compare equal where RFC 9309 §2.2.2 says so.
         """
+        check = self.check(agent_token, path)
+        check.advance(sys.maxsize)
+        return check.allowed
+
+    def check(self, agent_token: str, path: str) -> PathCheck:
+        """The decision :meth:`allowed` makes, as a :class:`PathCheck` to take in steps
+        (its work is bounded per :meth:`PathCheck.advance`; see ``robots_match``)."""
         if not path.startswith("/"):
             path = "/" + path
         path = normalize(path)
         if path == _ROBOTS_PATH or path.startswith(_ROBOTS_PATH + "?"):
-            return True
+            return PathCheck.decided(True)
         group = self.group_for(agent_token)
         if group is None:
-            return True
-        return group.rules.decide(path) is not False
+            return PathCheck.decided(None)
+        return group.rules.check(path)
+
+    def prepare(self, agent_token: str) -> RobotsTxt:
+        """Compile the group of ``agent_token`` now (it is otherwise compiled on first
+        use), so that the cost is paid where the caller parses: off the event loop."""
+        self.group_for(agent_token)
+        return self
 
     def crawl_delay(self, agent_token: str) -> float | None:
         """Seconds between requests asked of ``agent_token`` (max over merged groups), or None."""

@@ -18,14 +18,24 @@ in a dictionary per prefix length, ``$``-anchored literals in a dictionary, and
 ``*`` patterns as literal segments matched with ``str.find`` (linear, no
 regular-expression backtracking, so a hostile pattern cannot stall a worker).
 The most specific rule wins — the one whose normalised pattern has the most
-octets — and ``Allow`` wins a tie.
+octets — and ``Allow`` wins a tie. Identical ``*`` patterns are kept once.
+
+A decision can also be taken in steps (:meth:`RuleSet.check` →
+:class:`PathCheck`): its work is counted in *units* (one dictionary probe; a
+``*`` rule costs one per segment and per :data:`SEGMENT_SPAN` characters of
+segment, times one per :data:`FIND_SPAN` characters of path), and
+:meth:`PathCheck.advance` stops once it has spent about the units it was given,
+keeping its place. A robots.txt of 500 KiB can hold tens of thousands of ``*``
+rules that one path must be tried against; the frontier takes such a decision
+over several turns of the event loop instead of in one block (DESIGN §3).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Generator, Iterable
 from dataclasses import dataclass, field
+from typing import Final
 
 _UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 
@@ -34,6 +44,13 @@ _TO_FIX = re.compile(rb"%([0-9A-Fa-f]{2})|[^\x21-\x7e]")
 #: quick tests: input that needs no rewriting at all (printable ASCII, no "%")
 _BYTES_NEED_FIX = re.compile(rb"[^\x21-\x24\x26-\x7e]")
 _STR_NEEDS_FIX = re.compile(r"[^\x21-\x24\x26-\x7e]")
+
+#: characters of path one work unit of ``str.find`` stands for
+FIND_SPAN: Final = 256
+#: characters of a segment that add one unit to the cost of searching for it
+SEGMENT_SPAN: Final = 8
+#: units a stepped decision spends between two looks at its budget
+_PAUSE_EVERY: Final = 256
 
 
 def _fix(match: re.Match[bytes]) -> bytes:
@@ -87,6 +104,10 @@ class _Wildcard:
     middle: tuple[str, ...]
     tail: str
     anchored: bool
+    #: work units of :meth:`matches_after` on a path of up to :data:`FIND_SPAN`
+    #: characters: one per segment searched, plus one per :data:`SEGMENT_SPAN`
+    #: characters of it (a search costs up to path × segment length)
+    weight: int
 
     def matches_after(self, path: str) -> bool:
         pos = self.head_length
@@ -111,7 +132,8 @@ class _Pending:
     """Rules sharing one literal head, while a :class:`RuleSet` is being built."""
 
     plain: bool | None = None  # a plain prefix rule equal to the head: Allow?
-    wildcards: list[_Wildcard] = field(default_factory=list)
+    #: by pattern: a pattern written twice is tried once (Allow wins a tie)
+    wildcards: dict[str, _Wildcard] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +176,8 @@ class RuleSet:
         for head_length in sorted(pending):
             entries: dict[str, _Entry] = {}
             for head, built in pending[head_length].items():
-                wildcards = sorted(built.wildcards, key=lambda w: (-w.length, not w.allow))
+                wildcards = sorted(built.wildcards.values(),
+                                   key=lambda w: (-w.length, not w.allow))
                 longest = max(
                     [head_length if built.plain is not None else -1] + [w.length for w in wildcards]
                 )
@@ -191,15 +214,17 @@ class RuleSet:
             entry.plain = bool(entry.plain) or rule.allow  # Allow wins a tie
             return
         # inner stars, or trailing stars that make the pattern longer than its head
-        entry.wildcards.append(
-            _Wildcard(
-                length=length,
-                allow=rule.allow,
-                head_length=len(head),
-                middle=tuple(p for p in rest[:-1] if p),
-                tail=rest[-1] if rest else "",
-                anchored=anchored,
-            )
+        old_wildcard = entry.wildcards.get(pattern)
+        if old_wildcard is not None and (old_wildcard.allow or not rule.allow):
+            return
+        entry.wildcards[pattern] = _Wildcard(
+            length=length,
+            allow=rule.allow,
+            head_length=len(head),
+            middle=tuple(p for p in rest[:-1] if p),
+            tail=rest[-1] if rest else "",
+            anchored=anchored,
+            weight=max(1, sum(1 + len(p) // SEGMENT_SPAN for p in rest)),
         )
 
     def __len__(self) -> int:
@@ -208,6 +233,21 @@ class RuleSet:
 
     def decide(self, path: str) -> bool | None:
         """Allowed (True), disallowed (False) or no rule matched (None) for a normalised path."""
+        walk = self._walk(path)
+        try:
+            while True:
+                next(walk)
+        except StopIteration as done:
+            verdict: bool | None = done.value
+            return verdict
+
+    def check(self, path: str) -> PathCheck:
+        """The decision for a normalised ``path``, to be taken in steps."""
+        return PathCheck(self._walk(path))
+
+    def _walk(self, path: str) -> Generator[int, None, bool | None]:
+        """Yields the work units spent since its last yield (about every
+        :data:`_PAUSE_EVERY`); returns what :meth:`decide` returns."""
         best_length = -1
         best_allow = False
         if self._exact:
@@ -215,25 +255,78 @@ class RuleSet:
             if hit is not None:
                 best_length, best_allow = hit
         size = len(path)
+        span = 1 + size // FIND_SPAN  # units of one str.find over this path
+        units = 0
         for head_length, entries, floor in self._levels:
             if floor < best_length:
                 break  # nothing at this head length or shorter can win
             if head_length > size:
                 continue
+            units += 1
+            if units >= _PAUSE_EVERY:
+                yield units
+                units = 0
             entry = entries.get(path[:head_length])
             if entry is None or entry.longest < best_length:
                 continue
             plain = entry.plain
             if plain is not None and _better(head_length, plain, best_length, best_allow):
                 best_length, best_allow = head_length, plain
-            for wildcard in entry.wildcards:
-                if wildcard.length < best_length:
+            for wildcard in entry.wildcards:  # longest first, Allow first
+                length = wildcard.length
+                if length < best_length or (
+                        length == best_length and (best_allow or not wildcard.allow)):
+                    break  # neither this rule nor any after it can win
+                units += wildcard.weight * span
+                if wildcard.matches_after(path):
+                    best_length, best_allow = length, wildcard.allow
                     break
-                if _better(wildcard.length, wildcard.allow, best_length, best_allow) and (
-                    wildcard.matches_after(path)
-                ):
-                    best_length, best_allow = wildcard.length, wildcard.allow
-                    break
+                if units >= _PAUSE_EVERY:
+                    yield units
+                    units = 0
+        if units:
+            yield units
         if best_length < 0:
             return None
         return best_allow
+
+
+class PathCheck:
+    """One robots decision taken in steps; see :meth:`RuleSet.check`.
+
+    :meth:`advance` works until the decision is made (:attr:`done`, then
+    :attr:`verdict` as :meth:`RuleSet.decide` would say) or about ``budget``
+    units are spent; it returns the units spent. One call overshoots its
+    budget by at most one ``*`` rule's weight (times the path's span) plus
+    :data:`_PAUSE_EVERY`. :attr:`units` is the total spent so far.
+    """
+
+    __slots__ = ("_walk", "done", "units", "verdict")
+
+    def __init__(self, walk: Generator[int, None, bool | None] | None,
+                 verdict: bool | None = None) -> None:
+        self._walk = walk
+        self.done = walk is None
+        self.verdict = verdict
+        self.units = 0
+
+    @classmethod
+    def decided(cls, verdict: bool | None) -> PathCheck:
+        """A check whose answer is already known (no rules to try)."""
+        return cls(None, verdict)
+
+    @property
+    def allowed(self) -> bool:
+        """The decision once :attr:`done`: no rule matched, or an Allow rule won."""
+        return self.verdict is not False
+
+    def advance(self, budget: int) -> int:
+        spent = 0
+        walk = self._walk
+        while walk is not None and spent < budget:
+            try:
+                spent += next(walk)
+            except StopIteration as finished:
+                self.verdict, self.done, self._walk, walk = finished.value, True, None, None
+        self.units += spent
+        return spent

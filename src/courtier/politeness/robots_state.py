@@ -10,7 +10,9 @@ robots fetch       what the host's URLs get
 > 5 hops           "unavailable": allow all (RFC 9309 §2.3.1.2)
 4xx (401/403 too)  "unavailable": allow all, until ``expires_at``
 5xx, 429, error    "unreachable": disallow all and retry with back-off; the
-                   last good copy, if any, keeps being obeyed meanwhile
+                   last good copy, if any, keeps being obeyed meanwhile (a
+                   2xx whose body was cut short by time or the server, and
+                   a header deadline overrun, count as errors)
 =================  ==========================================================
 """
 
@@ -22,6 +24,11 @@ from enum import StrEnum
 from courtier.politeness.robots import MAX_ROBOTS_BYTES, RobotsTxt
 
 MAX_ROBOTS_REDIRECTS = 5
+#: ways a robots.txt body can end early (``FetchResponse.truncated``) that leave it
+#: incomplete: cut by time, the low-speed limit or the server, or undecodable. Its
+#: missing lines may disallow, so such a copy is never obeyed as the whole file; it
+#: counts as unreachable. A body cut at the size cap is parsed (RFC 9309 §2.5 limit).
+INCOMPLETE_ROBOTS = frozenset({"time", "slow", "disconnect", "encoding"})
 
 
 class RobotsStatus(StrEnum):
@@ -91,14 +98,16 @@ class RobotsState:
         policy: RobotsPolicy,
         location: str | None = None,
         retry_at: float | None = None,
+        parsed: RobotsTxt | None = None,
     ) -> str | None:
         """Apply one robots.txt response. Returns a redirect target to fetch next, or None.
 
         ``retry_at`` (from a Retry-After header on a 429/503) delays the next attempt
-        beyond the usual back-off when it is later."""
+        beyond the usual back-off when it is later. ``parsed`` is ``body`` already
+        parsed (off the event loop, ``robots_offload.py``); else it is parsed here."""
         self.last_status = status
         if 200 <= status < 300:
-            self.rules = RobotsTxt.parse(body[:MAX_ROBOTS_BYTES])
+            self.rules = parsed if parsed is not None else RobotsTxt.parse(body[:MAX_ROBOTS_BYTES])
             self.last_good = self.rules
             self.last_good_at = now
             self._settle(RobotsStatus.OK, now, policy)
@@ -136,17 +145,20 @@ class RobotsState:
         fetched_at: float,
         expires_at: float,
         now: float,
+        parsed: RobotsTxt | None = None,
     ) -> None:
-        """Reload a copy saved in the store; an expired one only serves as the last good copy."""
+        """Reload a copy saved in the store; an expired one only serves as the last good copy.
+
+        ``parsed`` is ``body`` already parsed (off the event loop); else it is parsed here."""
         if status is None:
             return
         if body is not None and not 200 <= status < 300:
             # unreachable (or unavailable) last time: the stored body is the last good copy
-            self.last_good = RobotsTxt.parse(body)
+            self.last_good = parsed if parsed is not None else RobotsTxt.parse(body)
             self.last_good_at = fetched_at
             return
         if body is not None and 200 <= status < 300:
-            rules = RobotsTxt.parse(body)
+            rules = parsed if parsed is not None else RobotsTxt.parse(body)
             self.last_good = rules
             self.last_good_at = fetched_at
             if now < expires_at:

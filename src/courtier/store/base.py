@@ -52,6 +52,9 @@ class NewUrl:
     redirect_hops: int = 0
     sitemap_changefreq: str | None = None   # hints from a sitemap entry (recrawl prior)
     sitemap_lastmod: float | None = None
+    #: JSON list of the redirects that led here when first discovered, oldest first:
+    #: ``[{"url": …, "status": 301}, …]`` (events/redirects.py); None: reached directly
+    redirect_chain: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +80,7 @@ class DueUrl:
     simhash: int | None = None           # unsigned 64-bit fingerprint of the last fetch
     sitemap_changefreq: str | None = None
     sitemap_lastmod: float | None = None
+    redirect_chain: str | None = None     # see NewUrl.redirect_chain
 
 
 @dataclass(slots=True)
@@ -316,6 +320,13 @@ class Store(ClusterStore, Protocol):
         fetched (version 0) or retrying after a failure (failure_count > 0) — what a
         one-shot crawl waits for, unlike recrawls.
         """
+
+    async def pending_counts(self, shards: Sequence[int]) -> tuple[int, int]:
+        """QUEUED rows of these shards whose current cycle is unfinished, as
+        ``(never_fetched, retrying)``: version 0, and version > 0 with
+        failure_count > 0 (the rows ``next_due_at(pending_only=True)`` looks at).
+        Rows waiting only for their next recrawl are not counted. One scan of the
+        shards' QUEUED rows; meant for a crawl's end, not the hot path."""
 
     async def commit(
         self, commits: Sequence[FetchCommit], host_stats: Sequence[HostStatsDelta] = ()

@@ -39,7 +39,7 @@ ROW_FIELDS = ("change_stats", "near_dup_of", "simhash", "sitemap_changefreq", "s
               "outcome", "etag", "last_modified", "content_type", "payload_digest",
               "content_length", "failure_count", "redirect_hops", "redirect_to", "warc_file",
               "warc_offset", "warc_length", "error_kind", "title", "robots_digest",
-              "delay_applied")
+              "delay_applied", "redirect_chain")
 
 
 KEPT_UNLESS_OK = ("etag", "last_modified", "content_type", "payload_digest", "content_length",
@@ -131,7 +131,7 @@ class MemoryStore(MemoryClusterState):
                 row["priority"], row["version"], row["next_fetch_at"], row["redirect_hops"],
                 row["etag"], row["last_modified"], row["failure_count"], row["payload_digest"],
                 row["change_stats"], row["last_fetch_at"], row["warc_file"], row["simhash"],
-                row["sitemap_changefreq"], row["sitemap_lastmod"]))
+                row["sitemap_changefreq"], row["sitemap_lastmod"], row["redirect_chain"]))
         return out
 
     async def next_due_at(self, shards: Sequence[int], pending_only: bool = False) -> float | None:
@@ -142,6 +142,17 @@ class MemoryStore(MemoryClusterState):
                  if r["state"] == UrlState.QUEUED and r["shard"] in wanted
                  and (r["version"] == 0 or r["failure_count"] > 0)]
         return min(times) if times else None
+
+    async def pending_counts(self, shards: Sequence[int]) -> tuple[int, int]:
+        wanted = set(shards)
+        never = retrying = 0
+        for r in self.urls.values():
+            if r["state"] == UrlState.QUEUED and r["shard"] in wanted:
+                if r["version"] == 0:
+                    never += 1
+                elif r["failure_count"] > 0:
+                    retrying += 1
+        return never, retrying
 
     async def commit(self, commits: Sequence[FetchCommit],
                      host_stats: Sequence[HostStatsDelta] = ()) -> CommitResult:

@@ -15,6 +15,7 @@ from courtier.store.sqlite import SqliteStore
 from courtier.testweb import TestWebServer, default_web
 from courtier.testweb.site import TestWeb
 from tests.integration.crawl.test_crawl_testweb import config_for
+from tests.integration.serve import loopback_crawl, serve
 
 
 def expected_links(web: TestWeb, url: str) -> dict[str, tuple[bool, str]]:
@@ -59,3 +60,48 @@ async def test_every_event_validates_and_links_equal_the_test_web_graph(tmp_path
         assert any(e.payload["links"] == [] and e.payload["robots"]["nofollow"]
                    for e in events if e.payload["mime"] == "text/html")
         assert all(e.payload["gone"] for e in events if e.payload["outcome"] == "gone")
+
+
+@pytest.mark.timeout(120)
+async def test_a_page_reached_through_redirects_carries_its_chain(tmp_path: Path) -> None:
+    """/start → 301 → /hop1 → 302 → /hop2 → 307 → /page, as the server answered them."""
+    from aiohttp import web
+
+    hops = {"/start": (301, "/hop1"), "/hop1": (302, "/hop2"), "/hop2": (307, "/page")}
+    answered: list[tuple[str, int]] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        if request.path == "/robots.txt":
+            return web.Response(status=404)
+        if request.path in hops:
+            status, location = hops[request.path]
+            answered.append((request.path, status))
+            return web.Response(status=status, headers={"Location": location})
+        answered.append((request.path, 200))
+        return web.Response(text="<html><title>end</title><body>end</body></html>",
+                            content_type="text/html")
+
+    async with serve(handle) as port:
+        base = f"http://hops.test:{port}"
+        await crawl(loopback_crawl(tmp_path, "hops.test", (base + "/start",)),
+                    install_signals=False)
+    store = SqliteStore(tmp_path / "data" / "courtier.db")
+    await store.open()
+    try:
+        events = [e.payload for e in await store.read_events(0, 100)]
+    finally:
+        await store.close()
+    validator = jsonschema.Draft202012Validator(load_schema())
+    for payload in events:
+        validator.validate(payload)
+    (page,) = [p for p in events if p["outcome"] == "ok"]
+    # the chain is the server's own sequence of answers before the page
+    assert answered[-1] == ("/page", 200)
+    expected = [{"url": base + path, "status": status} for path, status in answered[:-1]]
+    assert page["final_url"] == page["url"] == base + "/page"
+    assert page["redirect_chain"] == expected and len(expected) == 3
+    assert page["redirect_hops"] == 3 and page["redirect_chain_dropped"] == 0
+    # each redirect event carries the part of the chain before it
+    by_url = {p["url"]: p for p in events}
+    assert by_url[base + "/hop2"]["redirect_chain"] == expected[:2]
+    assert by_url[base + "/start"]["redirect_chain"] == []

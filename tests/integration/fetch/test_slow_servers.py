@@ -16,6 +16,7 @@ from warcio.archiveiterator import ArchiveIterator
 from warcio.statusandheaders import StatusAndHeaders
 
 from courtier.archive.warc import WarcWriter
+from courtier.errors import HeaderTimeout
 from courtier.fetch.aiohttp_transport import AiohttpTransport, _SpeedCheck
 from courtier.fetch.guard import AddressGuard
 from courtier.fetch.resolver import Resolver
@@ -99,3 +100,42 @@ def test_the_rate_is_judged_over_whole_windows() -> None:
     assert check.too_slow(400, 20.0)         # 900 B in 10 s: below 100 B/s
     off = _SpeedCheck(FetchLimits(low_speed_limit=0), now=0.0)
     assert off.window_end is None and not off.too_slow(0, 1e9)
+
+
+# ------------------------------------------------------- headers dripped (issue 14)
+
+HEADER_DRIP = FetchLimits(read_timeout=HOUR, total_timeout=HOUR, header_timeout=0.5)
+
+
+async def drip_headers(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """A status line, then one header byte every 20 ms (bounded: at most 10 minutes)."""
+    await read_request(reader)
+    writer.write(b"HTTP/1.1 200 OK\r\nX-Drip: ")
+    for _ in range(30_000):
+        await writer.drain()
+        await asyncio.sleep(0.02)
+        writer.write(b"d")
+
+
+async def test_dripping_headers_end_at_the_header_deadline(client: AiohttpTransport) -> None:
+    """Each header byte beats the read timeout and the body-only low-speed limit never
+    starts: before the header deadline this fetch ran until the hour-long total timeout."""
+    server = await raw(drip_headers)
+    try:
+        with pytest.raises(HeaderTimeout) as caught:
+            await client.fetch(FetchRequest(server.url("/drip-head")), HEADER_DRIP)
+    finally:
+        await server.close()
+    assert caught.value.kind == "header_timeout" and "header deadline" in str(caught.value)
+    commit = make_processor().failed(page_lease(server.url("/drip-head")), caught.value, 1000.0)
+    assert commit.outcome is Outcome.RETRY and commit.error_kind == "header_timeout"
+    assert commit.event["error_kind"] == "header_timeout"
+
+
+async def test_control_headers_sent_at_once_are_not_cut(client: AiohttpTransport) -> None:
+    server = await raw(flood)
+    try:
+        resp = await client.fetch(FetchRequest(server.url("/fast")), HEADER_DRIP)
+    finally:
+        await server.close()
+    assert (resp.status, resp.truncated) == (200, None)

@@ -97,6 +97,43 @@ def test_redirect_and_denied_events_validate() -> None:
     assert denied["status"] is None and denied["warc"] is None
 
 
+def test_each_hop_hands_its_chain_on_and_the_page_event_carries_it() -> None:
+    """A → 301 → B → 302 → C → 200: C's event names both hops with their statuses."""
+    processor = make_processor()
+    lease, statuses = page_lease("http://site.test/a"), [301, 302]
+    for status, target in zip(statuses, ["/b", "/c"], strict=True):
+        commit = processor.fetched(lease, response(status, headers=[("Location", target)]), NOW)
+        VALIDATOR.validate(stored(commit))
+        (new,) = commit.new_urls
+        assert lease.due is not None
+        lease = dataclasses.replace(lease, url=new.url, due=dataclasses.replace(
+            lease.due, url=new.url, url_key=new.url_key, redirect_hops=new.redirect_hops,
+            redirect_chain=new.redirect_chain))
+    page = stored(processor.fetched(lease, response(200, PAGE, [("Content-Type", "text/html")]),
+                                    NOW))
+    VALIDATOR.validate(page)
+    assert page["final_url"] == "http://site.test/c" and page["redirect_hops"] == 2
+    assert page["redirect_chain"] == [{"url": "http://site.test/a", "status": 301},
+                                      {"url": "http://site.test/b", "status": 302}]
+    assert page["redirect_chain_dropped"] == 0
+    direct = stored(processor.fetched(page_lease(), response(200, PAGE), NOW))
+    assert (direct["redirect_chain"], direct["redirect_chain_dropped"]) == ([], 0)
+
+
+def test_a_long_chain_keeps_its_first_hop_and_the_latest_ones() -> None:
+    from courtier.events.redirects import MAX_CHAIN, chain_hops, extend_chain
+
+    chain = None
+    for n in range(MAX_CHAIN + 5):
+        chain = extend_chain(chain, f"http://site.test/{n}", 301)
+    hops = chain_hops(chain)
+    assert len(hops) == MAX_CHAIN
+    assert hops[0]["url"] == "http://site.test/0"
+    assert [h["url"] for h in hops[1:]] == [f"http://site.test/{n}"
+                                             for n in range(6, MAX_CHAIN + 5)]
+    assert chain_hops("not json") == [] and chain_hops('{"a": 1}') == []
+
+
 def test_the_schema_rejects_what_it_should() -> None:
     event = stored(make_processor().fetched(page_lease(), response(200, PAGE), NOW))
     for broken in ({"links": [{"url": "http://x.test/#frag"}]}, {"simhash": 12},

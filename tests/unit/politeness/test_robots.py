@@ -727,3 +727,45 @@ def test_matcher_agrees_with_reference(raw_rules: list[tuple[bool, str]], path: 
 def test_fractional_crawl_delay_is_kept_exactly() -> None:
     robots = RobotsTxt.parse(b"User-agent: *\nCrawl-delay: 0.7\nDisallow:\n")
     assert robots.crawl_delay("courtier") == 0.7  # neither rounded up nor down
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.booleans(), st.text(alphabet="/ab*$", min_size=1, max_size=7)),
+        max_size=40,
+    ),
+    st.text(alphabet="/ab$*", max_size=30),
+    st.integers(min_value=1, max_value=40),
+)
+def test_a_decision_taken_in_steps_is_the_same_decision(
+        raw_rules: list[tuple[bool, str]], path: str, budget: int) -> None:
+    rules = [Rule(allow, pattern) for allow, pattern in raw_rules]
+    check = RuleSet(rules).check(path)
+    for _ in range(10_000):
+        if check.done:
+            break
+        check.advance(budget)
+    assert check.done and check.verdict == _reference(rules, path)
+
+
+def test_identical_wildcard_rules_are_tried_once() -> None:
+    once = RuleSet([Rule(False, "/*x*y")])
+    many = RuleSet([Rule(False, "/*x*y")] * 10_000 + [Rule(True, "/*x*y")])
+    path = "/" + "a" * 100
+    one, all_ = once.check(path), many.check(path)
+    one.advance(10**9)
+    all_.advance(10**9)
+    assert all_.units == one.units  # ten thousand copies cost what one does
+    assert many.decide("/xy") is True and once.decide("/xy") is False  # Allow won the tie
+
+
+def test_a_hostile_decision_spends_its_budget_in_bounded_steps() -> None:
+    body = "User-agent: *\n" + "".join(f"Disallow: /*q{i}*z{i}\n" for i in range(25_000))
+    robots = RobotsTxt.parse(body.encode())
+    check = robots.check("courtier", "/" + "q" * 300)
+    steps = []
+    while not check.done:
+        steps.append(check.advance(1000))
+    assert len(steps) > 20 and max(steps) <= 1000 + 256 + 10
+    assert check.allowed is robots.allowed("courtier", "/" + "q" * 300) is True

@@ -20,7 +20,7 @@ COPY_THRESHOLD = 5000
 
 NEW_URL_COLUMNS = (
     "shard", "url_key", "url", "host_key", "depth", "priority", "discovered_at",
-    "next_fetch_at", "redirect_hops", "sitemap_changefreq", "sitemap_lastmod",
+    "next_fetch_at", "redirect_hops", "sitemap_changefreq", "sitemap_lastmod", "redirect_chain",
 )
 
 

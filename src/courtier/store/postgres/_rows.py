@@ -62,6 +62,7 @@ def new_url_rows(urls: Iterable[NewUrl]) -> list[tuple[Any, ...]]:
             u.redirect_hops,
             u.sitemap_changefreq,
             u.sitemap_lastmod,
+            u.redirect_chain,
         )
         for u in urls
     ]
@@ -147,6 +148,7 @@ def due_url(r: Any) -> DueUrl:
         simhash=None if r["simhash"] is None else from_signed64(r["simhash"]),
         sitemap_changefreq=r["sitemap_changefreq"],
         sitemap_lastmod=r["sitemap_lastmod"],
+        redirect_chain=r["redirect_chain"],
     )
 
 

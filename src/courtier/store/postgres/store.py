@@ -246,6 +246,17 @@ class PostgresStore(_cluster.PostgresCluster):
 
         return await self._run("next_due_at", job, write=False)
 
+    async def pending_counts(self, shards: Sequence[int]) -> tuple[int, int]:
+        async def job(conn: Conn) -> tuple[int, int]:
+            row = await conn.fetchrow(
+                "SELECT count(*) FILTER (WHERE version = 0),"
+                " count(*) FILTER (WHERE version > 0 AND failure_count > 0)"
+                " FROM urls WHERE shard = ANY($1::integer[])"
+                f" AND state = {_rows.QUEUED}", sorted(set(shards)))
+            return (0, 0) if row is None else (int(row[0]), int(row[1]))
+
+        return await self._run("pending_counts", job, write=False)
+
     async def due_within(self, shards: Sequence[int], until: float) -> int:
         async def job(conn: Conn) -> int:
             value = await conn.fetchval(

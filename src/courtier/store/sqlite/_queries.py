@@ -24,10 +24,10 @@ RETIRED = int(UrlState.RETIRED)
 
 _URL_COLUMNS = (
     "url_key, url, host_key, shard, depth, priority, state, version, discovered_at,"
-    " next_fetch_at, redirect_hops, sitemap_changefreq, sitemap_lastmod"
+    " next_fetch_at, redirect_hops, sitemap_changefreq, sitemap_lastmod, redirect_chain"
 )
-_URL_VALUES = f"(?, ?, ?, ?, ?, ?, {QUEUED}, 0, ?, ?, ?, ?, ?)"
-#: rows per multi-row INSERT (11 bound values each, far below SQLite's 32766)
+_URL_VALUES = f"(?, ?, ?, ?, ?, ?, {QUEUED}, 0, ?, ?, ?, ?, ?, ?)"
+#: rows per multi-row INSERT (12 bound values each, far below SQLite's 32766)
 _INSERT_ROWS = 1000
 
 
@@ -49,7 +49,7 @@ def insert_urls(conn: sqlite3.Connection, urls: Sequence[NewUrl]) -> int:
         for u in chunk:
             params += (u.url_key, u.url, u.host_key, u.shard, u.depth, u.priority,
                        u.discovered_at, u.next_fetch_at, u.redirect_hops,
-                       u.sitemap_changefreq, u.sitemap_lastmod)
+                       u.sitemap_changefreq, u.sitemap_lastmod, u.redirect_chain)
         rows = conn.execute(
             f"INSERT OR IGNORE INTO urls ({_URL_COLUMNS}) VALUES "
             + ", ".join([_URL_VALUES] * len(chunk))
@@ -118,6 +118,18 @@ def next_due_at(
         (as_json_list(shards),),
     ).fetchone()
     return None if row is None or row[0] is None else float(row[0])
+
+
+def pending_counts(conn: sqlite3.Connection, shards: Sequence[int]) -> tuple[int, int]:
+    """(never fetched, retrying) QUEUED rows of these shards; a range scan per shard."""
+    if not shards:
+        return 0, 0
+    row = conn.execute(
+        "SELECT COALESCE(SUM(version = 0), 0), COALESCE(SUM(version > 0 AND failure_count > 0), 0)"
+        f" FROM urls WHERE state = {QUEUED} AND shard IN (SELECT value FROM json_each(?))",
+        (as_json_list(shards),),
+    ).fetchone()
+    return int(row[0]), int(row[1])
 
 
 def due_within(conn: sqlite3.Connection, shards: Sequence[int], until: float) -> int:

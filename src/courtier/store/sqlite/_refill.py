@@ -83,7 +83,7 @@ _COLUMNS = (
     "u.url_key, u.url, u.host_key, u.shard, u.depth, u.priority, u.version, u.next_fetch_at,"
     " u.redirect_hops, u.etag, u.last_modified, u.failure_count, u.payload_digest,"
     " u.change_stats, u.last_fetch_at, u.warc_file, u.simhash, u.sitemap_changefreq,"
-    " u.sitemap_lastmod"
+    " u.sitemap_lastmod, u.redirect_chain"
 )
 
 _PROBE = f"""
@@ -227,7 +227,7 @@ def _probe(
                 etag=r[10], last_modified=r[11], failure_count=r[12], payload_digest=r[13],
                 change_stats=r[14], last_fetch_at=r[15], warc_file=r[16],
                 simhash=None if r[17] is None else from_signed64(r[17]),
-                sitemap_changefreq=r[18], sitemap_lastmod=r[19],
+                sitemap_changefreq=r[18], sitemap_lastmod=r[19], redirect_chain=r[20],
             )
         )
     return out

@@ -261,6 +261,14 @@ class SqliteStore(_cluster.SqliteCluster):
             write=False,
         )
 
+    async def pending_counts(self, shards: Sequence[int]) -> tuple[int, int]:
+        shard_list = list(shards)
+        return await self._tx(
+            "pending_counts",
+            lambda conn: _queries.pending_counts(conn, shard_list),
+            write=False,
+        )
+
     async def commit(
         self, commits: Sequence[FetchCommit], host_stats: Sequence[HostStatsDelta] = ()
     ) -> CommitResult:
