@@ -1,4 +1,4 @@
--- courtier PostgreSQL schema, migration 7: the redirect chain of a URL (issue 12).
+-- courtier PostgreSQL schema, migration 8: the redirect chain of a URL (issue 12).
 -- A JSON list of {"url", "status"}: the redirects that led to the URL when it was
 -- first discovered, oldest first, capped (events/redirects.py); NULL when reached
 -- directly. Intake stores it, the refill hands it to the frontier, and the events of
