@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from courtier.frontier.planner import BudgetController, budget_interval, gain_priority
-from courtier.frontier.recrawl import ChangeStats, RecrawlPolicy, schedule_after
+from courtier.frontier.planner import BudgetController, GainScale, budget_interval
+from courtier.frontier.recrawl import ChangeStats, RecrawlPolicy, blended_rate, schedule_after
 from courtier.frontier.tiers import TierSet
 from courtier.frontier.value import default_value, effective_value
 from courtier.outcome import Outcome
@@ -23,6 +23,10 @@ __all__ = ["Plan", "RefreshPlanner"]
 
 #: values and host overrides kept for URLs loaded but not yet committed
 MAX_REMEMBERED = 500_000
+#: gain deciles below this share priority 0 with new links: refresh priorities are 0 … 5
+SHARED_LEVELS = 4
+#: a non-canonical copy waits this many times longer than its estimate
+NON_CANONICAL_STRETCH = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +48,7 @@ class RefreshPlanner:
         self.controller = controller or BudgetController(None)
         self._values: dict[bytes, float] = {}
         self.hosts: dict[str, HostTierRecord] = {}
+        self.scale = GainScale()
 
     def remember(self, values: Mapping[bytes, float], hosts: Mapping[str, HostTierRecord]) -> None:
         """Stored values of URLs just loaded, and the current overrides of their hosts."""
@@ -69,7 +74,8 @@ class RefreshPlanner:
         """The plan of one finished fetch (see ``planner.py`` for the formulas).
 
         ``keep_priority`` (seeds) leaves the row's priority alone; ``non_canonical``
-        plans the URL with a lowered value (its stored value is kept).
+        (a near-duplicate, or rel=canonical naming another URL) plans the URL with a
+        lowered value (its stored value is kept) and twice its interval, within the tier.
         """
         value, stored = self.value_of(due)
         tier = self.tiers.assign(due.url, value, self.hosts.get(due.host_key))
@@ -85,17 +91,26 @@ class RefreshPlanner:
         priority: int | None = None
         if next_at is not None and outcome in (Outcome.OK, Outcome.NOT_MODIFIED):
             estimate = max(1.0, next_at - now)
-            rate = 1.0 / estimate
+            rate = blended_rate(stats, policy, due.sitemap_changefreq, due.sitemap_lastmod, now)
             worth = effective_value(value, non_canonical)
-            interval = policy.clamp(max(estimate, budget_interval(rate, worth, controller.cost)))
+            stretch = budget_interval(rate, worth, controller.cost)
+            if stretch > estimate:  # the budget lengthens it, at most growth_factor-fold a visit
+                since = now - due.last_fetch_at if due.last_fetch_at is not None else estimate
+                stretch = min(stretch, policy.growth_factor * max(estimate, since))
+            interval = max(estimate, stretch)
+            if non_canonical:  # kept and its links followed, but refreshed less often
+                interval *= NON_CANONICAL_STRETCH
+            interval = policy.clamp(interval)
             next_at = now + interval
             controller.replan(tier.name, old, interval)
             if not keep_priority:
-                priority = gain_priority(worth, rate, interval)
+                # the lower half of the gains shares priority 0 with never-fetched links
+                # (first come, first served), so discovery is not starved by refreshes
+                priority = max(0, self.scale.level(worth, rate, interval) - SHARED_LEVELS)
         elif next_at is None:
             controller.replan(tier.name, old, None)
         return Plan(next_at, stats, priority, None if stored else value, tier.name)
 
-    def adjust(self) -> float:
+    def adjust(self, elapsed: float) -> float:
         """One step of the budget controller; returns the new cost per fetch."""
-        return self.controller.adjust()
+        return self.controller.adjust(elapsed)
