@@ -28,7 +28,7 @@ def _max_staleness(starts: list[float], period: float, until: float) -> float:
     """Longest time a stored copy was out of date: the page changes at every multiple of
     ``period``; a fetch at t stores the version current at t."""
     worst = 0.0
-    for fetched, following in zip(starts, starts[1:] + [until], strict=True):
+    for fetched, following in zip(starts, [*starts[1:], until], strict=True):
         first_change = (fetched // period + 1) * period
         if first_change < following:
             worst = max(worst, following - first_change)

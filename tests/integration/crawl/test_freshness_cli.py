@@ -54,7 +54,7 @@ def test_values_and_host_tiers_from_the_cli(tmp_path: Path) -> None:
     assert values == {canonicalize("http://a.test/").url_key: 7.5,
                       canonicalize("http://a.test/b").url_key: 3.25}
 
-    code, policy = _run(run_admin, "policy", "set", "a.test", "--delay", "3", "--data",
+    code, _ = _run(run_admin, "policy", "set", "a.test", "--delay", "3", "--data",
                         str(data))
     assert code == 0
     code, fresh = _run(run_admin, "policy", "set", "a.test", "--tier", "hot",
