@@ -4,6 +4,7 @@ with conditional GETs answered 304 where the page did not change."""
 from __future__ import annotations
 
 import collections
+import itertools
 from pathlib import Path
 
 import pytest
@@ -39,7 +40,7 @@ async def test_a_hot_host_is_refetched_at_its_tier_interval_with_304s(tmp_path: 
     for i in range(3):
         visits = sorted(by_page[("news.courtier.test", f"/p/{i}.html")])
         assert len(visits) >= 3, (i, visits)  # refetched again and again at the hot tier
-        gaps = [b[0] - a[0] for a, b in zip(visits, visits[1:], strict=False)]
+        gaps = [b[0] - a[0] for a, b in itertools.pairwise(visits)]
         assert min(gaps) >= MIN_INTERVAL - 0.05  # never sooner than the tier's minimum
         statuses = [status for _, status in visits[1:]]
         if i < 2:  # content changes per request: every refetch is a full 200
