@@ -39,7 +39,7 @@ def test_non_canonical_members_are_planned_with_a_lower_value() -> None:
 
 @pytest.mark.parametrize("text", ["-1", "nan", "inf", "1e7", "abc", True, None])
 def test_bad_values_are_refused_with_their_place(text: object) -> None:
-    with pytest.raises(ConfigError, match="file.tsv:3"):
+    with pytest.raises(ConfigError, match=r"file\.tsv:3"):
         parse_value(text, "file.tsv:3")
 
 
