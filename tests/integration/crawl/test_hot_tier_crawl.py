@@ -1,5 +1,6 @@
 """Real sockets: a host under a hot tier is refetched at the tier's interval (server log),
-with conditional GETs answered 304 where the page did not change."""
+with conditional GETs answered 304 where the page did not change; SQLite and PostgreSQL
+stores (the refill of each does the choosing)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 from courtier.app import crawl
 from courtier.store.base import HostTierRecord
-from courtier.store.sqlite import SqliteStore
+from courtier.store.open import open_store
 from courtier.testweb import TestWebServer
 from courtier.testweb.spec import HostSpec, WebSpec
 from tests.integration.crawl.test_crawl_testweb import config_for
@@ -20,17 +21,19 @@ MIN_INTERVAL = 2.0
 
 
 @pytest.mark.timeout(120)
-async def test_a_hot_host_is_refetched_at_its_tier_interval_with_304s(tmp_path: Path) -> None:
+async def test_a_hot_host_is_refetched_at_its_tier_interval_with_304s(
+    tmp_path: Path, crawl_store: str | None
+) -> None:
     data = tmp_path / "data"
+    data.mkdir()
     spec = WebSpec([HostSpec("news.courtier.test", pages=3, changing_pages=2),
                     HostSpec("calm.courtier.test", pages=3)])
     async with TestWebServer(spec) as server:
-        store = SqliteStore(data / "courtier.db")
-        await store.open()
+        store = await open_store(crawl_store, data)
         hot_host = server.web.base_url("news.courtier.test").rstrip("/")
         await store.set_host_tier(HostTierRecord(hot_host, tier="hot"))
         await store.close()
-        config = config_for(server, data, continuous=True, max_seconds=14.0, delay=0.2,
+        config = config_for(server, data, store=crawl_store, continuous=True, max_seconds=14.0, delay=0.2,
                             tiers=(f"hot min={MIN_INTERVAL:g} max=4",))
         await crawl(config, install_signals=False)  # type: ignore[arg-type]
         log = [r for r in server.log if r.method == "GET" and "/p/" in r.path_qs]
