@@ -33,8 +33,8 @@ async def test_a_hot_host_is_refetched_at_its_tier_interval_with_304s(
         hot_host = server.web.base_url("news.courtier.test").rstrip("/")
         await store.set_host_tier(HostTierRecord(hot_host, tier="hot"))
         await store.close()
-        config = config_for(server, data, store=crawl_store, continuous=True, max_seconds=14.0, delay=0.2,
-                            tiers=(f"hot min={MIN_INTERVAL:g} max=4",))
+        config = config_for(server, data, store=crawl_store, continuous=True,
+                            max_seconds=14.0, delay=0.2, tiers=(f"hot min={MIN_INTERVAL:g} max=4",))
         await crawl(config, install_signals=False)  # type: ignore[arg-type]
         log = [r for r in server.log if r.method == "GET" and "/p/" in r.path_qs]
     by_page: dict[tuple[str, str], list[tuple[float, int]]] = collections.defaultdict(list)
