@@ -74,6 +74,12 @@ def add_crawl_flags(p: argparse.ArgumentParser) -> None:
                         "fetch starts (30)")
     p.add_argument("--robots-expiry", type=float, help="seconds a robots.txt copy is used (86400)")
     p.add_argument("--recrawl-interval", type=float, help="seconds before a page is due again")
+    p.add_argument("--tier", action="append", dest="tiers", metavar="SPEC",
+                   help="a refresh tier 'NAME min=S max=S [start=S] [value=V] [url=REGEX]' "
+                        "(repeatable; see docs/freshness.md)")
+    p.add_argument("--tail-share", type=float,
+                   help="share of --daily-budget the refresh planner keeps free for new and "
+                        "long-overdue URLs (0.1)")
     p.add_argument("--change-distance", type=int,
                    help="count a page as changed only when its SimHash moved more than this "
                         "many bits (default: any change of its bytes)")
@@ -144,7 +150,7 @@ def config_flags(args: argparse.Namespace) -> dict[str, Any]:
     flags = {k: v for k, v in vars(args).items() if k not in ("command", "config", "verbose")}
     flags["seeds"] = tuple(args.seeds or ())
     for name in ("include", "exclude", "allow_network", "allowed_ports", "api_allowed_hosts",
-                 "traps"):
+                 "traps", "tiers"):
         flags[name] = tuple(flags.get(name) or ())
     return flags
 

@@ -38,6 +38,10 @@ def add_admin_commands(sub: Any) -> None:
     pset.add_argument("--max-in-flight", type=int, help="concurrent requests")
     pset.add_argument("--max-pages-per-day", type=int, help="page fetches per 24 h")
     pset.add_argument("--block", action="store_true", help="fetch nothing from this host")
+    pset.add_argument("--tier", help="refresh tier of the host's URLs (a configured --tier)")
+    pset.add_argument("--min-interval", type=float, help="least seconds between refetches")
+    pset.add_argument("--max-interval", type=float, help="most seconds between refetches")
+    pset.add_argument("--value", type=float, help="factor on the derived value of its URLs")
     for name, text in (("get", "show the override in force"), ("clear", "back to defaults")):
         parser = actions.add_parser(name, help=text)
         parser.add_argument("host")
@@ -115,14 +119,25 @@ async def _with_store(args: argparse.Namespace, job: Callable[[Store], Awaitable
 
 async def _policy(args: argparse.Namespace, out: TextIO) -> int:
     path = f"/v1/domains/{quote(domain_of(args.host), safe=':')}/policy"
+    fresh_path = path.removesuffix("/policy") + "/freshness"
+    status: int = 200
+    answer: dict[str, Any] = {}
     if args.action == "set":
+        fresh = {"tier": args.tier, "min_interval": args.min_interval,
+                 "max_interval": args.max_interval, "value_factor": args.value}
         body = {"delay": args.delay, "max_in_flight": args.max_in_flight,
                 "max_pages": args.max_pages_per_day, "blocked": bool(args.block)}
-        status, answer = await call(args, "PUT", path, body)
-    elif args.action == "clear":
-        status, answer = await call(args, "DELETE", path)
+        wants_fresh = any(v is not None for v in fresh.values())
+        if args.block or not wants_fresh or any(
+                body[k] is not None for k in ("delay", "max_in_flight", "max_pages")):
+            status, answer = await call(args, "PUT", path, body)
+        if wants_fresh and 200 <= status < 300:  # --tier alone leaves politeness as it is
+            status, answer["freshness"] = await call(args, "PUT", fresh_path, fresh)
     else:
-        status, answer = await call(args, "GET", path)
+        method = "DELETE" if args.action == "clear" else "GET"
+        status, answer = await call(args, method, path)
+        if 200 <= status < 300:
+            status, answer["freshness"] = await call(args, method, fresh_path)
     out.write(json.dumps(answer, sort_keys=True) + "\n")
     return 0 if 200 <= status < 300 else 1
 

@@ -39,9 +39,14 @@ def add_query_commands(sub: Any) -> None:
     add.add_argument("--priority", type=int,
                      help="rank of these seeds, 0-99 (default 20: ahead of links and of "
                           "seeds given at start)")
+    add.add_argument("--value", type=float,
+                     help="value of these URLs for the refresh planner (default: derived "
+                          "from depth and --priority; see docs/freshness.md)")
     common(add)
-    url = sub.add_parser("url", help="a URL's state: fetches, schedule, digest, WARC location")
-    url.add_argument("url")
+    url = sub.add_parser("url", help="a URL's state: fetches, schedule, digest, WARC location; "
+                                     "or 'url import-values FILE' (url<TAB>value lines)")
+    url.add_argument("url", help="a URL, or import-values")
+    url.add_argument("file", nargs="?", type=Path, help="import-values: the file")
     common(url)
     domain = sub.add_parser("domain", help="per-domain figures")
     domain_sub = domain.add_subparsers(dest="action", required=True)
@@ -75,6 +80,8 @@ def _request(args: argparse.Namespace) -> tuple[str, str, Any]:
         body: dict[str, Any] = {"urls": urls, "extend_scope": True}
         if args.priority is not None:
             body["priority"] = args.priority
+        if args.value is not None:
+            body["value"] = args.value
         return "POST", "/v1/seeds", body
     if args.command == "url":
         from courtier.urls import canonicalize
@@ -150,12 +157,19 @@ def run_query(args: argparse.Namespace, out: TextIO | None = None) -> int:
     import asyncio
 
     stream = out or sys.stdout
-    method, path, body = _request(args)
-    status, answer = asyncio.run(call(args, method, path, body))
-    if args.command == "cluster" and not args.json and status == 200:
-        from courtier.cluster.report import render_text
+    if args.command == "url" and args.url == "import-values":
+        from courtier.cli_values import import_values
 
-        stream.write(render_text(answer))
-        return 0
+        status, answer = asyncio.run(import_values(args))
+    else:
+        if args.command == "url" and args.file is not None:
+            raise ConfigError("url: one URL expected (or: url import-values FILE)")
+        method, path, body = _request(args)
+        status, answer = asyncio.run(call(args, method, path, body))
+        if args.command == "cluster" and not args.json and status == 200:
+            from courtier.cluster.report import render_text
+
+            stream.write(render_text(answer))
+            return 0
     stream.write(json.dumps(answer, indent=2, sort_keys=True) + "\n")
     return 0 if 200 <= status < 300 else 1

@@ -53,6 +53,8 @@ class CrawlConfig:
     robots_expiry: float = 24 * 3600.0
     max_redirect_hops: int = 5
     recrawl_interval: float = 24 * 3600.0
+    tiers: tuple[str, ...] = ()        # refresh tiers "NAME min=S max=S …" (TOML [tiers.NAME])
+    tail_share: float = 0.1            # share of the daily budget the planner leaves free
     change_distance: int | None = None  # a page counts as changed only if its SimHash moved
                                         # more than this many bits (None: any new digest)
     max_retries: int = 3
@@ -105,6 +107,13 @@ class CrawlConfig:
         from courtier.frontier.traps import trap_rules_from  # the frontier loads on use
 
         trap_rules_from(self.traps)
+        if self.recrawl_interval <= 0:
+            raise ConfigError("--recrawl-interval must be > 0 seconds")
+        from courtier.frontier.tiers import TierSet
+
+        TierSet.from_specs(self.tiers, self.recrawl_interval)
+        if not 0.0 <= self.tail_share < 1.0:
+            raise ConfigError("--tail-share must be in [0, 1)")
         if self.api_token is not None and self.api_token_file is not None:
             raise ConfigError("give --api-token (or COURTIER_API_TOKEN) or --api-token-file, "
                               "not both")
@@ -208,6 +217,10 @@ def load_file(path: Path) -> dict[str, Any]:
         name = key.replace("-", "_")
         if name == "traps" and isinstance(value, dict):  # [traps] max-path-depth = 30
             value = [f"{k}={'none' if v is False else v}" for k, v in value.items()]
+        if name == "tiers" and isinstance(value, dict):  # [tiers.hot] min-interval = 300
+            from courtier.frontier.tiers import tier_specs_from_toml
+
+            value = tier_specs_from_toml(value, f"--config {path}")
         if name not in FIELDS:
             raise ConfigError(f"--config {path}: unknown key {key!r}")
         out[name] = _coerce(name, value, f"--config {path}")

@@ -74,6 +74,15 @@ SETTING_DOCS: dict[str, SettingDoc] = {
     "recrawl_interval": SettingDoc("Freshness", "Starting interval before a fetched page is due "
                                    "again; the recrawl policy then adapts it to the page's "
                                    "change rate.", "seconds"),
+    "tiers": SettingDoc("Freshness", "Refresh tiers, each `NAME min=S max=S [start=S] "
+                        "[value=V] [url=REGEX …]` (repeatable flag `--tier`, TOML tables "
+                        "`[tiers.NAME]` with `min-interval`, `max-interval`, `start-interval`, "
+                        "`min-value`, `urls`). A URL's tier bounds its recrawl interval; "
+                        "hosts join one with `policy set HOST --tier`. Rules in "
+                        "docs/freshness.md."),
+    "tail_share": SettingDoc("Freshness", "Share of `daily-budget` the refresh planner leaves "
+                             "unplanned, for new URLs and the long tail that the overdue rule "
+                             "brings back (0 to below 1)."),
     "change_distance": SettingDoc("Freshness", "A page counts as changed only when its SimHash "
                                   "moved more than this many bits (0–64). Unset: any new "
                                   "payload digest is a change.", "bits"),

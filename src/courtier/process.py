@@ -23,12 +23,9 @@ from courtier.events.feed import fetch_event, page_fields
 from courtier.events.redirects import chain_hops, extend_chain
 from courtier.fetch.transport import FetchResponse
 from courtier.frontier.lease import Lease, LeaseKind
-from courtier.frontier.recrawl import (
-    ChangeStats,
-    RecrawlPolicy,
-    refresh_priority,
-    schedule_after,
-)
+from courtier.frontier.planner import BudgetController
+from courtier.frontier.recrawl import ChangeStats, RecrawlPolicy
+from courtier.frontier.refresh import RefreshPlanner
 from courtier.frontier.scheduler import path_of
 from courtier.frontier.templates import url_template
 from courtier.intake import SEED_PRIORITY, Intake
@@ -76,6 +73,16 @@ def looks_like_sitemap(url: str, content_type: str | None, body: bytes) -> bool:
     return b"<urlset" in head or b"<sitemapindex" in head
 
 
+def names_another(canonical: str | None, url_key: bytes) -> bool:
+    """True when a page's rel=canonical names a different URL (it is a non-canonical copy)."""
+    if canonical is None:
+        return False
+    try:
+        return canonicalize(canonical).url_key != url_key
+    except InvalidURL:
+        return False
+
+
 def truncated_reason(error_kind: str | None) -> str | None:
     """"length", "time"… when the commit's body was cut short (see FetchResponse)."""
     if error_kind is None or not error_kind.startswith("truncated_"):
@@ -91,6 +98,15 @@ def recrawl_policy(config: CrawlConfig) -> RecrawlPolicy:
                          max_interval=max(30 * day, interval))
 
 
+def refresh_planner(config: CrawlConfig, policy: RecrawlPolicy) -> RefreshPlanner:
+    """The expected-gain planner of ``--tier`` tiers under ``--daily-budget``."""
+    from courtier.frontier.tiers import TierSet
+
+    tiers = TierSet.from_specs(config.tiers, config.recrawl_interval)
+    return RefreshPlanner(tiers, policy, BudgetController(config.daily_budget,
+                                                          config.tail_share))
+
+
 class PageProcessor:
     def __init__(self, config: CrawlConfig, intake: Intake, archive: ArchiveWriter,
                  agent_token: str) -> None:
@@ -101,6 +117,7 @@ class PageProcessor:
         self.figures = PageFigures()
         self.policy = recrawl_policy(config)
         self.duplicates = DuplicateTracker()
+        self.planner = refresh_planner(config, self.policy)
 
     def _commit(self, lease: Lease, due: DueUrl, outcome: Outcome, now: float,
                 changed: bool = False, **fields: Any) -> FetchCommit:
@@ -109,16 +126,15 @@ class PageProcessor:
         content_language = fields.pop("_content_language", None)
         stats = ChangeStats.from_json(json.loads(due.change_stats)) if due.change_stats else \
             ChangeStats()
-        next_at, stats = schedule_after(outcome, fields.get("status"), stats, self.policy, now,
-                                        changed=changed,
-                                        sitemap_changefreq=due.sitemap_changefreq,
-                                        sitemap_lastmod=due.sitemap_lastmod)
-        if next_at is not None and fields.get("near_dup_of"):
-            # a near-duplicate is kept and its links followed, but refreshed less often
-            next_at = now + min(self.policy.max_interval, 2 * (next_at - now))
-        if outcome in (Outcome.OK, Outcome.NOT_MODIFIED) and due.priority < SEED_PRIORITY:
-            priority = refresh_priority(stats)
-            fields["priority"] = max(0, priority - 1) if fields.get("near_dup_of") else priority
+        non_canonical = bool(fields.pop("_non_canonical", False))
+        plan = self.planner.schedule(
+            due, outcome, fields.get("status"), stats, now, changed=changed,
+            non_canonical=non_canonical or bool(fields.get("near_dup_of")),
+            keep_priority=due.priority >= SEED_PRIORITY)
+        next_at, stats = plan.next_fetch_at, plan.stats
+        if plan.priority is not None:
+            fields["priority"] = plan.priority
+        fields.update(value=plan.value, tier=plan.tier)
         fields.setdefault("next_fetch_at", next_at)
         next_fetch_at = fields.pop("next_fetch_at")
         commit = FetchCommit(
@@ -252,6 +268,7 @@ class PageProcessor:
                 resp.body, due.url, content_type, resp.header("x-robots-tag"),
                 agent_token=self.agent, want_text=True, collapse_text=False)
             fields["title"] = page.title
+            fields["_non_canonical"] = names_another(page.canonical, due.url_key)
             fields["_page"] = page_fields(page, resp.header("x-robots-tag"))
             fp, twin = self.duplicates.fingerprint(due.url_key, page.text)
             fields["simhash"], fields["near_dup_of"] = fp, twin

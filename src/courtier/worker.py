@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from courtier import planning
 from courtier.archive.base import ArchiveWriter
 from courtier.archive.warc import sha256_digest
 from courtier.clock import Clock
@@ -67,6 +68,8 @@ MIN_WAIT = 0.001         # never spin: a host that is "ready" but cannot start w
 IDLE_POLL = 5.0          # longest sleep while waiting for retries (new seeds wait at most this)
 REPORT_EVERY = 0.25      # seconds between progress figure updates
 RERANK_EVERY = 60.0      # seconds: URLs that became overdue in memory move ahead
+#: seconds between steps of the refresh planner's budget controller (frontier/planner.py)
+REPLAN_EVERY = 600.0
 POLICY_POLL = 1.0        # seconds: policy overrides from other processes apply within this
 ARCHIVE_RETRY = 5.0      # seconds to wait after a WARC write error (disk full…)
 
@@ -173,6 +176,7 @@ class Worker:
         self._budget: DailyBudget | None = None
         self._budget_spent_until: float | None = None
         self._day_counts = DayCountLedger(store)
+        self._last_replan = float("-inf")
 
     # ---- control ------------------------------------------------------------------------
 
@@ -211,6 +215,7 @@ class Worker:
         epochs = await store.acquire_shards(self.owner, self.shards, start, SHARD_LEASE)
         frontier.epochs = dict(epochs)
         self.shards = sorted(epochs)
+        self.processor.planner.controller.share = len(self.shards) / SHARD_COUNT
         await store.reset_scheduled(self.shards)
         await self._restore_budget(start)
         last_commit = last_refill = last_renew = last_policy = float("-inf")
@@ -226,6 +231,9 @@ class Worker:
                 if now - last_rerank >= RERANK_EVERY:
                     frontier.rerank()
                     last_rerank = now
+                    if now - self._last_replan >= REPLAN_EVERY:
+                        self.processor.planner.adjust(min(now - self._last_replan, 3600.0))
+                        self._last_replan = now
                 if now - last_policy >= POLICY_POLL:
                     await self._apply_policies(last_policy - 2 * POLICY_POLL)
                     last_policy = now
@@ -345,6 +353,7 @@ class Worker:
             self.shards, now, room, config.host_window,
             skip_hosts=frontier.full_hosts(config.host_window // 2),
         )
+        await planning.prepare(self.store, self.processor.planner, due)
         new_hosts = {d.host_key: d.shard for d in due if not frontier.knows_host(d.host_key)}
         budgeted: list[str] = []
         for host_key, shard in new_hosts.items():

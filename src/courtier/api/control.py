@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from courtier.api import views
+from courtier.api.freshness import FreshnessControl
 from courtier.api.views import ApiInputError, EventTally
 from courtier.clock import Clock, RealClock
 from courtier.config import CrawlConfig
@@ -37,7 +38,7 @@ from courtier.errors import InvalidURL
 from courtier.frontier.host import HostPolicy, domain_host_key
 from courtier.intake import SEED_PRIORITY, Scope
 from courtier.politeness.robots import product_token
-from courtier.store.base import NewUrl, Store
+from courtier.store.base import HostTierRecord, NewUrl, Store
 from courtier.urls import SHARD_COUNT, canonicalize, shard_of
 
 if TYPE_CHECKING:
@@ -88,12 +89,21 @@ class CrawlControl(Protocol):
         """Workers, shards per worker, epochs, lease ages and handovers (store clock):
         :func:`courtier.cluster.report.cluster_report`."""
 
+    async def set_values(self, items: Sequence[tuple[str, float]]) -> dict[str, Any]:
+        """Set URL values (``api/freshness.py``): ``{"updated", "unknown"}``."""
+
+    async def get_freshness(self, domain: str) -> dict[str, Any]:
+        """The domain's freshness override (tier, interval bounds, value factor)."""
+
+    async def put_freshness(self, domain: str, record: HostTierRecord) -> dict[str, Any]:
+        """Store the override (all None: remove it); the crawl applies it at the next refill."""
+
 
 #: consumer lag is counted up to this many unread events
 CONSUMER_LAG_CAP = 10_000
 
 
-class StoreOnlyControl:
+class StoreOnlyControl(FreshnessControl):
     """:class:`CrawlControl` over a store with no crawl running in this process."""
 
     def __init__(
@@ -338,6 +348,7 @@ class StoreOnlyControl:
             refresh={
                 "due_next_24h": await self.store.due_within(range(SHARD_COUNT), now + 86_400),
                 "daily_budget": self.config.daily_budget,
+                "tiers": await self.tier_budget(self._live_plan()),
             },
             status_mix=dict(self.tally.status_mix),
             outcomes=dict(self.tally.outcomes),
@@ -425,6 +436,9 @@ class WorkerControl(StoreOnlyControl):
         if host is None:
             return None
         return views.live_robots_decision(host, self.agent, url)
+
+    def _live_plan(self) -> dict[str, dict[str, float]] | None:
+        return self.worker.processor.planner.controller.view()
 
     def _live_stats(self) -> dict[str, Any]:
         worker, now = self.worker, self.clock.now()

@@ -14,6 +14,9 @@ from courtier import __version__
 _JSON = "application/json"
 
 
+from courtier.api.openapi_freshness import freshness_paths  # noqa: E402
+
+
 def _ref(name: str) -> dict[str, Any]:
     return {"$ref": f"#/components/schemas/{name}"}
 
@@ -143,6 +146,13 @@ _DOCUMENT: dict[str, Any] = {
                                     "maximum": 99,
                                     "description": "rank of these URLs (null: 20, ahead of "
                                     "start seeds (10) and links (0))",
+                                },
+                                "value": {
+                                    "type": ["number", "null"],
+                                    "minimum": 0,
+                                    "maximum": 1e6,
+                                    "description": "value of these URLs for the refresh "
+                                    "planner (null: derived; docs/freshness.md)",
                                 },
                             },
                         },
@@ -407,6 +417,9 @@ _DOCUMENT: dict[str, Any] = {
         },
     },
 }
+
+
+_DOCUMENT["paths"].update(freshness_paths(_op, _ok, _DOMAIN))
 
 
 def openapi_document() -> dict[str, Any]:

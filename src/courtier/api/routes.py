@@ -21,9 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from courtier.api import views
+from courtier.api import freshness, views
 from courtier.api.control import MAX_EVENTS_PER_CALL, CrawlControl
 from courtier.errors import InvalidURL, StoreError
+from courtier.store.base import HostTierRecord
 from courtier.urls import canonicalize
 
 URL_KEY_HEX_LENGTH = 32
@@ -99,19 +100,23 @@ def int_param(query: Mapping[str, str], name: str, default: int, low: int, high:
 
 
 async def post_seeds(control: CrawlControl, call: ApiCall) -> Any:
-    body, extend, priority = call.body, False, None
+    body, extend, priority, value = call.body, False, None, None
     if isinstance(body, dict):
-        unknown = sorted(set(body) - {"urls", "extend_scope", "priority"})
+        unknown = sorted(set(body) - {"urls", "extend_scope", "priority", "value"})
         if unknown:
             raise views.ApiInputError(f"unknown field(s): {', '.join(unknown)}")
         extend = body.get("extend_scope", False)
         if not isinstance(extend, bool):
             raise views.ApiInputError("extend_scope must be true or false")
         priority = views.parse_seed_priority(body.get("priority"))
+        value = freshness.parse_seed_value(body.get("value"))
         body = body.get("urls")
     if not isinstance(body, list) or not body:
         raise views.ApiInputError('expected {"urls": [URL, …]} or a non-empty JSON list')
     results = await control.add_seeds(body, extend_scope=extend, priority=priority)
+    if value is not None:  # a given value, for the new seeds and the known ones alike
+        await control.set_values([(r["canonical"], value) for r in results
+                                  if r["result"] != "rejected" and r.get("canonical")])
     summary = {
         kind: sum(1 for r in results if r["result"] == kind)
         for kind in ("accepted", "duplicate", "rejected")
@@ -131,6 +136,24 @@ async def put_policy(control: CrawlControl, call: ApiCall) -> Any:
 
 async def delete_policy(control: CrawlControl, call: ApiCall) -> Any:
     return await control.delete_policy(call.params["domain"])
+
+
+async def get_freshness(control: CrawlControl, call: ApiCall) -> Any:
+    return await control.get_freshness(call.params["domain"])
+
+
+async def put_freshness(control: CrawlControl, call: ApiCall) -> Any:
+    domain = call.params["domain"]
+    views.host_keys_for(domain)
+    return await control.put_freshness(domain, freshness.parse_freshness(call.body))
+
+
+async def delete_freshness(control: CrawlControl, call: ApiCall) -> Any:
+    return await control.put_freshness(call.params["domain"], HostTierRecord(""))
+
+
+async def put_url_values(control: CrawlControl, call: ApiCall) -> Any:
+    return await control.set_values(freshness.parse_values(call.body))
 
 
 async def get_url_by_key(control: CrawlControl, call: ApiCall) -> Any:
@@ -203,6 +226,10 @@ OPERATIONS: list[tuple[str, str, Operation, bool]] = [
     ("PUT", "/v1/domains/{domain}/policy", put_policy, True),
     ("DELETE", "/v1/domains/{domain}/policy", delete_policy, False),
     ("GET", "/v1/domains/{domain}/stats", get_domain_stats, False),
+    ("GET", "/v1/domains/{domain}/freshness", get_freshness, False),
+    ("PUT", "/v1/domains/{domain}/freshness", put_freshness, True),
+    ("DELETE", "/v1/domains/{domain}/freshness", delete_freshness, False),
+    ("PUT", "/v1/urls/values", put_url_values, True),
     ("GET", "/v1/urls/{url_hash}", get_url_by_key, False),
     ("GET", "/v1/urls", get_url_by_text, False),
     ("GET", "/v1/stats", get_stats, False),

@@ -46,6 +46,7 @@ __all__ = [
     "ChangeStats",
     "RecrawlPolicy",
     "RefreshCandidate",
+    "blended_rate",
     "estimate_change_rate",
     "expected_gain",
     "next_interval",
@@ -230,6 +231,24 @@ def prior_interval(
     return policy.clamp(min(hints) if hints else policy.default_interval)
 
 
+def blended_rate(
+    stats: ChangeStats,
+    policy: RecrawlPolicy,
+    sitemap_changefreq: str | None = None,
+    sitemap_lastmod: float | None = None,
+    now: float | None = None,
+) -> float:
+    """Changes per second believed: ``r = (n·r̂ + w·r₀) / (n + w)`` with the prior rate
+    ``r₀ = change_factor / prior`` and ``w = prior_weight`` (just ``r₀`` without history)."""
+    prior = prior_interval(policy, sitemap_changefreq, sitemap_lastmod, now)
+    prior_rate = policy.change_factor / prior
+    estimate = estimate_change_rate(stats)
+    if estimate is None:
+        return prior_rate
+    n, w = stats.visits, policy.prior_weight
+    return (n * estimate + w * prior_rate) / (n + w)
+
+
 def next_interval(
     stats: ChangeStats,
     policy: RecrawlPolicy,
@@ -239,18 +258,13 @@ def next_interval(
 ) -> float:
     """Seconds until the next visit of a live page, from history blended with the prior.
 
-    ``r = (n·r̂ + w·r₀) / (n + w)`` where ``r₀ = change_factor / prior``
-    and ``w = prior_weight``; the interval ``change_factor / r`` is capped at
+    ``r`` from :func:`blended_rate`; the interval ``change_factor / r`` is capped at
     ``growth_factor`` × the mean observed interval and clamped to
-    ``[min_interval, max_interval]``.
+    ``[min_interval, max_interval]``. Without history it is the prior interval.
     """
-    prior = prior_interval(policy, sitemap_changefreq, sitemap_lastmod, now)
-    prior_rate = policy.change_factor / prior
-    estimate = estimate_change_rate(stats)
-    if estimate is None:
-        return prior
-    n, w = stats.visits, policy.prior_weight
-    rate = (n * estimate + w * prior_rate) / (n + w)
+    if estimate_change_rate(stats) is None:
+        return prior_interval(policy, sitemap_changefreq, sitemap_lastmod, now)
+    rate = blended_rate(stats, policy, sitemap_changefreq, sitemap_lastmod, now)
     interval = policy.change_factor / rate if rate > 0 else math.inf
     mean = stats.mean_interval
     if mean is not None:

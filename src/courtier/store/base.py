@@ -121,6 +121,8 @@ class FetchCommit:
     near_dup_of: str | None = None       # url_key hex of a page within Hamming distance 3
     change_stats: str | None = None      # JSON of frontier.recrawl.ChangeStats after this visit
     priority: int | None = None          # new priority of the row (None keeps it)
+    value: float | None = None           # value to store (None keeps it; frontier/value.py)
+    tier: str | None = None              # refresh tier the plan used (None keeps it)
     new_urls: Sequence[NewUrl] = ()
     event: dict[str, Any] = field(default_factory=dict)
 
@@ -185,6 +187,26 @@ class HostRecord:
 
 #: the :class:`DayCount` key of the crawl-wide ``--daily-budget``
 DAILY_BUDGET_KEY = "*"
+
+
+@dataclass(frozen=True, slots=True)
+class HostTierRecord:
+    """A host's freshness override (``policy set HOST --tier/--min-interval/--max-interval/
+    --value``); None fields are not overridden. See ``frontier/tiers.py``."""
+
+    host_key: str
+    tier: str | None = None
+    min_interval: float | None = None
+    max_interval: float | None = None
+    value_factor: float | None = None
+
+    def is_empty(self) -> bool:
+        return (self.tier is None and self.min_interval is None and self.max_interval is None
+                and self.value_factor is None)
+
+
+#: ``tier_counts`` key of rows no plan has assigned a tier yet (never fetched)
+UNPLANNED_TIER = "unplanned"
 
 
 @dataclass(frozen=True, slots=True)
@@ -419,6 +441,25 @@ class Store(ClusterStore, Protocol):
     async def due_within(self, shards: Sequence[int], until: float) -> int:
         """QUEUED rows of these shards with ``next_fetch_at < until``: the planned fetch load
         (compare with a daily budget)."""
+
+    async def set_values(self, items: Sequence[tuple[bytes, float | None]]) -> int:
+        """Set the value (``frontier/value.py``) of known URLs; None clears it (the next
+        fetch derives one). Unknown url_keys are skipped; no version bump, no event, the
+        schedule is unchanged. Returns the rows changed."""
+
+    async def url_values(self, url_keys: Collection[bytes]) -> dict[bytes, float]:
+        """Stored values of these URLs; keys unknown or without a value are absent."""
+
+    async def set_host_tier(self, record: HostTierRecord) -> None:
+        """Upsert a host's freshness override; an empty record (all None) removes it."""
+
+    async def host_tiers(self, host_keys: Collection[str]) -> dict[str, HostTierRecord]:
+        """The overrides of these hosts; hosts without one are absent."""
+
+    async def tier_counts(self, shards: Sequence[int], until: float) -> dict[str, int]:
+        """QUEUED rows of these shards with ``next_fetch_at < until``, by refresh tier
+        (``urls.tier``; :data:`UNPLANNED_TIER` for rows no plan has assigned one): the
+        planned load of each tier. Tiers without such rows are absent."""
 
     async def counts(self) -> dict[str, int]:
         """Crawl-wide figures: urls, queued, scheduled, retired, fetched, events, hosts."""

@@ -25,12 +25,14 @@ from courtier.store.base import (
     FetchCommit,
     HostRecord,
     HostStatsDelta,
+    HostTierRecord,
     NewUrl,
     ReparseEvent,
     SegmentRecord,
     UrlState,
 )
 from courtier.store.memory_cluster import MemoryClusterState
+from courtier.store.memory_plans import MemoryPlans
 from courtier.store.memory_queue import ReadyQueue
 
 ROW_FIELDS = ("change_stats", "near_dup_of", "simhash", "sitemap_changefreq", "sitemap_lastmod",
@@ -39,7 +41,7 @@ ROW_FIELDS = ("change_stats", "near_dup_of", "simhash", "sitemap_changefreq", "s
               "outcome", "etag", "last_modified", "content_type", "payload_digest",
               "content_length", "failure_count", "redirect_hops", "redirect_to", "warc_file",
               "warc_offset", "warc_length", "error_kind", "title", "robots_digest",
-              "delay_applied", "redirect_chain")
+              "delay_applied", "redirect_chain", "value", "tier")
 
 
 KEPT_UNLESS_OK = ("etag", "last_modified", "content_type", "payload_digest", "content_length",
@@ -62,6 +64,7 @@ class MemoryStore(MemoryClusterState):
         self._policy_at: dict[str, float] = {}
         self.day_counts: dict[str, DayCount] = {}
         self._init_cluster()
+        self._plans = MemoryPlans(self.urls)
 
     async def open(self) -> None:
         return None
@@ -187,6 +190,10 @@ class MemoryStore(MemoryClusterState):
             row["change_stats"] = commit.change_stats
         if commit.priority is not None:
             row["priority"] = commit.priority
+        if commit.value is not None:
+            row["value"] = commit.value
+        if commit.tier is not None:
+            row["tier"] = commit.tier
         ok = commit.outcome is Outcome.OK
         for name in KEPT_UNLESS_OK:
             value = getattr(commit, name)
@@ -314,6 +321,21 @@ class MemoryStore(MemoryClusterState):
 
     async def seed_urls(self, limit: int = 100_000) -> list[str]:
         return [r["url"] for r in self.urls.values() if r["depth"] == 0][:limit]
+
+    async def set_values(self, items: Sequence[tuple[bytes, float | None]]) -> int:
+        return self._plans.set_values(items)
+
+    async def url_values(self, url_keys: Collection[bytes]) -> dict[bytes, float]:
+        return self._plans.url_values(url_keys)
+
+    async def set_host_tier(self, record: HostTierRecord) -> None:
+        self._plans.set_host_tier(record)
+
+    async def host_tiers(self, host_keys: Collection[str]) -> dict[str, HostTierRecord]:
+        return self._plans.host_tiers(host_keys)
+
+    async def tier_counts(self, shards: Sequence[int], until: float) -> dict[str, int]:
+        return self._plans.tier_counts(shards, until)
 
     async def counts(self) -> dict[str, int]:
         rows = self.urls.values()

@@ -59,7 +59,8 @@ class TestWebServer:
     ``port`` are valid after :meth:`start`. Latency configured on a host is
     awaited before its response is sent (``slow_latency`` once the host has
     had ``slow_after`` requests); every ``busy_every``-th page request of a
-    host answers busy; ``If-None-Match`` with the current ETag answers 304.
+    host answers busy; ``If-None-Match`` with the current ETag answers 304. A
+    host's ``changing_pages`` get a new text and ETag at every request.
     """
 
     __test__ = False  # not a pytest test class
@@ -74,6 +75,7 @@ class TestWebServer:
         self.log: list[RequestRecord] = []
         self._requests: dict[str, int] = defaultdict(int)  # host → requests so far
         self._page_requests: dict[str, int] = defaultdict(int)  # host → non-robots requests
+        self._editions: dict[tuple[str, str], int] = defaultdict(int)  # changing pages served
 
     @property
     def port(self) -> int:
@@ -153,6 +155,10 @@ class TestWebServer:
                 if latency > 0:
                     await asyncio.sleep(latency)
             page = self.web.page(host, request.raw_path)
+            if spec is not None and spec.changing_pages:
+                self._editions[(host, request.raw_path)] += 1
+                page = self.web.edition(host, request.raw_path, page,
+                                        self._editions[(host, request.raw_path)])
             if spec is not None and not is_robots_path(normalize_path(request.raw_path)):
                 self._page_requests[host] += 1
                 if spec.is_busy(self._page_requests[host]):

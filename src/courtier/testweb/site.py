@@ -349,6 +349,17 @@ class TestWeb:
                                 f'<p id="section-2">end {word}</p>'.encode())
         return _ok("text/html; charset=utf-8", body)
 
+    def edition(self, host: str, path_qs: str, page: PageResponse, count: int) -> PageResponse:
+        """``page`` as served for the ``count``-th request of its path: a changing page
+        (``HostSpec.changing_pages``) carries the count in its text and ETag."""
+        spec = self.spec.host(host)
+        m = re.fullmatch(r"/p/(\d+)\.html", normalize_path(path_qs))
+        if spec is None or m is None or int(m.group(1)) >= spec.changing_pages \
+                or page.status != 200:
+            return page
+        body = page.body.replace(b"</body>", f"<p>edition {count}</p></body>".encode(), 1)
+        return _ok(page.header("Content-Type") or "text/html", body)
+
     def sitemap_urls(self, host: str) -> list[tuple[str, float | None]]:
         """(URL, lastmod or None) of every page the host's gzipped sitemap lists."""
         spec = self.spec.host(host)

@@ -168,6 +168,7 @@ class HostSpec:
     sitemap_lastmod: float | None = None
     extra_sitemaps: tuple[str, ...] = ()
     near_duplicates: int = 0
+    changing_pages: int = 0   # pages /p/{i}.html, i < this, change at every request
 
     def __post_init__(self) -> None:
         self.name = self.name.lower()
@@ -184,7 +185,7 @@ class HostSpec:
                 f"testweb host {self.name}: busy_every and busy_after must be >= 0 "
                 "and busy_status 429 or 503"
             )
-        if min(self.sitemap_pages, self.near_duplicates) < 0:
+        if min(self.sitemap_pages, self.near_duplicates, self.changing_pages) < 0:
             raise ConfigError(f"testweb host {self.name}: negative sitemap_pages/near_duplicates")
         if (self.slow_after is not None and self.slow_after < 0) or self.slow_latency < 0:
             raise ConfigError(f"testweb host {self.name}: negative slow_after/slow_latency")

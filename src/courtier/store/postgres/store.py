@@ -34,11 +34,12 @@ from courtier.store.base import (
     FetchCommit,
     HostRecord,
     HostStatsDelta,
+    HostTierRecord,
     NewUrl,
     ReparseEvent,
     SegmentRecord,
 )
-from courtier.store.postgres import _archive, _cluster, _intake, _queries, _rows, _schema
+from courtier.store.postgres import _archive, _cluster, _intake, _plans, _queries, _rows, _schema
 from courtier.store.postgres._rows import Conn
 from courtier.store.postgres.dsn import describe_dsn
 
@@ -279,9 +280,32 @@ class PostgresStore(_cluster.PostgresCluster):
             applied, stale, added = await conn.fetchval(
                 "SELECT courtier_commit($1::courtier_commit[], $2::courtier_new_url[],"
                 " $3::courtier_host_delta[], $4)", rows, new, stats, now)
+            await _plans.save_commit_plans(conn, commits)
             return CommitResult(applied=applied, stale=stale, new_urls=added)
 
         return await self._run("commit", job)
+
+    # -- refresh plan (values, host tiers; see postgres/_plans.py) --------------------
+
+    async def set_values(self, items: Sequence[tuple[bytes, float | None]]) -> int:
+        rows = list(items)
+        return await self._run("set_values", lambda conn: _plans.set_values(conn, rows))
+
+    async def url_values(self, url_keys: Collection[bytes]) -> dict[bytes, float]:
+        return await self._run("url_values", lambda conn: _plans.url_values(conn, url_keys),
+                               write=False)
+
+    async def set_host_tier(self, record: HostTierRecord) -> None:
+        now = self._clock.now()
+        await self._run("set_host_tier", lambda conn: _plans.set_host_tier(conn, record, now))
+
+    async def host_tiers(self, host_keys: Collection[str]) -> dict[str, HostTierRecord]:
+        return await self._run("host_tiers", lambda conn: _plans.host_tiers(conn, host_keys),
+                               write=False)
+
+    async def tier_counts(self, shards: Sequence[int], until: float) -> dict[str, int]:
+        return await self._run("tier_counts",
+                               lambda conn: _plans.tier_counts(conn, shards, until), write=False)
 
     async def get_url(self, url_key: bytes) -> dict[str, Any] | None:
         shard = _rows.key_shard(url_key)

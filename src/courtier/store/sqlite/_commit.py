@@ -58,6 +58,7 @@ _UPDATE_URL = (
     " error_kind = :error_kind, robots_digest = :robots_digest,"
     " change_stats = COALESCE(:change_stats, change_stats),"
     " priority = COALESCE(:priority, priority),"
+    " value = COALESCE(:value, value), tier = COALESCE(:tier, tier),"
     f" delay_applied = :delay_applied, {_KEEP_IF_NONE}"
     f" WHERE url_key = :url_key AND version = :version AND state IN ({QUEUED}, {SCHEDULED})"
 )
@@ -177,6 +178,8 @@ def _update_params(c: FetchCommit) -> dict[str, Any]:
         "fresh": 1 if c.outcome == Outcome.OK else 0,
         "change_stats": c.change_stats,
         "priority": c.priority,
+        "value": c.value,
+        "tier": c.tier,
         **{name: getattr(c, name) for name in _CONTENT + _LOCATION},
         "simhash": None if c.simhash is None else to_signed64(c.simhash),
     }

@@ -40,11 +40,12 @@ from courtier.store.base import (
     FetchCommit,
     HostRecord,
     HostStatsDelta,
+    HostTierRecord,
     NewUrl,
     ReparseEvent,
     SegmentRecord,
 )
-from courtier.store.sqlite import _cluster, _commit, _queries, _refill, _schema
+from courtier.store.sqlite import _cluster, _commit, _plans, _queries, _refill, _schema
 from courtier.urls import shard_of_key
 
 T = TypeVar("T")
@@ -336,6 +337,29 @@ class SqliteStore(_cluster.SqliteCluster):
         return await self._tx(
             "due_within", lambda conn: _queries.due_within(conn, shard_list, until), write=False
         )
+
+    async def set_values(self, items: Sequence[tuple[bytes, float | None]]) -> int:
+        rows = list(items)
+        return await self._tx("set_values", lambda conn: _plans.set_values(conn, rows))
+
+    async def url_values(self, url_keys: Collection[bytes]) -> dict[bytes, float]:
+        keys = list(url_keys)
+        return await self._tx("url_values", lambda conn: _plans.url_values(conn, keys),
+                              write=False)
+
+    async def set_host_tier(self, record: HostTierRecord) -> None:
+        now = self._clock.now()
+        await self._tx("set_host_tier", lambda conn: _plans.set_host_tier(conn, record, now))
+
+    async def host_tiers(self, host_keys: Collection[str]) -> dict[str, HostTierRecord]:
+        keys = list(host_keys)
+        return await self._tx("host_tiers", lambda conn: _plans.host_tiers(conn, keys),
+                              write=False)
+
+    async def tier_counts(self, shards: Sequence[int], until: float) -> dict[str, int]:
+        shard_list = list(shards)
+        return await self._tx(
+            "tier_counts", lambda conn: _plans.tier_counts(conn, shard_list, until), write=False)
 
     async def policies_changed(self, since: float) -> list[HostRecord]:
         return await self._tx(
