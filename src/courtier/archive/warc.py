@@ -33,7 +33,6 @@ import os
 import secrets
 import socket
 import time
-import uuid
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -127,12 +126,17 @@ def _gzip_compressor(level: int) -> Any:
 
 
 def format_warc_date(timestamp: float) -> str:
-    """WARC-Date for a POSIX time: UTC, microsecond precision (WARC 1.1)."""
-    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """WARC-Date for a POSIX time: UTC, microsecond precision (WARC 1.1),
+    ``YYYY-MM-DDThh:mm:ss.ffffffZ`` (``isoformat`` with its ``+00:00`` as ``Z``:
+    the same text as ``strftime("%Y-%m-%dT%H:%M:%S.%fZ")``, at a third of the cost)."""
+    return datetime.fromtimestamp(timestamp, UTC).isoformat(timespec="microseconds")[:-6] + "Z"
 
 
 def _record_id() -> str:
-    return f"<urn:uuid:{uuid.uuid4()}>"
+    """``<urn:uuid:…>`` of a random (version 4) UUID, formatted without ``uuid.UUID``."""
+    h = os.urandom(16).hex()
+    variant = "89ab"[int(h[16], 16) & 3]
+    return f"<urn:uuid:{h[:8]}-{h[8:12]}-4{h[13:16]}-{variant}{h[17:20]}-{h[20:]}>"
 
 
 def _clean(text: str) -> str:
