@@ -7,6 +7,7 @@ from ada_url import normalize_url
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from courtier.errors import InvalidURL
 from courtier.urls import _is_plain, canonicalize
 
 HOST_CHARS = "abcxyz019-.XN"
@@ -50,3 +51,18 @@ def test_forms_ada_would_change_are_left_to_ada() -> None:
                 "http://a.com:0/", "http://a.com:/"]:
         assert not _is_plain(url), url
     assert canonicalize("http://a.com:8080/x").port == 8080
+
+
+def _canonical_or_error(url: str, base: str | None) -> str:
+    try:
+        return canonicalize(url, base=base).url
+    except InvalidURL:
+        return "invalid"
+
+
+@settings(max_examples=2000, deadline=None)
+@given(near_plain_urls(), st.sampled_from(["", "#", "#s1", "#a b", "#x#y", "#/../"]))
+def test_fast_path_answers_like_ada_with_and_without_fragments(url: str, fragment: str) -> None:
+    # an absolute URL joined to a base goes through ada's parser: the reference answer
+    raw = url + fragment
+    assert _canonical_or_error(raw, None) == _canonical_or_error(raw, "http://base.test/d/")
