@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-from courtier.frontier.host import HostState
-from courtier.politeness.robots_state import RobotsStatus
+if TYPE_CHECKING:  # the CLI imports this module for every command: keep it light
+    from courtier.frontier.host import HostState
 
 RATE_WINDOW = 10.0  # seconds of history behind the "recent rate"
 
@@ -17,6 +18,8 @@ RATE_WINDOW = 10.0  # seconds of history behind the "recent rate"
 def waiting_text(hosts: Iterable[HostState], next_retry_at: float | None, now: float) -> str:
     """E.g. ``"waiting: 12 hosts (robots.txt 5xx: 5, back-off: 7), next retry in 40 s"``;
     empty when nothing waits."""
+    from courtier.politeness.robots_state import RobotsStatus  # loaded by the crawl already
+
     robots = backoff = 0
     for host in hosts:
         if host.robots.status is RobotsStatus.UNREACHABLE:

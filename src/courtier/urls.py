@@ -75,12 +75,15 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 #: An absolute URL already in the form ada's ``normalize_url`` gives back unchanged
 #: (links from ``parse_html`` are): lower-case http(s) scheme and host of plain LDH
 #: labels ending in a letter label (so never an IPv4 number), no ``xn--`` label, no
-#: userinfo, port, ``%``, fragment, backslash, space or quote, no dot segment.
-#: ``_resolve`` returns such a string as is instead of parsing it again
-#: (property-tested against ``normalize_url`` in tests/unit/test_urls_fast_path.py).
+#: userinfo, ``%``, fragment, backslash, space or quote, no dot segment; a port only
+#: without a leading zero (:func:`_is_plain` also checks it is ≤ 65535 and not the
+#: scheme's default, which ada would drop, and, with plain substring tests that are
+#: cheaper than regex look-aheads, that no ``xn--`` label and no ``/.`` (a possible dot
+#: segment) occur anywhere). ``_resolve`` returns such a string as is
+#: instead of parsing it again (property-tested against ``normalize_url`` in
+#: tests/unit/test_urls_fast_path.py).
 _PLAIN_ABSOLUTE = re.compile(
-    r"https?://(?![^/]*xn--)(?:[a-z0-9-]+\.)*[a-z][a-z-]*"
-    r"(?!(?:/[^?]*)?/\.\.?(?:[/?]|\Z))"
+    r"http(s?)://(?:[a-z0-9-]+\.)*[a-z][a-z-]*(?::([1-9][0-9]{0,4}))?"
     r"/[A-Za-z0-9\-._~/!$&()*+,;=:@]*(?:\?[A-Za-z0-9\-._~/!$&()*+,;=:@?]*)?\Z"
 )
 
@@ -220,12 +223,28 @@ def _shard_bits(shard_count: int) -> int:
     return bits
 
 
+def _is_plain(raw: str) -> bool:
+    """``raw`` is an absolute URL that ada's ``normalize_url`` returns unchanged."""
+    if "xn--" in raw or "/." in raw:
+        return False
+    m = _PLAIN_ABSOLUTE.match(raw)
+    if m is None:
+        return False
+    port = m.group(2)
+    return port is None or (int(port) <= 65535 and port != ("443" if m.group(1) else "80"))
+
+
 def _resolve(raw: str, base: str | None) -> str:
     """WHATWG-parse ``raw`` (against ``base``) into an ada href, or raise InvalidURL."""
     if len(raw) > MAX_URL_LENGTH and len(raw.strip(_C0_SPACE)) > MAX_URL_LENGTH:
         raise InvalidURL(f"URL is longer than {MAX_URL_LENGTH} characters ({len(raw)})")
-    if base is None and _PLAIN_ABSOLUTE.match(raw) is not None:
-        return raw  # normalize_url would return it unchanged
+    if base is None:
+        # the part before the first "#" parses the same without it; canonicalize drops
+        # the fragment, so a plain head is the answer as is
+        cut = raw.find("#")
+        head = raw if cut < 0 else raw[:cut]
+        if _is_plain(head):
+            return head  # normalize_url would return it unchanged
     try:
         return normalize_url(raw) if base is None else join_url(base, raw)
     except ValueError:

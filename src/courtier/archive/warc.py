@@ -33,7 +33,6 @@ import os
 import secrets
 import socket
 import time
-import uuid
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -63,7 +62,11 @@ _B32_PAIRS = [a + b for a in _B32 for b in _B32]
 _TRUNCATED = {"length": "length", "decoded": "length", "time": "time", "slow": "time",
               "disconnect": "disconnect"}
 _REMEMBER_BYTES = 4096
-_LAST_DIGEST: tuple[bytes | None, str] = (None, "")
+#: recent large bodies and their digests, by id(); the body is held so the id stays its own
+_RECENT_DIGESTS: dict[int, tuple[bytes, str]] = {}
+#: more than the fetches in flight: between the worker's lookup and the write of the same
+#: body, the other fetches of the batch digest theirs
+_RECENT_LIMIT = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,15 +93,16 @@ def sha256_digest(*parts: bytes) -> str:
     """``sha256:<BASE32>`` of the concatenated ``parts`` (RFC 4648 base32, padded;
     equal to ``base64.b32encode`` of the digest, which is pure Python and 5× slower).
 
-    The digest of the last single large body is remembered (by identity, holding
-    the body): the worker looks a payload up by its digest before the writer
-    archives the same bytes object, which then costs no second pass.
+    The digests of the last :data:`_RECENT_LIMIT` single large bodies are
+    remembered (by identity, holding the bodies): the worker looks a payload up
+    by its digest before the writer archives the same bytes object, which then
+    costs no second pass, however many other fetches finished in between.
     """
-    global _LAST_DIGEST
     single = parts[0] if len(parts) == 1 and type(parts[0]) is bytes else None
-    last_body, last_digest = _LAST_DIGEST
-    if single is not None and single is last_body:
-        return last_digest
+    if single is not None:
+        known = _RECENT_DIGESTS.get(id(single))
+        if known is not None and known[0] is single:
+            return known[1]
     hasher = hashlib.sha256()
     for part in parts:
         hasher.update(part)
@@ -107,7 +111,10 @@ def sha256_digest(*parts: bytes) -> str:
     text = "".join([_B32_PAIRS[(n >> shift) & 1023] for shift in range(270, -10, -10)])
     digest = "sha256:" + text[:52] + "===="
     if single is not None and len(single) >= _REMEMBER_BYTES:
-        _LAST_DIGEST = (single, digest)  # one tuple: readers see a consistent pair
+        _RECENT_DIGESTS[id(single)] = (single, digest)  # one tuple: a consistent pair
+        if len(_RECENT_DIGESTS) > _RECENT_LIMIT:
+            with contextlib.suppress(KeyError, StopIteration, RuntimeError):
+                del _RECENT_DIGESTS[next(iter(_RECENT_DIGESTS))]  # the oldest
     return digest
 
 
@@ -119,12 +126,17 @@ def _gzip_compressor(level: int) -> Any:
 
 
 def format_warc_date(timestamp: float) -> str:
-    """WARC-Date for a POSIX time: UTC, microsecond precision (WARC 1.1)."""
-    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """WARC-Date for a POSIX time: UTC, microsecond precision (WARC 1.1),
+    ``YYYY-MM-DDThh:mm:ss.ffffffZ`` (``isoformat`` with its ``+00:00`` as ``Z``:
+    the same text as ``strftime("%Y-%m-%dT%H:%M:%S.%fZ")``, at a third of the cost)."""
+    return datetime.fromtimestamp(timestamp, UTC).isoformat(timespec="microseconds")[:-6] + "Z"
 
 
 def _record_id() -> str:
-    return f"<urn:uuid:{uuid.uuid4()}>"
+    """``<urn:uuid:…>`` of a random (version 4) UUID, formatted without ``uuid.UUID``."""
+    h = os.urandom(16).hex()
+    variant = "89ab"[int(h[16], 16) & 3]
+    return f"<urn:uuid:{h[:8]}-{h[8:12]}-4{h[13:16]}-{variant}{h[17:20]}-{h[20:]}>"
 
 
 def _clean(text: str) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from courtier.dedup.simhash import shingle_hashes, simhash_from_features, tokenize
+from courtier.dedup.simhash import simhash_from_features, text_features
 from courtier.dedup.simhash_index import SimHashIndex
 
 MAX_DISTANCE = 3
@@ -68,10 +68,10 @@ class DuplicateTracker:
 
         ``text`` need not have its whitespace collapsed (the words are the same).
         """
-        words = tokenize(text)
-        fp = simhash_from_features(shingle_hashes(words))  # = simhash64(text), one tokenize
+        features, words = text_features(text)
+        fp = simhash_from_features(features)  # = simhash64(text), one tokenize
         me = item_id(url_key)
-        if len(words) <= MIN_WORDS:  # too little text to compare: never a near-duplicate
+        if words <= MIN_WORDS:  # too little text to compare: never a near-duplicate
             return fp, None
         twin = next((other for other, _ in self.index.near(fp) if other != me), None)
         if len(self.index) >= self.max_fingerprints:

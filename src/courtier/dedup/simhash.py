@@ -31,9 +31,12 @@ on; changing any step changes every stored fingerprint):
 Steps 3–5 are vectorised with numpy: the feature array is viewed as bytes,
 unpacked to an ``n × 64`` bit matrix (``unpackbits``, little bit order, so
 column ``j`` is bit ``j``), summed per column and compared with ``n / 2``.
-Only steps 1–2 run a C-level loop per word (``bytes.split`` and
-``b"".join(map(xxh3_64_digest, …))``), so a 3,000-word page costs about
-0.3–0.4 ms (``bench/simhash_bench.py`` prints the figure).
+Steps 1–2 create no object per word either: :func:`text_features` finds the
+word boundaries in the separated bytes and computes every word's ``xxh3_64``
+with numpy (``dedup/word_hashes.py``, identical to the ``xxhash`` package's);
+:func:`tokenize` and :func:`shingle_hashes` are the same steps on a list of
+``bytes`` words, kept as the readable definition. A 4,000-word page costs
+about 0.3 ms (``bench/simhash_bench.py`` prints the figure).
 
 Fingerprints are unsigned 64-bit Python ints. SQLite and PostgreSQL store
 signed 64-bit integers: use :func:`to_signed64` before writing and
@@ -48,6 +51,7 @@ import xxhash
 
 # numpy-free helpers live in fingerprint64 so the store and the CLI load without numpy
 from courtier.dedup.fingerprint64 import MASK64, from_signed64, hamming, to_signed64
+from courtier.dedup.word_hashes import word_hashes
 
 __all__ = [
     "MASK64",
@@ -56,6 +60,7 @@ __all__ = [
     "shingle_hashes",
     "simhash64",
     "simhash_from_features",
+    "text_features",
     "to_signed64",
     "tokenize",
 ]
@@ -80,11 +85,16 @@ _FLOAT32_EXACT = 1 << 24
 _digest = xxhash.xxh3_64_digest
 
 
+def _separated(text: str) -> bytes:
+    """``text`` as UTF-8 with ASCII folded to lower case and every separator a space."""
+    if text.isascii():  # the table folds ASCII case; skips the costlier str.lower()
+        return text.encode("ascii").translate(_SEPARATE)
+    return text.lower().encode("utf-8", "surrogatepass").translate(_SEPARATE)
+
+
 def tokenize(text: str) -> list[bytes]:
     """The words of ``text`` as UTF-8 bytes (step 1 of the module contract)."""
-    if text.isascii():  # the table folds ASCII case; skips the costlier str.lower()
-        return text.encode("ascii").translate(_SEPARATE).split()
-    return text.lower().encode("utf-8", "surrogatepass").translate(_SEPARATE).split()
+    return _separated(text).split()
 
 
 def shingle_hashes(words: list[bytes]) -> npt.NDArray[np.uint64]:
@@ -97,7 +107,12 @@ def shingle_hashes(words: list[bytes]) -> npt.NDArray[np.uint64]:
         return np.zeros(0, dtype=np.uint64)
     # one C-level pass: 8 big-endian digest bytes per word, joined, viewed as uint64
     h = np.frombuffer(b"".join(map(_digest, words)), dtype=">u8").astype(np.uint64)
-    if n < 3:
+    return _shingles(h)
+
+
+def _shingles(h: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """Step 3 on the word hashes ``h``: one feature per 3-word shingle."""
+    if len(h) < 3:
         return h
     a, b, c = h[:-2], h[1:-1], h[2:]
     x = a * _GOLDEN
@@ -110,6 +125,13 @@ def shingle_hashes(words: list[bytes]) -> npt.NDArray[np.uint64]:
     x *= _MIX2
     x ^= x >> _S31
     return x
+
+
+def text_features(text: str) -> tuple[npt.NDArray[np.uint64], int]:
+    """The features of ``text`` (steps 1–3, ``shingle_hashes(tokenize(text))``) and its
+    word count, without a Python object per word."""
+    h = word_hashes(_separated(text))
+    return _shingles(h), len(h)
 
 
 def simhash_from_features(features: npt.NDArray[np.uint64]) -> int:
@@ -132,4 +154,4 @@ def simhash64(text: str) -> int:
     Deterministic across runs, processes and platforms; ``0`` for a text
     without words. See the module docstring for the exact definition.
     """
-    return simhash_from_features(shingle_hashes(tokenize(text)))
+    return simhash_from_features(text_features(text)[0])

@@ -55,6 +55,10 @@ OVERDUE_AFTER = 7 * 24 * 3600.0
 OVERDUE_BOOST = 100
 
 Rank = tuple[int, float, int, bytes]
+#: a host queue entry: the rank's four fields, then the URL (flat: one tuple comparison
+#: level less per heap step than ``(rank, due)``; url_key is unique, so ``due`` is never
+#: compared)
+Entry = tuple[int, float, int, bytes, DueUrl]
 
 
 def url_rank(due: DueUrl, now: float) -> Rank:
@@ -68,7 +72,7 @@ def url_rank(due: DueUrl, now: float) -> Rank:
 class HostState:
     host_key: str
     shard: int
-    queue: list[tuple[Rank, DueUrl]] = field(default_factory=list)
+    queue: list[Entry] = field(default_factory=list)
     in_flight: int = 0
     next_allowed_at: float = 0.0
     robots: RobotsState = field(default_factory=RobotsState)
@@ -85,26 +89,30 @@ class HostState:
     address_blocked: bool = False  # the SSRF guard refused its address (until forgotten)
     token: int = 0                # bumps on every reschedule; stale heap entries are skipped
     robots_check: object = None   # a robots decision under way (frontier/robots_turns.py)
+    #: the robots.txt rules ``crawl_delay`` was read from (by identity) and its value:
+    #: the delay is looked up several times per lease, the rules change rarely
+    delay_rules: object = None
+    crawl_delay: float | None = None
 
     def push(self, due: DueUrl, now: float) -> None:
-        heapq.heappush(self.queue, (url_rank(due, now), due))
+        heapq.heappush(self.queue, (*url_rank(due, now), due))
 
     def rerank(self, now: float) -> None:
         """Recompute ranks (URLs waiting in memory may have become overdue)."""
-        self.queue = [(url_rank(due, now), due) for _, due in self.queue]
+        self.queue = [(*url_rank(entry[4], now), entry[4]) for entry in self.queue]
         heapq.heapify(self.queue)
 
     def pop(self) -> DueUrl:
-        return heapq.heappop(self.queue)[1]
+        return heapq.heappop(self.queue)[4]
 
     def peek(self) -> DueUrl:
-        return self.queue[0][1]
+        return self.queue[0][4]
 
     def best_priority(self) -> int:
         """Priority of the best queued URL, overdue boost included (level-1 order)."""
-        return -self.queue[0][0][0] if self.queue else 0
+        return -self.queue[0][0] if self.queue else 0
 
     def drain(self) -> list[DueUrl]:
-        items = [entry[1] for entry in self.queue]
+        items = [entry[4] for entry in self.queue]
         self.queue.clear()
         return items

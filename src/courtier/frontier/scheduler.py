@@ -34,6 +34,7 @@ from collections.abc import Iterable, Mapping
 from courtier.clock import Clock
 from courtier.frontier.host import HostPolicy, HostState, IpState
 from courtier.frontier.lease import FetchFeedback, Lease, LeaseKind
+from courtier.frontier.ready import ReadyHosts
 from courtier.frontier.robots_turns import UNITS_PER_TURN, decide_head
 from courtier.politeness.delays import DelayPolicy, base_delay, effective_delay
 from courtier.politeness.robots import RobotsTxt
@@ -83,7 +84,7 @@ class Frontier:
         self.hosts: dict[str, HostState] = {}
         self.ips: dict[str, IpState] = {}
         self._waiting: list[tuple[float, int, int, str]] = []
-        self._ready: list[tuple[int, float, int, int, str]] = []
+        self._ready = ReadyHosts()
         self._seq = itertools.count()
         self._denied: list[Denial] = []
         self._released: list[tuple[DueUrl, float]] = []
@@ -176,12 +177,12 @@ class Frontier:
         now = self.clock.now()
         waiting, ready = self._waiting, self._ready
         while waiting and waiting[0][0] <= now:
-            at, seq, token, key = heapq.heappop(waiting)
+            _, _, token, key = heapq.heappop(waiting)
             host = self.hosts.get(key)
             if host is not None and host.token == token:
-                heapq.heappush(ready, (-host.best_priority(), at, seq, token, key))
-        while ready and self._robots_units > 0:
-            _, _, _, token, key = heapq.heappop(ready)
+                ready.push(host.best_priority(), token, key)
+        while self._robots_units > 0 and (entry := ready.pop()) is not None:
+            token, key = entry
             host = self.hosts.get(key)
             if host is None or host.token != token:
                 continue
@@ -255,16 +256,23 @@ class Frontier:
         return Lease(kind, host.host_key, url, now, self.epochs.get(host.shard, 0), delay, due,
                      digest, host.ip)
 
-    def delay_for(self, host: HostState) -> float:
+    def _crawl_delay(self, host: HostState) -> float | None:
+        """The Crawl-delay of the rules in force for our agent (None: none or no rules),
+        remembered per host for as long as the same rules object is in force."""
         rules = host.robots.rules_in_force()
-        crawl_delay = rules.crawl_delay(self.agent) if rules is not None else None
-        return effective_delay(self.delay_policy, host.timing, crawl_delay, host.policy.delay)
+        if rules is None:
+            return None
+        if host.delay_rules is not rules:
+            host.delay_rules, host.crawl_delay = rules, rules.crawl_delay(self.agent)
+        return host.crawl_delay
+
+    def delay_for(self, host: HostState) -> float:
+        return effective_delay(self.delay_policy, host.timing, self._crawl_delay(host),
+                               host.policy.delay)
 
     def base_delay_for(self, host: HostState) -> float:
         """The configured gap (delay or per-host override, Crawl-delay): the throttle's floor."""
-        rules = host.robots.rules_in_force()
-        crawl_delay = rules.crawl_delay(self.agent) if rules is not None else None
-        return base_delay(self.delay_policy, crawl_delay, host.policy.delay)
+        return base_delay(self.delay_policy, self._crawl_delay(host), host.policy.delay)
 
     def max_in_flight_of(self, host: HostState) -> int:
         """The in-flight cap in force for this host (policy override or default)."""
@@ -284,7 +292,8 @@ class Frontier:
             self._released.append((due, at))
 
     def _max_in_flight(self, host: HostState) -> int:
-        return max(1, host.policy.max_in_flight or self.max_in_flight)
+        cap = host.policy.max_in_flight or self.max_in_flight
+        return cap if cap > 1 else 1  # max(1, cap), without the builtin's call overhead
 
     def _redirect_target(self, host: HostState) -> HostState | None:
         """The other host a robots.txt redirect points at (registered on first sight)."""
@@ -462,7 +471,7 @@ class Frontier:
 
     def next_wake_at(self) -> float | None:
         """Earliest time a queued host becomes ready (None: nothing waits on time)."""
-        if self._ready:
+        if len(self._ready):
             return self.clock.now()
         while self._waiting:
             at, _, token, key = self._waiting[0]

@@ -473,3 +473,26 @@ def test_every_cut_body_says_why_in_warc_truncated(tmp_path: Path) -> None:
     records = read_records(warc_files(tmp_path)[0])
     truncs = [h.get("WARC-Truncated") for h, _, _ in records if h["WARC-Type"] == "response"]
     assert truncs == ["disconnect", "time", None, None]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.floats(min_value=0, max_value=4_102_444_800, allow_nan=False))
+def test_warc_date_is_the_strftime_text(ts: float) -> None:
+    from datetime import UTC, datetime
+
+    assert format_warc_date(ts) == datetime.fromtimestamp(ts, UTC).strftime(
+        "%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def test_record_ids_are_distinct_version_4_uuids() -> None:
+    import uuid
+
+    from courtier.archive.warc import _record_id
+
+    ids = [_record_id() for _ in range(2000)]
+    assert len(set(ids)) == len(ids)
+    for text in ids[:200]:
+        assert text.startswith("<urn:uuid:") and text.endswith(">")
+        parsed = uuid.UUID(text[len("<urn:uuid:"):-1])
+        assert parsed.version == 4 and parsed.variant == uuid.RFC_4122
+        assert str(parsed) == text[len("<urn:uuid:"):-1]

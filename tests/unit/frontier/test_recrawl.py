@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
@@ -209,6 +210,9 @@ def test_stats_round_trip_json() -> None:
     text = json.dumps(stats.to_json())
     assert ChangeStats.from_json(json.loads(text)) == stats
     assert ChangeStats.from_json({}) == ChangeStats()
+    # the hand-built dict has every field, in declaration order, as asdict would
+    assert stats.to_json() == dataclasses.asdict(stats)
+    assert list(stats.to_json()) == [f.name for f in dataclasses.fields(ChangeStats)]
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,111 @@
+"""The per-page CPU work without the network, this tree against another, alternating.
+
+A crawl's per-page figure on this shared machine moves by ±20 % from one run to
+the next with the other jobs' load, more than most single changes save. This
+script replays the CPU stages of a fetched page on the bench's own pages (parse
+and link extraction, SimHash with the near-duplicate index, canonicalization of
+every link, the payload lookup digest, the WARC request + response records) in
+fresh interpreters, alternating the trees run by run, and prints the median
+process CPU per page of each.
+
+    git archive <ref> src | tar -x -C /tmp/before
+    .venv/bin/python bench/page_pipeline_bench.py --before-src /tmp/before/src [--runs 7]
+
+It needs no server: the pages come from ``static_web.generate`` (same generator and
+seed as ``crawl_vs_scrapy.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+HERE_SRC = HERE.parent / "src"
+
+#: run in a fresh interpreter with PYTHONPATH set to the tree under test
+CHILD = r"""
+import json, sys, time
+from pathlib import Path
+from courtier.archive.warc import WarcWriter, sha256_digest
+from courtier.dedup.pages import DuplicateTracker
+from courtier.errors import InvalidURL
+from courtier.fetch.transport import FetchResponse
+from courtier.parse.html import parse_html
+from courtier.urls import canonicalize
+
+pages, warc_dir, port = json.loads(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+bodies = [(Path(p).read_bytes(), p.split("/")[-3], "/p/" + p.split("/")[-1]) for p in pages]
+tracker = DuplicateTracker()
+writer = WarcWriter(warc_dir)
+headers = [("Content-Type", "text/html"), ("Server", "nginx"), ("Connection", "keep-alive")]
+start = time.process_time()
+for i, (body, host, path) in enumerate(bodies):
+    url = f"http://{host}:{port}{path}"
+    resp = FetchResponse(url=url, status=200, reason="OK", http_version="1.1",
+                         headers=headers + [("Content-Length", str(len(body)))],
+                         raw_body=body, body=body,
+                         request_headers=[("User-Agent", "bench")], started_at=1e9 + i)
+    sha256_digest(resp.raw_body)                      # the worker's payload lookup
+    writer.write_exchange(resp, warc_date=1e9 + i)    # request + response records
+    page = parse_html(body, url, "text/html", None, agent_token="courtier",
+                      want_text=True, collapse_text=False)
+    tracker.fingerprint(i.to_bytes(16, "big"), page.text)
+    for link in page.links:
+        try:
+            canonicalize(link.url)
+        except InvalidURL:
+            pass
+cpu = time.process_time() - start
+writer.close()
+print(json.dumps({"ms_per_page": 1000 * cpu / len(bodies)}))
+"""
+
+
+def run_child(src: Path, pages: list[str], work: Path, port: int) -> float:
+    warc = tempfile.mkdtemp(dir=work)
+    env = dict(os.environ, PYTHONPATH=str(src))
+    out = subprocess.run([sys.executable, "-c", CHILD, json.dumps(pages), warc, str(port)],
+                         env=env, capture_output=True, text=True, check=True)
+    return float(json.loads(out.stdout.strip().splitlines()[-1])["ms_per_page"])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--before-src", type=Path, help="another src/ tree to compare with")
+    ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--hosts", type=int, default=40)
+    ap.add_argument("--pages", type=int, default=20)
+    args = ap.parse_args()
+    sys.path.insert(0, str(HERE))
+    import static_web
+
+    trees = {"this tree": HERE_SRC}
+    if args.before_src:
+        trees = {"before": args.before_src, **trees}
+    with tempfile.TemporaryDirectory(prefix="courtier-pipeline-") as tmp:
+        work = Path(tmp)
+        port = 8080
+        static_web.generate(work / "www", args.hosts, args.pages, port, 1, 30_000, 50)
+        pages = sorted(str(p) for p in (work / "www").glob("*/p/*.html"))
+        figures: dict[str, list[float]] = {name: [] for name in trees}
+        for _ in range(args.runs):
+            for name, src in trees.items():
+                figures[name].append(run_child(src, pages, work, port))
+    print(f"{len(pages)} pages of ~30 KB, {args.runs} alternating runs, process CPU per page")
+    for name, values in figures.items():
+        print(f"  {name:10s} median {statistics.median(values):.3f} ms/page "
+              f"(runs {', '.join(f'{v:.3f}' for v in values)})")
+    if len(figures) == 2:
+        before, after = (statistics.median(v) for v in figures.values())
+        print(f"  after / before = {after / before:.3f}")
+
+
+if __name__ == "__main__":
+    main()
