@@ -71,18 +71,24 @@ RETURNS void LANGUAGE sql AS $$
         DELETE FROM host_queue q USING agg a
         WHERE q.shard = a.s AND q.host_key = a.h AND a.best IS NULL
     )
-    UPDATE host_queue q SET next_due_at = a.due, best_priority = a.best
-    FROM agg a WHERE q.shard = a.s AND q.host_key = a.h AND a.best IS NOT NULL
-      AND (q.next_due_at <> a.due OR q.best_priority <> a.best);
+    INSERT INTO host_queue AS q (shard, host_key, next_due_at, best_priority)
+    SELECT a.s, a.h, a.due, a.best FROM agg a WHERE a.best IS NOT NULL ORDER BY a.s, a.h
+    ON CONFLICT (shard, host_key) DO UPDATE
+        SET next_due_at = EXCLUDED.next_due_at, best_priority = EXCLUDED.best_priority
+        WHERE q.next_due_at <> EXCLUDED.next_due_at OR q.best_priority <> EXCLUDED.best_priority;
 $$;
 
 -- Rows left or changed in these (host, level)s (a refill): recompute those levels,
--- one index seek each, then their hosts.
+-- one index seek each, then their hosts. The hosts' queue rows exist (the refill
+-- read them), so a row lock in key order suffices (no new row versions).
 CREATE FUNCTION courtier_levels_refresh(p_shards integer[], p_hosts text[],
                                         p_priority integer[])
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM courtier_queue_lock(p_shards, p_hosts);
+    PERFORM 1 FROM host_queue q
+    JOIN (SELECT DISTINCT s, h FROM unnest(p_shards, p_hosts) AS t(s, h)) AS t
+      ON q.shard = t.s AND q.host_key = t.h
+    ORDER BY q.shard, q.host_key FOR UPDATE OF q;
     WITH t AS (
         SELECT DISTINCT s, h, p FROM unnest(p_shards, p_hosts, p_priority) AS t(s, h, p)
     ), fresh AS (
@@ -238,24 +244,19 @@ BEGIN
                     ) AS p
                 ), capped AS (
                     SELECT * FROM probed WHERE row_rank <= p_per_host
-                ), room AS (
-                    SELECT c.host_rank,
-                           p_limit - cardinality(v_keys)
-                           - COALESCE(sum(count(*)) OVER (ORDER BY c.host_rank
-                               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS left_over
-                    FROM capped c GROUP BY c.host_rank
+                ), chosen AS (
+                    -- a host's rows are consecutive in walk order: giving each its first
+                    -- min(per_host, limit - taken) rows is taking the walk's first rows
+                    SELECT * FROM capped ORDER BY host_rank, row_rank
+                    LIMIT p_limit - cardinality(v_keys)
                 )
-                SELECT array_agg(c.s ORDER BY c.host_rank, c.row_rank)
-                           FILTER (WHERE c.row_rank <= r.left_over),
-                       array_agg(c.url_key ORDER BY c.host_rank, c.row_rank)
-                           FILTER (WHERE c.row_rank <= r.left_over),
-                       array_agg(c.h ORDER BY c.host_rank, c.row_rank)
-                           FILTER (WHERE c.row_rank <= r.left_over),
-                       array_agg(c.priority ORDER BY c.host_rank, c.row_rank)
-                           FILTER (WHERE c.row_rank <= r.left_over),
-                       count(*)
+                SELECT array_agg(c.s ORDER BY c.host_rank, c.row_rank),
+                       array_agg(c.url_key ORDER BY c.host_rank, c.row_rank),
+                       array_agg(c.h ORDER BY c.host_rank, c.row_rank),
+                       array_agg(c.priority ORDER BY c.host_rank, c.row_rank),
+                       (SELECT count(*) FROM capped)
                 INTO v_bs, v_bk, v_bh, v_bp, v_seen
-                FROM capped c JOIN room r ON r.host_rank = c.host_rank;
+                FROM chosen c;
                 IF v_bk IS NOT NULL THEN
                     v_shards := v_shards || v_bs;
                     v_keys := v_keys || v_bk;
@@ -322,3 +323,10 @@ BEGIN
     RETURN cardinality(v_shards);
 END;
 $$;
+
+-- Every statement of the refill is a handful of index seeks per host; a generic plan,
+-- JIT, or a hash join against a whole urls partition is never the better plan here.
+ALTER FUNCTION courtier_load_due(integer[], double precision, double precision, integer,
+                                 integer, text[])
+    SET plan_cache_mode = force_custom_plan SET jit = off
+    SET enable_hashjoin = off SET enable_mergejoin = off;
