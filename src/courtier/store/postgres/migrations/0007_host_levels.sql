@@ -330,3 +330,16 @@ ALTER FUNCTION courtier_load_due(integer[], double precision, double precision, 
                                  integer, text[])
     SET plan_cache_mode = force_custom_plan SET jit = off
     SET enable_hashjoin = off SET enable_mergejoin = off;
+ALTER FUNCTION courtier_commit(courtier_commit[], courtier_new_url[], courtier_host_delta[],
+                               double precision)
+    SET plan_cache_mode = force_custom_plan SET jit = off
+    SET enable_hashjoin = off SET enable_mergejoin = off;
+ALTER FUNCTION courtier_add_urls(courtier_new_url[]) SET jit = off;
+
+-- Every refill and commit rewrites rows of these two small, hot tables; until vacuum
+-- their indexes carry the dead versions, which a refill's range scans step over.
+-- Vacuum them after a few percent of churn instead of the default fifth.
+ALTER TABLE host_queue SET (autovacuum_vacuum_scale_factor = 0.02,
+                            autovacuum_vacuum_threshold = 1000);
+ALTER TABLE host_levels SET (autovacuum_vacuum_scale_factor = 0.02,
+                             autovacuum_vacuum_threshold = 1000);
