@@ -14,6 +14,7 @@ SCHEDULED.
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -195,6 +196,7 @@ async def scenario(store: Store, data: st.DataObject) -> None:
             assert changed == len(moved)
             for r in moved:
                 r.state = UrlState.QUEUED
+        await _assert_sqlite_queue_exact(store)
     # finally every due row comes out, in contract order, when asked for all of it
     everything = sorted({r.shard for r in model.values()})
     now = T0 + 10**6
@@ -203,6 +205,25 @@ async def scenario(store: Store, data: st.DataObject) -> None:
     counts = await store.counts()
     assert counts["scheduled"] == sum(r.state != UrlState.RETIRED for r in model.values())
     assert counts["queued"] == 0
+
+
+async def _assert_sqlite_queue_exact(store: Store) -> None:
+    """host_queue and host_levels of a SQLite store equal a GROUP BY over its rows."""
+    if not isinstance(store, SqliteStore):
+        return
+
+    def read(conn: sqlite3.Connection) -> list[list[tuple[object, ...]]]:
+        return [conn.execute(sql).fetchall() for sql in (
+            "SELECT shard, host_key, next_due_at, best_priority FROM host_queue ORDER BY 1, 2",
+            "SELECT shard, host_key, MIN(next_fetch_at), MAX(priority) FROM urls"
+            " WHERE state = 0 GROUP BY 1, 2 ORDER BY 1, 2",
+            "SELECT shard, host_key, priority, next_due_at FROM host_levels ORDER BY 1, 2, 3",
+            "SELECT shard, host_key, priority, MIN(next_fetch_at) FROM urls"
+            " WHERE state = 0 GROUP BY 1, 2, 3 ORDER BY 1, 2, 3")]
+
+    queue, queue_truth, levels, level_truth = await store._call(read)
+    assert queue == queue_truth
+    assert levels == level_truth
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow],
