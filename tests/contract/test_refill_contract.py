@@ -14,6 +14,7 @@ SCHEDULED.
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -25,8 +26,10 @@ from courtier.frontier.host import OVERDUE_AFTER
 from courtier.outcome import Outcome
 from courtier.store.base import FetchCommit, NewUrl, Store, UrlState
 from courtier.store.memory import MemoryStore
+from courtier.store.postgres import PostgresStore
 from courtier.store.sqlite import SqliteStore, _refill
 from courtier.urls import canonicalize, shard_of_key
+from tests.pg import truncate
 
 T0 = 1_700_000_000.0
 HOSTS = [f"http://h{i}.test" for i in range(6)] + ["https://other.example:8443"]
@@ -35,14 +38,29 @@ TIMES = [T0 - OVERDUE_AFTER - 500, T0 - OVERDUE_AFTER + 30, T0 - 200, T0 - 1, T0
          T0 + 5000]
 NOWS = [T0 - 100, T0, T0 + 60, T0 + 6000]
 
-# A factory builds a new, empty, unopened store for one example. The PostgreSQL store
-# joins by adding a third entry here (a factory making a fresh database per example).
+
+
+class _EmptiedPostgres(PostgresStore):
+    """The module's PostgreSQL database, emptied when opened (one per example)."""
+
+    def __init__(self, dsn: str) -> None:
+        super().__init__(dsn, max_size=2)
+        self._test_dsn = dsn
+
+    async def open(self) -> None:
+        await truncate(self._test_dsn)
+        await super().open()
+
+
+# A factory builds a new, empty, unopened store for one example; "postgres" is bound
+# to the module's database by the fixture below.
 FACTORIES: dict[str, Callable[[], Store]] = {
     "memory": MemoryStore,
     "sqlite": lambda: SqliteStore(":memory:"),
     # the same store with tiny index pages and the all-shard plan, so this test's few
     # hosts walk the keyset paging and the shard filter too
     "sqlite-paged": lambda: SqliteStore(":memory:"),
+    "postgres": lambda: _EmptiedPostgres(""),
 }
 
 
@@ -52,6 +70,10 @@ def make_store(request: pytest.FixtureRequest) -> Iterator[Callable[[], Store]]:
         if request.param == "sqlite-paged":
             patch.setattr(_refill, "FIRST_PAGE", 1)
             patch.setattr(_refill, "PER_SHARD_RANGES", 0)
+        if request.param == "postgres":
+            dsn: str = request.getfixturevalue("pg_module_dsn")
+            yield lambda: _EmptiedPostgres(dsn)
+            return
         yield FACTORIES[request.param]
 
 
@@ -174,6 +196,7 @@ async def scenario(store: Store, data: st.DataObject) -> None:
             assert changed == len(moved)
             for r in moved:
                 r.state = UrlState.QUEUED
+        await _assert_sqlite_queue_exact(store)
     # finally every due row comes out, in contract order, when asked for all of it
     everything = sorted({r.shard for r in model.values()})
     now = T0 + 10**6
@@ -182,6 +205,25 @@ async def scenario(store: Store, data: st.DataObject) -> None:
     counts = await store.counts()
     assert counts["scheduled"] == sum(r.state != UrlState.RETIRED for r in model.values())
     assert counts["queued"] == 0
+
+
+async def _assert_sqlite_queue_exact(store: Store) -> None:
+    """host_queue and host_levels of a SQLite store equal a GROUP BY over its rows."""
+    if not isinstance(store, SqliteStore):
+        return
+
+    def read(conn: sqlite3.Connection) -> list[list[tuple[object, ...]]]:
+        return [conn.execute(sql).fetchall() for sql in (
+            "SELECT shard, host_key, next_due_at, best_priority FROM host_queue ORDER BY 1, 2",
+            "SELECT shard, host_key, MIN(next_fetch_at), MAX(priority) FROM urls"
+            " WHERE state = 0 GROUP BY 1, 2 ORDER BY 1, 2",
+            "SELECT shard, host_key, priority, next_due_at FROM host_levels ORDER BY 1, 2, 3",
+            "SELECT shard, host_key, priority, MIN(next_fetch_at) FROM urls"
+            " WHERE state = 0 GROUP BY 1, 2, 3 ORDER BY 1, 2, 3")]
+
+    queue, queue_truth, levels, level_truth = await store._call(read)
+    assert queue == queue_truth
+    assert levels == level_truth
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow],

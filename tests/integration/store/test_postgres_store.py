@@ -73,9 +73,15 @@ async def _assert_host_queue_exact(dsn: str) -> None:
                                  " FROM host_queue ORDER BY 1, 2")
         truth = await conn.fetch("SELECT shard, host_key, min(next_fetch_at), max(priority)"
                                  " FROM urls WHERE state = 0 GROUP BY 1, 2 ORDER BY 1, 2")
+        levels = await conn.fetch("SELECT shard, host_key, priority, next_due_at"
+                                  " FROM host_levels ORDER BY 1, 2, 3")
+        level_truth = await conn.fetch(
+            "SELECT shard, host_key, priority, min(next_fetch_at) FROM urls"
+            " WHERE state = 0 GROUP BY 1, 2, 3 ORDER BY 1, 2, 3")
     finally:
         await conn.close()
     assert [tuple(r) for r in queue] == [tuple(r) for r in truth]
+    assert [tuple(r) for r in levels] == [tuple(r) for r in level_truth]
 
 
 async def test_outbox_skips_nothing_when_transactions_commit_out_of_order(

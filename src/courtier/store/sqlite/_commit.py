@@ -125,7 +125,7 @@ class _QueueChanges:
     """What the applied commits do to host_queue (see :mod:`._refill`)."""
 
     def __init__(self) -> None:
-        self.entered: list[tuple[int, str, float, int]] = []  # SCHEDULED → QUEUED
+        self.entered: list[tuple[int, str, float, int]] = []  # rows now QUEUED
         self.changed: set[tuple[int, str]] = set()  # hosts of rows that were QUEUED
 
 
@@ -153,7 +153,7 @@ def _select_applicable(
         priority = row[3] if c.priority is None else c.priority
         if row[1] == QUEUED:
             queue.changed.add((row[2], c.host_key))
-        elif c.next_fetch_at is not None:
+        if c.next_fetch_at is not None:
             queue.entered.append((row[2], c.host_key, c.next_fetch_at, priority))
         state = RETIRED if c.next_fetch_at is None else QUEUED
         rows[c.url_key] = (c.version + 1, state, row[2], priority)

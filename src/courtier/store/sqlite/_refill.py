@@ -1,24 +1,29 @@
 """The refill (``load_due``) of the SQLite store: hosts first, then a bounded probe per host.
 
-Two structures from migration 0010 serve it:
+Three structures serve it (migrations 0010 and 0011):
 
 * ``host_queue (shard, host_key, next_due_at, best_priority)`` — for every host
   with QUEUED rows, the earliest ``next_fetch_at`` and the best priority of
-  those rows, kept exact in the same transaction as the row change:
-  :func:`enter_queue` folds in rows entering QUEUED (intake, release, reset, a
-  commit of a SCHEDULED row), :func:`refresh_hosts` recomputes a host after
-  rows leave QUEUED or change while QUEUED (load_due, a commit of a QUEUED row);
+  those rows;
+* ``host_levels (shard, host_key, priority, next_due_at)`` — the same split by
+  priority level: the earliest ``next_fetch_at`` of the host's QUEUED rows of
+  that priority;
 * ``urls_queued (shard, host_key, priority, next_fetch_at, depth) WHERE state = 0``.
+
+Both tables are kept exact in the same transaction as the row change:
+:func:`enter_queue` folds in rows entering QUEUED (intake, release, reset,
+commits), :func:`refresh_levels` / :func:`refresh_hosts` recompute the levels
+rows left or changed in (one index seek per level), then the host from its levels.
 
 Ordering by "overdue first, best priority DESC, earliest" while filtering on
 "due by now" cannot be one index range, but it is one range *per priority
 level*: inside a level, rows (or hosts) sorted by due time are already in
 contract order, the overdue ones forming a prefix. So the ready hosts are a
-lazy k-way merge of one keyset-paginated index range per level (per shard and
-level when only a few shards are asked for), and a host's best rows are a
-merge of at most ``k`` rows from each of its levels, found by a skip scan over
-its distinct priorities. Levels are few (priorities are small integers), so a
-refill costs about ``levels × (hosts walked + rows returned)`` index steps,
+lazy k-way merge of one keyset-paginated index range per level of host_queue
+(per shard and level when only a few shards are asked for), and a host's best
+rows come from one ``urls_queued`` range of at most ``k`` rows per level that
+has a due row (host_levels says which), sorted in Python. A refill costs about
+``levels + hosts walked + due levels probed + rows returned`` index steps,
 whatever the backlog of due or known rows.
 """
 
@@ -64,21 +69,6 @@ ORDER BY next_due_at, host_key, shard
 LIMIT :page
 """
 
-# A host's distinct priority levels, by a skip scan of urls_queued (one step per level).
-_HOST_LEVELS = """
-h(i, shard, host_key) AS (SELECT key, value ->> 0, value ->> 1 FROM json_each(:hosts)),
-lv(i, shard, host_key, p) AS (
-    SELECT i, shard, host_key,
-           (SELECT priority FROM urls WHERE shard = h.shard AND host_key = h.host_key
-            AND state = 0 ORDER BY priority DESC LIMIT 1) FROM h
-    UNION ALL
-    SELECT i, shard, host_key,
-           (SELECT priority FROM urls WHERE shard = lv.shard AND host_key = lv.host_key
-            AND state = 0 AND priority < lv.p ORDER BY priority DESC LIMIT 1)
-    FROM lv WHERE lv.p IS NOT NULL
-)
-"""
-
 _COLUMNS = (
     "u.url_key, u.url, u.host_key, u.shard, u.depth, u.priority, u.version, u.next_fetch_at,"
     " u.redirect_hops, u.etag, u.last_modified, u.failure_count, u.payload_digest,"
@@ -86,34 +76,44 @@ _COLUMNS = (
     " u.sitemap_lastmod, u.redirect_chain"
 )
 
+# The best k due rows of each (host, due level): one urls_queued range per level.
 _PROBE = f"""
-WITH RECURSIVE {_HOST_LEVELS},
-candidates AS (
-    SELECT lv.i AS i, {_COLUMNS},
-           ROW_NUMBER() OVER (
-               PARTITION BY lv.i
-               ORDER BY u.next_fetch_at < :overdue DESC, u.priority DESC, u.next_fetch_at,
-                        u.depth, u.url_key
-           ) AS rank
-    FROM lv JOIN urls AS u ON u.url_key IN (
-        SELECT url_key FROM urls
-        WHERE shard = lv.shard AND host_key = lv.host_key AND state = 0
-          AND priority = lv.p AND next_fetch_at <= :now
-        ORDER BY next_fetch_at, depth, url_key LIMIT :k)
-    WHERE lv.p IS NOT NULL
+WITH h(i, shard, host_key) AS (SELECT key, value ->> 0, value ->> 1 FROM json_each(:hosts)),
+lv(i, shard, host_key, p) AS (
+    SELECT h.i, l.shard, l.host_key, l.priority FROM h JOIN host_levels AS l
+    ON l.shard = h.shard AND l.host_key = h.host_key AND l.next_due_at <= :now
 )
-SELECT * FROM candidates WHERE rank <= :k ORDER BY i, rank
+SELECT lv.i, {_COLUMNS}
+FROM lv JOIN urls AS u ON u.url_key IN (
+    SELECT url_key FROM urls INDEXED BY urls_queued
+    WHERE shard = lv.shard AND host_key = lv.host_key AND state = 0
+      AND priority = lv.p AND next_fetch_at <= :now
+    ORDER BY next_fetch_at, depth, url_key LIMIT :k)
 """
 
-_RECOMPUTE = f"""
-WITH RECURSIVE {_HOST_LEVELS}
-SELECT h.shard, h.host_key, agg.best, agg.due FROM h LEFT JOIN (
-    SELECT i, MAX(p) AS best,
-           MIN((SELECT next_fetch_at FROM urls WHERE shard = lv.shard
-                AND host_key = lv.host_key AND state = 0 AND priority = lv.p
-                AND next_fetch_at IS NOT NULL ORDER BY next_fetch_at LIMIT 1)) AS due
-    FROM lv WHERE lv.p IS NOT NULL GROUP BY i
-) AS agg ON agg.i = h.i
+# The earliest QUEUED row of each (host, level): one seek each; NULL empties the level.
+_LEVEL_DUE = """
+WITH t(shard, host_key, p) AS (
+    SELECT value ->> 0, value ->> 1, value ->> 2 FROM json_each(:levels))
+SELECT t.shard, t.host_key, t.p,
+       (SELECT next_fetch_at FROM urls INDEXED BY urls_queued
+        WHERE shard = t.shard AND host_key = t.host_key AND state = 0 AND priority = t.p
+          AND next_fetch_at IS NOT NULL ORDER BY next_fetch_at LIMIT 1)
+FROM t
+"""
+
+# host_queue from host_levels: the best level and the earliest due time of each host.
+_HOST_FROM_LEVELS = """
+WITH h(shard, host_key) AS (SELECT value ->> 0, value ->> 1 FROM json_each(:hosts))
+SELECT h.shard, h.host_key, MAX(l.priority), MIN(l.next_due_at)
+FROM h LEFT JOIN host_levels AS l ON l.shard = h.shard AND l.host_key = h.host_key
+GROUP BY h.shard, h.host_key
+"""
+
+# Every level a host has (the levels a commit or requeue may have changed).
+_HOST_LEVEL_KEYS = """
+SELECT l.shard, l.host_key, l.priority FROM json_each(:hosts) AS h
+JOIN host_levels AS l ON l.shard = h.value ->> 0 AND l.host_key = h.value ->> 1
 """
 
 
@@ -180,7 +180,6 @@ def load_due(
     skip = json.dumps(sorted(skip_hosts)) if skip_hosts else None
     hosts = heapq.merge(*_host_ranges(conn, shards, now, overdue_before, skip))
     taken: list[DueUrl] = []
-    touched: list[tuple[int, str]] = []
     rows_per_host = float(per_host_limit)  # optimistic first guess, then what was seen
     while len(taken) < limit:
         remaining = limit - len(taken)
@@ -190,21 +189,24 @@ def load_due(
             break
         probed = _probe(conn, batch, now, overdue_before, min(per_host_limit, remaining))
         seen = 0
-        for i, host in enumerate(batch):
+        for i in range(len(batch)):
             rows = probed.get(i, [])
             seen += len(rows)
             room = min(per_host_limit, limit - len(taken))
-            if room > 0 and rows:
+            if room > 0:
                 taken.extend(rows[:room])
-                touched.append(host)
         rows_per_host = max(1.0, seen / len(batch))
     if taken:
         conn.executemany(
             f"UPDATE urls SET state = {SCHEDULED} WHERE url_key = ? AND state = {QUEUED}",
             [(d.url_key,) for d in taken],
         )
-        refresh_hosts(conn, touched)
+        refresh_levels(conn, {(d.shard, d.host_key, d.priority) for d in taken})
     return taken
+
+
+def _row_rank(d: DueUrl, overdue_before: float) -> tuple[bool, int, float, int, bytes]:
+    return d.next_fetch_at >= overdue_before, -d.priority, d.next_fetch_at, d.depth, d.url_key
 
 
 def _probe(
@@ -214,13 +216,18 @@ def _probe(
     overdue_before: float,
     k: int,
 ) -> dict[int, list[DueUrl]]:
-    """The best ``k`` due rows of each host of the batch, by batch position."""
-    out: dict[int, list[DueUrl]] = {}
+    """The best ``k`` due rows of each host of the batch, in rank order, by batch position.
+
+    Each due level gives its first ``k`` rows in (next_fetch_at, depth, url_key)
+    order, which inside one level is the contract's row order (the overdue rows
+    are a prefix); the host's best ``k`` are among them, so sorting those suffices.
+    """
+    found: dict[int, list[DueUrl]] = {}
     rows = conn.execute(
-        _PROBE, {"hosts": json.dumps(batch), "now": now, "overdue": overdue_before, "k": k}
+        _PROBE, {"hosts": json.dumps(batch), "now": now, "k": k}
     )
     for r in rows:
-        out.setdefault(r[0], []).append(
+        found.setdefault(r[0], []).append(
             DueUrl(
                 url_key=bytes(r[1]), url=r[2], host_key=r[3], shard=r[4], depth=r[5],
                 priority=r[6], version=r[7], next_fetch_at=r[8], redirect_hops=r[9],
@@ -230,41 +237,87 @@ def _probe(
                 sitemap_changefreq=r[18], sitemap_lastmod=r[19], redirect_chain=r[20],
             )
         )
-    return out
+    for due in found.values():
+        if len(due) > 1:
+            due.sort(key=lambda d: _row_rank(d, overdue_before))
+            del due[k:]
+    return found
 
 
 def refresh_hosts(conn: sqlite3.Connection, hosts: Collection[tuple[int, str]]) -> None:
-    """Recompute host_queue rows of these (shard, host_key) from their QUEUED rows."""
+    """Recompute the host_levels and host_queue rows of these (shard, host_key) after
+    rows left QUEUED or changed while QUEUED (rows that entered QUEUED went through
+    :func:`enter_queue` first)."""
     if not hosts:
         return
-    rows = conn.execute(_RECOMPUTE, {"hosts": json.dumps(sorted(set(hosts)))}).fetchall()
-    gone = [(shard, host) for shard, host, best, due in rows if best is None or due is None]
-    kept = [(shard, host, due, best) for shard, host, best, due in rows
-            if best is not None and due is not None]
-    if gone:
-        conn.executemany("DELETE FROM host_queue WHERE shard = ? AND host_key = ?", gone)
-    if kept:
+    levels = conn.execute(_HOST_LEVEL_KEYS, {"hosts": json.dumps(sorted(set(hosts)))})
+    refresh_levels(conn, {(int(s), str(h), int(p)) for s, h, p in levels}, hosts)
+
+
+def refresh_levels(
+    conn: sqlite3.Connection,
+    levels: Collection[tuple[int, str, int]],
+    hosts: Collection[tuple[int, str]] = (),
+) -> None:
+    """Recompute these (shard, host_key, priority) levels from urls_queued, then the
+    host_queue rows of their hosts (and of ``hosts``) from host_levels."""
+    if levels:
+        rows = conn.execute(_LEVEL_DUE, {"levels": json.dumps(sorted(levels))}).fetchall()
+        gone = [(s, h, p) for s, h, p, due in rows if due is None]
+        kept = [(s, h, p, due) for s, h, p, due in rows if due is not None]
+        if gone:
+            conn.executemany(
+                "DELETE FROM host_levels WHERE shard = ? AND host_key = ? AND priority = ?", gone)
+        if kept:
+            conn.executemany(
+                "UPDATE host_levels SET next_due_at = ?4"
+                " WHERE shard = ?1 AND host_key = ?2 AND priority = ?3", kept)
+    touched = sorted({(s, h) for s, h, _ in levels} | set(hosts))
+    if not touched:
+        return
+    rows = conn.execute(_HOST_FROM_LEVELS, {"hosts": json.dumps(touched)}).fetchall()
+    gone_hosts = [(s, h) for s, h, best, due in rows if best is None]
+    kept_hosts = [(s, h, due, best) for s, h, best, due in rows if best is not None]
+    if gone_hosts:
+        conn.executemany("DELETE FROM host_queue WHERE shard = ? AND host_key = ?", gone_hosts)
+    if kept_hosts:
         conn.executemany(
             "INSERT INTO host_queue (shard, host_key, next_due_at, best_priority)"
             " VALUES (?, ?, ?, ?) ON CONFLICT (shard, host_key) DO UPDATE"
-            " SET next_due_at = excluded.next_due_at, best_priority = excluded.best_priority",
-            kept,
+            " SET next_due_at = excluded.next_due_at, best_priority = excluded.best_priority"
+            " WHERE next_due_at <> excluded.next_due_at"
+            " OR best_priority <> excluded.best_priority",
+            kept_hosts,
         )
 
 
 def enter_queue(conn: sqlite3.Connection, rows: Iterable[tuple[int, str, float, int]]) -> None:
     """Fold rows that entered QUEUED, as (shard, host_key, next_fetch_at, priority), into
-    host_queue: one upsert per host, lowering next_due_at and raising best_priority."""
-    hosts: dict[tuple[int, str], tuple[float, int]] = {}
+    host_levels and host_queue: one upsert per level and per host, lowering the due
+    time and raising best_priority."""
+    levels: dict[tuple[int, str, int], float] = {}
     for shard, host_key, due, priority in rows:
         if due is None:
             continue
-        seen = hosts.get((shard, host_key))
-        hosts[(shard, host_key)] = (due, priority) if seen is None else (
-            min(seen[0], due), max(seen[1], priority))
-    if hosts:
-        conn.executemany(_ENTER, [(s, h, d, p) for (s, h), (d, p) in hosts.items()])
+        key = (shard, host_key, priority)
+        seen = levels.get(key)
+        levels[key] = due if seen is None or due < seen else seen
+    if not levels:
+        return
+    hosts: dict[tuple[int, str], tuple[float, int]] = {}
+    for (shard, host_key, priority), due in levels.items():
+        seen_host = hosts.get((shard, host_key))
+        hosts[(shard, host_key)] = (due, priority) if seen_host is None else (
+            min(seen_host[0], due), max(seen_host[1], priority))
+    conn.executemany(_ENTER_LEVEL, [(s, h, p, d) for (s, h, p), d in sorted(levels.items())])
+    conn.executemany(_ENTER, [(s, h, d, p) for (s, h), (d, p) in sorted(hosts.items())])
 
+
+_ENTER_LEVEL = (
+    "INSERT INTO host_levels (shard, host_key, priority, next_due_at) VALUES (?, ?, ?, ?)"
+    " ON CONFLICT (shard, host_key, priority) DO UPDATE"
+    " SET next_due_at = excluded.next_due_at WHERE excluded.next_due_at < next_due_at"
+)
 
 _ENTER = (
     "INSERT INTO host_queue (shard, host_key, next_due_at, best_priority) VALUES (?, ?, ?, ?)"

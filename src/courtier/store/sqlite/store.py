@@ -421,11 +421,13 @@ class SqliteStore(_cluster.SqliteCluster):
             cur = conn.execute(
                 "UPDATE urls SET state = ?, next_fetch_at = ?, warc_file = NULL,"
                 " warc_offset = NULL, warc_length = NULL, payload_digest = NULL, etag = NULL,"
-                " last_modified = NULL WHERE warc_file = ? RETURNING shard, host_key",
+                " last_modified = NULL WHERE warc_file = ?"
+                " RETURNING shard, host_key, next_fetch_at, priority",
                 (_queries.QUEUED, now, warc_file))
             changed = cur.fetchall()
             # the host queue follows the rows that are due again
-            _refill.refresh_hosts(conn, {(int(shard), str(host)) for shard, host in changed})
+            _refill.enter_queue(conn, changed)
+            _refill.refresh_hosts(conn, {(int(row[0]), str(row[1])) for row in changed})
             conn.execute("DELETE FROM payloads WHERE warc_file = ?", (warc_file,))
             return len(changed)
 

@@ -1,0 +1,70 @@
+"""Peak RSS of a `courtier worker` on a store filled by store_bench.py.
+
+    python bench/worker_rss.py --data DIR [--seconds 40] [--hosts 100000]
+
+``DIR/courtier.db`` is a SQLite database left by ``store_bench.py`` (a symlink
+to it will do). The bench hosts all resolve to 127.0.0.1 (a hosts file passed
+with ``--resolve``), the SSRF guard allows loopback only, and the worker runs
+for ``--seconds``: it takes the shards, refills its frontier from the store and
+tries to fetch (nothing listens on port 80 here, so fetches fail or hang; that
+is fine, the frontier is full). Prints the highest VmRSS seen (sampled every
+0.5 s), to compare sizes: the worker's memory should not grow with known URLs.
+Bench shard leases are cleared first (the bench holds them for years).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def vm_rss_kib(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data", type=Path, required=True)
+    parser.add_argument("--seconds", type=float, default=40)
+    parser.add_argument("--hosts", type=int, default=100_000)
+    args = parser.parse_args()
+    db = sqlite3.connect(args.data / "courtier.db")
+    with db:
+        db.execute("UPDATE shards SET owner = NULL, lease_expires_at = 0")
+        known = db.execute("SELECT COUNT(*) FROM urls").fetchone()[0]
+    db.close()
+    with tempfile.NamedTemporaryFile("w", suffix=".hosts", delete=False) as hosts:
+        for h in range(args.hosts):
+            hosts.write(f"127.0.0.1 host{h}.bench{h % 97}.example\n")
+    courtier = Path(sys.executable).with_name("courtier")
+    worker = subprocess.Popen(
+        [str(courtier), "worker", "--data", str(args.data), "--resolve", hosts.name,
+         "--allow-network", "127.0.0.0/8", "--max-seconds", str(args.seconds),
+         "--progress", "none"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    peak = 0
+    deadline = time.monotonic() + args.seconds + 60
+    while worker.poll() is None and time.monotonic() < deadline:
+        peak = max(peak, vm_rss_kib(worker.pid))
+        time.sleep(0.5)
+    if worker.poll() is None:
+        worker.kill()
+    worker.wait()
+    Path(hosts.name).unlink()
+    print(f"known URLs {known:,}  worker peak RSS {peak / 1024:.0f} MB"
+          f"  ({args.seconds:.0f} s run)")
+
+
+if __name__ == "__main__":
+    main()
