@@ -130,6 +130,17 @@ class CrawlMetrics:
                                       registry=r)
         self.shard_leases_lost = Counter("courtier_shard_leases_lost",
                                          "shards whose lease this process lost", registry=r)
+        self.shards_held = Gauge("courtier_shards_held",
+                                 "shard leases this worker holds (draining ones included)",
+                                 registry=r)
+        self.shard_moves = Counter(
+            "courtier_shard_moves",
+            "shards gained (gained, takeover: from an expired owner) or handed over (handover)",
+            ["kind"], registry=r)
+        self.fenced_requests = Counter(
+            "courtier_fenced_requests",
+            "requests not sent because the shard leases could not be renewed in time",
+            registry=r)
         self.consumer_lag = Gauge(
             "courtier_outbox_consumer_lag_events",
             "outbox events after the last cursor read through the API (capped at 10,000)",
