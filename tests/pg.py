@@ -23,7 +23,8 @@ PG_USER = os.environ.get("COURTIER_TEST_PG_USER", "root")
 ADMIN_DSN = f"postgresql://{PG_USER}@{PG_HOST}:{PG_PORT}/postgres"
 
 #: tables emptied between tests that share one database (schema_version is kept)
-DATA_TABLES = ("urls", "host_queue", "hosts", "shards", "events", "payloads", "fetch_log")
+DATA_TABLES = ("urls", "host_queue", "hosts", "shards", "events", "payloads", "fetch_log",
+               "day_counts", "workers", "host_clocks", "ip_gaps", "ip_slots", "scope_rules")
 
 
 def dsn_of(database: str) -> str:
@@ -68,7 +69,8 @@ async def truncate(dsn: str) -> None:
             # DELETE, not TRUNCATE: for the few rows a test leaves it avoids file work
             await conn.execute(
                 "".join(f"DELETE FROM {table};" for table in DATA_TABLES)
-                + "UPDATE outbox_sequencer SET last_position = 0"
+                + "UPDATE outbox_sequencer SET last_position = 0;"
+                + "UPDATE cluster_counters SET value = 0"
             )
     finally:
         await conn.close()

@@ -17,8 +17,6 @@ import pytest
 from courtier.errors import StoreError
 from courtier.outcome import Outcome
 from courtier.store.base import (
-    DAILY_BUDGET_KEY,
-    DayCount,
     FetchCommit,
     HostRecord,
     HostStatsDelta,
@@ -294,10 +292,11 @@ async def test_commit_for_unknown_url_is_stale(store: Store) -> None:
 
 
 async def test_commit_with_old_epoch_is_fenced(store: Store) -> None:
-    assert await store.acquire_shards("A", [1], T0, 10) == {1: 1}
+    now = await store.store_now()
+    assert await store.acquire_shards("A", [1], now, 0) == {1: 1}  # expires at once
     await store.add_urls([new("http://a.test/p")])
     (lease,) = await store.load_due([1], T0, 10, 10)
-    assert await store.acquire_shards("B", [1], T0 + 11, 10) == {1: 2}
+    assert await store.acquire_shards("B", [1], await store.store_now(), 600) == {1: 2}
     fenced = await store.commit([done(lease.url, epoch=1)])
     assert (fenced.applied, fenced.stale) == (0, 1)
     assert await store.read_events(0, 10) == []
@@ -381,40 +380,6 @@ async def test_commit_applies_host_stats(store: Store) -> None:
     await store.commit([], [only_stats])
     host = await store.load_host("a.test")
     assert host is not None and (host.fetched, host.errors) == (1, 2)
-
-
-# -- shards ------------------------------------------------------------------------
-
-
-async def test_acquire_shards_leases_and_epochs(store: Store) -> None:
-    assert await store.acquire_shards("A", [1, 2], T0, 30) == {1: 1, 2: 1}
-    assert await store.acquire_shards("B", [1, 2, 3], T0 + 10, 30) == {3: 1}
-    assert await store.acquire_shards("B", [1], T0 + 31, 30) == {1: 2}
-    # the same owner re-acquiring (a restart) bumps the epoch: fencing
-    assert await store.acquire_shards("A", [2], T0 + 31, 30) == {2: 2}
-
-
-async def test_renew_shards(store: Store) -> None:
-    epochs = await store.acquire_shards("A", [1, 2], T0, 30)
-    assert await store.renew_shards("A", epochs, T0 + 20, 30) == {1, 2}
-    # renewed until T0+50, so B cannot take shard 1 at T0+40
-    assert await store.acquire_shards("B", [1], T0 + 40, 30) == {}
-    assert await store.acquire_shards("B", [1], T0 + 51, 30) == {1: 2}
-    assert await store.renew_shards("A", epochs, T0 + 52, 30) == {2}
-    assert await store.renew_shards("A", {2: 99}, T0 + 52, 30) == set()
-    assert await store.renew_shards("B", {2: 1}, T0 + 52, 30) == set()
-
-
-async def test_release_shards(store: Store) -> None:
-    await store.acquire_shards("A", [1, 2], T0, 300)
-    await store.add_urls([new("http://a.test/1", shard=1), new("http://b.test/1", shard=2)])
-    await store.load_due([1, 2], T0, 10, 10)
-    await store.release_shards("B", [1])  # not B's: nothing happens
-    assert await store.acquire_shards("B", [1], T0 + 1, 300) == {}
-    await store.release_shards("A", [1])
-    assert await state_of(store, "http://a.test/1") == UrlState.QUEUED
-    assert await state_of(store, "http://b.test/1", 2) == UrlState.SCHEDULED
-    assert await store.acquire_shards("B", [1], T0 + 1, 300) == {1: 2}
 
 
 # -- events ------------------------------------------------------------------------------
@@ -613,7 +578,8 @@ async def test_reopen_keeps_everything(make_store: StoreMaker) -> None:
         assert len(await second.read_events(0, 10)) == 1
         host = await second.load_host("a.test")
         assert host is not None and host.robots_body == b"x"
-        assert await second.acquire_shards("A", [1], T0, 60) == {1: 2}
+        # the same owner re-acquiring its unexpired lease keeps the epoch
+        assert await second.acquire_shards("A", [1], T0, 60) == {1: 1}
     finally:
         await second.close()
 
@@ -672,29 +638,3 @@ async def test_overdue_rows_come_first_and_commits_set_priority(store: Store) ->
     await store.commit([done(second.url, priority=3)])
     row = await store.get_url(second.url_key)
     assert row is not None and row["priority"] == 3
-
-
-async def test_day_counts_upsert_and_survive_reopening(make_store: StoreMaker) -> None:
-    first = make_store()
-    await first.open()
-    assert await first.load_day_counts(["*", "http://a.test"]) == {}
-    await first.save_day_counts([DayCount(DAILY_BUDGET_KEY, T0, 3),
-                                 DayCount("http://a.test", T0 - 10, 1)])
-    await first.save_day_counts([DayCount(DAILY_BUDGET_KEY, T0, 7)])  # the last value wins
-    await first.save_day_counts([])
-    await first.close()
-    second = make_store()
-    await second.open()
-    try:
-        counts = await second.load_day_counts(["*", "http://a.test", "http://b.test"])
-        assert counts == {"*": DayCount("*", T0, 7),
-                          "http://a.test": DayCount("http://a.test", T0 - 10, 1)}
-        await second.save_day_counts([DayCount("http://a.test", T0 + 86_400, 0)])  # new day
-        assert (await second.load_day_counts(["http://a.test"]))["http://a.test"] == DayCount(
-            "http://a.test", T0 + 86_400, 0)
-        many = [f"http://h{i}.test" for i in range(1200)]
-        await second.save_day_counts([DayCount(k, T0, i) for i, k in enumerate(many)])
-        loaded = await second.load_day_counts(many)
-        assert len(loaded) == 1200 and loaded["http://h1199.test"].used == 1199
-    finally:
-        await second.close()

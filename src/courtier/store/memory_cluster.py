@@ -12,11 +12,8 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from courtier.clock import Clock
-from courtier.errors import StoreError
-from courtier.frontier.budget import DAY
 from courtier.store.base import DayCount
 from courtier.store.cluster import (
-    SCOPE_KINDS,
     ClusterView,
     DayGrant,
     DayReservation,
@@ -25,6 +22,13 @@ from courtier.store.cluster import (
     LeaseRecord,
     ScopeRule,
     WorkerRecord,
+)
+from courtier.store.cluster_rules import (
+    acquire_step,
+    check_scope_kinds,
+    day_grant,
+    day_window,
+    ip_retry_at,
 )
 
 #: a shard never leased: no owner, epoch 0, expired
@@ -79,23 +83,17 @@ class MemoryClusterState:
         held: dict[int, int] = {}
         for shard in shards:
             current, epoch, expires = self.shards.get(shard, FREE)
-            if current == owner:
-                pass                                   # ours: the term goes on
-            elif current is None:
-                epoch = max(epoch, 1)                  # free: the release already bumped it
-                last = self._last_owner.get(shard)
-                if last is not None and last != owner:
-                    self._handovers["graceful"] += 1
+            step = acquire_step(owner, current, epoch, expires, self._last_owner.get(shard),
+                                now)
+            if step is None:
+                continue
+            if step.handover is not None:
+                self._handovers[step.handover] += 1
+            if step.new_term:
                 self._acquired_at[shard] = now
-            elif expires <= now:
-                epoch += 1                             # expired in another's hands
-                self._handovers["takeover"] += 1
-                self._acquired_at[shard] = now
-            else:
-                continue                               # another owner holds it
-            self.shards[shard] = (owner, epoch, now + lease_seconds)
+            self.shards[shard] = (owner, step.epoch, now + lease_seconds)
             self._last_owner[shard] = owner
-            held[shard] = epoch
+            held[shard] = step.epoch
         return held
 
     async def renew_shards(self, owner: str, epochs: dict[int, int], now: float,
@@ -135,10 +133,8 @@ class MemoryClusterState:
         grants: dict[str, DayGrant] = {}
         for ask in reservations:
             stored = self.day_counts.get(ask.key)
-            start, used = (ask.day_start, 0) if stored is None else (stored.day_start,
-                                                                      stored.used)
-            if ask.day_start >= start + DAY:
-                start, used = ask.day_start, 0
+            start, used = day_window(ask, None if stored is None else (stored.day_start,
+                                                                        stored.used))
             granted = day_grant(ask, used)
             used += granted
             self.day_counts[ask.key] = DayCount(ask.key, start, used)
@@ -161,16 +157,14 @@ class MemoryClusterState:
                               min_gap: float, ttl: float, now: float) -> IpGrant:
         slots = {t: e for t, e in self._ip_slots.get(ip, {}).items() if e > now}
         self._ip_slots[ip] = slots
-        next_at = self._ip_next.get(ip, float("-inf"))
-        if len(slots) < max(1, max_concurrent) and now >= next_at:
-            self._ip_token += 1
-            slots[self._ip_token] = now + ttl
-            self._ip_next[ip] = now + min_gap
-            return IpGrant(True, now, self._ip_token, now + ttl)
-        retry = next_at
-        if len(slots) >= max(1, max_concurrent):
-            retry = max(retry, min(slots.values()))
-        return IpGrant(False, now, retry_at=retry)
+        retry = ip_retry_at(self._ip_next.get(ip, float("-inf")), list(slots.values()),
+                            max_concurrent, now)
+        if retry is not None:
+            return IpGrant(False, now, retry_at=retry)
+        self._ip_token += 1
+        slots[self._ip_token] = now + ttl
+        self._ip_next[ip] = now + min_gap
+        return IpGrant(True, now, self._ip_token, now + ttl)
 
     async def release_ip_slot(self, ip: str, token: int) -> None:
         self._ip_slots.get(ip, {}).pop(token, None)
@@ -191,20 +185,3 @@ class MemoryClusterState:
 
     async def scope_rules(self, after: int = 0) -> list[ScopeRule]:
         return [r for r in self._scope if r.id > after]
-
-
-def day_grant(ask: DayReservation, used: int) -> int:
-    """How many of ``ask.n`` fetches a window with ``used`` so far grants (negative n: all,
-    never taking the count below 0)."""
-    if ask.n < 0:
-        return max(ask.n, -used)
-    if ask.limit is None:
-        return ask.n
-    return max(0, min(ask.n, ask.limit - used))
-
-
-def check_scope_kinds(rules: Sequence[ScopeRule]) -> None:
-    for rule in rules:
-        if rule.kind not in SCOPE_KINDS:
-            raise StoreError(f"unknown scope rule kind {rule.kind!r} (one of "
-                             f"{', '.join(SCOPE_KINDS)})")

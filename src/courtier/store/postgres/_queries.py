@@ -1,4 +1,4 @@
-"""Transaction bodies of the PostgreSQL store: shard leases, hosts, figures.
+"""Transaction bodies of the PostgreSQL store: hosts, requeues, figures (leases: _cluster).
 
 Each function takes a connection inside a transaction opened by
 :class:`courtier.store.postgres.store.PostgresStore` and does not commit itself.
@@ -22,49 +22,6 @@ from courtier.store.postgres._rows import (
 )
 
 
-async def acquire_shards(
-    conn: Conn, owner: str, shards: Sequence[int], now: float, lease: float
-) -> dict[int, int]:
-    """Take free, expired or own shards (rows locked in shard order); bump their epochs."""
-    wanted = sorted(set(shards))
-    if not wanted:
-        return {}
-    await conn.execute(
-        "INSERT INTO shards (shard) SELECT s FROM unnest($1::integer[]) AS s ORDER BY s"
-        " ON CONFLICT DO NOTHING",
-        wanted,
-    )
-    rows = await conn.fetch(
-        "WITH free AS (SELECT shard FROM shards WHERE shard = ANY($1::integer[])"
-        " AND (owner IS NULL OR owner = $2 OR lease_expires_at <= $3) ORDER BY shard FOR UPDATE)"
-        " UPDATE shards s SET owner = $2, epoch = s.epoch + 1, lease_expires_at = $4"
-        " FROM free WHERE s.shard = free.shard RETURNING s.shard, s.epoch",
-        wanted,
-        owner,
-        now,
-        now + lease,
-    )
-    return {int(r["shard"]): int(r["epoch"]) for r in rows}
-
-
-async def renew_shards(
-    conn: Conn, owner: str, epochs: dict[int, int], now: float, lease: float
-) -> set[int]:
-    items = sorted(epochs.items())
-    if not items:
-        return set()
-    rows = await conn.fetch(
-        "UPDATE shards s SET lease_expires_at = $3 FROM unnest($1::integer[], $2::bigint[])"
-        " AS t(shard, epoch) WHERE s.shard = t.shard AND s.epoch = t.epoch AND s.owner = $4"
-        " RETURNING s.shard",
-        [s for s, _ in items],
-        [e for _, e in items],
-        now + lease,
-        owner,
-    )
-    return {int(r["shard"]) for r in rows}
-
-
 async def reset_scheduled(conn: Conn, shards: Sequence[int]) -> int:
     """SCHEDULED → QUEUED for these shards; their hosts regain queued rows."""
     wanted = sorted(set(shards))
@@ -77,16 +34,6 @@ async def reset_scheduled(conn: Conn, shards: Sequence[int]) -> int:
     )
     await queue_add(conn, rows)
     return len(rows)
-
-
-async def release_shards(conn: Conn, owner: str, shards: Sequence[int]) -> None:
-    rows = await conn.fetch(
-        "UPDATE shards SET owner = NULL, lease_expires_at = 0"
-        " WHERE shard = ANY($1::integer[]) AND owner = $2 RETURNING shard",
-        sorted(set(shards)),
-        owner,
-    )
-    await reset_scheduled(conn, [int(r["shard"]) for r in rows])
 
 
 async def queue_add(conn: Conn, rows: Sequence[Any]) -> None:

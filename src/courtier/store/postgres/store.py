@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from itertools import chain
 from typing import Any, TypeVar
 
@@ -38,7 +38,7 @@ from courtier.store.base import (
     ReparseEvent,
     SegmentRecord,
 )
-from courtier.store.postgres import _archive, _intake, _queries, _rows, _schema
+from courtier.store.postgres import _archive, _cluster, _intake, _queries, _rows, _schema
 from courtier.store.postgres._rows import Conn
 from courtier.store.postgres.dsn import describe_dsn
 
@@ -63,7 +63,7 @@ CONNECTION_LOST: tuple[type[BaseException], ...] = (
 )
 
 
-class PostgresStore:
+class PostgresStore(_cluster.PostgresCluster):
     """A Store in one PostgreSQL database, shared by any number of processes.
 
     ``dsn`` is a ``postgresql://`` URL. ``clock`` stamps events and host updates.
@@ -177,37 +177,49 @@ class PostgresStore:
         return await self._run("add_urls_bulk", lambda conn: _intake.copy_rows(conn, rows))
 
     async def load_due(self, shards: Sequence[int], now: float, limit: int, per_host_limit: int,
-                       skip_hosts: Collection[str] = ()) -> list[DueUrl]:
+                       skip_hosts: Collection[str] = (),
+                       epochs: Mapping[int, int] | None = None) -> list[DueUrl]:
         if limit <= 0 or per_host_limit <= 0 or not shards:
             return []
-        args = (sorted(set(shards)), now, now - OVERDUE_AFTER, limit, per_host_limit,
-                sorted(set(skip_hosts)))
+        wanted, skip = sorted(set(shards)), sorted(set(skip_hosts))
 
         async def job(conn: Conn) -> list[DueUrl]:
+            mine = wanted if epochs is None else sorted(
+                set(wanted) & await _cluster.fenced_shards(conn, epochs))
             rows = await conn.fetch(
-                "SELECT * FROM courtier_load_due($1, $2, $3, $4, $5, $6) ORDER BY walk", *args)
+                "SELECT * FROM courtier_load_due($1, $2, $3, $4, $5, $6) ORDER BY walk",
+                mine, now, now - OVERDUE_AFTER, limit, per_host_limit, skip)
             return [_rows.due_url(r) for r in rows]
 
         return await self._run("load_due", job)
 
-    async def reset_scheduled(self, shards: Sequence[int]) -> int:
-        return await self._run("reset_scheduled",
-                               lambda conn: _queries.reset_scheduled(conn, shards))
+    async def reset_scheduled(self, shards: Sequence[int],
+                              epochs: Mapping[int, int] | None = None) -> int:
+        async def job(conn: Conn) -> int:
+            mine = list(shards) if epochs is None else sorted(
+                set(shards) & await _cluster.fenced_shards(conn, epochs))
+            return await _queries.reset_scheduled(conn, mine)
 
-    async def release(self, items: Sequence[tuple[bytes, float]]) -> int:
+        return await self._run("reset_scheduled", job)
+
+    async def release(self, items: Sequence[tuple[bytes, float]],
+                      epochs: Mapping[int, int] | None = None) -> int:
         if not items:
             return 0
         ordered = sorted((_rows.key_shard(k), k, at) for k, at in items)
 
         async def job(conn: Conn) -> int:
+            mine = ordered
+            if epochs is not None:
+                allowed = await _cluster.fenced_shards(conn, epochs)
+                mine = [item for item in ordered if item[0] in allowed]
             rows = await conn.fetch(
                 f"UPDATE urls u SET state = {_rows.QUEUED}, next_fetch_at = t.at"
                 " FROM unnest($1::integer[], $2::bytea[], $3::float8[]) AS t(shard, url_key, at)"
                 " WHERE u.shard = t.shard AND u.url_key = t.url_key"
                 f" AND u.state = {_rows.SCHEDULED}"
                 " RETURNING u.shard, u.host_key, u.next_fetch_at, u.priority",
-                [s for s, _, _ in ordered], [k for _, k, _ in ordered],
-                [at for _, _, at in ordered])
+                [s for s, _, _ in mine], [k for _, k, _ in mine], [at for _, _, at in mine])
             await _queries.queue_add(conn, rows)
             return len(rows)
 
@@ -275,22 +287,6 @@ class PostgresStore:
 
         return await self._run("get_url", job, write=False)
 
-    # -- shards -------------------------------------------------------------------------
-
-    async def acquire_shards(self, owner: str, shards: Sequence[int], now: float,
-                             lease_seconds: float) -> dict[int, int]:
-        return await self._run("acquire_shards", lambda conn: _queries.acquire_shards(
-            conn, owner, shards, now, lease_seconds))
-
-    async def renew_shards(self, owner: str, epochs: dict[int, int], now: float,
-                           lease_seconds: float) -> set[int]:
-        return await self._run("renew_shards", lambda conn: _queries.renew_shards(
-            conn, owner, epochs, now, lease_seconds))
-
-    async def release_shards(self, owner: str, shards: Sequence[int]) -> None:
-        await self._run("release_shards",
-                        lambda conn: _queries.release_shards(conn, owner, shards))
-
     # -- hosts ----------------------------------------------------------------------------
 
     async def load_host(self, host_key: str) -> HostRecord | None:
@@ -312,21 +308,6 @@ class PostgresStore:
         now = self._clock.now()
         await self._run("save_backoff",
                         lambda conn: _queries.save_backoff(conn, host_key, until, now))
-
-    async def save_day_counts(self, counts: Sequence[DayCount]) -> None:
-        rows = sorted((c.key, c.day_start, c.used) for c in counts)
-        if not rows:
-            return
-
-        async def job(conn: Conn) -> None:
-            await conn.execute(
-                "INSERT INTO day_counts (budget_key, day_start, used)"
-                " SELECT * FROM unnest($1::text[], $2::float8[], $3::bigint[])"
-                " ON CONFLICT (budget_key) DO UPDATE SET day_start = EXCLUDED.day_start,"
-                " used = EXCLUDED.used",
-                [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows])
-
-        await self._run("save_day_counts", job)
 
     async def load_day_counts(self, keys: Collection[str]) -> dict[str, DayCount]:
         wanted = list(keys)

@@ -132,61 +132,6 @@ def due_within(conn: sqlite3.Connection, shards: Sequence[int], until: float) ->
     return int(row[0] or 0)
 
 
-def acquire_shards(
-    conn: sqlite3.Connection, owner: str, shards: Sequence[int], now: float, lease: float
-) -> dict[int, int]:
-    """Take free, expired or own shards; every acquisition bumps the epoch."""
-    held: dict[int, int] = {}
-    expires = now + lease
-    for shard in dict.fromkeys(shards):
-        row = conn.execute(
-            "SELECT owner, epoch, lease_expires_at FROM shards WHERE shard = ?", (shard,)
-        ).fetchone()
-        if row is None:
-            conn.execute(
-                "INSERT INTO shards (shard, owner, epoch, lease_expires_at) VALUES (?, ?, 1, ?)",
-                (shard, owner, expires),
-            )
-            held[shard] = 1
-            continue
-        current_owner, epoch, lease_expires_at = row
-        if current_owner is None or current_owner == owner or lease_expires_at <= now:
-            conn.execute(
-                "UPDATE shards SET owner = ?, epoch = ?, lease_expires_at = ? WHERE shard = ?",
-                (owner, epoch + 1, expires, shard),
-            )
-            held[shard] = epoch + 1
-    return held
-
-
-def renew_shards(
-    conn: sqlite3.Connection, owner: str, epochs: dict[int, int], now: float, lease: float
-) -> set[int]:
-    """Extend the leases whose owner and epoch still match."""
-    still: set[int] = set()
-    for shard, epoch in epochs.items():
-        cur = conn.execute(
-            "UPDATE shards SET lease_expires_at = ? WHERE shard = ? AND owner = ? AND epoch = ?",
-            (now + lease, shard, owner, epoch),
-        )
-        if cur.rowcount:
-            still.add(shard)
-    return still
-
-
-def release_shards(conn: sqlite3.Connection, owner: str, shards: Sequence[int]) -> None:
-    """Free this owner's shards and requeue their SCHEDULED rows."""
-    mine = [
-        shard
-        for shard in dict.fromkeys(shards)
-        if conn.execute(
-            "UPDATE shards SET owner = NULL, lease_expires_at = 0 WHERE shard = ? AND owner = ?",
-            (shard, owner),
-        ).rowcount
-    ]
-    reset_scheduled(conn, mine)
-
-
 _HOST_COLUMNS = (
     "host_key, shard, robots_status, robots_body, robots_fetched_at, robots_expires_at,"
     " robots_digest, crawl_delay, backoff_until, policy_delay, policy_max_in_flight,"
@@ -260,16 +205,6 @@ def save_backoff(
         " ON CONFLICT (host_key) DO UPDATE SET backoff_until = excluded.backoff_until,"
         " updated_at = excluded.updated_at",
         (host_key, shard, until, now),
-    )
-
-
-def save_day_counts(conn: sqlite3.Connection, rows: Sequence[tuple[str, float, int]]) -> None:
-    """Upsert (budget_key, day_start, used) rows."""
-    conn.executemany(
-        "INSERT INTO day_counts (budget_key, day_start, used) VALUES (?, ?, ?)"
-        " ON CONFLICT (budget_key) DO UPDATE SET day_start = excluded.day_start,"
-        " used = excluded.used",
-        rows,
     )
 
 

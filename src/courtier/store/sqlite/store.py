@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -44,7 +44,8 @@ from courtier.store.base import (
     ReparseEvent,
     SegmentRecord,
 )
-from courtier.store.sqlite import _commit, _queries, _refill, _schema
+from courtier.store.sqlite import _cluster, _commit, _queries, _refill, _schema
+from courtier.urls import shard_of_key
 
 T = TypeVar("T")
 
@@ -63,7 +64,7 @@ def _describe(exc: BaseException) -> str:
     return ""
 
 
-class SqliteStore:
+class SqliteStore(_cluster.SqliteCluster):
     """A :class:`courtier.store.base.Store` in one SQLite file.
 
     ``path`` is the database file (created with its folder on :meth:`open`);
@@ -201,20 +202,32 @@ class SqliteStore:
         limit: int,
         per_host_limit: int,
         skip_hosts: Collection[str] = (),
+        epochs: Mapping[int, int] | None = None,
     ) -> list[DueUrl]:
         shard_list, skip = list(shards), list(skip_hosts)
-        return await self._tx(
-            "load_due",
-            lambda conn: _refill.load_due(conn, shard_list, now, limit, per_host_limit, skip),
-        )
+        fence = None if epochs is None else dict(epochs)
 
-    async def reset_scheduled(self, shards: Sequence[int]) -> int:
+        def job(conn: sqlite3.Connection) -> list[DueUrl]:
+            allowed = None if fence is None else _cluster.fenced_shards(conn, fence)
+            wanted = [s for s in shard_list if allowed is None or s in allowed]
+            return _refill.load_due(conn, wanted, now, limit, per_host_limit, skip)
+
+        return await self._tx("load_due", job)
+
+    async def reset_scheduled(self, shards: Sequence[int],
+                              epochs: Mapping[int, int] | None = None) -> int:
         shard_list = list(shards)
-        return await self._tx(
-            "reset_scheduled", lambda conn: _queries.reset_scheduled(conn, shard_list)
-        )
+        fence = None if epochs is None else dict(epochs)
 
-    async def release(self, items: Sequence[tuple[bytes, float]]) -> int:
+        def job(conn: sqlite3.Connection) -> int:
+            allowed = None if fence is None else _cluster.fenced_shards(conn, fence)
+            wanted = [s for s in shard_list if allowed is None or s in allowed]
+            return _queries.reset_scheduled(conn, wanted)
+
+        return await self._tx("reset_scheduled", job)
+
+    async def release(self, items: Sequence[tuple[bytes, float]],
+                      epochs: Mapping[int, int] | None = None) -> int:
         """SCHEDULED rows given back unfetched → QUEUED at the given time (no version bump).
 
         Rows that are not SCHEDULED (already committed, retired, requeued) are
@@ -223,7 +236,16 @@ class SqliteStore:
         if not items:
             return 0
         batch = list(items)
-        return await self._tx("release", lambda conn: _queries.release(conn, batch))
+        fence = None if epochs is None else dict(epochs)
+
+        def job(conn: sqlite3.Connection) -> int:
+            if fence is None:
+                return _queries.release(conn, batch)
+            allowed = _cluster.fenced_shards(conn, fence)
+            return _queries.release(conn, [(k, at) for k, at in batch
+                                           if shard_of_key(k) in allowed])
+
+        return await self._tx("release", job)
 
     async def seed_urls(self, limit: int = 100_000) -> list[str]:
         """URLs at depth 0 (seeds of every run so far), oldest first, at most ``limit``."""
@@ -260,32 +282,6 @@ class SqliteStore:
 
         return await self._tx("get_url", job, write=False)
 
-    # -- shards ---------------------------------------------------------------
-
-    async def acquire_shards(
-        self, owner: str, shards: Sequence[int], now: float, lease_seconds: float
-    ) -> dict[int, int]:
-        shard_list = list(shards)
-        return await self._tx(
-            "acquire_shards",
-            lambda conn: _queries.acquire_shards(conn, owner, shard_list, now, lease_seconds),
-        )
-
-    async def renew_shards(
-        self, owner: str, epochs: dict[int, int], now: float, lease_seconds: float
-    ) -> set[int]:
-        held = dict(epochs)
-        return await self._tx(
-            "renew_shards",
-            lambda conn: _queries.renew_shards(conn, owner, held, now, lease_seconds),
-        )
-
-    async def release_shards(self, owner: str, shards: Sequence[int]) -> None:
-        shard_list = list(shards)
-        await self._tx(
-            "release_shards", lambda conn: _queries.release_shards(conn, owner, shard_list)
-        )
-
     # -- hosts ------------------------------------------------------------------
 
     async def load_host(self, host_key: str) -> HostRecord | None:
@@ -318,11 +314,6 @@ class SqliteStore:
         await self._tx(
             "save_backoff", lambda conn: _queries.save_backoff(conn, host_key, shard, until, now)
         )
-
-    async def save_day_counts(self, counts: Sequence[DayCount]) -> None:
-        rows = [(c.key, float(c.day_start), int(c.used)) for c in counts]
-        if rows:
-            await self._tx("save_day_counts", lambda conn: _queries.save_day_counts(conn, rows))
 
     async def load_day_counts(self, keys: Collection[str]) -> dict[str, DayCount]:
         wanted = list(keys)
