@@ -8,6 +8,7 @@ the store's unique key stays the truth about "seen").
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections import OrderedDict
 from collections.abc import Iterable
@@ -19,6 +20,7 @@ from courtier.dedup.seen import SeenFilter
 from courtier.errors import InvalidURL
 from courtier.frontier.traps import TemplateTracker, TrapRules, static_trap_reason
 from courtier.store.base import NewUrl
+from courtier.store.cluster import ScopeRule
 from courtier.urls import CanonicalUrl, canonicalize, registrable_domain
 
 SEED_PRIORITY = 10
@@ -79,6 +81,31 @@ class Scope:
         if any(p.search(url.url) for p in self.exclude):
             return "matched by --exclude"
         return None
+
+
+def seed_scope_rules(rows: Iterable[NewUrl]) -> list[ScopeRule]:
+    """The scope rules seed rows bring: the host of each (``host``: admits the host, and its
+    registrable domain under ``--scope seeds-domains``)."""
+    hosts: set[str] = set()
+    for row in rows:
+        if row.depth == 0:
+            with contextlib.suppress(InvalidURL):
+                hosts.add(canonicalize(row.url).host)
+    return [ScopeRule("host", host) for host in sorted(hosts)]
+
+
+def apply_scope_rules(scope: Scope, rules: Iterable[ScopeRule]) -> None:
+    """Add rules stored by any process of the crawl to this process's scope."""
+    for rule in rules:
+        if rule.kind == "host":
+            scope.hosts.add(rule.value)
+            scope.domains.add(registrable_domain(rule.value))
+        elif rule.kind == "domain":
+            scope.domains.add(rule.value)
+        elif rule.kind == "include":
+            scope.include.append(re.compile(rule.value))
+        elif rule.kind == "exclude":
+            scope.exclude.append(re.compile(rule.value))
 
 
 class Intake:

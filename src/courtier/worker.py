@@ -32,7 +32,7 @@ from courtier.frontier.budget import DailyBudget
 from courtier.frontier.host import domain_host_key
 from courtier.frontier.lease import Lease, LeaseKind
 from courtier.frontier.scheduler import Frontier
-from courtier.intake import Intake
+from courtier.intake import Intake, apply_scope_rules, seed_scope_rules
 from courtier.metrics import CrawlMetrics
 from courtier.parse.offload import OffLoopParser
 from courtier.politeness.audit import LeaseAuditor
@@ -181,6 +181,7 @@ class Worker(FetchSteps, ShardSteps):
         self._budget: DailyBudget | None = None
         self._budget_spent_until: float | None = None
         self._day_counts = DayCountLedger(store)
+        self._scope_cursor = 0
 
     # ---- control ------------------------------------------------------------------------
 
@@ -206,9 +207,18 @@ class Worker(FetchSteps, ShardSteps):
             task.cancel()
 
     async def add_seeds(self, rows: Sequence[NewUrl]) -> int:
+        """Queue seed rows; their hosts join the scope of every worker of the crawl."""
         added = await self.store.add_urls(rows)
         self.intake.remember(r.url_key for r in rows)
+        await self.store.add_scope_rules(seed_scope_rules(rows))
         return added
+
+    async def _apply_scope_rules(self) -> None:
+        """Scope rules added by any process (seeds given to another worker) apply here."""
+        rules = await self.store.scope_rules(after=self._scope_cursor)
+        if rules:
+            apply_scope_rules(self.intake.scope, rules)
+            self._scope_cursor = rules[-1].id
 
     # ---- the loop -----------------------------------------------------------------------
 
@@ -242,6 +252,7 @@ class Worker(FetchSteps, ShardSteps):
                     last_rerank = now
                 if now - last_policy >= POLICY_POLL:
                     await self._apply_policies(last_policy - 2 * POLICY_POLL)
+                    await self._apply_scope_rules()
                     last_policy = now
                 stopping = self._stop.is_set()
                 if not stopping and now - last_refill >= REFILL_EVERY:

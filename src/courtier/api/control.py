@@ -34,7 +34,7 @@ from courtier.config import CrawlConfig
 from courtier.domain_policy import policy_in_force
 from courtier.errors import InvalidURL
 from courtier.frontier.host import HostPolicy, domain_host_key
-from courtier.intake import SEED_PRIORITY, Scope
+from courtier.intake import SEED_PRIORITY, Scope, seed_scope_rules
 from courtier.politeness.robots import product_token
 from courtier.store.base import NewUrl, Store
 from courtier.urls import SHARD_COUNT, canonicalize, shard_of
@@ -198,6 +198,8 @@ class StoreOnlyControl:
             result.update(result="accepted", reason=None)
         if rows:
             await self._store_rows(rows)
+            if extend_scope:  # every worker of the crawl admits these hosts too
+                await self.store.add_scope_rules(seed_scope_rules(rows))
         return results
 
     async def _host_blocked(self, host_key: str) -> bool:

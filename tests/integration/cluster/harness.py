@@ -1,0 +1,174 @@
+"""Real ``courtier worker`` processes on one PostgreSQL database and the local test web.
+
+The test web's request log is the independent observer: each worker puts its id
+in its User-Agent comment (``courtier/1.0 (test worker w1)``; the product token
+``courtier`` is what robots.txt matches), so the log says who sent what. Store
+rows (``cluster_view``, the outbox) are read through a store of the test's own.
+
+Every wait is on an observable condition with a generous deadline; nothing is
+ordered by sleeping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import os
+import signal
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from courtier.clock import RealClock
+from courtier.store.base import Event, Store
+from courtier.store.cluster import ClusterView
+from courtier.store.open import make_store
+from courtier.testweb.server import RequestRecord, TestWebServer, politeness_violations
+from courtier.testweb.spec import WebSpec
+
+TTL = 3.0          # --lease-ttl of every test worker
+DEADLINE = 180.0   # seconds any single wait may take before the test fails
+
+
+def agent_of(worker_id: str) -> str:
+    return f"courtier/1.0 (test worker {worker_id})"
+
+
+async def wait_for(what: str, check: Callable[[], Awaitable[bool]],
+                   deadline: float = DEADLINE, every: float = 0.1) -> None:
+    """Poll ``check`` until it is true; fail naming ``what`` after ``deadline`` seconds."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + deadline
+    while not await check():
+        if loop.time() > end:
+            raise AssertionError(f"gave up waiting for {what} after {deadline:.0f} s")
+        await asyncio.sleep(every)
+
+
+@dataclass
+class WorkerProcess:
+    worker_id: str
+    proc: asyncio.subprocess.Process
+    stderr: Path
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.returncode is None
+
+
+@dataclass
+class Cluster:
+    """A test web, a database and the worker processes crawling it."""
+
+    dsn: str
+    root: Path
+    server: TestWebServer
+    spec: WebSpec
+    delay: float
+    extra: list[str] = field(default_factory=list)
+    workers: dict[str, WorkerProcess] = field(default_factory=dict)
+    store: Store | None = None
+
+    async def open(self) -> Store:
+        self.store = make_store(self.dsn, self.root / "observer", RealClock())
+        await self.store.open()
+        rows_file = self.root / "hosts.txt"
+        rows_file.write_text(self.server.web.hosts_file_text())
+        return self.store
+
+    async def close(self) -> None:
+        for worker in self.workers.values():
+            if worker.alive:
+                with contextlib.suppress(ProcessLookupError):
+                    worker.proc.send_signal(signal.SIGCONT)
+                    worker.proc.kill()
+                await worker.proc.wait()
+        if self.store is not None:
+            await self.store.close()
+
+    def args(self, worker_id: str) -> list[str]:
+        return [
+            "worker", "--store", self.dsn, "--data", str(self.root / worker_id),
+            "--api", "127.0.0.1:0", "--worker-id", worker_id,
+            "--user-agent", agent_of(worker_id),
+            "--resolve", str(self.root / "hosts.txt"), "--allow-network", "127.0.0.0/8",
+            "--delay", str(self.delay), "--lease-ttl", str(TTL), "--progress", "none",
+            "--concurrency", "8", "--linger", "0", *self.extra,
+        ]
+
+    async def start(self, worker_id: str, *seeds: str) -> WorkerProcess:
+        stderr = self.root / f"{worker_id}.log"
+        handle = stderr.open("ab")
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "courtier", *self.args(worker_id), *seeds,
+            stdout=asyncio.subprocess.DEVNULL, stderr=handle,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        handle.close()
+        worker = WorkerProcess(worker_id, proc, stderr)
+        self.workers[worker_id] = worker
+        return worker
+
+    async def stop_all(self) -> dict[str, int | None]:
+        """SIGTERM every live worker (graceful: drain, commit, release, leave)."""
+        for worker in self.workers.values():
+            if worker.alive:
+                worker.proc.send_signal(signal.SIGTERM)
+        codes = {}
+        for worker in self.workers.values():
+            codes[worker.worker_id] = await asyncio.wait_for(worker.proc.wait(), DEADLINE)
+        return codes
+
+    # ---- what the store says -----------------------------------------------------------
+
+    async def view(self) -> ClusterView:
+        assert self.store is not None
+        return await self.store.cluster_view()
+
+    async def owners(self) -> dict[int, str]:
+        """Shard → owner of every unexpired lease."""
+        view = await self.view()
+        return {lease.shard: lease.owner for lease in view.leases
+                if lease.owner is not None and lease.expires_at > view.now}
+
+    async def events(self) -> list[Event]:
+        assert self.store is not None
+        return await self.store.read_events(0, 1_000_000)
+
+    # ---- what the server saw -----------------------------------------------------------
+
+    def log(self) -> list[RequestRecord]:
+        return list(self.server.log)
+
+    def page_log(self) -> list[RequestRecord]:
+        return [r for r in self.server.log if not r.path_qs.startswith("/robots")]
+
+    def fetched(self) -> set[str]:
+        return {self.server.url(r.host, r.path_qs) for r in self.page_log()}
+
+    def page_counts(self) -> collections.Counter[str]:
+        return collections.Counter(self.server.url(r.host, r.path_qs) for r in self.page_log())
+
+    def violations(self) -> list[str]:
+        host_delays = {h.name: max(self.delay, h.crawl_delay)
+                       for h in self.spec.of_kind("crawl_delay")}
+        return politeness_violations(self.log(), delay=self.delay, max_in_flight=1,
+                                     host_delays=host_delays)
+
+    def requests_by(self, worker_id: str) -> list[RequestRecord]:
+        agent = agent_of(worker_id)
+        return [r for r in self.server.log if r.user_agent == agent]
+
+
+def all_fetched(cluster: Cluster, expected: set[str]) -> Callable[[], Awaitable[bool]]:
+    async def check() -> bool:
+        return expected <= cluster.fetched()
+    return check
+
+
+def monotonic_of(store_time: float) -> float:
+    """A store-clock time (PostgreSQL's clock on this machine: POSIX seconds) on the test
+    server's clock (time.monotonic)."""
+    return store_time - (time.time() - time.monotonic())
