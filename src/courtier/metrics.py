@@ -139,7 +139,8 @@ class CrawlMetrics:
             ["kind"], registry=r)
         self.fenced_requests = Counter(
             "courtier_fenced_requests",
-            "requests not sent because the shard leases could not be renewed in time",
+            "requests not sent, or cancelled in flight, because the shard leases could not "
+            "be renewed in time or were lost to another worker",
             registry=r)
         self.consumer_lag = Gauge(
             "courtier_outbox_consumer_lag_events",

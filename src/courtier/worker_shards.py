@@ -104,6 +104,8 @@ class ShardSteps:
         self.shards = [s for s in self.shards if s not in lost]
         self.frontier.drain_shards(lost)  # not released: the new owner resets them
         for task in self._tasks_of(lost):
+            if not task.done():
+                self.metrics.fenced_requests.inc()
             task.cancel()
         self._forgetting |= lost
 

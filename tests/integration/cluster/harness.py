@@ -15,12 +15,15 @@ import asyncio
 import collections
 import contextlib
 import os
+import re
 import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import aiohttp
 
 from courtier.clock import RealClock
 from courtier.store.base import Event, Store
@@ -166,6 +169,23 @@ def all_fetched(cluster: Cluster, expected: set[str]) -> Callable[[], Awaitable[
     async def check() -> bool:
         return expected <= cluster.fetched()
     return check
+
+
+async def metric_of(worker: WorkerProcess, name: str) -> float:
+    """A sample of the worker's /metrics (its API address is in its log)."""
+    match = None
+    for line in worker.stderr.read_text(errors="replace").splitlines():
+        found = re.search(r"admin API and dashboard on (http://[0-9.:]+/)", line)
+        if found:
+            match = found.group(1)
+    assert match is not None, f"{worker.worker_id} announced no API"
+    async with aiohttp.ClientSession() as session, \
+            session.get(match + "metrics", timeout=aiohttp.ClientTimeout(total=30)) as resp:
+        text = await resp.text()
+    for line in text.splitlines():
+        if line.startswith(name + " ") or line.startswith(name + "{"):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
 
 
 def monotonic_of(store_time: float) -> float:
