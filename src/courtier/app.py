@@ -27,6 +27,7 @@ from courtier.archive.spool import SpooledArchive, is_remote, storage_options
 from courtier.archive.warc import WarcWriter
 from courtier.clock import Clock, RealClock
 from courtier.cluster.coordinator import LeaseSettings, ShardCoordinator
+from courtier.cluster.timed_store import with_call_timeout
 from courtier.config import CrawlConfig, api_address
 from courtier.errors import ConfigError, FetchError, InvalidURL
 from courtier.fetch.aiohttp_transport import AiohttpTransport
@@ -128,13 +129,16 @@ async def crawl(
                 report_problem(problem)
         metrics = CrawlMetrics()
         coordinator = None
+        worker_store = store
         if is_shared(store_url(config.store)):  # many workers may share this crawl
+            worker_store = with_call_timeout(store)  # a hung call is retried, not waited on
             coordinator = ShardCoordinator(
-                store, worker_id_of(config), clock,
+                worker_store, worker_id_of(config), clock,
                 LeaseSettings(config.lease_ttl, config.worker_weight),
                 info={"host": socket.gethostname(), "pid": os.getpid(),
                       "api": config.api or "", "data": str(config.data)})
-        worker = Worker(config, store, transport, archive, clock, intake, on_progress=progress,
+        worker = Worker(config, worker_store, transport, archive, clock, intake,
+                        on_progress=progress,
                         resolve_ip=host_ip_lookup(resolver), metrics=metrics,
                         coordinator=coordinator)
         transport.send_gate = worker.may_start  # the last check before a request is written

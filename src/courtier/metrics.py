@@ -137,6 +137,9 @@ class CrawlMetrics:
             "courtier_shard_moves",
             "shards gained (gained, takeover: from an expired owner) or handed over (handover)",
             ["kind"], registry=r)
+        self.store_pauses = Counter(
+            "courtier_store_pauses",
+            "times the crawl loop paused because the store did not answer", registry=r)
         self.fenced_requests = Counter(
             "courtier_fenced_requests",
             "requests not sent, or cancelled in flight, because the shard leases could not "

@@ -64,6 +64,7 @@ IDLE_POLL = 5.0          # longest sleep while waiting for retries (new seeds wa
 REPORT_EVERY = 0.25      # seconds between progress figure updates
 RERANK_EVERY = 60.0      # seconds: URLs that became overdue in memory move ahead
 POLICY_POLL = 1.0        # seconds: policy overrides from other processes apply within this
+STORE_RETRY = 1.0        # seconds to pause the loop after a store error
 
 
 @dataclass(slots=True)
@@ -93,6 +94,17 @@ class CrawlStatus:
     def pages_per_second(self) -> float:
         elapsed = self.now - self.started_at
         return self.fetched / elapsed if elapsed > 0 else 0.0
+
+
+@dataclass(slots=True)
+class _Ticks:
+    """When the loop last did each periodic step (clock time)."""
+
+    rerank: float
+    commit: float = float("-inf")
+    refill: float = float("-inf")
+    renew: float = float("-inf")
+    policy: float = float("-inf")
 
 
 class Worker(FetchSteps, ShardSteps):
@@ -132,6 +144,7 @@ class Worker(FetchSteps, ShardSteps):
         self._draining: dict[int, float] = {}
         self._forgetting: set[int] = set()
         self._drain_cancels: dict[str, float] = {}
+        self._unreleased_shards: set[int] = set()
         #: a drain cancels fetches still running after this (before the lease is at risk)
         self.drain_timeout = min(config.total_timeout,
                                  coordinator.settings.fence_margin if coordinator else 5.0)
@@ -182,6 +195,9 @@ class Worker(FetchSteps, ShardSteps):
         self._budget_spent_until: float | None = None
         self._day_counts = DayCountLedger(store)
         self._scope_cursor = 0
+        self._unqueued: list[NewUrl] = []
+        self._loaded: list[DueUrl] = []                  # refilled, hosts not registered yet
+        self._unreleased: list[tuple[DueUrl, float]] = []  # to give back (after a store error)
 
     # ---- control ------------------------------------------------------------------------
 
@@ -228,7 +244,7 @@ class Worker(FetchSteps, ShardSteps):
     # ---- the loop -----------------------------------------------------------------------
 
     async def run(self) -> CrawlStatus:
-        clock, store, frontier, _config = self.clock, self.store, self.frontier, self.config
+        clock, store, frontier = self.clock, self.store, self.frontier
         start = clock.now()
         self.status.started_at = start
         rounds: asyncio.Task[None] | None = None
@@ -238,47 +254,22 @@ class Worker(FetchSteps, ShardSteps):
             self.shards = sorted(epochs)
             await store.reset_scheduled(self.shards, epochs)
         else:
-            await self.coordinator.round()  # the first leases before the first refill
+            with contextlib.suppress(StoreError):  # the rounds task retries
+                await self.coordinator.round()  # the first leases before the first refill
             rounds = asyncio.create_task(self.coordinator.run())
         await self._restore_budget(start)
-        last_commit = last_refill = last_renew = last_policy = float("-inf")
-        last_rerank = start
+        ticks = _Ticks(rerank=start)
         try:
             while True:
-                now = clock.now()
-                if not self._stop.is_set():
-                    self._check_limits(now, start)
-                await self._apply_shard_changes()
-                if self.coordinator is None and now - last_renew >= SHARD_LEASE / 3:
-                    await self._renew(now)
-                    last_renew = now
-                if now - last_rerank >= RERANK_EVERY:
-                    frontier.rerank()
-                    last_rerank = now
-                if now - last_policy >= POLICY_POLL:
-                    await self._apply_policies(last_policy - 2 * POLICY_POLL)
-                    await self._apply_scope_rules()
-                    last_policy = now
-                stopping = self._stop.is_set()
-                if not stopping and now - last_refill >= REFILL_EVERY:
-                    await self._refill(now)
-                    last_refill = now
-                self._collect_denials(now)
-                await self._release_returned()
-                if not stopping and now >= self._archive_trouble_until:
-                    self._issue()
-                if self._pending and (len(self._pending) >= COMMIT_BATCH
-                                      or now - last_commit >= COMMIT_EVERY or not self._tasks):
-                    await self._flush()
-                    last_commit = clock.now()
-                self._report(now)
-                if not self._tasks and not self._pending:
-                    if stopping:
+                try:
+                    if await self._turn(ticks, start):
                         break
-                    if frontier.queued == 0 and await self._nothing_due(now):
-                        self.status.stop_reason = "nothing due"
-                        break
-                await self._wait(now)
+                except StoreError as exc:
+                    # a lost connection, a restarting server: nothing in memory is lost
+                    # (buffers are retried); pause, then go on with fresh connections
+                    self.metrics.store_pauses.inc()
+                    log.error("store unavailable, pausing %.0f s: %s", STORE_RETRY, exc)
+                    await asyncio.sleep(STORE_RETRY)
         finally:
             if rounds is not None:
                 rounds.cancel()
@@ -286,6 +277,52 @@ class Worker(FetchSteps, ShardSteps):
                     await rounds
             await self._shutdown()
         return self.status
+
+    async def _turn(self, ticks: _Ticks, start: float) -> bool:
+        """One turn of the loop; True when the crawl is over."""
+        clock, frontier = self.clock, self.frontier
+        now = clock.now()
+        if not self._stop.is_set():
+            self._check_limits(now, start)
+        await self._apply_shard_changes()
+        if self.coordinator is None and now - ticks.renew >= SHARD_LEASE / 3:
+            await self._renew(now)
+            ticks.renew = now
+        if now - ticks.rerank >= RERANK_EVERY:
+            frontier.rerank()
+            ticks.rerank = now
+        if now - ticks.policy >= POLICY_POLL:
+            await self._apply_policies(ticks.policy - 2 * POLICY_POLL)
+            await self._apply_scope_rules()
+            ticks.policy = now
+        stopping = self._stop.is_set()
+        if not stopping and now - ticks.refill >= REFILL_EVERY:
+            await self._refill(now)
+            ticks.refill = now
+        self._collect_denials(now)
+        await self._release_returned()
+        if self._unqueued:
+            rows, self._unqueued = self._unqueued, []
+            try:
+                await self.store.add_urls(rows)
+            except StoreError:
+                self._unqueued = rows + self._unqueued
+                raise
+        if not stopping and now >= self._archive_trouble_until:
+            self._issue()
+        if self._pending and (len(self._pending) >= COMMIT_BATCH
+                              or now - ticks.commit >= COMMIT_EVERY or not self._tasks):
+            await self._flush()
+            ticks.commit = clock.now()
+        self._report(now)
+        if not self._tasks and not self._pending:
+            if stopping:
+                return True
+            if frontier.queued == 0 and await self._nothing_due(now):
+                self.status.stop_reason = "nothing due"
+                return True
+        await self._wait(now)
+        return False
 
     def _check_limits(self, now: float, start: float) -> None:
         config = self.config
@@ -389,29 +426,50 @@ class Worker(FetchSteps, ShardSteps):
         room = config.memory_window - frontier.queued
         if room < config.memory_window // 2 or not self.shards:
             return
-        due = await self.store.load_due(
-            self.shards, now, room, config.host_window,
-            skip_hosts=frontier.full_hosts(config.host_window // 2),
-            epochs={s: frontier.epochs[s] for s in self.shards if s in frontier.epochs},
-        )
+        if self._loaded:  # rows a failed refill took but could not hand to the frontier
+            due, self._loaded = self._loaded, []
+            ours = set(self.shards)
+            await self._release_items([(d, d.next_fetch_at) for d in due if d.shard not in ours])
+            due = [d for d in due if d.shard in ours]
+        else:
+            due = await self.store.load_due(
+                self.shards, now, room, config.host_window,
+                skip_hosts=frontier.full_hosts(config.host_window // 2),
+                epochs={s: frontier.epochs[s] for s in self.shards if s in frontier.epochs},
+            )
+        try:
+            await self._register_hosts(due)
+        except StoreError:
+            self._loaded = due  # SCHEDULED in the store: kept, never stranded
+            raise
+        frontier.add(due)
+        frontier.forget_idle_hosts(keep=max(1000, config.memory_window // 4))
+
+    async def _register_hosts(self, due: list[DueUrl]) -> None:
+        """Register the hosts of ``due`` not known yet: robots copy, policy, day counts and
+        politeness clocks from the store (none is requested before this is done)."""
+        frontier = self.frontier
         new_hosts = {d.host_key: d.shard for d in due if not frontier.knows_host(d.host_key)}
-        budgeted: list[str] = []
+        if not new_hosts:
+            return
+        # every store read first: a failure registers nothing, and the retry does it all
+        found = []
         for host_key, shard in new_hosts.items():
             record = await self.store.load_host(host_key)
+            policy, inherited = await policy_in_force(self.store, host_key, record)
+            found.append((host_key, shard, record, policy, inherited))
+        budgeted = [key for key, _, _, policy, _ in found if policy.max_pages is not None]
+        counts = await self.store.load_day_counts(budgeted) if budgeted else {}
+        clocks = await self._load_host_clocks(list(new_hosts))
+        for host_key, shard, record, policy, inherited in found:
             ip = await self.resolve_ip(host_key) if self.resolve_ip is not None else None
             frontier.register_host(host_key, shard, record, ip)
-            policy, inherited = await policy_in_force(self.store, host_key, record)
             if inherited:  # the registrable domain's policy covers this subdomain
                 frontier.set_policy(host_key, policy)
                 frontier.hosts[host_key].inherited_policy = True
-            if policy.max_pages is not None:
-                budgeted.append(host_key)
-        if budgeted:  # max-pages-per-day windows continue across restarts
-            for count in (await self.store.load_day_counts(budgeted)).values():
-                frontier.restore_day_pages(count.key, count.day_start, count.used)
-        await self._restore_host_clocks(list(new_hosts))  # before any request to them
-        frontier.add(due)
-        frontier.forget_idle_hosts(keep=max(1000, config.memory_window // 4))
+        for count in counts.values():  # max-pages-per-day windows continue across restarts
+            frontier.restore_day_pages(count.key, count.day_start, count.used)
+        self._restore_host_clocks(list(new_hosts), clocks)  # before any request to them
 
     def _collect_denials(self, now: float) -> None:
         for due, reason, digest in self.frontier.take_denied():
@@ -422,10 +480,18 @@ class Worker(FetchSteps, ShardSteps):
         await self._release_items(self.frontier.take_released())
 
     async def _release_items(self, items: list[tuple[DueUrl, float]]) -> None:
-        """Give URLs back to the store, only for shards still held with our epoch."""
-        if items:
+        """Give URLs back to the store, only for shards still held with our epoch. After a
+        store error they are kept and go with the next call."""
+        if self._unreleased:
+            items, self._unreleased = self._unreleased + items, []
+        if not items:
+            return
+        try:
             await self.store.release([(due.url_key, at) for due, at in items],
                                      epochs=dict(self.frontier.epochs))
+        except StoreError:
+            self._unreleased = items
+            raise
 
     async def _restore_budget(self, now: float) -> None:
         """The global daily budget continues the window an earlier run saved."""
@@ -518,6 +584,7 @@ class Worker(FetchSteps, ShardSteps):
                 self._flushing_from = None
                 break
             except StoreError as exc:
+                self.metrics.store_pauses.inc()
                 log.error("store write failed, retrying in 1 s: %s", exc)
                 await asyncio.sleep(1.0)
         self.status.discovered += result.new_urls

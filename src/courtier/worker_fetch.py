@@ -38,7 +38,7 @@ from courtier.politeness.audit import LeaseAuditor
 from courtier.politeness.delays import parse_retry_after
 from courtier.politeness.robots import MAX_ROBOTS_BYTES
 from courtier.process import SITEMAP_PRIORITY, PageProcessor, is_html, looks_like_sitemap
-from courtier.store.base import FetchCommit, HostRecord, HostStatsDelta, Store
+from courtier.store.base import FetchCommit, HostRecord, HostStatsDelta, NewUrl, Store
 from courtier.urls import canonicalize
 
 log = logging.getLogger("courtier.worker")
@@ -66,6 +66,8 @@ class FetchSteps:
     _host_stats: dict[str, HostStatsDelta]
     _day_counts: DayCountLedger
     _archive_trouble_until: float
+    #: discovered rows whose intake failed (store error), queued again by the loop
+    _unqueued: list[NewUrl]
     #: False once this worker may not start a request (self-fencing; always True alone)
     may_start: Callable[[], bool]
 
@@ -181,7 +183,9 @@ class FetchSteps:
             try:
                 await self.store.add_urls(rows)
             except StoreError as exc:
-                log.warning("could not queue sitemaps of %s: %s", lease.host_key, exc)
+                # kept, and queued again with the next turn of the loop: never lost
+                log.warning("could not queue sitemaps of %s yet: %s", lease.host_key, exc)
+                self._unqueued.extend(rows)
 
     def _count(self, lease: Lease, resp: FetchResponse | None) -> None:
         """Per-host counters, written with the next commit batch."""

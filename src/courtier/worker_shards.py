@@ -31,6 +31,7 @@ from courtier.frontier.lease import Lease
 from courtier.frontier.scheduler import Frontier
 from courtier.metrics import CrawlMetrics
 from courtier.store.base import DueUrl, Store
+from courtier.store.cluster import HostClock
 
 log = logging.getLogger("courtier.worker")
 
@@ -53,6 +54,8 @@ class ShardSteps:
     _forgetting: set[int]
     #: host → local time a drain cancelled its fetch
     _drain_cancels: dict[str, float]
+    #: drained shards whose release failed (store error): retried each turn
+    _unreleased_shards: set[int]
     drain_timeout: float
 
     async def _flush(self) -> None: ...
@@ -67,6 +70,9 @@ class ShardSteps:
         changes = self.coordinator.take_changes()
         if changes:
             await self._apply(changes)
+        if self._unreleased_shards:
+            await self.coordinator.release(self._unreleased_shards)
+            self._unreleased_shards = set()
         if self._draining:
             await self._progress_drains()
         if self._forgetting and not self._tasks_of(self._forgetting):
@@ -77,9 +83,15 @@ class ShardSteps:
     async def _apply(self, changes: ShardChanges) -> None:
         if changes.lost:
             self._drop_lost(changes.lost)
+            changes.lost = set()
         if changes.gained:
             now = self.clock.now()
-            await self.store.reset_scheduled(sorted(changes.gained), changes.gained)
+            try:
+                await self.store.reset_scheduled(sorted(changes.gained), changes.gained)
+            except StoreError:
+                assert self.coordinator is not None
+                self.coordinator.requeue(changes)  # applied on a later turn
+                raise
             for shard, epoch in changes.gained.items():
                 self.frontier.epochs[shard] = epoch
                 self._gained[shard] = (now, shard in changes.taken_over)
@@ -145,12 +157,14 @@ class ShardSteps:
         try:
             if clocks:
                 await self.store.save_host_clocks(clocks)
-            await coordinator.release(shards)
         except StoreError as exc:
-            # the hosts are forgotten already; without their clocks the next owner
-            # treats the shards like a takeover once the lease runs out
-            log.warning("handover of %d shards incomplete (%s); the lease will expire",
-                        len(shards), exc)
+            # without their clocks the next owner waits one delay per host (see
+            # host_clocks.restore_clock: no clock → the restorer's own arithmetic)
+            log.warning("could not save %d host clocks of a handover: %s", len(clocks), exc)
+        try:
+            await coordinator.release(shards)
+        except StoreError:
+            self._unreleased_shards |= shards  # renewed meanwhile; released on a later turn
         for shard in shards:
             self._draining.pop(shard, None)
             self._gained.pop(shard, None)
@@ -181,12 +195,16 @@ class ShardSteps:
 
     # ---- host clocks of gained shards ---------------------------------------------------------
 
-    async def _restore_host_clocks(self, host_keys: list[str]) -> None:
-        """Before any request to newly registered hosts: their saved politeness clocks."""
+    async def _load_host_clocks(self, host_keys: list[str]) -> dict[str, HostClock]:
+        if self.coordinator is None or not host_keys:
+            return {}
+        return await self.store.load_host_clocks(host_keys)
+
+    def _restore_host_clocks(self, host_keys: list[str], clocks: dict[str, HostClock]) -> None:
+        """Newly registered hosts continue the politeness clocks saved by earlier owners."""
         coordinator = self.coordinator
-        if coordinator is None or not host_keys:
+        if coordinator is None:
             return
-        clocks = await self.store.load_host_clocks(host_keys)
         for key in host_keys:
             host = self.frontier.hosts.get(key)
             if host is None:

@@ -127,6 +127,10 @@ class ShardCoordinator:
         out, self._changes = self._changes, ShardChanges()
         return out
 
+    def requeue(self, changes: ShardChanges) -> None:
+        """Changes the worker could not apply (a store error): handed out again next time."""
+        self._merge(changes)
+
     def to_store_time(self, local: float) -> float:
         return local + self.offset
 

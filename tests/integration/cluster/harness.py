@@ -24,13 +24,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
+import asyncpg
 
 from courtier.clock import RealClock
+from courtier.errors import StoreError
 from courtier.store.base import Event, Store
 from courtier.store.cluster import ClusterView
 from courtier.store.open import make_store
 from courtier.testweb.server import RequestRecord, TestWebServer, politeness_violations
 from courtier.testweb.spec import WebSpec
+from tests.pg import ADMIN_DSN
 
 TTL = 3.0          # --lease-ttl of every test worker
 DEADLINE = 180.0   # seconds any single wait may take before the test fails
@@ -45,7 +48,12 @@ async def wait_for(what: str, check: Callable[[], Awaitable[bool]],
     """Poll ``check`` until it is true; fail naming ``what`` after ``deadline`` seconds."""
     loop = asyncio.get_running_loop()
     end = loop.time() + deadline
-    while not await check():
+    while True:
+        try:
+            if await check():
+                return
+        except StoreError:  # the observer's own connection was cut too: ask again
+            pass
         if loop.time() > end:
             raise AssertionError(f"gave up waiting for {what} after {deadline:.0f} s")
         await asyncio.sleep(every)
@@ -140,6 +148,24 @@ class Cluster:
         assert self.store is not None
         return await self.store.read_events(0, 1_000_000)
 
+    async def diagnosis(self, expected: set[str]) -> str:
+        """What a failed wait should say: store counts, owners, last requests, missing."""
+        assert self.store is not None
+        missing = sorted(expected - self.fetched())
+        last = {}
+        for r in self.log():
+            last[r.user_agent] = round(r.start - time.monotonic(), 1)
+        rows = []
+        for url in missing[:5]:
+            with contextlib.suppress(Exception):
+                from courtier.urls import canonicalize
+                rows.append(await self.store.get_url(canonicalize(url).url_key))
+        owners = collections.Counter((await self.owners()).values())
+        return (f"counts {await self.store.counts()}, owners {dict(owners)}, "
+                f"last request (s ago) {last}, alive "
+                f"{ {w: p.alive for w, p in self.workers.items()} }, "
+                f"{len(missing)} missing, e.g. {missing[:8]} {rows}")
+
     # ---- what the server saw -----------------------------------------------------------
 
     def log(self) -> list[RequestRecord]:
@@ -186,6 +212,20 @@ async def metric_of(worker: WorkerProcess, name: str) -> float:
         if line.startswith(name + " ") or line.startswith(name + "{"):
             return float(line.rsplit(" ", 1)[1])
     return 0.0
+
+
+async def cut_connections(dsn: str) -> int:
+    """Terminate every backend connected to the test database (not the shared server:
+    other tests use it). Returns how many were cut."""
+    database = dsn.rsplit("/", 1)[1]
+    conn = await asyncpg.connect(ADMIN_DSN, timeout=10)
+    try:
+        rows = await conn.fetch(
+            "SELECT pg_terminate_backend(pid) AS cut FROM pg_stat_activity"
+            " WHERE datname = $1 AND pid <> pg_backend_pid()", database)
+    finally:
+        await conn.close()
+    return sum(1 for row in rows if row["cut"])
 
 
 def monotonic_of(store_time: float) -> float:

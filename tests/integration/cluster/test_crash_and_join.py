@@ -70,7 +70,10 @@ async def finish(cluster: Cluster, expected: set[str]) -> None:
 
 async def done(cluster: Cluster, expected: set[str]) -> None:
     """Wait until every expected URL was fetched and has its final event."""
-    await wait_for("every expected URL fetched", all_fetched(cluster, expected))
+    try:
+        await wait_for("every expected URL fetched", all_fetched(cluster, expected))
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; {await cluster.diagnosis(expected)}") from None
 
     async def finals() -> bool:
         without, _, _ = final_event_problems(await cluster.events(), expected)
