@@ -31,8 +31,10 @@ from courtier.errors import StoreError
 from courtier.store.base import Event, Store
 from courtier.store.cluster import ClusterView
 from courtier.store.open import make_store
+from courtier.testweb.killloop import final_event_problems
 from courtier.testweb.server import RequestRecord, TestWebServer, politeness_violations
 from courtier.testweb.spec import WebSpec
+from courtier.urls import SHARD_COUNT
 from tests.pg import ADMIN_DSN
 
 TTL = 3.0          # --lease-ttl of every test worker
@@ -232,3 +234,48 @@ def monotonic_of(store_time: float) -> float:
     """A store-clock time (PostgreSQL's clock on this machine: POSIX seconds) on the test
     server's clock (time.monotonic)."""
     return store_time - (time.time() - time.monotonic())
+
+
+async def start_three(cluster: Cluster) -> None:
+    await cluster.start("w0", *cluster.server.web.seeds())
+    await cluster.start("w1")
+    await cluster.start("w2")
+
+    async def all_own_shards() -> bool:
+        owners = await cluster.owners()
+        return len(owners) == SHARD_COUNT and set(owners.values()) == {"w0", "w1", "w2"}
+
+    await wait_for("three workers owning every shard", all_own_shards)
+
+
+async def finish(cluster: Cluster, expected: set[str]) -> None:
+    await done(cluster, expected)
+    await stop(cluster)
+
+
+async def done(cluster: Cluster, expected: set[str]) -> None:
+    """Wait until every expected URL was fetched and has its final event."""
+    try:
+        await wait_for("every expected URL fetched", all_fetched(cluster, expected))
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; {await cluster.diagnosis(expected)}") from None
+
+    async def finals() -> bool:
+        without, _, _ = final_event_problems(await cluster.events(), expected)
+        return not without
+
+    await wait_for("a final event for every expected URL", finals)
+
+
+async def stop(cluster: Cluster) -> None:
+    """SIGTERM every live worker; each must exit 0."""
+    codes = await cluster.stop_all()
+    assert {w: c for w, c in codes.items() if c not in (0, -signal.SIGKILL)} == {}
+
+
+async def check_outbox(cluster: Cluster, expected: set[str]) -> None:
+    events = await cluster.events()
+    keys = [(e.url_key, e.version) for e in events]
+    assert len(keys) == len(set(keys)), "an outbox event was emitted twice"
+    without, several, after = final_event_problems(events, expected)
+    assert (without, several, after) == ([], [], [])

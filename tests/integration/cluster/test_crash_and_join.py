@@ -9,91 +9,27 @@ from __future__ import annotations
 import collections
 import signal
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from pathlib import Path
+from collections.abc import Awaitable, Callable
 
 import pytest
 
 from courtier.cluster.rendezvous import target_owners
-from courtier.testweb.killloop import final_event_problems
-from courtier.testweb.server import TestWebServer
-from courtier.testweb.spec import default_web
 from courtier.urls import SHARD_COUNT
 from tests.integration.cluster.harness import (
     TTL,
     Cluster,
     agent_of,
-    all_fetched,
+    check_outbox,
+    done,
+    finish,
     metric_of,
     monotonic_of,
+    start_three,
+    stop,
     wait_for,
 )
-from tests.pg import temporary_database
 
 pytestmark = pytest.mark.timeout(600)
-
-
-@pytest.fixture
-def dsn() -> Iterator[str]:
-    with temporary_database("cluster") as url:
-        yield url
-
-
-@pytest.fixture
-async def cluster(dsn: str, tmp_path: Path) -> AsyncIterator[Cluster]:
-    spec = default_web(n_hosts=12, pages_per_host=30, crawl_delay=0.3, latency=0.02)
-    async with TestWebServer(spec) as server:
-        c = Cluster(dsn, tmp_path, server, spec, delay=0.15)
-        await c.open()
-        try:
-            yield c
-        finally:
-            await c.close()
-
-
-async def start_three(cluster: Cluster) -> None:
-    await cluster.start("w0", *cluster.server.web.seeds())
-    await cluster.start("w1")
-    await cluster.start("w2")
-
-    async def all_own_shards() -> bool:
-        owners = await cluster.owners()
-        return len(owners) == SHARD_COUNT and set(owners.values()) == {"w0", "w1", "w2"}
-
-    await wait_for("three workers owning every shard", all_own_shards)
-
-
-async def finish(cluster: Cluster, expected: set[str]) -> None:
-    await done(cluster, expected)
-    await stop(cluster)
-
-
-async def done(cluster: Cluster, expected: set[str]) -> None:
-    """Wait until every expected URL was fetched and has its final event."""
-    try:
-        await wait_for("every expected URL fetched", all_fetched(cluster, expected))
-    except AssertionError as exc:
-        raise AssertionError(f"{exc}; {await cluster.diagnosis(expected)}") from None
-
-    async def finals() -> bool:
-        without, _, _ = final_event_problems(await cluster.events(), expected)
-        return not without
-
-    await wait_for("a final event for every expected URL", finals)
-
-
-async def stop(cluster: Cluster) -> None:
-    """SIGTERM every live worker; each must exit 0."""
-    codes = await cluster.stop_all()
-    assert {w: c for w, c in codes.items() if c not in (0, -signal.SIGKILL)} == {}
-
-
-async def check_outbox(cluster: Cluster, expected: set[str]) -> None:
-    events = await cluster.events()
-    keys = [(e.url_key, e.version) for e in events]
-    assert len(keys) == len(set(keys)), "an outbox event was emitted twice"
-    without, several, after = final_event_problems(events, expected)
-    assert (without, several, after) == ([], [], [])
 
 
 async def test_kill_9_of_one_worker_moves_its_shards_and_loses_nothing(cluster: Cluster) -> None:

@@ -13,14 +13,15 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from courtier.testweb.killloop import final_event_problems
-from tests.integration.cluster.harness import Cluster, cut_connections, metric_of, wait_for
-from tests.integration.cluster.test_crash_and_join import (  # noqa: F401 (fixtures)
+from tests.integration.cluster.harness import (
+    Cluster,
     check_outbox,
-    cluster,
+    cut_connections,
     done,
-    dsn,
+    metric_of,
     start_three,
     stop,
+    wait_for,
 )
 
 pytestmark = pytest.mark.timeout(600)
