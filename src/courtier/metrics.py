@@ -130,9 +130,6 @@ class CrawlMetrics:
                                       registry=r)
         self.shard_leases_lost = Counter("courtier_shard_leases_lost",
                                          "shards whose lease this process lost", registry=r)
-        self.shards_held = Gauge("courtier_shards_held",
-                                 "shard leases this worker holds (draining ones included)",
-                                 registry=r)
         self.shard_moves = Counter(
             "courtier_shard_moves",
             "shards gained (gained, takeover: from an expired owner) or handed over (handover)",

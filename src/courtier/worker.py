@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from courtier.archive.base import ArchiveWriter
 from courtier.clock import Clock
 from courtier.cluster.coordinator import ShardCoordinator
+from courtier.cluster.ip_slots import IpSlots
 from courtier.config import CrawlConfig
 from courtier.day_counts import DayCountLedger
 from courtier.domain_policy import policy_in_force, policy_of_record
@@ -139,6 +140,10 @@ class Worker(FetchSteps, ShardSteps):
         if coordinator is not None:
             coordinator.on_fence = self._fence
             coordinator.on_change = self.wake
+        self.ip_slots = None
+        if coordinator is not None and config.max_in_flight_per_ip > 0:
+            self.ip_slots = IpSlots(store, coordinator, clock, config.max_in_flight_per_ip,
+                                    config.ip_delay, config.total_timeout + 5.0)
         self._task_leases: dict[asyncio.Task[None], Lease] = {}
         self._gained: dict[int, tuple[float, bool]] = {}
         self._draining: dict[int, float] = {}

@@ -15,6 +15,7 @@ from typing import Literal
 
 from courtier.archive.warc import sha256_digest
 from courtier.clock import Clock
+from courtier.cluster.ip_slots import IpSlots
 from courtier.config import CrawlConfig
 from courtier.day_counts import DayCountLedger
 from courtier.dedup.pages import FirstCopy
@@ -70,6 +71,8 @@ class FetchSteps:
     _unqueued: list[NewUrl]
     #: False once this worker may not start a request (self-fencing; always True alone)
     may_start: Callable[[], bool]
+    #: the store's per-IP slots (many workers), or None (one process: the frontier's cap)
+    ip_slots: IpSlots | None
 
     # ---- one fetch ----------------------------------------------------------------------
 
@@ -90,9 +93,34 @@ class FetchSteps:
         return FetchRequest(lease.url, headers)
 
     async def _fetch(self, lease: Lease) -> None:
-        if lease.kind is LeaseKind.ROBOTS:
-            await self._fetch_robots(lease)
-            return
+        token = await self._ip_slot(lease) if self.ip_slots is not None else 0
+        if token is None:
+            return  # the address is busy on other workers: deferred
+        try:
+            if lease.kind is LeaseKind.ROBOTS:
+                await self._fetch_robots(lease)
+            else:
+                await self._fetch_page(lease)
+        finally:
+            if token:
+                assert lease.ip is not None and self.ip_slots is not None
+                self.ip_slots.release(lease.ip, token)
+
+    async def _ip_slot(self, lease: Lease) -> int | None:
+        """Many workers: a slot of the store's per-IP cap before a request to a shared
+        address (0: none needed). None: not granted; the lease is deferred until the store
+        says a slot may be free, and its URL stays in memory."""
+        slots = self.ip_slots
+        if slots is None or lease.ip is None:
+            return 0
+        retry_at = await slots.acquire(lease.ip)
+        if isinstance(retry_at, int):
+            return retry_at
+        self.auditor.on_finish(lease.host_key)
+        self.frontier.defer_lease(lease, retry_at)
+        return None
+
+    async def _fetch_page(self, lease: Lease) -> None:
         try:
             if self._day_counts.pending:  # write-ahead: the count is saved before the request
                 await self._day_counts.saved()

@@ -78,7 +78,6 @@ class ShardSteps:
         if self._forgetting and not self._tasks_of(self._forgetting):
             self.frontier.forget_shards(self._forgetting)
             self._forgetting.clear()
-        self.metrics.shards_held.set(len(self.coordinator.held))
 
     async def _apply(self, changes: ShardChanges) -> None:
         if changes.lost:

@@ -407,6 +407,22 @@ class Frontier:
             self._released.append((lease.due, lease.due.next_fetch_at))
         self._reschedule(host)
 
+    def defer_lease(self, lease: Lease, until: float) -> None:
+        """A lease that may not start yet after all (the address is busy on another worker):
+        its URL goes back to the host's queue and neither the host nor its address is
+        tried again before ``until``."""
+        host = self._release_slot(lease)
+        if lease.kind is LeaseKind.ROBOTS:
+            host.robots_in_flight = False
+        elif lease.due is not None:
+            host.push(lease.due, self.clock.now())
+            self._queued += 1
+        host.next_allowed_at = max(host.next_allowed_at, until)
+        if lease.ip is not None and lease.ip in self.ips:
+            group = self.ips[lease.ip]
+            group.next_allowed_at = max(group.next_allowed_at, until)
+        self._reschedule(host)
+
     # ---- hand-offs to the worker ------------------------------------------------------------
 
     def rerank(self) -> None:

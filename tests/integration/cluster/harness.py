@@ -163,6 +163,18 @@ class Cluster:
                 from courtier.urls import canonicalize
                 rows.append(await self.store.get_url(canonicalize(url).url_key))
         owners = collections.Counter((await self.owners()).values())
+        from courtier.urls import canonicalize as _canon
+        for host in sorted({_canon(u).host_key for u in missing})[:2]:
+            index = await self.store.get_url(_canon(host + "/").url_key)
+            if index:
+                index = {k: index[k] for k in ("state", "version", "outcome", "status",
+                                               "last_fetch_at", "shard")}
+            hits = [(r.user_agent[-3:-1], round(r.start, 2), r.status) for r in self.log()
+                    if host.endswith(r.host + ":" + str(self.server.port))
+                    and r.path_qs in ("/", "/robots.txt")]
+            rows.append({"index": index, "hits": hits,
+                         "log": await self.store.fetch_log(url_key=_canon(host + "/").url_key)
+                         if hasattr(self.store, "fetch_log") else None})
         return (f"counts {await self.store.counts()}, owners {dict(owners)}, "
                 f"last request (s ago) {last}, alive "
                 f"{ {w: p.alive for w, p in self.workers.items()} }, "
