@@ -215,7 +215,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_demo(args)
         if args.command in ("policy", "events", "export", "reparse", "archive"):
             return run_admin(args)
-        if args.command in ("seed", "url", "domain", "stats"):
+        if args.command in ("seed", "url", "domain", "stats", "cluster"):
             return run_query(args)
         if args.command in ("plan", "config"):
             from courtier.ops.commands import run_ops

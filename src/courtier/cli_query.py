@@ -1,4 +1,4 @@
-"""``seed add``, ``url``, ``domain stats`` and ``stats``: the same answers from the
+"""``seed add``, ``url``, ``domain stats``, ``stats`` and ``cluster``: the same answers from the
 store of a crawl (``--data``) or from a running crawl's admin API (``--api URL``).
 
 Both paths go through the API's own code: ``--data`` builds a store-only
@@ -50,6 +50,13 @@ def add_query_commands(sub: Any) -> None:
     common(stats)
     crawl_stats = sub.add_parser("stats", help="crawl-wide figures")
     common(crawl_stats)
+    cluster = sub.add_parser("cluster", help="workers sharing the crawl: shards, epochs, lease "
+                                             "ages, handovers")
+    cluster.add_argument("--json", action="store_true", help="print the JSON answer")
+    cluster.add_argument("--worker-ttl", type=float, default=30.0,
+                         help="a worker is live while its heartbeat is younger (30 s: the "
+                              "default --lease-ttl)")
+    common(cluster)
 
 
 def _request(args: argparse.Namespace) -> tuple[str, str, Any]:
@@ -79,6 +86,8 @@ def _request(args: argparse.Namespace) -> tuple[str, str, Any]:
         return "GET", f"/v1/urls/{key}", None
     if args.command == "domain":
         return "GET", f"/v1/domains/{quote(args.domain, safe=':')}/stats", None
+    if args.command == "cluster":
+        return "GET", f"/v1/cluster?worker_ttl={args.worker_ttl}", None
     return "GET", "/v1/stats", None
 
 
@@ -143,5 +152,10 @@ def run_query(args: argparse.Namespace, out: TextIO | None = None) -> int:
     stream = out or sys.stdout
     method, path, body = _request(args)
     status, answer = asyncio.run(call(args, method, path, body))
+    if args.command == "cluster" and not args.json and status == 200:
+        from courtier.cluster.report import render_text
+
+        stream.write(render_text(answer))
+        return 0
     stream.write(json.dumps(answer, indent=2, sort_keys=True) + "\n")
     return 0 if 200 <= status < 300 else 1

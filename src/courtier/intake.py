@@ -68,6 +68,30 @@ class Scope:
         self.hosts.add(seed.host)
         self.domains.add(registrable_domain(seed.host))
 
+    @staticmethod
+    def rules_for(seed: CanonicalUrl) -> list[ScopeRule]:
+        """The shared scope rules a seed added at run time stands for (every worker
+        applies them: :meth:`apply_rule` over ``Store.scope_rules``)."""
+        return [ScopeRule("host", seed.host), ScopeRule("domain", registrable_domain(seed.host))]
+
+    def apply_rule(self, rule: ScopeRule) -> bool:
+        """Apply a rule stored by any worker; False for an unknown kind or a bad regex."""
+        if rule.kind == "host":
+            self.hosts.add(rule.value)
+        elif rule.kind == "domain":
+            self.domains.add(rule.value)
+        elif rule.kind in ("include", "exclude"):
+            try:
+                pattern = re.compile(rule.value)
+            except re.error:
+                return False
+            target = self.include if rule.kind == "include" else self.exclude
+            if all(p.pattern != rule.value for p in target):
+                target.append(pattern)
+        else:
+            return False
+        return True
+
     def rejects(self, url: CanonicalUrl, depth: int) -> str | None:
         """Why this URL is out of scope, or None when it is admitted."""
         if self.max_depth is not None and depth > self.max_depth:
@@ -84,28 +108,20 @@ class Scope:
 
 
 def seed_scope_rules(rows: Iterable[NewUrl]) -> list[ScopeRule]:
-    """The scope rules seed rows bring: the host of each (``host``: admits the host, and its
-    registrable domain under ``--scope seeds-domains``)."""
-    hosts: set[str] = set()
+    """The shared scope rules seed rows (depth 0) stand for (:meth:`Scope.rules_for`)."""
+    rules: dict[tuple[str, str], ScopeRule] = {}
     for row in rows:
         if row.depth == 0:
             with contextlib.suppress(InvalidURL):
-                hosts.add(canonicalize(row.url).host)
-    return [ScopeRule("host", host) for host in sorted(hosts)]
+                for rule in Scope.rules_for(canonicalize(row.url)):
+                    rules[(rule.kind, rule.value)] = rule
+    return list(rules.values())
 
 
 def apply_scope_rules(scope: Scope, rules: Iterable[ScopeRule]) -> None:
     """Add rules stored by any process of the crawl to this process's scope."""
     for rule in rules:
-        if rule.kind == "host":
-            scope.hosts.add(rule.value)
-            scope.domains.add(registrable_domain(rule.value))
-        elif rule.kind == "domain":
-            scope.domains.add(rule.value)
-        elif rule.kind == "include":
-            scope.include.append(re.compile(rule.value))
-        elif rule.kind == "exclude":
-            scope.exclude.append(re.compile(rule.value))
+        scope.apply_rule(rule)
 
 
 class Intake:

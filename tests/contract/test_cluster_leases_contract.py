@@ -8,9 +8,11 @@ is still held.
 
 from __future__ import annotations
 
+import asyncio
+
 from courtier.cluster.membership import plan_shards
 from courtier.store.base import Store, UrlState
-from tests.contract.conftest import T0
+from tests.contract.conftest import T0, StoreMaker
 from tests.contract.test_store_contract import done, key, new, state_of
 
 HELD = 3600.0
@@ -175,3 +177,25 @@ async def test_epoch_fenced_refill_of_shards_never_leased(store: Store) -> None:
     assert await store.load_due([1], T0, 10, 10, epochs={1: 1}) == []
     (due,) = await store.load_due([1], T0, 10, 10, epochs={1: 0})
     assert due.url_key == key("http://a.test/1")
+
+
+async def test_concurrent_takeovers_give_each_shard_one_owner(make_store: StoreMaker) -> None:
+    stores = [make_store() for _ in range(4)]
+    for s in stores:
+        await s.open()
+    try:
+        shards = list(range(16))
+        await take(stores[0], "dead", shards, EXPIRED)
+        won = await asyncio.wait_for(asyncio.gather(
+            *(take(s, f"w{n}", shards if n % 2 else shards[::-1])
+              for n, s in enumerate(stores))), timeout=60)
+        owners = [shard for got in won for shard in got]
+        assert sorted(owners) == shards  # every shard taken, none twice
+        assert {epoch for got in won for epoch in got.values()} == {2}
+        view = await stores[0].cluster_view(shards)
+        assert {lease.shard: lease.owner for lease in view.leases} == {
+            shard: f"w{n}" for n, got in enumerate(won) for shard in got}
+        assert view.handovers == {"graceful": 0, "takeover": 16}
+    finally:
+        for s in stores:
+            await s.close()

@@ -34,7 +34,7 @@ from courtier.config import CrawlConfig
 from courtier.domain_policy import policy_in_force
 from courtier.errors import InvalidURL
 from courtier.frontier.host import HostPolicy, domain_host_key
-from courtier.intake import SEED_PRIORITY, Scope, seed_scope_rules
+from courtier.intake import SEED_PRIORITY, Scope
 from courtier.politeness.robots import product_token
 from courtier.store.base import NewUrl, Store
 from courtier.urls import SHARD_COUNT, canonicalize, shard_of
@@ -82,6 +82,10 @@ class CrawlControl(Protocol):
 
     async def events(self, after: int, limit: int) -> dict[str, Any]:
         """Outbox events with ``id > after``: ``{"events": [...], "next_after": id}``."""
+
+    async def cluster(self, worker_ttl: float) -> dict[str, Any]:
+        """Workers, shards per worker, epochs, lease ages and handovers (store clock):
+        :func:`courtier.cluster.report.cluster_report`."""
 
 
 #: consumer lag is counted up to this many unread events
@@ -198,9 +202,16 @@ class StoreOnlyControl:
             result.update(result="accepted", reason=None)
         if rows:
             await self._store_rows(rows)
-            if extend_scope:  # every worker of the crawl admits these hosts too
-                await self.store.add_scope_rules(seed_scope_rules(rows))
+            if extend_scope:  # every worker of the crawl applies these (Store.scope_rules)
+                seeds = [canonicalize(row.url) for row in rows]
+                await self.store.add_scope_rules(
+                    [rule for seed in seeds for rule in Scope.rules_for(seed)])
         return results
+
+    async def cluster(self, worker_ttl: float) -> dict[str, Any]:
+        from courtier.cluster.report import cluster_report
+
+        return cluster_report(await self.store.cluster_view(), worker_ttl)
 
     async def _host_blocked(self, host_key: str) -> bool:
         """Blocked by its own policy, or by its registrable domain's when it has none."""

@@ -260,6 +260,31 @@ _DOCUMENT: dict[str, Any] = {
                 _ok("the schema", {"type": "object", "required": ["$schema", "properties"]}),
             )
         },
+        "/v1/cluster": {
+            "get": _op(
+                "Workers, shards per worker, epochs, lease ages, handovers (store clock)",
+                _ok("the cluster", {
+                    "type": "object",
+                    "required": ["now", "workers", "shards", "handovers", "live_workers"],
+                    "properties": {
+                        "now": {"type": "number"},
+                        "worker_ttl": {"type": "number"},
+                        "live_workers": {"type": "integer"},
+                        "workers": {"type": "array", "items": {"type": "object"}},
+                        "shards": {"type": "object"},
+                        "max_epoch": {"type": "integer"},
+                        "handovers": {"type": "object"},
+                    },
+                }),
+                params=[{
+                    "name": "worker_ttl",
+                    "in": "query",
+                    "description": "a worker is live while its heartbeat is younger (s)",
+                    "schema": {"type": "number", "exclusiveMinimum": 0, "maximum": 86399,
+                               "default": 30},
+                }],
+            )
+        },
         "/healthz": {
             "get": _op(
                 "Liveness",

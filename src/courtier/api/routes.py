@@ -178,6 +178,20 @@ async def get_event_schema(control: CrawlControl, call: ApiCall) -> Any:
     return load_schema()
 
 
+async def get_cluster(control: CrawlControl, call: ApiCall) -> Any:
+    from courtier.cluster.report import DEFAULT_WORKER_TTL
+
+    raw = call.query.get("worker_ttl", str(DEFAULT_WORKER_TTL))
+    try:
+        ttl = float(raw)
+    except ValueError:
+        raise views.ApiInputError(f"worker_ttl must be a number of seconds, not {raw!r}") \
+            from None
+    if not 0 < ttl < 86_400:
+        raise views.ApiInputError("worker_ttl must be between 0 and 86400 seconds")
+    return await control.cluster(ttl)
+
+
 async def get_health(control: CrawlControl, call: ApiCall) -> Any:
     return {"status": "ok"}
 
@@ -195,6 +209,7 @@ OPERATIONS: list[tuple[str, str, Operation, bool]] = [
     ("GET", "/v1/hosts/top", get_top_hosts, False),
     ("GET", "/v1/events", get_events, False),
     ("GET", "/v1/events/schema", get_event_schema, False),
+    ("GET", "/v1/cluster", get_cluster, False),
     ("GET", "/healthz", get_health, False),
 ]
 

@@ -276,7 +276,8 @@ class ClusterStore(Protocol):
 
     async def add_scope_rules(self, rules: Sequence[ScopeRule]) -> int:
         """Store rules (``id`` ignored) not stored yet (by kind and value); return how
-        many were new. An unknown kind raises StoreError."""
+        many were new. An unknown kind, or an include/exclude value that is not a regular
+        expression, raises StoreError (and nothing of the call is stored)."""
 
     async def scope_rules(self, after: int = 0) -> list[ScopeRule]:
         """Rules with ``id > after`` in id order (poll to apply rules added elsewhere)."""

@@ -5,6 +5,7 @@ slot is granted."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -67,7 +68,14 @@ def ip_retry_at(next_allowed_at: float, expiries: Sequence[float], max_concurren
 
 
 def check_scope_kinds(rules: Sequence[ScopeRule]) -> None:
+    """StoreError for a rule of an unknown kind or an include/exclude that is no regex."""
     for rule in rules:
         if rule.kind not in SCOPE_KINDS:
             raise StoreError(f"unknown scope rule kind {rule.kind!r} (one of "
                              f"{', '.join(SCOPE_KINDS)})")
+        if rule.kind in ("include", "exclude"):
+            try:
+                re.compile(rule.value)
+            except re.error as exc:
+                raise StoreError(f"scope rule {rule.kind} {rule.value!r} is not a regular "
+                                 f"expression: {exc}") from None

@@ -59,6 +59,13 @@ async def fenced_shards(conn: Conn, epochs: Mapping[int, int]) -> set[int]:
     return {s for s, e in items if stored.get(s, 0) == e}
 
 
+async def lock_in_order(conn: Conn, shards: Sequence[int]) -> None:
+    """Lock lease rows in shard order, as acquisitions do, so that a renewal or a release
+    racing an acquisition of the same shards waits instead of deadlocking."""
+    await conn.execute("SELECT 1 FROM shards WHERE shard = ANY($1::integer[])"
+                       " ORDER BY shard FOR UPDATE", sorted(shards))
+
+
 class PostgresCluster:
     """Mixed into PostgresStore (which provides ``_run``)."""
 
@@ -126,6 +133,7 @@ class PostgresCluster:
             return set()
 
         async def job(conn: Conn) -> set[int]:
+            await lock_in_order(conn, [s for s, _ in items])
             rows = await conn.fetch(
                 "UPDATE shards s SET lease_expires_at = courtier_now() + $3"
                 " FROM unnest($1::integer[], $2::bigint[]) AS t(shard, epoch)"
@@ -142,6 +150,7 @@ class PostgresCluster:
         fence = [0 if epochs is None else epochs[s] for s in wanted]
 
         async def job(conn: Conn) -> None:
+            await lock_in_order(conn, wanted)
             rows = await conn.fetch(
                 "UPDATE shards s SET owner = NULL, epoch = s.epoch + 1, lease_expires_at = 0,"
                 " acquired_at = 0 FROM unnest($1::integer[], $2::bigint[]) AS t(shard, epoch)"
