@@ -214,6 +214,7 @@ def test_record_figures_from_a_real_crawl_directory(tmp_path: Path) -> None:
     import json
 
     import record_figures
+
     from courtier.demo import run_demo
     from courtier.ops.figures import load_figures
 

@@ -26,14 +26,12 @@ from courtier.cluster.coordinator import ShardCoordinator
 from courtier.cluster.ip_slots import IpSlots
 from courtier.config import CrawlConfig
 from courtier.day_counts import DayCountLedger
-from courtier.domain_policy import policy_in_force, policy_of_record
 from courtier.errors import StoreError
 from courtier.fetch.transport import FetchLimits, Transport
 from courtier.frontier.budget import DailyBudget
-from courtier.frontier.host import domain_host_key
 from courtier.frontier.lease import Lease, LeaseKind
 from courtier.frontier.scheduler import Frontier
-from courtier.intake import Intake, apply_scope_rules, seed_scope_rules
+from courtier.intake import Intake
 from courtier.metrics import CrawlMetrics
 from courtier.parse.offload import OffLoopParser
 from courtier.politeness.audit import LeaseAuditor
@@ -52,6 +50,7 @@ from courtier.store.base import (
 )
 from courtier.urls import SHARD_COUNT
 from courtier.worker_fetch import FetchSteps
+from courtier.worker_refill import RefillSteps
 from courtier.worker_shards import ShardSteps
 
 log = logging.getLogger("courtier.worker")
@@ -66,6 +65,7 @@ REPORT_EVERY = 0.25      # seconds between progress figure updates
 RERANK_EVERY = 60.0      # seconds: URLs that became overdue in memory move ahead
 POLICY_POLL = 1.0        # seconds: policy overrides from other processes apply within this
 STORE_RETRY = 1.0        # seconds to pause the loop after a store error
+CLUSTER_DONE_POLL = 1.0  # seconds between "is the whole crawl done?" looks of an idle worker
 
 
 @dataclass(slots=True)
@@ -108,7 +108,7 @@ class _Ticks:
     policy: float = float("-inf")
 
 
-class Worker(FetchSteps, ShardSteps):
+class Worker(RefillSteps, FetchSteps, ShardSteps):
     def __init__(
         self,
         config: CrawlConfig,
@@ -232,20 +232,6 @@ class Worker(FetchSteps, ShardSteps):
         self.metrics.fenced_requests.inc(sum(not t.done() for t in self._tasks))
         self._cancel_in_flight()
 
-    async def add_seeds(self, rows: Sequence[NewUrl]) -> int:
-        """Queue seed rows; their hosts join the scope of every worker of the crawl."""
-        added = await self.store.add_urls(rows)
-        self.intake.remember(r.url_key for r in rows)
-        await self.store.add_scope_rules(seed_scope_rules(rows))
-        return added
-
-    async def _apply_scope_rules(self) -> None:
-        """Scope rules added by any process (seeds given to another worker) apply here."""
-        rules = await self.store.scope_rules(after=self._scope_cursor)
-        if rules:
-            apply_scope_rules(self.intake.scope, rules)
-            self._scope_cursor = rules[-1].id
-
     # ---- the loop -----------------------------------------------------------------------
 
     async def run(self) -> CrawlStatus:
@@ -306,6 +292,7 @@ class Worker(FetchSteps, ShardSteps):
             ticks.refill = now
         self._collect_denials(now)
         await self._release_returned()
+        self._adopt_day_counts(now)
         if self._unqueued:
             rows, self._unqueued = self._unqueued, []
             try:
@@ -356,7 +343,7 @@ class Worker(FetchSteps, ShardSteps):
             self._idle_until = pending_at
             return False
         if self.coordinator is not None and not await self._cluster_done(now):
-            self._idle_until = now + self.idle_poll
+            self._idle_until = now + CLUSTER_DONE_POLL  # others may still find work for us
             return False
         self.status.left_for_later = pending_at is not None
         if self.status.left_for_later:
@@ -409,117 +396,6 @@ class Worker(FetchSteps, ShardSteps):
             self._drop_lost(lost)  # those shards only: the others go on
             if not self.shards:
                 self.request_stop("lost shard leases")
-
-    async def _apply_policies(self, since: float) -> None:
-        """Apply policy overrides set by another process (CLI, API) to known hosts."""
-        frontier = self.frontier
-        for record in await self.store.policies_changed(since):
-            key = record.host_key
-            if frontier.knows_host(key):
-                policy, inherited = await policy_in_force(self.store, key, record)
-                frontier.set_policy(key, policy)
-                frontier.hosts[key].inherited_policy = inherited
-            own = policy_of_record(record)
-            for host in list(frontier.hosts.values()):  # subdomains without their own policy
-                if domain_host_key(host.host_key) == key and (
-                        host.inherited_policy or host.policy.is_default()):
-                    frontier.set_policy(host.host_key, own)
-                    host.inherited_policy = not own.is_default()
-
-    async def _refill(self, now: float) -> None:
-        config, frontier = self.config, self.frontier
-        room = config.memory_window - frontier.queued
-        if room < config.memory_window // 2 or not self.shards:
-            return
-        if self._loaded:  # rows a failed refill took but could not hand to the frontier
-            due, self._loaded = self._loaded, []
-            ours = set(self.shards)
-            await self._release_items([(d, d.next_fetch_at) for d in due if d.shard not in ours])
-            due = [d for d in due if d.shard in ours]
-        else:
-            due = await self.store.load_due(
-                self.shards, now, room, config.host_window,
-                skip_hosts=frontier.full_hosts(config.host_window // 2),
-                epochs={s: frontier.epochs[s] for s in self.shards if s in frontier.epochs},
-            )
-        try:
-            await self._register_hosts(due)
-        except StoreError:
-            self._loaded = due  # SCHEDULED in the store: kept, never stranded
-            raise
-        frontier.add(due)
-        frontier.forget_idle_hosts(keep=max(1000, config.memory_window // 4))
-
-    async def _register_hosts(self, due: list[DueUrl]) -> None:
-        """Register the hosts of ``due`` not known yet: robots copy, policy, day counts and
-        politeness clocks from the store (none is requested before this is done)."""
-        frontier = self.frontier
-        new_hosts = {d.host_key: d.shard for d in due if not frontier.knows_host(d.host_key)}
-        if not new_hosts:
-            return
-        # every store read first: a failure registers nothing, and the retry does it all
-        found = []
-        for host_key, shard in new_hosts.items():
-            record = await self.store.load_host(host_key)
-            policy, inherited = await policy_in_force(self.store, host_key, record)
-            found.append((host_key, shard, record, policy, inherited))
-        budgeted = [key for key, _, _, policy, _ in found if policy.max_pages is not None]
-        counts = await self.store.load_day_counts(budgeted) if budgeted else {}
-        clocks = await self._load_host_clocks(list(new_hosts))
-        for host_key, shard, record, policy, inherited in found:
-            ip = await self.resolve_ip(host_key) if self.resolve_ip is not None else None
-            frontier.register_host(host_key, shard, record, ip)
-            if inherited:  # the registrable domain's policy covers this subdomain
-                frontier.set_policy(host_key, policy)
-                frontier.hosts[host_key].inherited_policy = True
-        for count in counts.values():  # max-pages-per-day windows continue across restarts
-            frontier.restore_day_pages(count.key, count.day_start, count.used)
-        self._restore_host_clocks(list(new_hosts), clocks)  # before any request to them
-
-    def _collect_denials(self, now: float) -> None:
-        for due, reason, digest in self.frontier.take_denied():
-            epoch = self.frontier.epochs.get(due.shard, 0)
-            self._pending.append(self.processor.denied(due, reason, digest, epoch, now))
-
-    async def _release_returned(self) -> None:
-        await self._release_items(self.frontier.take_released())
-
-    async def _release_items(self, items: list[tuple[DueUrl, float]]) -> None:
-        """Give URLs back to the store, only for shards still held with our epoch. After a
-        store error they are kept and go with the next call."""
-        if self._unreleased:
-            items, self._unreleased = self._unreleased + items, []
-        if not items:
-            return
-        try:
-            await self.store.release([(due.url_key, at) for due, at in items],
-                                     epochs=dict(self.frontier.epochs))
-        except StoreError:
-            self._unreleased = items
-            raise
-
-    async def _restore_budget(self, now: float) -> None:
-        """The global daily budget continues the window an earlier run saved."""
-        if self.config.daily_budget is None:
-            return
-        self._budget = DailyBudget(self.config.daily_budget, now)
-        saved = (await self.store.load_day_counts([DAILY_BUDGET_KEY])).get(DAILY_BUDGET_KEY)
-        if saved is not None:
-            self._budget.restore(saved.day_start, saved.used, now)
-
-    def _budget_left(self, now: float) -> bool:
-        """The global daily fetch budget, paced (see frontier/budget.py)."""
-        if self.config.daily_budget is None:
-            return True
-        if self._budget is None:
-            self._budget = DailyBudget(self.config.daily_budget, now)
-        if self._budget.allows(now):
-            self._budget_spent_until = None
-            return True
-        self._budget_spent_until = self._budget.next_allowed(now)
-        if self._budget.spent_for_today(now) and not self.config.continuous:
-            self.request_stop("daily budget spent")
-        return False
 
     def _issue(self) -> None:
         max_pages = self.config.max_pages

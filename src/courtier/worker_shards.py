@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Collection
+from typing import TYPE_CHECKING
 
 from courtier.clock import Clock
 from courtier.cluster.coordinator import ShardChanges, ShardCoordinator
@@ -58,9 +59,10 @@ class ShardSteps:
     _unreleased_shards: set[int]
     drain_timeout: float
 
-    async def _flush(self) -> None: ...
+    if TYPE_CHECKING:  # the worker's (worker.py, worker_refill.py); no stub may shadow them
+        async def _flush(self) -> None: ...
 
-    async def _release_items(self, items: list[tuple[DueUrl, float]]) -> None: ...
+        async def _release_items(self, items: list[tuple[DueUrl, float]]) -> None: ...
 
     # ---- applying the coordinator's decisions ------------------------------------------------
 
