@@ -118,12 +118,6 @@ def seed_scope_rules(rows: Iterable[NewUrl]) -> list[ScopeRule]:
     return list(rules.values())
 
 
-def apply_scope_rules(scope: Scope, rules: Iterable[ScopeRule]) -> None:
-    """Add rules stored by any process of the crawl to this process's scope."""
-    for rule in rules:
-        scope.apply_rule(rule)
-
-
 class Intake:
     """Turns candidate URLs into NewUrl rows for the store.
 

@@ -24,6 +24,7 @@ from courtier.archive.base import ArchiveWriter
 from courtier.clock import Clock
 from courtier.cluster.coordinator import ShardCoordinator
 from courtier.cluster.ip_slots import IpSlots
+from courtier.cluster.shared_scope import ScopeFollower
 from courtier.config import CrawlConfig
 from courtier.day_counts import DayCountLedger
 from courtier.errors import StoreError
@@ -199,8 +200,9 @@ class Worker(RefillSteps, FetchSteps, ShardSteps):
         self._budget: DailyBudget | None = None
         self._budget_spent_until: float | None = None
         self._day_counts = DayCountLedger(store)
-        self._scope_cursor = 0
+        self._scope_rules = ScopeFollower(intake.scope)  # rules stored by any process
         self._unqueued: list[NewUrl] = []
+        self._refill_uncertain = False
         self._loaded: list[DueUrl] = []                  # refilled, hosts not registered yet
         self._unreleased: list[tuple[DueUrl, float]] = []  # to give back (after a store error)
 

@@ -13,6 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
+from courtier.cluster.shared_scope import ScopeFollower
 from courtier.config import CrawlConfig
 from courtier.day_counts import DayCountLedger
 from courtier.domain_policy import policy_in_force, policy_of_record
@@ -20,7 +21,7 @@ from courtier.errors import StoreError
 from courtier.frontier.budget import DAY, DailyBudget
 from courtier.frontier.host import domain_host_key
 from courtier.frontier.scheduler import Frontier
-from courtier.intake import Intake, apply_scope_rules, seed_scope_rules
+from courtier.intake import Intake, seed_scope_rules
 from courtier.process import PageProcessor
 from courtier.store.base import DAILY_BUDGET_KEY, DueUrl, FetchCommit, NewUrl, Store
 from courtier.store.cluster import HostClock
@@ -42,8 +43,9 @@ class RefillSteps:
     _day_counts: DayCountLedger
     _budget: DailyBudget | None
     _budget_spent_until: float | None
-    _scope_cursor: int
+    _scope_rules: ScopeFollower
     _loaded: list[DueUrl]
+    _refill_uncertain: bool
     _unreleased: list[tuple[DueUrl, float]]
 
     if TYPE_CHECKING:  # the worker's (worker.py, worker_shards.py); no stub may shadow them
@@ -56,17 +58,15 @@ class RefillSteps:
 
     async def add_seeds(self, rows: Sequence[NewUrl]) -> int:
         """Queue seed rows; their hosts join the scope of every worker of the crawl."""
+        # the rules first: a worker that loads one of these rows has the rule to load too
+        await self.store.add_scope_rules(seed_scope_rules(rows))
         added = await self.store.add_urls(rows)
         self.intake.remember(r.url_key for r in rows)
-        await self.store.add_scope_rules(seed_scope_rules(rows))
         return added
 
     async def _apply_scope_rules(self) -> None:
         """Scope rules added by any process (seeds given to another worker) apply here."""
-        rules = await self.store.scope_rules(after=self._scope_cursor)
-        if rules:
-            apply_scope_rules(self.intake.scope, rules)
-            self._scope_cursor = rules[-1].id
+        await self._scope_rules.poll(self.store)
 
     async def _apply_policies(self, since: float) -> None:
         """Apply policy overrides set by another process (CLI, API) to known hosts."""
@@ -95,11 +95,20 @@ class RefillSteps:
             await self._release_items([(d, d.next_fetch_at) for d in due if d.shard not in ours])
             due = [d for d in due if d.shard in ours]
         else:
-            due = await self.store.load_due(
-                self.shards, now, room, config.host_window,
-                skip_hosts=frontier.full_hosts(config.host_window // 2),
-                epochs={s: frontier.epochs[s] for s in self.shards if s in frontier.epochs},
-            )
+            if self._refill_uncertain:
+                await self._recover_refill()
+            epochs = {s: frontier.epochs[s] for s in self.shards if s in frontier.epochs}
+            try:
+                due = await self.store.load_due(
+                    self.shards, now, room, config.host_window,
+                    skip_hosts=frontier.full_hosts(config.host_window // 2), epochs=epochs)
+            except StoreError:
+                # the refill may have been applied with its answer lost: rows SCHEDULED
+                # that this worker never saw; recovered before the next refill
+                self._refill_uncertain = True
+                raise
+            if due:  # scope rules stored with these rows' seeds apply before their links
+                await self._apply_scope_rules()
         try:
             await self._register_hosts(due)
         except StoreError:
@@ -107,6 +116,18 @@ class RefillSteps:
             raise
         frontier.add(due)
         frontier.forget_idle_hosts(keep=max(1000, config.memory_window // 4))
+
+    async def _recover_refill(self) -> None:
+        """After a refill whose outcome is unknown: return every SCHEDULED row of our
+        shards to QUEUED (fenced by our epochs) and drop the queued copies in memory, so
+        no row stays SCHEDULED unseen. Fetches in flight go on (their commits still
+        apply); a row of one of them may be fetched once more, never concurrently (the
+        host's in-flight count still holds)."""
+        epochs = {s: self.frontier.epochs[s] for s in self.shards if s in self.frontier.epochs}
+        self.frontier.drain_shards(set(epochs))
+        await self.store.reset_scheduled(sorted(epochs), epochs)
+        self._refill_uncertain = False
+        log.warning("refill outcome unknown after a store error: %d shards reset", len(epochs))
 
     async def _register_hosts(self, due: list[DueUrl]) -> None:
         """Register the hosts of ``due`` not known yet: robots copy, policy, day counts and

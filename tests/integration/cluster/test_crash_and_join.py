@@ -51,6 +51,7 @@ async def test_kill_9_of_one_worker_moves_its_shards_and_loses_nothing(cluster: 
     # every shard of the dead worker had a new owner within its lease TTL + 5 s
     worst = max(after[s].acquired_at for s in victim) - killed_at_wall
     assert worst <= TTL + 5.0, worst
+    print(f"takeover after kill: every shard owned again {worst:.2f} s after the kill")
     assert all(after[s].epoch > {x.shard: x for x in before.leases}[s].epoch for s in victim)
     await finish(cluster, expected)
 
@@ -81,11 +82,14 @@ async def test_a_fourth_worker_takes_a_quarter_of_the_shards_gracefully(
                    lambda: settled(("w0", "w1", "w2")))
     await wait_for("the crawl under way", _has_fetched(cluster, "w0", 5))
     before = await cluster.owners()
+    joined_at = time.monotonic()
     await cluster.start("w3")
     await wait_for("four workers owning their rendezvous targets",
                    lambda: settled(("w0", "w1", "w2", "w3")))
     after = await cluster.owners()
     moved = {s for s in before if after[s] != before[s]}
+    print(f"join settled: {len(moved)} shards moved to the newcomer "
+          f"{time.monotonic() - joined_at:.2f} s after it was started")
     assert {after[s] for s in moved} == {"w3"}, "a shard moved to an old worker"
     assert 0.15 <= len(moved) / SHARD_COUNT <= 0.35, len(moved)
     view = await cluster.view()
