@@ -11,6 +11,9 @@ import asyncio
 import contextlib
 import fcntl
 import logging
+import os
+import re
+import secrets
 import signal
 import socket
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
@@ -23,6 +26,8 @@ from courtier.archive.recovery import recover_warc_dir
 from courtier.archive.spool import SpooledArchive, is_remote, storage_options
 from courtier.archive.warc import WarcWriter
 from courtier.clock import Clock, RealClock
+from courtier.cluster.coordinator import LeaseSettings, ShardCoordinator
+from courtier.cluster.timed_store import with_call_timeout
 from courtier.config import CrawlConfig, api_address
 from courtier.errors import ConfigError, FetchError, InvalidURL
 from courtier.fetch.aiohttp_transport import AiohttpTransport
@@ -34,7 +39,7 @@ from courtier.loopwatch import LoopLagMonitor
 from courtier.metrics import CrawlMetrics
 from courtier.progress import Progress
 from courtier.store.base import NewUrl, Store
-from courtier.store.open import open_store, store_url
+from courtier.store.open import is_shared, open_store, store_url
 from courtier.urls import canonicalize, registrable_domain
 from courtier.worker import CrawlStatus, Worker
 
@@ -126,8 +131,20 @@ async def crawl(
             if report_problem is not None:
                 report_problem(problem)
         metrics = CrawlMetrics()
-        worker = Worker(config, store, transport, archive, clock, intake, on_progress=progress,
-                        resolve_ip=host_ip_lookup(resolver), metrics=metrics)
+        coordinator = None
+        worker_store = store
+        if is_shared(store_url(config.store)):  # many workers may share this crawl
+            worker_store = with_call_timeout(store)  # a hung call is retried, not waited on
+            coordinator = ShardCoordinator(
+                worker_store, worker_id_of(config), clock,
+                LeaseSettings(config.lease_ttl, config.worker_weight),
+                info={"host": socket.gethostname(), "pid": os.getpid(),
+                      "api": config.api or "", "data": str(config.data)})
+        worker = Worker(config, worker_store, transport, archive, clock, intake,
+                        on_progress=progress,
+                        resolve_ip=host_ip_lookup(resolver), metrics=metrics,
+                        coordinator=coordinator)
+        transport.send_gate = worker.may_start  # the last check before a request is written
         lag_monitor = LoopLagMonitor(metrics)
         if isinstance(archive, SpooledArchive):
             worker.metrics.warc_upload_backlog.set_function(lambda: archive.backlog)
@@ -183,6 +200,23 @@ async def crawl(
             await archive.drain()
         await transport.close()
         await store.close()
+
+
+def worker_id_of(config: CrawlConfig) -> str:
+    """``--worker-id``, else the id kept in ``DATA/worker-id`` (made once: host name and a
+    random suffix). The data-dir lock makes it one live process per id, so a restarted
+    worker may take its own leases back at once without waiting for them to expire."""
+    if config.worker_id:
+        return config.worker_id
+    path = config.data / "worker-id"
+    with contextlib.suppress(OSError):
+        text = path.read_text(encoding="utf-8").strip()
+        if text:
+            return text
+    name = re.sub(r"[^A-Za-z0-9.-]", "-", socket.gethostname())[:60] or "worker"
+    made = f"{name}-{secrets.token_hex(3)}"
+    path.write_text(made + "\n", encoding="utf-8")
+    return made
 
 
 def open_archive(config: CrawlConfig, store: Store) -> SpooledArchive:

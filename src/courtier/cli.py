@@ -118,6 +118,11 @@ def add_crawl_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--durability", choices=("normal", "full"),
                    help="SQLite commits: normal (default; the last commits may be lost on power "
                         "loss or an OS crash, never on a process crash) or full (fsync each)")
+    p.add_argument("--lease-ttl", type=float,
+                   help="seconds a shard lease lasts without renewal (PostgreSQL store; 30)")
+    p.add_argument("--worker-id", help="this worker's id in the cluster (DATA/worker-id)")
+    p.add_argument("--worker-weight", type=float,
+                   help="this worker's share of the shards relative to the others (1)")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
 
 
@@ -127,6 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     crawl = sub.add_parser("crawl", help="crawl from seeds; resumes on the same --data")
     add_crawl_flags(crawl)
+    crawl.add_argument("--workers", type=int,
+                       help="worker processes on this machine, one per core "
+                            "(needs a PostgreSQL --store; 1)")
     worker = sub.add_parser(
         "worker", help="long-running service: crawl continuously (recrawls included) and "
                        "always serve the admin API (default 127.0.0.1:8790)")
@@ -184,7 +192,12 @@ def cmd_crawl(args: argparse.Namespace) -> int:
         pass  # a service may start empty: seeds arrive through the API
     elif not config.seeds and config.seeds_file is None and not resuming:
         raise ConfigError("no seeds: give seed URLs, --seeds-file, or --data of an earlier crawl")
-    status = run(config, config.progress, _print_problem)
+    if config.workers > 1:
+        from courtier.cluster.local import run_local_cluster
+
+        status = run_local_cluster(config, _print_problem)
+    else:
+        status = run(config, config.progress, _print_problem)
     print(summary_line(status))
     print(f"courtier: data in {config.data} (WARC files under "
           f"{config.archive or config.data / 'warc'})")

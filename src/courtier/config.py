@@ -87,6 +87,10 @@ class CrawlConfig:
     linger: float = 120.0
     progress: str = "auto"
     durability: str = "normal"         # SQLite synchronous: normal (WAL default) or full
+    lease_ttl: float = 30.0            # seconds a shard lease lasts without renewal (cluster)
+    worker_id: str | None = None       # this worker's id in the cluster (DATA/worker-id)
+    worker_weight: float = 1.0         # share of the shards relative to other workers
+    workers: int = 1                   # crawl: worker processes on this machine (PostgreSQL)
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def validate(self) -> CrawlConfig:
@@ -129,6 +133,15 @@ class CrawlConfig:
             raise ConfigError("--low-speed-time must be > 0 seconds")
         if self.header_timeout <= 0:
             raise ConfigError("--header-timeout must be > 0 seconds")
+        if self.lease_ttl < 2.0:
+            raise ConfigError("--lease-ttl must be >= 2 seconds")
+        if self.worker_weight <= 0:
+            raise ConfigError("--worker-weight must be > 0")
+        if self.workers < 1:
+            raise ConfigError("--workers must be >= 1")
+        if self.worker_id is not None and not re.fullmatch(r"[A-Za-z0-9._:@-]{1,100}",
+                                                           self.worker_id):
+            raise ConfigError("--worker-id: 1-100 letters, digits or . _ : @ -")
         if self.concurrency < 1:
             raise ConfigError("--concurrency must be >= 1")
         if self.scope not in SCOPES:

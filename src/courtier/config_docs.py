@@ -24,7 +24,7 @@ class SettingDoc:
 
 
 SECTIONS = ("Crawl", "Politeness", "Scope", "Limits", "Fetching", "Freshness", "Storage",
-            "Service")
+            "Service", "Cluster")
 
 SETTING_DOCS: dict[str, SettingDoc] = {
     "data": SettingDoc("Storage", "Crawl home: the SQLite store `courtier.db` and the WARC "
@@ -153,4 +153,16 @@ SETTING_DOCS: dict[str, SettingDoc] = {
     "durability": SettingDoc("Storage", "SQLite commits: `normal` (WAL, survives kill -9; the "
                              "last commits may be lost on power loss or an OS crash) or "
                              "`full` (fsync every commit)."),
+    "lease_ttl": SettingDoc("Cluster", "How long a shard lease lasts without renewal (PostgreSQL "
+                            "store). Renewed every sixth of it; a worker that cannot renew "
+                            "stops starting requests a quarter of it before expiry; a dead "
+                            "worker's shards are taken over after it (docs/deployment.md).",
+                            "seconds"),
+    "worker_id": SettingDoc("Cluster", "This worker's id among the workers of one crawl "
+                            "(default: `HOSTNAME-RANDOM`, kept in `DATA/worker-id` so a restart "
+                            "takes its own leases back at once)."),
+    "worker_weight": SettingDoc("Cluster", "Share of the shards this worker takes relative to "
+                                "the others (2: twice as many as a worker of weight 1)."),
+    "workers": SettingDoc("Cluster", "`courtier crawl`: worker processes to run on this machine "
+                          "(one per core); more than 1 needs a PostgreSQL `--store`."),
 }

@@ -56,6 +56,13 @@ class FetchError(CourtierError):
     kind = "error"
 
 
+class SendRefused(CourtierError):
+    """A request was not sent because the worker may no longer own its shard (fenced).
+
+    Not a :class:`FetchError`: nothing was asked of the server, so the host is not
+    backed off and the URL goes back to the queue unchanged."""
+
+
 class BlockedAddressError(FetchError):
     kind = "blocked"
 

@@ -8,6 +8,7 @@ the store's unique key stays the truth about "seen").
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections import OrderedDict
 from collections.abc import Iterable
@@ -104,6 +105,17 @@ class Scope:
         if any(p.search(url.url) for p in self.exclude):
             return "matched by --exclude"
         return None
+
+
+def seed_scope_rules(rows: Iterable[NewUrl]) -> list[ScopeRule]:
+    """The shared scope rules seed rows (depth 0) stand for (:meth:`Scope.rules_for`)."""
+    rules: dict[tuple[str, str], ScopeRule] = {}
+    for row in rows:
+        if row.depth == 0:
+            with contextlib.suppress(InvalidURL):
+                for rule in Scope.rules_for(canonicalize(row.url)):
+                    rules[(rule.kind, rule.value)] = rule
+    return list(rules.values())
 
 
 class Intake:

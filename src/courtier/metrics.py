@@ -130,6 +130,18 @@ class CrawlMetrics:
                                       registry=r)
         self.shard_leases_lost = Counter("courtier_shard_leases_lost",
                                          "shards whose lease this process lost", registry=r)
+        self.shard_moves = Counter(
+            "courtier_shard_moves",
+            "shards gained (gained, takeover: from an expired owner) or handed over (handover)",
+            ["kind"], registry=r)
+        self.store_pauses = Counter(
+            "courtier_store_pauses",
+            "times the crawl loop paused because the store did not answer", registry=r)
+        self.fenced_requests = Counter(
+            "courtier_fenced_requests",
+            "requests not sent, or cancelled in flight, because the shard leases could not "
+            "be renewed in time or were lost to another worker",
+            registry=r)
         self.consumer_lag = Gauge(
             "courtier_outbox_consumer_lag_events",
             "outbox events after the last cursor read through the API (capped at 10,000)",

@@ -1,4 +1,9 @@
-"""One crawl process: shard ownership and the loop frontier → fetch → archive → commit.
+"""One crawl process: the loop frontier → fetch → archive → commit.
+
+One fetch is :mod:`courtier.worker_fetch`; shards gained, lost and handed over
+while the loop runs (many workers on one crawl) are :mod:`courtier.worker_shards`.
+Alone (no coordinator) the worker leases every shard at start and renews them;
+a shard whose lease it loses is dropped, not the whole crawl.
 
 The loop is single-threaded asyncio. Fetches run as tasks (at most
 ``concurrency``); everything that touches the frontier runs on the loop, so
@@ -14,49 +19,40 @@ import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 
-from courtier import planning
 from courtier.archive.base import ArchiveWriter
-from courtier.archive.warc import sha256_digest
 from courtier.clock import Clock
+from courtier.cluster.coordinator import ShardCoordinator
+from courtier.cluster.ip_slots import IpSlots
+from courtier.cluster.shared_scope import ScopeFollower
 from courtier.config import CrawlConfig
 from courtier.day_counts import DayCountLedger
-from courtier.dedup.pages import FirstCopy
-from courtier.domain_policy import policy_in_force, policy_of_record
-from courtier.errors import (
-    ArchiveError,
-    BlockedAddressError,
-    FetchError,
-    InvalidURL,
-    StoreError,
-)
-from courtier.fetch.transport import FetchLimits, FetchRequest, FetchResponse, Transport
+from courtier.errors import StoreError
+from courtier.fetch.transport import FetchLimits, Transport
 from courtier.frontier.budget import DailyBudget
-from courtier.frontier.host import domain_host_key
-from courtier.frontier.lease import FetchFeedback, Lease, LeaseKind
+from courtier.frontier.lease import Lease, LeaseKind
 from courtier.frontier.scheduler import Frontier
 from courtier.intake import Intake
-from courtier.metrics import CrawlMetrics, status_class
-from courtier.parse.html import ParsedPage
+from courtier.metrics import CrawlMetrics
 from courtier.parse.offload import OffLoopParser
-from courtier.parse.sitemaps import SitemapResult
 from courtier.politeness.audit import LeaseAuditor
-from courtier.politeness.delays import DelayPolicy, parse_retry_after
+from courtier.politeness.delays import DelayPolicy
 from courtier.politeness.robots import MAX_ROBOTS_BYTES, product_token
-from courtier.politeness.robots_offload import parse_off_loop
-from courtier.politeness.robots_state import INCOMPLETE_ROBOTS, RobotsPolicy
-from courtier.process import SITEMAP_PRIORITY, PageProcessor, is_html, looks_like_sitemap
+from courtier.politeness.robots_state import RobotsPolicy
+from courtier.process import PageProcessor
 from courtier.progress_text import waiting_text
 from courtier.store.base import (
     DAILY_BUDGET_KEY,
+    DueUrl,
     FetchCommit,
-    HostRecord,
     HostStatsDelta,
     NewUrl,
     Store,
 )
-from courtier.urls import SHARD_COUNT, canonicalize
+from courtier.urls import SHARD_COUNT
+from courtier.worker_fetch import FetchSteps
+from courtier.worker_refill import RefillSteps
+from courtier.worker_shards import ShardSteps
 
 log = logging.getLogger("courtier.worker")
 
@@ -71,7 +67,8 @@ RERANK_EVERY = 60.0      # seconds: URLs that became overdue in memory move ahea
 #: seconds between steps of the refresh planner's budget controller (frontier/planner.py)
 REPLAN_EVERY = 600.0
 POLICY_POLL = 1.0        # seconds: policy overrides from other processes apply within this
-ARCHIVE_RETRY = 5.0      # seconds to wait after a WARC write error (disk full…)
+STORE_RETRY = 1.0        # seconds to pause the loop after a store error
+CLUSTER_DONE_POLL = 1.0  # seconds between "is the whole crawl done?" looks of an idle worker
 
 
 @dataclass(slots=True)
@@ -105,7 +102,18 @@ class CrawlStatus:
         return self.fetched / elapsed if elapsed > 0 else 0.0
 
 
-class Worker:
+@dataclass(slots=True)
+class _Ticks:
+    """When the loop last did each periodic step (clock time)."""
+
+    rerank: float
+    commit: float = float("-inf")
+    refill: float = float("-inf")
+    renew: float = float("-inf")
+    policy: float = float("-inf")
+
+
+class Worker(RefillSteps, FetchSteps, ShardSteps):
     def __init__(
         self,
         config: CrawlConfig,
@@ -120,6 +128,7 @@ class Worker:
         resolve_ip: Callable[[str], Awaitable[str | None]] | None = None,
         record_lags: bool = False,
         metrics: CrawlMetrics | None = None,
+        coordinator: ShardCoordinator | None = None,
     ) -> None:
         self.config = config
         self.store = store
@@ -128,7 +137,27 @@ class Worker:
         self.clock = clock
         self.intake = intake
         self.owner = owner
-        self.shards = list(range(SHARD_COUNT)) if shards is None else list(shards)
+        self.coordinator = coordinator
+        #: shards this worker refills from (held, not draining); the coordinator's in a cluster
+        self.shards = [] if coordinator is not None else (
+            list(range(SHARD_COUNT)) if shards is None else list(shards))
+        self.may_start = coordinator.may_start if coordinator is not None else _always
+        if coordinator is not None:
+            coordinator.on_fence = self._fence
+            coordinator.on_change = self.wake
+        self.ip_slots = None
+        if coordinator is not None and config.max_in_flight_per_ip > 0:
+            self.ip_slots = IpSlots(store, coordinator, clock, config.max_in_flight_per_ip,
+                                    config.ip_delay, config.total_timeout + 5.0)
+        self._task_leases: dict[asyncio.Task[None], Lease] = {}
+        self._gained: dict[int, tuple[float, bool]] = {}
+        self._draining: dict[int, float] = {}
+        self._forgetting: set[int] = set()
+        self._drain_cancels: dict[str, float] = {}
+        self._unreleased_shards: set[int] = set()
+        #: a drain cancels fetches still running after this (before the lease is at risk)
+        self.drain_timeout = min(config.total_timeout,
+                                 coordinator.settings.fence_margin if coordinator else 5.0)
         self.on_progress = on_progress
         self.resolve_ip = resolve_ip
         self.record_lags = record_lags
@@ -177,6 +206,11 @@ class Worker:
         self._budget_spent_until: float | None = None
         self._day_counts = DayCountLedger(store)
         self._last_replan = float("-inf")
+        self._scope_rules = ScopeFollower(intake.scope)  # rules stored by any process
+        self._unqueued: list[NewUrl] = []
+        self._refill_uncertain = False
+        self._loaded: list[DueUrl] = []                  # refilled, hosts not registered yet
+        self._unreleased: list[tuple[DueUrl, float]] = []  # to give back (after a store error)
 
     # ---- control ------------------------------------------------------------------------
 
@@ -201,65 +235,99 @@ class Worker:
         for task in list(self._tasks):
             task.cancel()
 
-    async def add_seeds(self, rows: Sequence[NewUrl]) -> int:
-        added = await self.store.add_urls(rows)
-        self.intake.remember(r.url_key for r in rows)
-        return added
+    def _fence(self) -> None:
+        """The leases may expire before we can renew them: cancel every fetch now."""
+        self.metrics.fenced_requests.inc(sum(not t.done() for t in self._tasks))
+        self._cancel_in_flight()
 
     # ---- the loop -----------------------------------------------------------------------
 
     async def run(self) -> CrawlStatus:
-        clock, store, frontier, _config = self.clock, self.store, self.frontier, self.config
+        clock, store, frontier = self.clock, self.store, self.frontier
         start = clock.now()
         self.status.started_at = start
-        epochs = await store.acquire_shards(self.owner, self.shards, start, SHARD_LEASE)
-        frontier.epochs = dict(epochs)
-        self.shards = sorted(epochs)
-        self.processor.planner.controller.share = len(self.shards) / SHARD_COUNT
-        await store.reset_scheduled(self.shards)
+        rounds: asyncio.Task[None] | None = None
+        if self.coordinator is None:
+            epochs = await store.acquire_shards(self.owner, self.shards, start, SHARD_LEASE)
+            frontier.epochs = dict(epochs)
+            self.shards = sorted(epochs)
+            await store.reset_scheduled(self.shards, epochs)
+        else:
+            with contextlib.suppress(StoreError):  # the rounds task retries
+                await self.coordinator.round()  # the first leases before the first refill
+            rounds = asyncio.create_task(self.coordinator.run())
         await self._restore_budget(start)
-        last_commit = last_refill = last_renew = last_policy = float("-inf")
-        last_rerank = start
+        ticks = _Ticks(rerank=start)
         try:
             while True:
-                now = clock.now()
-                if not self._stop.is_set():
-                    self._check_limits(now, start)
-                if now - last_renew >= SHARD_LEASE / 3:
-                    await self._renew(now)
-                    last_renew = now
-                if now - last_rerank >= RERANK_EVERY:
-                    frontier.rerank()
-                    last_rerank = now
-                    if now - self._last_replan >= REPLAN_EVERY:
-                        self.processor.planner.adjust(min(now - self._last_replan, 3600.0))
-                        self._last_replan = now
-                if now - last_policy >= POLICY_POLL:
-                    await self._apply_policies(last_policy - 2 * POLICY_POLL)
-                    last_policy = now
-                stopping = self._stop.is_set()
-                if not stopping and now - last_refill >= REFILL_EVERY:
-                    await self._refill(now)
-                    last_refill = now
-                self._collect_denials(now)
-                await self._release_returned()
-                if not stopping and now >= self._archive_trouble_until:
-                    self._issue()
-                if self._pending and (len(self._pending) >= COMMIT_BATCH
-                                      or now - last_commit >= COMMIT_EVERY or not self._tasks):
-                    await self._flush()
-                    last_commit = clock.now()
-                self._report(now)
-                if not self._tasks and not self._pending:
-                    if stopping:
+                try:
+                    if await self._turn(ticks, start):
                         break
-                    if frontier.queued == 0 and await self._nothing_due(now):
-                        self.status.stop_reason = "nothing due"
-                        break
-                await self._wait(now)
+                except StoreError as exc:
+                    # a lost connection, a restarting server: nothing in memory is lost
+                    # (buffers are retried); pause, then go on with fresh connections
+                    self.metrics.store_pauses.inc()
+                    log.error("store unavailable, pausing %.0f s: %s", STORE_RETRY, exc)
+                    await asyncio.sleep(STORE_RETRY)
         finally:
+            if rounds is not None:
+                rounds.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await rounds
             await self._shutdown()
         return self.status
+
+    async def _turn(self, ticks: _Ticks, start: float) -> bool:
+        """One turn of the loop; True when the crawl is over."""
+        clock, frontier = self.clock, self.frontier
+        now = clock.now()
+        if not self._stop.is_set():
+            self._check_limits(now, start)
+        await self._apply_shard_changes()
+        # the refresh planner steers this worker's share of the daily budget
+        self.processor.planner.controller.share = len(self.shards) / SHARD_COUNT
+        if self.coordinator is None and now - ticks.renew >= SHARD_LEASE / 3:
+            await self._renew(now)
+            ticks.renew = now
+        if now - ticks.rerank >= RERANK_EVERY:
+            frontier.rerank()
+            ticks.rerank = now
+            if now - self._last_replan >= REPLAN_EVERY:
+                self.processor.planner.adjust(min(now - self._last_replan, 3600.0))
+                self._last_replan = now
+        if now - ticks.policy >= POLICY_POLL:
+            await self._apply_policies(ticks.policy - 2 * POLICY_POLL)
+            await self._apply_scope_rules()
+            ticks.policy = now
+        stopping = self._stop.is_set()
+        if not stopping and now - ticks.refill >= REFILL_EVERY:
+            await self._refill(now)
+            ticks.refill = now
+        self._collect_denials(now)
+        await self._release_returned()
+        self._adopt_day_counts(now)
+        if self._unqueued:
+            rows, self._unqueued = self._unqueued, []
+            try:
+                await self.store.add_urls(rows)
+            except StoreError:
+                self._unqueued = rows + self._unqueued
+                raise
+        if not stopping and now >= self._archive_trouble_until:
+            self._issue()
+        if self._pending and (len(self._pending) >= COMMIT_BATCH
+                              or now - ticks.commit >= COMMIT_EVERY or not self._tasks):
+            await self._flush()
+            ticks.commit = clock.now()
+        self._report(now)
+        if not self._tasks and not self._pending:
+            if stopping:
+                return True
+            if frontier.queued == 0 and await self._nothing_due(now):
+                self.status.stop_reason = "nothing due"
+                return True
+        await self._wait(now)
+        return False
 
     def _check_limits(self, now: float, start: float) -> None:
         config = self.config
@@ -287,12 +355,27 @@ class Worker:
         if pending_at is not None and pending_at - now <= self.config.linger:
             self._idle_until = pending_at
             return False
+        if self.coordinator is not None and not await self._cluster_done(now):
+            self._idle_until = now + CLUSTER_DONE_POLL  # others may still find work for us
+            return False
         self.status.left_for_later = pending_at is not None
         if self.status.left_for_later:
             with contextlib.suppress(StoreError):
                 self.status.left_unfetched, self.status.left_retrying = \
                     await self.store.pending_counts(self.shards)
         return True
+
+    async def _cluster_done(self, now: float) -> bool:
+        """Many workers: the crawl is over only when no worker holds a URL (none is
+        SCHEDULED) and no unfinished cycle of any shard is due within ``--linger``.
+        The count comes first: a URL taken after it is one that was QUEUED before, and
+        the second look sees it or the row that replaced it."""
+        if self._draining:
+            return False
+        if (await self.store.counts()).get("scheduled", 0):
+            return False
+        pending_at = await self.store.next_due_at(range(SHARD_COUNT), pending_only=True)
+        return pending_at is None or pending_at - now > self.config.linger
 
     async def _wait(self, now: float) -> None:
         wake = self.frontier.next_wake_at()
@@ -324,88 +407,9 @@ class Worker:
         held = await self.store.renew_shards(self.owner, self.frontier.epochs, now, SHARD_LEASE)
         lost = set(self.frontier.epochs) - held
         if lost:
-            self.metrics.shard_leases_lost.inc(len(lost))
-            log.error("lost the lease of %d shards; stopping", len(lost))
-            self.request_stop("lost shard leases")
-
-    async def _apply_policies(self, since: float) -> None:
-        """Apply policy overrides set by another process (CLI, API) to known hosts."""
-        frontier = self.frontier
-        for record in await self.store.policies_changed(since):
-            key = record.host_key
-            if frontier.knows_host(key):
-                policy, inherited = await policy_in_force(self.store, key, record)
-                frontier.set_policy(key, policy)
-                frontier.hosts[key].inherited_policy = inherited
-            own = policy_of_record(record)
-            for host in list(frontier.hosts.values()):  # subdomains without their own policy
-                if domain_host_key(host.host_key) == key and (
-                        host.inherited_policy or host.policy.is_default()):
-                    frontier.set_policy(host.host_key, own)
-                    host.inherited_policy = not own.is_default()
-
-    async def _refill(self, now: float) -> None:
-        config, frontier = self.config, self.frontier
-        room = config.memory_window - frontier.queued
-        if room < config.memory_window // 2:
-            return
-        due = await self.store.load_due(
-            self.shards, now, room, config.host_window,
-            skip_hosts=frontier.full_hosts(config.host_window // 2),
-        )
-        await planning.prepare(self.store, self.processor.planner, due)
-        new_hosts = {d.host_key: d.shard for d in due if not frontier.knows_host(d.host_key)}
-        budgeted: list[str] = []
-        for host_key, shard in new_hosts.items():
-            record = await self.store.load_host(host_key)
-            ip = await self.resolve_ip(host_key) if self.resolve_ip is not None else None
-            robots = (await parse_off_loop(record.robots_body, self.agent)
-                      if record is not None and record.robots_body is not None else None)
-            frontier.register_host(host_key, shard, record, ip, robots)
-            policy, inherited = await policy_in_force(self.store, host_key, record)
-            if inherited:  # the registrable domain's policy covers this subdomain
-                frontier.set_policy(host_key, policy)
-                frontier.hosts[host_key].inherited_policy = True
-            if policy.max_pages is not None:
-                budgeted.append(host_key)
-        if budgeted:  # max-pages-per-day windows continue across restarts
-            for count in (await self.store.load_day_counts(budgeted)).values():
-                frontier.restore_day_pages(count.key, count.day_start, count.used)
-        frontier.add(due)
-        frontier.forget_idle_hosts(keep=max(1000, config.memory_window // 4))
-
-    def _collect_denials(self, now: float) -> None:
-        for due, reason, digest in self.frontier.take_denied():
-            epoch = self.frontier.epochs.get(due.shard, 0)
-            self._pending.append(self.processor.denied(due, reason, digest, epoch, now))
-
-    async def _release_returned(self) -> None:
-        released = self.frontier.take_released()
-        if released:
-            await self.store.release([(due.url_key, at) for due, at in released])
-
-    async def _restore_budget(self, now: float) -> None:
-        """The global daily budget continues the window an earlier run saved."""
-        if self.config.daily_budget is None:
-            return
-        self._budget = DailyBudget(self.config.daily_budget, now)
-        saved = (await self.store.load_day_counts([DAILY_BUDGET_KEY])).get(DAILY_BUDGET_KEY)
-        if saved is not None:
-            self._budget.restore(saved.day_start, saved.used, now)
-
-    def _budget_left(self, now: float) -> bool:
-        """The global daily fetch budget, paced (see frontier/budget.py)."""
-        if self.config.daily_budget is None:
-            return True
-        if self._budget is None:
-            self._budget = DailyBudget(self.config.daily_budget, now)
-        if self._budget.allows(now):
-            self._budget_spent_until = None
-            return True
-        self._budget_spent_until = self._budget.next_allowed(now)
-        if self._budget.spent_for_today(now) and not self.config.continuous:
-            self.request_stop("daily budget spent")
-        return False
+            self._drop_lost(lost)  # those shards only: the others go on
+            if not self.shards:
+                self.request_stop("lost shard leases")
 
     def _issue(self) -> None:
         max_pages = self.config.max_pages
@@ -417,6 +421,9 @@ class Worker:
                 return
             lease = self.frontier.next_lease()
             if lease is None:
+                return
+            if not self.may_start():  # self-fenced: the lease goes back unsent
+                self.frontier.return_lease(lease)
                 return
             host = self.frontier.hosts[lease.host_key]
             if self.auditor.on_issue(lease.host_key, lease.issued_at, lease.delay,
@@ -437,213 +444,15 @@ class Worker:
                         self.due_lags.append(lag)
             task = asyncio.create_task(self._fetch(lease))
             self._tasks.add(task)
+            self._task_leases[task] = lease
             task.add_done_callback(self._task_done)
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
+        self._task_leases.pop(task, None)
         self._wakeup.set()
         if not task.cancelled() and task.exception() is not None:
             log.error("fetch task failed", exc_info=task.exception())
-
-    # ---- one fetch ----------------------------------------------------------------------
-
-    def _request(self, lease: Lease) -> FetchRequest:
-        headers = [("User-Agent", self.config.user_agent)]
-        due = lease.due
-        if due is not None:
-            if due.etag:
-                headers.append(("If-None-Match", due.etag))
-            if due.last_modified:
-                headers.append(("If-Modified-Since", due.last_modified))
-        return FetchRequest(lease.url, headers)
-
-    async def _fetch(self, lease: Lease) -> None:
-        if lease.kind is LeaseKind.ROBOTS:
-            await self._fetch_robots(lease)
-            return
-        try:
-            if self._day_counts.pending:  # write-ahead: the count is saved before the request
-                await self._day_counts.saved()
-            resp = await self.transport.fetch(self._request(lease), self.limits)
-        except FetchError as exc:
-            self._finished(lease, None)
-            self.frontier.finish_page(lease, FetchFeedback(None, 0.0, None, lease.ip))
-            if isinstance(exc, BlockedAddressError):
-                self.frontier.block_address(lease.host_key)
-            self._count(lease, None)
-            commit = self.processor.failed(lease, exc, self.clock.now())
-            self._pending.append(commit)
-            self.metrics.fetches.labels(str(commit.outcome), "error").inc()
-            return
-        except asyncio.CancelledError:
-            self.auditor.on_finish(lease.host_key)
-            self.frontier.return_lease(lease)
-            raise
-        now = self.clock.now()
-        self._finished(lease, resp.status)
-        retry_at = parse_retry_after(resp.header("retry-after"), now)
-        self.frontier.finish_page(
-            lease, FetchFeedback(resp.status, resp.elapsed, retry_at, resp.remote_ip))
-        try:
-            await self._after_response(lease, resp, now)
-        except asyncio.CancelledError:
-            # stopped while parsing or looking up the payload: nothing is committed for
-            # this URL, so it goes back to the store as it was
-            assert lease.due is not None
-            self.frontier.release_url(lease.due, lease.due.next_fetch_at)
-            raise
-
-    async def _after_response(self, lease: Lease, resp: FetchResponse, now: float) -> None:
-        await self._persist_backoff(lease, now)
-        first_copy = await self._first_copy(resp) if 200 <= resp.status < 300 else None
-        parsed: ParsedPage | Literal[False] | None = False
-        sitemap: SitemapResult | None = None
-        content_type = resp.header("content-type")
-        if 200 <= resp.status < 300 and resp.truncated is None:
-            # anything that might keep the loop busy is parsed off it (parse/offload.py)
-            if is_html(content_type):
-                parsed = await self.parsers.html(resp.body, lease.url, content_type,
-                                                 resp.header("x-robots-tag"), self.agent)
-            elif looks_like_sitemap(lease.url, content_type, resp.body):
-                sitemap = await self.parsers.sitemap(resp.body, lease.url)
-        try:
-            commit = self.processor.fetched(lease, resp, now, first_copy, parsed, sitemap)
-        except ArchiveError as exc:
-            # not archived ⇒ not committed: the URL is released and fetched again later
-            log.error("WARC write failed, pausing before the next fetches: %s", exc)
-            self.frontier.release_url(lease.due, now + ARCHIVE_RETRY)
-            self._archive_trouble_until = now + ARCHIVE_RETRY
-            return
-        self._pending.append(commit)
-        self._count(lease, resp)
-        self.metrics.fetches.labels(str(commit.outcome), status_class(resp.status)).inc()
-        self.metrics.bytes.inc(len(resp.raw_body))
-
-    async def _first_copy(self, resp: FetchResponse) -> FirstCopy | None:
-        """Where this payload was archived before (exact-duplicate detection)."""
-        digest = sha256_digest(resp.raw_body)
-        copy = self.processor.duplicates.pending_copy(digest)
-        if copy is not None:
-            return copy
-        try:
-            found = await self.store.payload_location(digest)
-        except StoreError:
-            return None
-        if found is None:
-            return None
-        warc_file, offset, url, fetched_at = found
-        self.metrics.duplicates.labels("exact").inc()
-        return FirstCopy(url, fetched_at, warc_file, offset)
-
-    async def _discover_sitemaps(self, lease: Lease, sitemaps: Sequence[str]) -> None:
-        """Sitemap: lines of a robots.txt (and /sitemap.xml when probing) become URLs."""
-        raws = list(sitemaps)
-        if self.config.probe_sitemap_xml:
-            raws.append(lease.host_key + "/sitemap.xml")
-        rows = self.intake.links(raws, 1, self.clock.now(), priority=SITEMAP_PRIORITY,
-                                 check_traps=False)
-        if rows:
-            try:
-                await self.store.add_urls(rows)
-            except StoreError as exc:
-                log.warning("could not queue sitemaps of %s: %s", lease.host_key, exc)
-
-    def _count(self, lease: Lease, resp: FetchResponse | None) -> None:
-        """Per-host counters, written with the next commit batch."""
-        due = lease.due
-        if due is None:
-            return
-        stats = self._host_stats.get(due.host_key)
-        if stats is None:
-            stats = self._host_stats[due.host_key] = HostStatsDelta(due.host_key, due.shard)
-        if resp is None:
-            stats.errors += 1
-            return
-        stats.fetched += 1
-        stats.bytes += len(resp.raw_body)
-        stats.ttfb_sum += resp.ttfb
-        klass = resp.status // 100
-        if klass == 2:
-            stats.status_2xx += 1
-        elif klass == 3:
-            stats.status_3xx += 1
-        elif klass == 4:
-            stats.status_4xx += 1
-        elif klass == 5:
-            stats.status_5xx += 1
-            stats.errors += 1
-
-    async def _persist_backoff(self, lease: Lease, now: float) -> None:
-        """A long pause (beyond the release horizon) is saved so a restart keeps it."""
-        host = self.frontier.hosts.get(lease.host_key)
-        if host is None or host.timing.backoff_until <= now + self.frontier.release_horizon:
-            return
-        try:
-            await self.store.save_backoff(host.host_key, host.shard, host.timing.backoff_until)
-        except StoreError as exc:
-            log.warning("could not save the back-off of %s: %s", host.host_key, exc)
-
-    def _finished(self, lease: Lease, status: int | None) -> None:
-        self.auditor.on_finish(lease.host_key)
-        if status is None or status == 429 or status >= 500:
-            self.metrics.backoffs.inc()
-            reason = "error" if status is None else "429" if status == 429 else "5xx"
-            self.metrics.backoff_responses.labels(reason).inc()
-
-    async def _fetch_robots(self, lease: Lease) -> None:
-        frontier = self.frontier
-        body: bytes | None = None
-        try:
-            resp = await self.transport.fetch(self._request(lease), self.robots_limits)
-            if 200 <= resp.status < 300 and resp.truncated in INCOMPLETE_ROBOTS:
-                raise FetchError(f"{lease.url}: robots.txt cut short ({resp.truncated})")
-            parsed = (await parse_off_loop(resp.body, self.agent)
-                      if 200 <= resp.status < 300 else None)
-        except FetchError as exc:
-            self._finished(lease, None)
-            self.metrics.robots_fetches.labels("error").inc()
-            frontier.finish_robots(lease, None)
-            if isinstance(exc, BlockedAddressError):
-                frontier.block_address(lease.host_key)
-        except asyncio.CancelledError:
-            self.auditor.on_finish(lease.host_key)
-            frontier.return_lease(lease)
-            raise
-        else:
-            self.auditor.on_finish(lease.host_key)
-            self.metrics.robots_fetches.labels(status_class(resp.status)).inc()
-            location = resp.header("location")
-            if location:
-                try:
-                    location = canonicalize(location, base=lease.url).url
-                except InvalidURL:
-                    location = None
-            if 200 <= resp.status < 300:
-                body = resp.body[:MAX_ROBOTS_BYTES]
-            retry_at = parse_retry_after(resp.header("retry-after"), self.clock.now())
-            frontier.finish_robots(lease, resp.status, resp.body, location, resp.remote_ip,
-                                   retry_at, parsed)
-            host_state = frontier.hosts.get(lease.host_key)
-            if 200 <= resp.status < 300 and host_state and host_state.robots.rules is not None:
-                await self._discover_sitemaps(lease, host_state.robots.rules.sitemaps)
-            elif 400 <= resp.status < 500 and self.config.probe_sitemap_xml:
-                await self._discover_sitemaps(lease, ())
-        host = frontier.hosts.get(lease.host_key)
-        if host is None:
-            return
-        robots = host.robots
-        rules = robots.rules
-        record = HostRecord(
-            host_key=host.host_key, shard=host.shard, robots_status=robots.last_status,
-            robots_body=body, robots_fetched_at=robots.fetched_at,
-            robots_expires_at=robots.expires_at,
-            robots_digest=rules.digest if rules is not None else None,
-            crawl_delay=rules.crawl_delay(self.agent) if rules is not None else None,
-        )
-        try:
-            await self.store.save_robots(record)
-        except StoreError as exc:
-            log.warning("could not save robots.txt state of %s: %s", host.host_key, exc)
 
     # ---- commits and shutdown -----------------------------------------------------------
 
@@ -670,6 +479,7 @@ class Worker:
                 self._flushing_from = None
                 break
             except StoreError as exc:
+                self.metrics.store_pauses.inc()
                 log.error("store write failed, retrying in 1 s: %s", exc)
                 await asyncio.sleep(1.0)
         self.status.discovered += result.new_urls
@@ -697,6 +507,7 @@ class Worker:
             self.on_progress(s)
 
     async def _shutdown(self) -> None:
+        cut = {lease.host_key for lease in self._task_leases.values()}
         for task in list(self._tasks):
             task.cancel()
         if self._tasks:
@@ -704,10 +515,14 @@ class Worker:
         self._collect_denials(self.clock.now())
         if self._pending:
             await self._flush()
-        released = self.frontier.release_all()
-        if released:
-            await self.store.release([(due.url_key, due.next_fetch_at) for due, _ in released])
+        await self._release_items(self.frontier.release_all())
+        if self.coordinator is not None:
+            await self._hand_over_all(cut)
         self.archive.flush()
         self.parsers.close()
         self.status.now = self.clock.now()
         self._report(self.status.now, force=True)
+
+
+def _always() -> bool:
+    return True

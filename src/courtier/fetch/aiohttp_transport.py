@@ -44,7 +44,7 @@ import contextvars
 import socket
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 import aiohttp
@@ -60,6 +60,7 @@ from courtier.errors import (
     FetchTimeout,
     HeaderTimeout,
     ProtocolError,
+    SendRefused,
 )
 from courtier.fetch.resolver import Resolver
 from courtier.fetch.transport import FetchLimits, FetchRequest, FetchResponse
@@ -116,7 +117,14 @@ class _CleanConnector(aiohttp.TCPConnector):
     connection would be answered with it, and every later one with the reply
     meant for the one before. Such a connection reports ``should_close``;
     it is closed and another taken (a pooled one or a new one).
+
+    ``send_gate`` (when set) is asked once the connection is ready, the last
+    moment before the request bytes are written: False refuses the request
+    (:class:`~courtier.errors.SendRefused`) — the self-fencing check of a
+    worker that may have been paused since it decided to fetch.
     """
+
+    send_gate: Callable[[], bool] | None = None
 
     async def connect(
         self,
@@ -129,6 +137,10 @@ class _CleanConnector(aiohttp.TCPConnector):
         # server talks before being asked
         for _ in range((self.limit_per_host or self.limit or 64) + 2):
             conn = await super().connect(req, traces, timeout)
+            if self.send_gate is not None and not self.send_gate():
+                conn.release()
+                raise SendRefused(f"{req.url}: not sent: this worker's shard leases "
+                                  "may have expired (self-fencing)")
             if conn.protocol is None or not conn.protocol.should_close:
                 return conn
             conn.close()
@@ -304,6 +316,8 @@ class AiohttpTransport:
         self._ssl_verify = ssl_verify
         self._session: aiohttp.ClientSession | None = None
         self._closed = False
+        #: asked right before each request is written (see _CleanConnector)
+        self.send_gate: Callable[[], bool] | None = None
 
     def _get_session(self) -> aiohttp.ClientSession:
         if self._closed:
@@ -316,6 +330,7 @@ class AiohttpTransport:
                 limit_per_host=self._limit_per_host,
                 ssl=self._ssl_verify,
             )
+            connector.send_gate = self._gate_open
             self._session = aiohttp.ClientSession(
                 connector=connector,
                 cookie_jar=aiohttp.DummyCookieJar(),
@@ -323,6 +338,9 @@ class AiohttpTransport:
                 auto_decompress=False,
             )
         return self._session
+
+    def _gate_open(self) -> bool:
+        return self.send_gate is None or self.send_gate()
 
     async def close(self) -> None:
         """Close pooled connections; later fetches raise :class:`ConnectError`."""

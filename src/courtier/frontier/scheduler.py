@@ -29,7 +29,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import random
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 from courtier.clock import Clock
 from courtier.frontier.host import HostPolicy, HostState, IpState
@@ -439,6 +439,22 @@ class Frontier:
             self._released.append((lease.due, lease.due.next_fetch_at))
         self._reschedule(host)
 
+    def defer_lease(self, lease: Lease, until: float) -> None:
+        """A lease that may not start yet after all (the address is busy on another worker):
+        its URL goes back to the host's queue and neither the host nor its address is
+        tried again before ``until``."""
+        host = self._release_slot(lease)
+        if lease.kind is LeaseKind.ROBOTS:
+            host.robots_in_flight = False
+        elif lease.due is not None:
+            host.push(lease.due, self.clock.now())
+            self._queued += 1
+        host.next_allowed_at = max(host.next_allowed_at, until)
+        if lease.ip is not None and lease.ip in self.ips:
+            group = self.ips[lease.ip]
+            group.next_allowed_at = max(group.next_allowed_at, until)
+        self._reschedule(host)
+
     # ---- hand-offs to the worker ------------------------------------------------------------
 
     def rerank(self) -> None:
@@ -466,6 +482,31 @@ class Frontier:
                 self._released.append((due, due.next_fetch_at))
             host.token += 1
         return self.take_released()
+
+    def drain_shards(self, shards: Collection[int]) -> list[tuple[DueUrl, float]]:
+        """Empty the queues of the hosts of ``shards`` (a handover or a lost lease): their
+        URLs are returned, due as they were. The hosts stay known, so fetches in flight
+        finish against their state; :meth:`forget_shards` drops them afterwards."""
+        out: list[tuple[DueUrl, float]] = []
+        for host in self.hosts.values():
+            if host.shard in shards:
+                for due in host.drain():
+                    self._queued -= 1
+                    out.append((due, due.next_fetch_at))
+                host.token += 1
+        return out
+
+    def forget_shards(self, shards: Collection[int]) -> list[HostState]:
+        """Drop the state of the hosts of ``shards`` that have nothing in flight; return
+        them (their politeness clocks are saved for the next owner)."""
+        gone = [h for h in self.hosts.values()
+                if h.shard in shards and not h.in_flight and not h.robots_in_flight]
+        for host in gone:
+            del self.hosts[host.host_key]
+            for due in host.drain():  # nothing should be queued; never lose a URL
+                self._queued -= 1
+                self._released.append((due, due.next_fetch_at))
+        return gone
 
     # ---- figures ---------------------------------------------------------------------------
 

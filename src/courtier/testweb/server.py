@@ -40,6 +40,8 @@ class RequestRecord:
     begins, ``end`` once the response has been fully written. ``retry_until``
     (same clock) is set on a busy answer whose ``Retry-After`` the server
     knows how to read: no request to the host may start before it.
+    ``user_agent`` is the request's User-Agent header (tests tell workers apart
+    by a comment in it).
     """
 
     host: str
@@ -50,6 +52,7 @@ class RequestRecord:
     status: int
     peer_port: int | None
     retry_until: float | None = None
+    user_agent: str = ""
 
 
 class TestWebServer:
@@ -189,6 +192,7 @@ class TestWebServer:
                     status,
                     peer_port,
                     retry_until,
+                    request.headers.get("User-Agent", ""),
                 )
             )
 

@@ -1,0 +1,126 @@
+"""One worker vs N workers on the same CPU-bound farm: pages/s and CPU per page.
+
+The farm is the static benchmark web (bench/static_web.py: 1,000 hosts by
+default) served by a local nginx, delay 0, so the crawler's CPU is the limit.
+Each run gets a fresh PostgreSQL database on 127.0.0.1 and runs
+``courtier crawl --workers K`` to the end; pages are counted from nginx's access
+log (the independent observer), CPU from the children's rusage. The shards a
+join or a leave moves are computed from the rendezvous hashing the workers use.
+
+    .venv/bin/python bench/cluster_bench.py --hosts 1000 --pages 5 --workers 1 --workers 2
+
+Prints one line per run and the ratio of K workers to 1 (the machine may be shared:
+the load average before and after each run is printed with it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import asyncpg
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+sys.path.insert(0, str(BENCH))
+sys.path.insert(0, str(ROOT / "src"))
+
+import access_log  # noqa: E402
+import static_web  # noqa: E402
+from nginx_local import LocalNginx, free_port  # noqa: E402
+
+from courtier.cluster.rendezvous import target_owners  # noqa: E402
+
+ADMIN = "postgresql://root@127.0.0.1:5432/postgres"
+
+
+async def _admin(sql: str) -> None:
+    conn = await asyncpg.connect(ADMIN, timeout=10)
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+def shards_moved() -> list[tuple[str, int]]:
+    """Shards that change owner when a worker joins (N → N+1) or leaves (N → N-1)."""
+    out = []
+    for n in (1, 2, 3, 4, 7):
+        before = target_owners(range(1024), {f"w{i}": 1.0 for i in range(n)})
+        after = target_owners(range(1024), {f"w{i}": 1.0 for i in range(n + 1)})
+        out.append((f"join {n}→{n + 1}", sum(before[s] != after[s] for s in range(1024))))
+        left = target_owners(range(1024), {f"w{i}": 1.0 for i in range(n + 1) if i != 0})
+        out.append((f"leave {n + 1}→{n}", sum(after[s] != left[s] for s in range(1024))))
+    return out
+
+
+def run(workers: int, a: argparse.Namespace, manifest: static_web.SiteManifest,
+        seeds: Path, hosts: Path, work: Path) -> dict[str, float]:
+    name = f"courtier_bench_{uuid.uuid4().hex[:10]}"
+    asyncio.run(_admin(f'CREATE DATABASE "{name}"'))
+    log = work / f"access-{workers}.log"
+    try:
+        cmd = [sys.executable, "-m", "courtier", "crawl", "--workers", str(workers),
+               "--store", f"postgresql://root@127.0.0.1:5432/{name}",
+               "--data", str(work / f"data-{workers}"), "--seeds-file", str(seeds),
+               "--resolve", str(hosts), "--allow-network", "127.0.0.0/8", "--delay", "0",
+               "--max-in-flight-per-ip", "0", "--concurrency", str(a.concurrency),
+               "--progress", "none", "--linger", "0", "--user-agent", "courtier-bench/1.0"]
+        load_before = os.getloadavg()[0]
+        with LocalNginx(Path(manifest.root), work / f"nginx-{workers}", manifest.port, log):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            began = time.monotonic()
+            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL,
+                           stderr=open(work / f"crawl-{workers}.log", "wb"),  # noqa: SIM115
+                           timeout=a.max_seconds)
+            wall = time.monotonic() - began
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    finally:
+        asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    cov = access_log.check_coverage(access_log.read_log(log), manifest.pages)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"workers": workers, "pages": cov.distinct, "coverage": cov.coverage,
+            "wall": wall, "pages_per_s": cov.distinct / wall, "cpu_s": cpu,
+            "cpu_ms_per_page": 1000 * cpu / max(1, cov.distinct),
+            "load_before": load_before, "load_after": os.getloadavg()[0]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--hosts", type=int, default=1000)
+    ap.add_argument("--pages", type=int, default=5, help="pages per host")
+    ap.add_argument("--workers", type=int, action="append", help="worker counts (1 and 2)")
+    ap.add_argument("--concurrency", type=int, default=64, help="per worker")
+    ap.add_argument("--max-seconds", type=float, default=900)
+    a = ap.parse_args(argv)
+    counts = a.workers or [1, 2]
+    for label, moved in shards_moved():
+        print(f"rendezvous {label}: {moved} of 1024 shards move ({moved / 10.24:.1f} %)")
+    with tempfile.TemporaryDirectory(prefix="cluster-bench-") as tmp:
+        work = Path(tmp)
+        port = free_port()
+        manifest = static_web.generate(work / "web", hosts=a.hosts, pages=a.pages, port=port,
+                                       page_bytes=30_000, links=50)
+        seeds = static_web.write_seeds(manifest, work / "seeds.txt")
+        hosts = static_web.write_hosts_file(manifest, work / "hosts.txt")
+        results = [run(k, a, manifest, seeds, hosts, work) for k in counts]
+    base = results[0]
+    for r in results:
+        print(f"{r['workers']:.0f} worker(s): {r['pages']:.0f} pages (coverage "
+              f"{r['coverage']:.3f}) in {r['wall']:.1f} s = {r['pages_per_s']:.1f} pages/s, "
+              f"CPU {r['cpu_ms_per_page']:.2f} ms/page, "
+              f"ratio {r['pages_per_s'] / base['pages_per_s']:.2f} "
+              f"(load {r['load_before']:.1f} → {r['load_after']:.1f})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

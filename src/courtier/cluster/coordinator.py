@@ -1,0 +1,250 @@
+"""One worker's shard coordinator: heartbeat, plan, acquire, hand over, self-fence.
+
+A task of its own, so that a worker loop busy retrying a commit never delays a
+renewal. Every ``renew_every`` seconds one round:
+
+1. heartbeat (the ``workers`` row, store clock);
+2. :meth:`~courtier.store.cluster.ClusterStore.cluster_view` — store now, live
+   workers, leases — and :func:`~courtier.cluster.membership.plan_shards`;
+3. one ``acquire_shards`` call for every shard it keeps, should acquire, or is
+   still draining: re-acquiring a lease we hold keeps its epoch, so this call is
+   also the renewal;
+4. the differences become :class:`ShardChanges` for the worker loop: shards
+   *gained* (with their epochs and whether they were taken over from a dead
+   owner), shards *lost* (someone else holds them now: drop, never write), and
+   shards to *hand over* (the rendezvous target is another live worker: drain,
+   then :meth:`release`).
+
+**Self-fencing.** The renewal sent at local time ``t`` (the worker's monotonic
+clock) that succeeded proves every lease it covered lasts until at least
+``t + lease_seconds`` on any clock that does not run faster than ours by more
+than ``max_drift``; :func:`~courtier.cluster.membership.fence_deadline` keeps a
+margin. :meth:`may_start` is false from that deadline until the next successful
+renewal, and a loop timer (independent of any await that may hang on the
+store) calls ``on_fence`` at the deadline so the worker cancels its fetches.
+A process stopped (SIGSTOP, a long GC pause, a suspended VM) and resumed later
+finds :meth:`may_start` false on its first check, before any request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from courtier.clock import Clock
+from courtier.cluster.membership import fence_deadline, plan_shards
+from courtier.errors import StoreError
+from courtier.store.base import Store
+from courtier.urls import SHARD_COUNT
+
+log = logging.getLogger("courtier.cluster")
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseSettings:
+    """Lease timing of one worker (``lease_seconds`` is ``--lease-ttl``)."""
+
+    lease_seconds: float = 30.0
+    weight: float = 1.0
+
+    @property
+    def renew_every(self) -> float:
+        return self.lease_seconds / 6
+
+    @property
+    def fence_margin(self) -> float:
+        """Time left, after the fence, to cancel fetches before the lease can expire."""
+        return self.lease_seconds / 4
+
+    @property
+    def worker_ttl(self) -> float:
+        """A worker whose heartbeat is older than this is no longer a target."""
+        return self.lease_seconds
+
+
+@dataclass(slots=True)
+class ShardChanges:
+    """What changed since the worker loop last asked (each shard in one list at most)."""
+
+    gained: dict[int, int] = field(default_factory=dict)     # shard → epoch
+    taken_over: set[int] = field(default_factory=set)        # gained from an expired owner
+    lost: set[int] = field(default_factory=set)
+    handover: set[int] = field(default_factory=set)
+
+    def __bool__(self) -> bool:
+        return bool(self.gained or self.lost or self.handover)
+
+
+class ShardCoordinator:
+    """Membership and leases of one worker (see the module docstring)."""
+
+    def __init__(
+        self,
+        store: Store,
+        worker_id: str,
+        clock: Clock,
+        settings: LeaseSettings,
+        info: Mapping[str, Any] | None = None,
+        shards: range = range(SHARD_COUNT),
+        on_fence: Callable[[], None] | None = None,
+        on_change: Callable[[], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.worker_id = worker_id
+        self.clock = clock
+        self.settings = settings
+        self.info = dict(info or {"host": socket.gethostname()})
+        self.shards = shards
+        self.on_fence = on_fence
+        self.on_change = on_change
+        #: shard → epoch of every lease this worker holds (draining ones included)
+        self.held: dict[int, int] = {}
+        #: shards being drained for a handover: renewed until released
+        self.draining: set[int] = set()
+        #: local time after which no request may start (-inf: nothing held yet)
+        self.fence_at = float("-inf")
+        #: store clock − local clock, and half the round trip it was measured over
+        self.offset = 0.0
+        self.offset_error = 0.0
+        self.rounds = 0
+        self.failed_rounds = 0
+        self._changes = ShardChanges()
+        self._timer: asyncio.TimerHandle | None = None
+        self._stopping = False
+
+    # ---- what the worker asks ---------------------------------------------------------------
+
+    def may_start(self) -> bool:
+        """True while every lease held is provably unexpired (with the fencing margin)."""
+        return self.clock.now() < self.fence_at
+
+    def take_changes(self) -> ShardChanges:
+        out, self._changes = self._changes, ShardChanges()
+        return out
+
+    def requeue(self, changes: ShardChanges) -> None:
+        """Changes the worker could not apply (a store error): handed out again next time."""
+        self._merge(changes)
+
+    def to_store_time(self, local: float) -> float:
+        return local + self.offset
+
+    def to_local_time(self, store_time: float) -> float:
+        return store_time - self.offset
+
+    # ---- the rounds ----------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Rounds until :meth:`stop`; a failed round is logged and retried sooner."""
+        while not self._stopping:
+            try:
+                await self.round()
+                pause = self.settings.renew_every
+            except StoreError as exc:
+                self.failed_rounds += 1
+                log.warning("shard coordinator: store unavailable (%s); retrying", exc)
+                pause = min(1.0, self.settings.renew_every)
+            await asyncio.sleep(pause)
+
+    async def round(self) -> ShardChanges:
+        """One heartbeat + plan + acquire round; returns the changes it queued."""
+        settings, store = self.settings, self.store
+        sent = self.clock.now()
+        await store.heartbeat(self.worker_id, settings.weight, self.info, sent)
+        view = await store.cluster_view()
+        received = self.clock.now()
+        self.offset = view.now - (sent + received) / 2
+        self.offset_error = (received - sent) / 2
+        plan = plan_shards(self.worker_id, view.worker_views(), view.lease_views(),
+                           self.shards, view.now, settings.worker_ttl)
+        leases = {lease.shard: lease for lease in view.leases}
+        want = sorted(set(plan.keep) | set(plan.acquire) | self.draining
+                      | (set(plan.handover) & set(self.held)))
+        renew_sent = self.clock.now()
+        epochs = await store.acquire_shards(self.worker_id, want, renew_sent,
+                                            settings.lease_seconds)
+        self.rounds += 1
+        changes = ShardChanges()
+        for shard, epoch in epochs.items():
+            if self.held.get(shard) == epoch:
+                continue
+            if shard in self.held:  # same shard, new term: someone held it in between
+                changes.lost.add(shard)
+            changes.gained[shard] = epoch
+            lease = leases.get(shard)
+            if lease is not None and lease.owner not in (None, self.worker_id):
+                changes.taken_over.add(shard)
+        for shard in set(self.held) - set(epochs):
+            changes.lost.add(shard)
+            self.draining.discard(shard)
+        self.held = dict(epochs)
+        for shard in plan.handover:
+            if shard in self.held and shard not in self.draining:
+                self.draining.add(shard)
+                changes.handover.add(shard)
+        if self.held:
+            self._fence_from(renew_sent)
+        self._merge(changes)
+        return changes
+
+    def _fence_from(self, renew_sent: float) -> None:
+        settings = self.settings
+        self.fence_at = fence_deadline(renew_sent, settings.lease_seconds, settings.fence_margin)
+        if self._timer is not None:
+            self._timer.cancel()
+        delay = max(0.0, self.fence_at - self.clock.now())
+        self._timer = asyncio.get_running_loop().call_later(delay, self._fence_reached)
+
+    def _fence_reached(self) -> None:
+        self._timer = None
+        if self.held and not self.may_start():
+            log.error("could not renew shard leases in time: fenced (no new requests, "
+                      "in-flight fetches cancelled) until the store answers again")
+            if self.on_fence is not None:
+                self.on_fence()
+
+    def _merge(self, changes: ShardChanges) -> None:
+        if not changes:
+            return
+        pending = self._changes
+        for shard in changes.lost:
+            pending.gained.pop(shard, None)
+            pending.taken_over.discard(shard)
+            pending.handover.discard(shard)
+            pending.lost.add(shard)
+        pending.gained.update(changes.gained)
+        pending.taken_over |= changes.taken_over
+        pending.handover |= changes.handover
+        if self.on_change is not None:
+            self.on_change()
+
+    # ---- giving shards up ----------------------------------------------------------------
+
+    async def release(self, shards: set[int]) -> None:
+        """Release drained shards (the store bumps their epochs; our late writes are fenced)."""
+        epochs = {s: self.held[s] for s in shards if s in self.held}
+        if not epochs:
+            return
+        await self.store.release_shards(self.worker_id, sorted(epochs), epochs)
+        for shard in epochs:
+            self.held.pop(shard, None)
+            self.draining.discard(shard)
+
+    async def stop(self, leave: bool = True) -> None:
+        """Stop the rounds; release every lease still held and leave the membership."""
+        self._stopping = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if not leave:
+            return
+        with contextlib.suppress(StoreError):
+            await self.release(set(self.held))
+        with contextlib.suppress(StoreError):
+            await self.store.leave(self.worker_id)
+        self.fence_at = float("-inf")

@@ -1,0 +1,73 @@
+"""Per-IP caps that hold across workers: slots leased from the store.
+
+Hosts that share an address may live on different workers (their shards come
+from their host names, not their addresses), so each worker's in-memory IP cap
+(``--max-in-flight-per-ip``, ``--ip-delay``) is not enough. A cluster worker asks
+the store for a slot of the address before each request
+(:meth:`~courtier.store.cluster.ClusterStore.acquire_ip_slot`: atomic per
+address, at most ``max_in_flight_per_ip`` held, starts at least ``ip_delay``
+apart) and gives it back when the request ends. A slot lasts at most the fetch's
+total timeout plus a margin, so one held by a worker that died frees itself.
+
+The cost is two small store round trips per request, paid only with many
+workers; ``--max-in-flight-per-ip 0`` turns the cap (and the cost) off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from courtier.clock import Clock
+from courtier.cluster.coordinator import ShardCoordinator
+from courtier.errors import StoreError
+from courtier.store.base import Store
+
+log = logging.getLogger("courtier.worker")
+
+__all__ = ["IpSlots"]
+
+STORE_TROUBLE_WAIT = 1.0   # seconds a request waits when the store could not be asked
+FULL_POLL = 0.1            # seconds before asking again for a slot of a full address
+
+
+class IpSlots:
+    def __init__(self, store: Store, coordinator: ShardCoordinator, clock: Clock,
+                 max_concurrent: int, min_gap: float, slot_seconds: float) -> None:
+        self.store = store
+        self.coordinator = coordinator
+        self.clock = clock
+        self.max_concurrent = max_concurrent
+        self.min_gap = min_gap
+        self.slot_seconds = slot_seconds
+        self.refused = 0
+        self._releases: set[asyncio.Task[None]] = set()
+
+    async def acquire(self, ip: str) -> int | float:
+        """A slot's token (int), or the local time (float) before which to ask again."""
+        try:
+            grant = await self.store.acquire_ip_slot(
+                ip, self.coordinator.worker_id, self.max_concurrent, self.min_gap,
+                self.slot_seconds, self.clock.now())
+        except StoreError as exc:
+            log.warning("could not ask for a slot of %s: %s", ip, exc)
+            return self.clock.now() + STORE_TROUBLE_WAIT
+        if grant.granted:
+            return int(grant.token)
+        self.refused += 1
+        # when the address is full, retry_at is only the earliest expiry of a slot (a
+        # request's time-out): slots are usually given back long before, so ask again soon
+        now = self.clock.now()
+        at = self.coordinator.to_local_time(grant.retry_at) + self.coordinator.offset_error
+        return min(at, now + FULL_POLL) if at > now else now + FULL_POLL
+
+    def release(self, ip: str, token: int) -> None:
+        """Give the slot back in the background (it expires by itself if this fails)."""
+        task = asyncio.ensure_future(self._release(ip, token))
+        self._releases.add(task)
+        task.add_done_callback(self._releases.discard)
+
+    async def _release(self, ip: str, token: int) -> None:
+        with contextlib.suppress(StoreError):
+            await self.store.release_ip_slot(ip, token)

@@ -1,0 +1,320 @@
+"""The steps of one fetch (page or robots.txt), as a mixin of :class:`~courtier.worker.Worker`.
+
+A page fetch: write-ahead day counts, the fencing check, the request, the
+frontier's feedback (delay, back-off, Retry-After), then off-loop parsing and the
+commit record appended to the worker's batch. A cancelled fetch (stop, lost or
+drained shard, self-fencing) gives its URL back to the frontier unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from typing import Literal
+
+from courtier.archive.warc import sha256_digest
+from courtier.clock import Clock
+from courtier.cluster.ip_slots import IpSlots
+from courtier.config import CrawlConfig
+from courtier.day_counts import DayCountLedger
+from courtier.dedup.pages import FirstCopy
+from courtier.errors import (
+    ArchiveError,
+    BlockedAddressError,
+    FetchError,
+    InvalidURL,
+    SendRefused,
+    StoreError,
+)
+from courtier.fetch.transport import FetchLimits, FetchRequest, FetchResponse, Transport
+from courtier.frontier.lease import FetchFeedback, Lease, LeaseKind
+from courtier.frontier.scheduler import Frontier
+from courtier.intake import Intake
+from courtier.metrics import CrawlMetrics, status_class
+from courtier.parse.html import ParsedPage
+from courtier.parse.offload import OffLoopParser
+from courtier.parse.sitemaps import SitemapResult
+from courtier.politeness.audit import LeaseAuditor
+from courtier.politeness.delays import parse_retry_after
+from courtier.politeness.robots import MAX_ROBOTS_BYTES
+from courtier.politeness.robots_offload import parse_off_loop
+from courtier.politeness.robots_state import INCOMPLETE_ROBOTS
+from courtier.process import SITEMAP_PRIORITY, PageProcessor, is_html, looks_like_sitemap
+from courtier.store.base import FetchCommit, HostRecord, HostStatsDelta, NewUrl, Store
+from courtier.urls import canonicalize
+
+log = logging.getLogger("courtier.worker")
+
+ARCHIVE_RETRY = 5.0      # seconds to wait after a WARC write error (disk full…)
+
+
+class FetchSteps:
+    """One fetch; the attributes are the worker's (see :class:`courtier.worker.Worker`)."""
+
+    config: CrawlConfig
+    store: Store
+    transport: Transport
+    clock: Clock
+    intake: Intake
+    agent: str
+    frontier: Frontier
+    processor: PageProcessor
+    metrics: CrawlMetrics
+    auditor: LeaseAuditor
+    parsers: OffLoopParser
+    limits: FetchLimits
+    robots_limits: FetchLimits
+    _pending: list[FetchCommit]
+    _host_stats: dict[str, HostStatsDelta]
+    _day_counts: DayCountLedger
+    _archive_trouble_until: float
+    #: discovered rows whose intake failed (store error), queued again by the loop
+    _unqueued: list[NewUrl]
+    #: False once this worker may not start a request (self-fencing; always True alone)
+    may_start: Callable[[], bool]
+    #: the store's per-IP slots (many workers), or None (one process: the frontier's cap)
+    ip_slots: IpSlots | None
+
+    # ---- one fetch ----------------------------------------------------------------------
+
+    def _give_back(self, lease: Lease) -> None:
+        """A lease not sent (fenced): its slot is freed and its URL returned unchanged."""
+        self.auditor.on_finish(lease.host_key)
+        self.frontier.return_lease(lease)
+        self.metrics.fenced_requests.inc()
+
+    def _request(self, lease: Lease) -> FetchRequest:
+        headers = [("User-Agent", self.config.user_agent)]
+        due = lease.due
+        if due is not None:
+            if due.etag:
+                headers.append(("If-None-Match", due.etag))
+            if due.last_modified:
+                headers.append(("If-Modified-Since", due.last_modified))
+        return FetchRequest(lease.url, headers)
+
+    async def _fetch(self, lease: Lease) -> None:
+        token = await self._ip_slot(lease) if self.ip_slots is not None else 0
+        if token is None:
+            return  # the address is busy on other workers: deferred
+        try:
+            if lease.kind is LeaseKind.ROBOTS:
+                await self._fetch_robots(lease)
+            else:
+                await self._fetch_page(lease)
+        finally:
+            if token:
+                assert lease.ip is not None and self.ip_slots is not None
+                self.ip_slots.release(lease.ip, token)
+
+    async def _ip_slot(self, lease: Lease) -> int | None:
+        """Many workers: a slot of the store's per-IP cap before a request to a shared
+        address (0: none needed). None: not granted; the lease is deferred until the store
+        says a slot may be free, and its URL stays in memory."""
+        slots = self.ip_slots
+        if slots is None or lease.ip is None:
+            return 0
+        retry_at = await slots.acquire(lease.ip)
+        if isinstance(retry_at, int):
+            return retry_at
+        self.auditor.on_finish(lease.host_key)
+        self.frontier.defer_lease(lease, retry_at)
+        return None
+
+    async def _fetch_page(self, lease: Lease) -> None:
+        try:
+            if self._day_counts.pending:  # write-ahead: the count is saved before the request
+                await self._day_counts.saved()
+            if not self.may_start():
+                raise SendRefused(f"{lease.url}: fenced before the request")
+            resp = await self.transport.fetch(self._request(lease), self.limits)
+        except SendRefused:
+            self._give_back(lease)
+            return
+        except FetchError as exc:
+            self._finished(lease, None)
+            self.frontier.finish_page(lease, FetchFeedback(None, 0.0, None, lease.ip))
+            if isinstance(exc, BlockedAddressError):
+                self.frontier.block_address(lease.host_key)
+            self._count(lease, None)
+            commit = self.processor.failed(lease, exc, self.clock.now())
+            self._pending.append(commit)
+            self.metrics.fetches.labels(str(commit.outcome), "error").inc()
+            return
+        except asyncio.CancelledError:
+            self.auditor.on_finish(lease.host_key)
+            self.frontier.return_lease(lease)
+            raise
+        now = self.clock.now()
+        self._finished(lease, resp.status)
+        retry_at = parse_retry_after(resp.header("retry-after"), now)
+        self.frontier.finish_page(
+            lease, FetchFeedback(resp.status, resp.elapsed, retry_at, resp.remote_ip))
+        try:
+            await self._after_response(lease, resp, now)
+        except asyncio.CancelledError:
+            # stopped while parsing or looking up the payload: nothing is committed for
+            # this URL, so it goes back to the store as it was
+            assert lease.due is not None
+            self.frontier.release_url(lease.due, lease.due.next_fetch_at)
+            raise
+
+    async def _after_response(self, lease: Lease, resp: FetchResponse, now: float) -> None:
+        await self._persist_backoff(lease, now)
+        first_copy = await self._first_copy(resp) if 200 <= resp.status < 300 else None
+        parsed: ParsedPage | Literal[False] | None = False
+        sitemap: SitemapResult | None = None
+        content_type = resp.header("content-type")
+        if 200 <= resp.status < 300 and resp.truncated is None:
+            # anything that might keep the loop busy is parsed off it (parse/offload.py)
+            if is_html(content_type):
+                parsed = await self.parsers.html(resp.body, lease.url, content_type,
+                                                 resp.header("x-robots-tag"), self.agent)
+            elif looks_like_sitemap(lease.url, content_type, resp.body):
+                sitemap = await self.parsers.sitemap(resp.body, lease.url)
+        try:
+            commit = self.processor.fetched(lease, resp, now, first_copy, parsed, sitemap)
+        except ArchiveError as exc:
+            # not archived ⇒ not committed: the URL is released and fetched again later
+            log.error("WARC write failed, pausing before the next fetches: %s", exc)
+            self.frontier.release_url(lease.due, now + ARCHIVE_RETRY)
+            self._archive_trouble_until = now + ARCHIVE_RETRY
+            return
+        self._pending.append(commit)
+        self._count(lease, resp)
+        self.metrics.fetches.labels(str(commit.outcome), status_class(resp.status)).inc()
+        self.metrics.bytes.inc(len(resp.raw_body))
+
+    async def _first_copy(self, resp: FetchResponse) -> FirstCopy | None:
+        """Where this payload was archived before (exact-duplicate detection)."""
+        digest = sha256_digest(resp.raw_body)
+        copy = self.processor.duplicates.pending_copy(digest)
+        if copy is not None:
+            return copy
+        try:
+            found = await self.store.payload_location(digest)
+        except StoreError:
+            return None
+        if found is None:
+            return None
+        warc_file, offset, url, fetched_at = found
+        self.metrics.duplicates.labels("exact").inc()
+        return FirstCopy(url, fetched_at, warc_file, offset)
+
+    async def _discover_sitemaps(self, lease: Lease, sitemaps: Sequence[str]) -> None:
+        """Sitemap: lines of a robots.txt (and /sitemap.xml when probing) become URLs."""
+        raws = list(sitemaps)
+        if self.config.probe_sitemap_xml:
+            raws.append(lease.host_key + "/sitemap.xml")
+        rows = self.intake.links(raws, 1, self.clock.now(), priority=SITEMAP_PRIORITY,
+                                 check_traps=False)
+        if rows:
+            try:
+                await self.store.add_urls(rows)
+            except StoreError as exc:
+                # kept, and queued again with the next turn of the loop: never lost
+                log.warning("could not queue sitemaps of %s yet: %s", lease.host_key, exc)
+                self._unqueued.extend(rows)
+
+    def _count(self, lease: Lease, resp: FetchResponse | None) -> None:
+        """Per-host counters, written with the next commit batch."""
+        due = lease.due
+        if due is None:
+            return
+        stats = self._host_stats.get(due.host_key)
+        if stats is None:
+            stats = self._host_stats[due.host_key] = HostStatsDelta(due.host_key, due.shard)
+        if resp is None:
+            stats.errors += 1
+            return
+        stats.fetched += 1
+        stats.bytes += len(resp.raw_body)
+        stats.ttfb_sum += resp.ttfb
+        klass = resp.status // 100
+        if klass == 2:
+            stats.status_2xx += 1
+        elif klass == 3:
+            stats.status_3xx += 1
+        elif klass == 4:
+            stats.status_4xx += 1
+        elif klass == 5:
+            stats.status_5xx += 1
+            stats.errors += 1
+
+    async def _persist_backoff(self, lease: Lease, now: float) -> None:
+        """A long pause (beyond the release horizon) is saved so a restart keeps it."""
+        host = self.frontier.hosts.get(lease.host_key)
+        if host is None or host.timing.backoff_until <= now + self.frontier.release_horizon:
+            return
+        try:
+            await self.store.save_backoff(host.host_key, host.shard, host.timing.backoff_until)
+        except StoreError as exc:
+            log.warning("could not save the back-off of %s: %s", host.host_key, exc)
+
+    def _finished(self, lease: Lease, status: int | None) -> None:
+        self.auditor.on_finish(lease.host_key)
+        if status is None or status == 429 or status >= 500:
+            self.metrics.backoffs.inc()
+            reason = "error" if status is None else "429" if status == 429 else "5xx"
+            self.metrics.backoff_responses.labels(reason).inc()
+
+    async def _fetch_robots(self, lease: Lease) -> None:
+        frontier = self.frontier
+        body: bytes | None = None
+        try:
+            if not self.may_start():
+                raise SendRefused(f"{lease.url}: fenced before the request")
+            resp = await self.transport.fetch(self._request(lease), self.robots_limits)
+            if 200 <= resp.status < 300 and resp.truncated in INCOMPLETE_ROBOTS:
+                raise FetchError(f"{lease.url}: robots.txt cut short ({resp.truncated})")
+            parsed = (await parse_off_loop(resp.body, self.agent)
+                      if 200 <= resp.status < 300 else None)
+        except SendRefused:
+            self._give_back(lease)
+            return
+        except FetchError as exc:
+            self._finished(lease, None)
+            self.metrics.robots_fetches.labels("error").inc()
+            frontier.finish_robots(lease, None)
+            if isinstance(exc, BlockedAddressError):
+                frontier.block_address(lease.host_key)
+        except asyncio.CancelledError:
+            self.auditor.on_finish(lease.host_key)
+            frontier.return_lease(lease)
+            raise
+        else:
+            self.auditor.on_finish(lease.host_key)
+            self.metrics.robots_fetches.labels(status_class(resp.status)).inc()
+            location = resp.header("location")
+            if location:
+                try:
+                    location = canonicalize(location, base=lease.url).url
+                except InvalidURL:
+                    location = None
+            if 200 <= resp.status < 300:
+                body = resp.body[:MAX_ROBOTS_BYTES]
+            retry_at = parse_retry_after(resp.header("retry-after"), self.clock.now())
+            frontier.finish_robots(lease, resp.status, resp.body, location, resp.remote_ip,
+                                   retry_at, parsed)
+            host_state = frontier.hosts.get(lease.host_key)
+            if 200 <= resp.status < 300 and host_state and host_state.robots.rules is not None:
+                await self._discover_sitemaps(lease, host_state.robots.rules.sitemaps)
+            elif 400 <= resp.status < 500 and self.config.probe_sitemap_xml:
+                await self._discover_sitemaps(lease, ())
+        host = frontier.hosts.get(lease.host_key)
+        if host is None:
+            return
+        robots = host.robots
+        rules = robots.rules
+        record = HostRecord(
+            host_key=host.host_key, shard=host.shard, robots_status=robots.last_status,
+            robots_body=body, robots_fetched_at=robots.fetched_at,
+            robots_expires_at=robots.expires_at,
+            robots_digest=rules.digest if rules is not None else None,
+            crawl_delay=rules.crawl_delay(self.agent) if rules is not None else None,
+        )
+        try:
+            await self.store.save_robots(record)
+        except StoreError as exc:
+            log.warning("could not save robots.txt state of %s: %s", host.host_key, exc)

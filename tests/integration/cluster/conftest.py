@@ -1,0 +1,31 @@
+"""Fixtures of the real-process cluster tests: a fresh database and a test web each."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from courtier.testweb.server import TestWebServer
+from courtier.testweb.spec import default_web
+from tests.integration.cluster.harness import Cluster
+from tests.pg import temporary_database
+
+
+@pytest.fixture
+def dsn() -> Iterator[str]:
+    with temporary_database("cluster") as url:
+        yield url
+
+
+@pytest.fixture
+async def cluster(dsn: str, tmp_path: Path) -> AsyncIterator[Cluster]:
+    spec = default_web(n_hosts=12, pages_per_host=30, crawl_delay=0.3, latency=0.02)
+    async with TestWebServer(spec) as server:
+        c = Cluster(dsn, tmp_path, server, spec, delay=0.15)
+        await c.open()
+        try:
+            yield c
+        finally:
+            await c.close()

@@ -1,0 +1,293 @@
+"""Real ``courtier worker`` processes on one PostgreSQL database and the local test web.
+
+The test web's request log is the independent observer: each worker puts its id
+in its User-Agent comment (``courtier/1.0 (test worker w1)``; the product token
+``courtier`` is what robots.txt matches), so the log says who sent what. Store
+rows (``cluster_view``, the outbox) are read through a store of the test's own.
+
+Every wait is on an observable condition with a generous deadline; nothing is
+ordered by sleeping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import os
+import re
+import signal
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import aiohttp
+import asyncpg
+
+from courtier.clock import RealClock
+from courtier.errors import StoreError
+from courtier.store.base import Event, Store
+from courtier.store.cluster import ClusterView
+from courtier.store.open import make_store
+from courtier.testweb.killloop import final_event_problems
+from courtier.testweb.server import RequestRecord, TestWebServer, politeness_violations
+from courtier.testweb.spec import WebSpec
+from courtier.urls import SHARD_COUNT
+from tests.pg import ADMIN_DSN
+
+TTL = 3.0          # --lease-ttl of every test worker
+DEADLINE = 180.0   # seconds any single wait may take before the test fails
+
+
+def agent_of(worker_id: str) -> str:
+    return f"courtier/1.0 (test worker {worker_id})"
+
+
+async def wait_for(what: str, check: Callable[[], Awaitable[bool]],
+                   deadline: float = DEADLINE, every: float = 0.1) -> None:
+    """Poll ``check`` until it is true; fail naming ``what`` after ``deadline`` seconds."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + deadline
+    while True:
+        try:
+            if await check():
+                return
+        except StoreError:  # the observer's own connection was cut too: ask again
+            pass
+        if loop.time() > end:
+            raise AssertionError(f"gave up waiting for {what} after {deadline:.0f} s")
+        await asyncio.sleep(every)
+
+
+@dataclass
+class WorkerProcess:
+    worker_id: str
+    proc: asyncio.subprocess.Process
+    stderr: Path
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.returncode is None
+
+
+@dataclass
+class Cluster:
+    """A test web, a database and the worker processes crawling it."""
+
+    dsn: str
+    root: Path
+    server: TestWebServer
+    spec: WebSpec
+    delay: float
+    extra: list[str] = field(default_factory=list)
+    workers: dict[str, WorkerProcess] = field(default_factory=dict)
+    store: Store | None = None
+
+    async def open(self) -> Store:
+        self.store = make_store(self.dsn, self.root / "observer", RealClock())
+        await self.store.open()
+        rows_file = self.root / "hosts.txt"
+        rows_file.write_text(self.server.web.hosts_file_text())
+        return self.store
+
+    async def close(self) -> None:
+        for worker in self.workers.values():
+            if worker.alive:
+                with contextlib.suppress(ProcessLookupError):
+                    worker.proc.send_signal(signal.SIGCONT)
+                    worker.proc.kill()
+                await worker.proc.wait()
+        if self.store is not None:
+            await self.store.close()
+
+    def args(self, worker_id: str) -> list[str]:
+        return [
+            "worker", "--store", self.dsn, "--data", str(self.root / worker_id),
+            "--api", "127.0.0.1:0", "--worker-id", worker_id,
+            "--user-agent", agent_of(worker_id),
+            "--resolve", str(self.root / "hosts.txt"), "--allow-network", "127.0.0.0/8",
+            "--delay", str(self.delay), "--lease-ttl", str(TTL), "--progress", "none",
+            "--concurrency", "8", "--linger", "0", *self.extra,
+        ]
+
+    async def start(self, worker_id: str, *seeds: str) -> WorkerProcess:
+        stderr = self.root / f"{worker_id}.log"
+        handle = stderr.open("ab")
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "courtier", *self.args(worker_id), *seeds,
+            stdout=asyncio.subprocess.DEVNULL, stderr=handle,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        handle.close()
+        worker = WorkerProcess(worker_id, proc, stderr)
+        self.workers[worker_id] = worker
+        return worker
+
+    async def stop_all(self) -> dict[str, int | None]:
+        """SIGTERM every live worker (graceful: drain, commit, release, leave)."""
+        for worker in self.workers.values():
+            if worker.alive:
+                worker.proc.send_signal(signal.SIGTERM)
+        codes = {}
+        for worker in self.workers.values():
+            codes[worker.worker_id] = await asyncio.wait_for(worker.proc.wait(), DEADLINE)
+        return codes
+
+    # ---- what the store says -----------------------------------------------------------
+
+    async def view(self) -> ClusterView:
+        assert self.store is not None
+        return await self.store.cluster_view()
+
+    async def owners(self) -> dict[int, str]:
+        """Shard → owner of every unexpired lease."""
+        view = await self.view()
+        return {lease.shard: lease.owner for lease in view.leases
+                if lease.owner is not None and lease.expires_at > view.now}
+
+    async def events(self) -> list[Event]:
+        assert self.store is not None
+        return await self.store.read_events(0, 1_000_000)
+
+    async def diagnosis(self, expected: set[str]) -> str:
+        """What a failed wait should say: store counts, owners, last requests, missing."""
+        assert self.store is not None
+        missing = sorted(expected - self.fetched())
+        last = {}
+        for r in self.log():
+            last[r.user_agent] = round(r.start - time.monotonic(), 1)
+        rows = []
+        for url in missing[:5]:
+            with contextlib.suppress(Exception):
+                from courtier.urls import canonicalize
+                rows.append(await self.store.get_url(canonicalize(url).url_key))
+        owners = collections.Counter((await self.owners()).values())
+        from courtier.urls import canonicalize as _canon
+        for host in sorted({_canon(u).host_key for u in missing})[:2]:
+            index = await self.store.get_url(_canon(host + "/").url_key)
+            if index:
+                index = {k: index[k] for k in ("state", "version", "outcome", "status",
+                                               "last_fetch_at", "shard")}
+            hits = [(r.user_agent[-3:-1], round(r.start, 2), r.status) for r in self.log()
+                    if host.endswith(r.host + ":" + str(self.server.port))
+                    and r.path_qs in ("/", "/robots.txt")]
+            rows.append({"index": index, "hits": hits,
+                         "log": await self.store.fetch_log(url_key=_canon(host + "/").url_key)
+                         if hasattr(self.store, "fetch_log") else None})
+        return (f"counts {await self.store.counts()}, owners {dict(owners)}, "
+                f"last request (s ago) {last}, alive "
+                f"{ {w: p.alive for w, p in self.workers.items()} }, "
+                f"{len(missing)} missing, e.g. {missing[:8]} {rows}")
+
+    # ---- what the server saw -----------------------------------------------------------
+
+    def log(self) -> list[RequestRecord]:
+        return list(self.server.log)
+
+    def page_log(self) -> list[RequestRecord]:
+        return [r for r in self.server.log if not r.path_qs.startswith("/robots")]
+
+    def fetched(self) -> set[str]:
+        return {self.server.url(r.host, r.path_qs) for r in self.page_log()}
+
+    def page_counts(self) -> collections.Counter[str]:
+        return collections.Counter(self.server.url(r.host, r.path_qs) for r in self.page_log())
+
+    def violations(self) -> list[str]:
+        host_delays = {h.name: max(self.delay, h.crawl_delay)
+                       for h in self.spec.of_kind("crawl_delay")}
+        return politeness_violations(self.log(), delay=self.delay, max_in_flight=1,
+                                     host_delays=host_delays)
+
+    def requests_by(self, worker_id: str) -> list[RequestRecord]:
+        agent = agent_of(worker_id)
+        return [r for r in self.server.log if r.user_agent == agent]
+
+
+def all_fetched(cluster: Cluster, expected: set[str]) -> Callable[[], Awaitable[bool]]:
+    async def check() -> bool:
+        return expected <= cluster.fetched()
+    return check
+
+
+async def metric_of(worker: WorkerProcess, name: str) -> float:
+    """A sample of the worker's /metrics (its API address is in its log)."""
+    match = None
+    for line in worker.stderr.read_text(errors="replace").splitlines():
+        found = re.search(r"admin API and dashboard on (http://[0-9.:]+/)", line)
+        if found:
+            match = found.group(1)
+    assert match is not None, f"{worker.worker_id} announced no API"
+    async with aiohttp.ClientSession() as session, \
+            session.get(match + "metrics", timeout=aiohttp.ClientTimeout(total=30)) as resp:
+        text = await resp.text()
+    for line in text.splitlines():
+        if line.startswith(name + " ") or line.startswith(name + "{"):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+async def cut_connections(dsn: str) -> int:
+    """Terminate every backend connected to the test database (not the shared server:
+    other tests use it). Returns how many were cut."""
+    database = dsn.rsplit("/", 1)[1]
+    conn = await asyncpg.connect(ADMIN_DSN, timeout=10)
+    try:
+        rows = await conn.fetch(
+            "SELECT pg_terminate_backend(pid) AS cut FROM pg_stat_activity"
+            " WHERE datname = $1 AND pid <> pg_backend_pid()", database)
+    finally:
+        await conn.close()
+    return sum(1 for row in rows if row["cut"])
+
+
+def monotonic_of(store_time: float) -> float:
+    """A store-clock time (PostgreSQL's clock on this machine: POSIX seconds) on the test
+    server's clock (time.monotonic)."""
+    return store_time - (time.time() - time.monotonic())
+
+
+async def start_three(cluster: Cluster) -> None:
+    await cluster.start("w0", *cluster.server.web.seeds())
+    await cluster.start("w1")
+    await cluster.start("w2")
+
+    async def all_own_shards() -> bool:
+        owners = await cluster.owners()
+        return len(owners) == SHARD_COUNT and set(owners.values()) == {"w0", "w1", "w2"}
+
+    await wait_for("three workers owning every shard", all_own_shards)
+
+
+async def finish(cluster: Cluster, expected: set[str]) -> None:
+    await done(cluster, expected)
+    await stop(cluster)
+
+
+async def done(cluster: Cluster, expected: set[str]) -> None:
+    """Wait until every expected URL was fetched and has its final event."""
+    try:
+        await wait_for("every expected URL fetched", all_fetched(cluster, expected))
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; {await cluster.diagnosis(expected)}") from None
+
+    async def finals() -> bool:
+        without, _, _ = final_event_problems(await cluster.events(), expected)
+        return not without
+
+    await wait_for("a final event for every expected URL", finals)
+
+
+async def stop(cluster: Cluster) -> None:
+    """SIGTERM every live worker; each must exit 0."""
+    codes = await cluster.stop_all()
+    assert {w: c for w, c in codes.items() if c not in (0, -signal.SIGKILL)} == {}
+
+
+async def check_outbox(cluster: Cluster, expected: set[str]) -> None:
+    events = await cluster.events()
+    keys = [(e.url_key, e.version) for e in events]
+    assert len(keys) == len(set(keys)), "an outbox event was emitted twice"
+    without, several, after = final_event_problems(events, expected)
+    assert (without, several, after) == ([], [], [])

@@ -1,0 +1,39 @@
+"""Hosts on one address, spread over three workers: the per-IP cap holds across them.
+
+Every host of the test web resolves to 127.0.0.1, and the shards (so the hosts)
+are spread over the workers by host name: without the store's IP slots each
+worker would allow its own ``--max-in-flight-per-ip`` to the one address.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+
+import pytest
+
+from courtier.testweb.server import max_overlap
+from tests.integration.cluster.harness import Cluster, check_outbox, finish, start_three
+
+pytestmark = pytest.mark.timeout(600)
+
+
+async def test_the_per_ip_cap_holds_across_workers(cluster: Cluster) -> None:
+    cluster.extra += ["--max-in-flight-per-ip", "2"]
+    expected = cluster.server.web.expected_fetches()
+    await start_three(cluster)
+    await finish(cluster, expected)
+    log = cluster.log()
+    # the hosts really were spread: each worker fetched from several of them
+    hosts_by_worker = collections.defaultdict(set)
+    for r in log:
+        hosts_by_worker[r.user_agent].add(r.host)
+    assert len(hosts_by_worker) == 3 and all(len(h) >= 2 for h in hosts_by_worker.values())
+    # every request of every host went to one address: never more than 2 at once (each
+    # end taken 10 ms early: the server logs an end after the client has read the body)
+    trimmed = [dataclasses.replace(r, end=max(r.start, r.end - 0.01)) for r in log]
+    assert max_overlap(trimmed) <= 2
+    assert max_overlap(log) > 0
+    assert expected - cluster.fetched() == set()
+    await check_outbox(cluster, expected)
+    assert cluster.violations() == []

@@ -1,0 +1,59 @@
+"""Store loss mid-crawl: every connection of the crawl's database is cut, three times.
+
+The shared PostgreSQL server is not restarted (other suites use it at the same
+time); terminating the test database's backends (``pg_terminate_backend``) is
+what a restart does to the workers' connections. See docs/deployment.md.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from courtier.testweb.killloop import final_event_problems
+from tests.integration.cluster.harness import (
+    Cluster,
+    check_outbox,
+    cut_connections,
+    done,
+    metric_of,
+    start_three,
+    stop,
+    wait_for,
+)
+
+pytestmark = pytest.mark.timeout(600)
+
+
+async def test_cut_connections_pause_the_workers_who_then_go_on(cluster: Cluster) -> None:
+    expected = cluster.server.web.expected_fetches()
+    await start_three(cluster)
+    cuts = []
+    for _ in range(3):
+        seen = len(cluster.log())
+        await wait_for("more requests", _more_than(cluster, seen + 25))
+        cuts.append((time.monotonic(), await cut_connections(cluster.dsn)))
+    last_cut = cuts[-1][0]
+    assert all(count > 0 for _, count in cuts)  # the workers' connections were there to cut
+    await done(cluster, expected)
+    # every worker kept crawling after the last cut (it paused, reconnected, went on)
+    after = {r.user_agent for r in cluster.log() if r.start > last_cut}
+    assert len(after) == 3, after
+    pauses = [await metric_of(w, "courtier_store_pauses_total")
+              for w in cluster.workers.values()]
+    assert sum(pauses) > 0, pauses  # and some of them did hit the cut
+    await stop(cluster)
+    assert {w.worker_id: w.proc.returncode for w in cluster.workers.values()} == {
+        "w0": 0, "w1": 0, "w2": 0}
+    assert expected - cluster.fetched() == set()
+    await check_outbox(cluster, expected)
+    assert final_event_problems(await cluster.events(), expected) == ([], [], [])
+    assert cluster.violations() == []
+
+
+def _more_than(cluster: Cluster, n: int) -> Callable[[], Awaitable[bool]]:
+    async def check() -> bool:
+        return len(cluster.log()) >= n
+    return check
