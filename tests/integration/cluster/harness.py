@@ -242,6 +242,21 @@ async def cut_connections(dsn: str) -> int:
     return sum(1 for row in rows if row["cut"])
 
 
+async def connections_since(dsn: str, wall_time: float) -> int:
+    """How many backends of the test database connected after ``wall_time`` (POSIX
+    seconds): the reconnections that followed a cut."""
+    database = dsn.rsplit("/", 1)[1]
+    conn = await asyncpg.connect(ADMIN_DSN, timeout=10)
+    try:
+        count = await conn.fetchval(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = $1"
+            " AND pid <> pg_backend_pid() AND backend_start > to_timestamp($2)",
+            database, wall_time)
+    finally:
+        await conn.close()
+    return int(count)
+
+
 def monotonic_of(store_time: float) -> float:
     """A store-clock time (PostgreSQL's clock on this machine: POSIX seconds) on the test
     server's clock (time.monotonic)."""

@@ -16,9 +16,9 @@ from courtier.testweb.killloop import final_event_problems
 from tests.integration.cluster.harness import (
     Cluster,
     check_outbox,
+    connections_since,
     cut_connections,
     done,
-    metric_of,
     start_three,
     stop,
     wait_for,
@@ -34,6 +34,7 @@ async def test_cut_connections_pause_the_workers_who_then_go_on(cluster: Cluster
     for _ in range(3):
         seen = len(cluster.log())
         await wait_for("more requests", _more_than(cluster, seen + 25))
+        cut_at = time.time()
         cuts.append((time.monotonic(), await cut_connections(cluster.dsn)))
     last_cut = cuts[-1][0]
     assert all(count > 0 for _, count in cuts)  # the workers' connections were there to cut
@@ -41,9 +42,9 @@ async def test_cut_connections_pause_the_workers_who_then_go_on(cluster: Cluster
     # every worker kept crawling after the last cut (it paused, reconnected, went on)
     after = {r.user_agent for r in cluster.log() if r.start > last_cut}
     assert len(after) == 3, after
-    pauses = [await metric_of(w, "courtier_store_pauses_total")
-              for w in cluster.workers.values()]
-    assert sum(pauses) > 0, pauses  # and some of them did hit the cut
+    # their connections were cut, so going on means they connected again; whether a
+    # call was in progress at a cut (and the loop paused) is a matter of timing
+    assert await connections_since(cluster.dsn, cut_at) > 0
     await stop(cluster)
     assert {w.worker_id: w.proc.returncode for w in cluster.workers.values()} == {
         "w0": 0, "w1": 0, "w2": 0}
