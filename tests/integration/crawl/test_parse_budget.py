@@ -16,12 +16,12 @@ import pytest
 from aiohttp import web
 
 from courtier.app import crawl
-from courtier.config import build_config
 from courtier.parse import offload as offload_module
 from courtier.parse.guard import GUARD_TAGS, GuardedParser
 from courtier.parse.html import ParsedPage
 from courtier.store.sqlite import SqliteStore
 from courtier.urls import canonicalize
+from tests.integration.serve import loopback_crawl, serve
 
 # just enough markup to be parsed under the budget (the real parser is quick on it)
 DEEP = (b"<html><body>" + b"<div>" * (GUARD_TAGS + 10)
@@ -55,32 +55,10 @@ async def test_pathological_page_is_cut_by_the_parse_budget(
             return web.Response(status=404)
         return web.Response(body=body, content_type="text/html")
 
-    app = web.Application()
-    app.router.add_route("GET", "/{tail:.*}", handle)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        hosts = tmp_path / "hosts.txt"
-        hosts.write_text("127.0.0.1 deep.test\n")
-        config = build_config(
-            {
-                "data": tmp_path / "data",
-                "seeds": (f"http://deep.test:{port}/",),
-                "resolve": hosts,
-                "allow_network": ("127.0.0.0/8",),
-                "delay": 0.0,
-                "progress": "none",
-                "linger": 0.0,
-                "parse_timeout": 1.0,
-            },
-            environ={},
-        )
+    async with serve(handle) as port:
+        config = loopback_crawl(tmp_path, "deep.test", (f"http://deep.test:{port}/",),
+                                parse_timeout=1.0)
         status = await crawl(config, install_signals=False)
-    finally:
-        await runner.cleanup()
     assert status.stop_reason == "nothing due"
     assert {"/", "/deep", "/p1", "/p2"} <= set(seen)
     assert "/hidden" not in seen  # the deep page's links were not read
