@@ -13,6 +13,10 @@ from pathlib import Path
 
 import pytest
 
+# No test resolves a name through the system's DNS: a name missing from a test's
+# hosts overrides fails (courtier.fetch.resolver); worker subprocesses inherit this.
+os.environ["COURTIER_SYSTEM_DNS"] = "off"
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CONFORMANCE_DIR = Path(
     os.environ.get("COURTIER_CONFORMANCE_DIR", REPO_ROOT.parent / "shared" / "conformance")

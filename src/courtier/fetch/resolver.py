@@ -12,6 +12,10 @@ uses the listed addresses; any other name goes to DNS — aiodns (c-ares) when
 it is installed, else the event loop's ``getaddrinfo`` — and the answer is
 cached for ``min(ttl, record TTL)`` seconds (at least :data:`MIN_TTL`).
 Names that do not exist are remembered for :data:`NEGATIVE_TTL` seconds.
+With ``COURTIER_SYSTEM_DNS=off`` in the environment, a name missing from the
+overrides fails with :class:`DNSError` instead of going to DNS: for hosts-file-only
+runs (air-gapped machines, and the test suite, which sets it for every test and
+the worker processes it starts).
 Both caches are LRU-bounded, so memory does not grow with the number of
 hosts ever seen. Concurrent lookups of one name share a single query.
 """
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import os
 import re
 import socket
 from collections import OrderedDict
@@ -43,6 +48,8 @@ MIN_TTL: Final = 10.0
 NEGATIVE_TTL: Final = 60.0
 #: default bound on the number of cached names (each cache)
 CACHE_SIZE: Final = 50_000
+#: environment variable: ``off`` fails names that are not in the overrides (no DNS)
+SYSTEM_DNS_ENV: Final = "COURTIER_SYSTEM_DNS"
 
 _ARES_NO_SUCH_NAME: Final = frozenset(
     () if aiodns is None else (aiodns.error.ARES_ENOTFOUND, aiodns.error.ARES_ENODATA)
@@ -134,6 +141,7 @@ class Resolver:
         self._clock: Clock = clock if clock is not None else RealClock()
         self._nameservers = list(nameservers) if nameservers else None
         self._timeout = timeout
+        self._system_dns = os.environ.get(SYSTEM_DNS_ENV, "on") != "off"
         self._cache_size = max(1, cache_size)
         self._overrides: dict[str, list[str]] = {}
         for name, ips in (overrides or {}).items():
@@ -243,6 +251,8 @@ class Resolver:
         SERVFAIL, refused) raises :class:`DNSError` and is not cached. Tests
         may override this hook to stand in for DNS.
         """
+        if not self._system_dns:
+            raise DNSError(f"{name}: not in the resolver overrides ({SYSTEM_DNS_ENV}=off)")
         if aiodns is None:
             return await self._lookup_system(name)
         if self._dns is None:

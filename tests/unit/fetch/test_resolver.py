@@ -198,7 +198,8 @@ async def test_empty_host_is_a_dns_error() -> None:
         await ScriptedResolver({}).resolve("", 80)
 
 
-async def test_localhost_through_aiodns() -> None:
+async def test_localhost_through_aiodns(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COURTIER_SYSTEM_DNS", "on")  # localhost: answered from /etc/hosts
     res = Resolver(LOOPBACK, timeout=2.0)
     try:
         addresses = await res.resolve("localhost", 80)
@@ -214,10 +215,23 @@ async def test_localhost_through_aiodns() -> None:
 
 
 async def test_localhost_through_system_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COURTIER_SYSTEM_DNS", "on")  # localhost: answered from /etc/hosts
     monkeypatch.setattr(resolver_module, "aiodns", None)
     res = Resolver(LOOPBACK, timeout=2.0)
     assert "127.0.0.1" in await res.resolve("localhost", 80)
     await res.close()
+
+
+async def test_system_dns_off_fails_names_missing_from_the_overrides() -> None:
+    """The suite runs with COURTIER_SYSTEM_DNS=off (tests/conftest.py): an unlisted name
+    fails without a query, a listed one is answered from the overrides."""
+    res = Resolver(LOOPBACK, overrides={"web.test": ["127.0.0.1"]}, timeout=2.0)
+    try:
+        assert await res.resolve("web.test", 80) == ["127.0.0.1"]
+        with pytest.raises(DNSError, match="COURTIER_SYSTEM_DNS=off"):
+            await res.resolve("localhost", 80)
+    finally:
+        await res.close()
 
 
 def test_load_hosts_file(tmp_path: Path) -> None:
