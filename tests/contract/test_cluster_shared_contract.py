@@ -129,6 +129,21 @@ async def test_ip_slots_cap_concurrency_and_release_frees_one(store: Store) -> N
                                         await store.store_now())).granted
 
 
+async def test_release_ip_slots_of_frees_one_owners_slots_of_every_address(store: Store) -> None:
+    now = await store.store_now()
+    for ip in ("192.0.2.21", "192.0.2.21", "192.0.2.22"):
+        assert (await store.acquire_ip_slot(ip, "crashed", 2, 0.0, 3600, now)).granted
+    assert (await store.acquire_ip_slot("192.0.2.22", "other", 2, 0.0, 3600, now)).granted
+    assert await store.release_ip_slots_of("crashed") == 3
+    assert await store.release_ip_slots_of("crashed") == 0
+    now = await store.store_now()
+    assert (await store.acquire_ip_slot("192.0.2.21", "new", 2, 0.0, 3600, now)).granted
+    assert (await store.acquire_ip_slot("192.0.2.21", "new", 2, 0.0, 3600, now)).granted
+    assert (await store.acquire_ip_slot("192.0.2.22", "new", 2, 0.0, 3600, now)).granted
+    # the other owner's slot is still held: the address is full again
+    assert not (await store.acquire_ip_slot("192.0.2.22", "new", 2, 0.0, 3600, now)).granted
+
+
 async def test_ip_slot_gap_refuses_until_it_has_passed(store: Store) -> None:
     gap = 0.05
     first = await store.acquire_ip_slot("192.0.2.9", "A", 8, gap, 3600,

@@ -72,7 +72,7 @@ class ShardChanges:
     """What changed since the worker loop last asked (each shard in one list at most)."""
 
     gained: dict[int, int] = field(default_factory=dict)     # shard → epoch
-    taken_over: set[int] = field(default_factory=set)        # gained from an expired owner
+    taken_over: set[int] = field(default_factory=set)  # from an expired owner or our crash
     lost: set[int] = field(default_factory=set)
     handover: set[int] = field(default_factory=set)
 
@@ -116,6 +116,8 @@ class ShardCoordinator:
         self._changes = ShardChanges()
         self._timer: asyncio.TimerHandle | None = None
         self._stopping = False
+        #: the slots an earlier process under this id held are freed before the first lease
+        self._slots_freed = False
 
     # ---- what the worker asks ---------------------------------------------------------------
 
@@ -154,6 +156,12 @@ class ShardCoordinator:
     async def round(self) -> ShardChanges:
         """One heartbeat + plan + acquire round; returns the changes it queued."""
         settings, store = self.settings, self.store
+        if not self._slots_freed:
+            freed = await store.release_ip_slots_of(self.worker_id)
+            if freed:
+                log.warning("freed %d per-IP slots left by an earlier process of worker %s",
+                            freed, self.worker_id)
+            self._slots_freed = True
         sent = self.clock.now()
         await store.heartbeat(self.worker_id, settings.weight, self.info, sent)
         view = await store.cluster_view()
@@ -177,7 +185,10 @@ class ShardCoordinator:
                 changes.lost.add(shard)
             changes.gained[shard] = epoch
             lease = leases.get(shard)
-            if lease is not None and lease.owner not in (None, self.worker_id):
+            # held by someone else, or under our id by an earlier process (a crash: its
+            # last requests are unknown); a released lease (owner None) left its clocks
+            if lease is not None and lease.owner is not None and (
+                    lease.owner != self.worker_id or shard not in self.held):
                 changes.taken_over.add(shard)
         for shard in set(self.held) - set(epochs):
             changes.lost.add(shard)

@@ -272,6 +272,11 @@ class ClusterStore(Protocol):
     async def release_ip_slot(self, ip: str, token: int) -> None:
         """Free a slot before its expiry (the request ended). Unknown tokens are ignored."""
 
+    async def release_ip_slots_of(self, owner: str) -> int:
+        """Free every slot ``owner`` holds, of any address; return how many. A worker
+        calls it as it starts: slots under its id are its earlier process's, whose
+        requests ended with it (one live process per id: the data-dir lock)."""
+
     # ---- scope shared by every worker ----------------------------------------------------
 
     async def add_scope_rules(self, rules: Sequence[ScopeRule]) -> int:

@@ -49,7 +49,8 @@ class MemoryClusterState:
         self._handovers = {"graceful": 0, "takeover": 0}
         self._host_clocks: dict[str, HostClock] = {}
         self._ip_next: dict[str, float] = {}
-        self._ip_slots: dict[str, dict[int, float]] = {}   # ip -> token -> expires_at
+        #: ip -> token -> (expires_at, owner)
+        self._ip_slots: dict[str, dict[int, tuple[float, str]]] = {}
         self._ip_token = 0
         self._scope: list[ScopeRule] = []
 
@@ -155,19 +156,28 @@ class MemoryClusterState:
 
     async def acquire_ip_slot(self, ip: str, owner: str, max_concurrent: int,
                               min_gap: float, ttl: float, now: float) -> IpGrant:
-        slots = {t: e for t, e in self._ip_slots.get(ip, {}).items() if e > now}
+        slots = {t: held for t, held in self._ip_slots.get(ip, {}).items() if held[0] > now}
         self._ip_slots[ip] = slots
-        retry = ip_retry_at(self._ip_next.get(ip, float("-inf")), list(slots.values()),
-                            max_concurrent, now)
+        retry = ip_retry_at(self._ip_next.get(ip, float("-inf")),
+                            [expires for expires, _ in slots.values()], max_concurrent, now)
         if retry is not None:
             return IpGrant(False, now, retry_at=retry)
         self._ip_token += 1
-        slots[self._ip_token] = now + ttl
+        slots[self._ip_token] = (now + ttl, owner)
         self._ip_next[ip] = now + min_gap
         return IpGrant(True, now, self._ip_token, now + ttl)
 
     async def release_ip_slot(self, ip: str, token: int) -> None:
         self._ip_slots.get(ip, {}).pop(token, None)
+
+    async def release_ip_slots_of(self, owner: str) -> int:
+        freed = 0
+        for slots in self._ip_slots.values():
+            mine = [t for t, (_, holder) in slots.items() if holder == owner]
+            for token in mine:
+                del slots[token]
+            freed += len(mine)
+        return freed
 
     # ---- scope ---------------------------------------------------------------------------
 

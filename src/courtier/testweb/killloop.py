@@ -66,13 +66,19 @@ class KillLoopReport:
             or self.warc_problems or self.violations_after_restarts or short_gaps)
 
 
+class CrawlerStalled(AssertionError):
+    """A crawler run neither reached its kill point nor ended within its time limit."""
+
+
 async def run_crawler(args: list[str], server: TestWebServer, kill_after: int | None,
-                      limit: float) -> int:
+                      limit: float, log_path: Path | None = None) -> int:
     """Run ``python -m courtier ARGS``; SIGKILL it once the server has seen ``kill_after``
-    more requests (None: let it finish). Returns the exit status (-9 when killed)."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "courtier", *args,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+    more requests (None: let it finish). Returns the exit status (-9 when killed).
+    ``log_path``: where the run's stderr goes (None: discarded)."""
+    with open(log_path or os.devnull, "wb") as err:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "courtier", *args,
+            stdout=asyncio.subprocess.DEVNULL, stderr=err)
     start = len(server.log)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + limit
@@ -82,7 +88,13 @@ async def run_crawler(args: list[str], server: TestWebServer, kill_after: int | 
                 os.kill(proc.pid, signal.SIGKILL)
                 break
             await asyncio.sleep(0.01)
-        return await asyncio.wait_for(proc.wait(), max(1.0, deadline - loop.time()))
+        try:
+            return await asyncio.wait_for(proc.wait(), max(1.0, deadline - loop.time()))
+        except TimeoutError:
+            seen = len(server.log) - start
+            raise CrawlerStalled(
+                f"crawler run did not end within {limit:.0f} s ({seen} requests seen, kill "
+                f"after {kill_after}); its stderr: {log_path or 'discarded'}") from None
     finally:
         if proc.returncode is None:
             proc.kill()
@@ -138,7 +150,7 @@ async def kill_loop(data: Path, kills: int, seed: int = 7, hosts: int = 6, pages
         resolve = data.parent / f"{data.name}-hosts.txt"
         resolve.write_text(server.web.hosts_file_text())
         args = ["crawl", "--data", str(data), *server.web.seeds(), "--resolve", str(resolve),
-                "--allow-network", "127.0.0.0/8", "--delay", str(delay), "--progress", "none",
+                "--allow-network", "127.0.0.0/8", "--delay", str(delay), "--progress", "log",
                 "--linger", "0", *(["--store", store_url] if store_url else [])]
         expected = server.web.expected_fetches()
         restarts: list[int] = []
@@ -146,12 +158,14 @@ async def kill_loop(data: Path, kills: int, seed: int = 7, hosts: int = 6, pages
             if n:
                 restarts.append(len(server.log))
             # a kill somewhere between start-up and well into the crawl
-            rc = await run_crawler(args, server, kill_after=rng.randint(1, 40), limit=60.0)
+            rc = await run_crawler(args, server, kill_after=rng.randint(1, 40), limit=60.0,
+                                   log_path=data.parent / f"run-{n}.log")
             report.runs += 1
             report.kills += rc == -signal.SIGKILL
         if kills:
             restarts.append(len(server.log))
-        report.final_exit = await run_crawler(args, server, kill_after=None, limit=120.0)
+        report.final_exit = await run_crawler(args, server, kill_after=None, limit=120.0,
+                                              log_path=data.parent / f"run-{kills}.log")
         report.runs += 1
         log = list(server.log)
     host_delays = {h.name: max(delay, h.crawl_delay) for h in spec.of_kind("crawl_delay")}

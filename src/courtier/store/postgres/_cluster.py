@@ -228,6 +228,13 @@ class PostgresCluster:
 
         await self._run("release_ip_slot", job)
 
+    async def release_ip_slots_of(self, owner: str) -> int:
+        async def job(conn: Conn) -> int:
+            status = await conn.execute("DELETE FROM ip_slots WHERE owner = $1", owner)
+            return int(status.split()[-1])
+
+        return await self._run("release_ip_slots_of", job)
+
     async def add_scope_rules(self, rules: Sequence[ScopeRule]) -> int:
         check_scope_kinds(rules)
         batch = list(dict.fromkeys((r.kind, r.value) for r in rules))

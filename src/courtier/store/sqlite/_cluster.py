@@ -229,6 +229,10 @@ class SqliteCluster:
         await self._tx("release_ip_slot", lambda conn: conn.execute(
             "DELETE FROM ip_slots WHERE ip = ? AND token = ?", (ip, token)))
 
+    async def release_ip_slots_of(self, owner: str) -> int:
+        return int(await self._tx("release_ip_slots_of", lambda conn: conn.execute(
+            "DELETE FROM ip_slots WHERE owner = ?", (owner,)).rowcount))
+
     async def add_scope_rules(self, rules: Sequence[ScopeRule]) -> int:
         check_scope_kinds(rules)
         batch, now = list(rules), self._clock.now()
