@@ -75,10 +75,13 @@ async def run_crawler(args: list[str], server: TestWebServer, kill_after: int | 
     """Run ``python -m courtier ARGS``; SIGKILL it once the server has seen ``kill_after``
     more requests (None: let it finish). Returns the exit status (-9 when killed).
     ``log_path``: where the run's stderr goes (None: discarded)."""
-    with open(log_path or os.devnull, "wb") as err:
+    err = os.open(log_path or os.devnull, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "courtier", *args,
             stdout=asyncio.subprocess.DEVNULL, stderr=err)
+    finally:
+        os.close(err)
     start = len(server.log)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + limit
