@@ -134,9 +134,9 @@ class FetchSteps:
             return
         except FetchError as exc:
             self._finished(lease, None)
-            self.frontier.finish_page(lease, FetchFeedback(None, 0.0, None, lease.ip))
-            if isinstance(exc, BlockedAddressError):
+            if isinstance(exc, BlockedAddressError):  # first: its URLs are denied, not released
                 self.frontier.block_address(lease.host_key)
+            self.frontier.finish_page(lease, FetchFeedback(None, 0.0, None, lease.ip))
             self._count(lease, None)
             commit = self.processor.failed(lease, exc, self.clock.now())
             self._pending.append(commit)
@@ -276,9 +276,9 @@ class FetchSteps:
         except FetchError as exc:
             self._finished(lease, None)
             self.metrics.robots_fetches.labels("error").inc()
-            frontier.finish_robots(lease, None)
-            if isinstance(exc, BlockedAddressError):
+            if isinstance(exc, BlockedAddressError):  # first: its URLs are denied, not released
                 frontier.block_address(lease.host_key)
+            frontier.finish_robots(lease, None)
         except asyncio.CancelledError:
             self.auditor.on_finish(lease.host_key)
             frontier.return_lease(lease)

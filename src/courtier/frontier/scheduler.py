@@ -196,11 +196,17 @@ class Frontier:
                 return lease
         return None
 
+    def _deny_blocked(self, host: HostState) -> bool:
+        """A blocked host (policy or SSRF guard): deny its queued URLs; True if blocked."""
+        if not (host.policy.blocked or host.address_blocked):
+            return False
+        for due in host.drain():
+            self._queued -= 1
+            self._denied.append((due, "blocked", None))
+        return True
+
     def _lease_from(self, host: HostState, now: float) -> Lease | None:
-        if host.policy.blocked or host.address_blocked:
-            for due in host.drain():
-                self._queued -= 1
-                self._denied.append((due, "blocked", None))
+        if self._deny_blocked(host):
             return None
         if host.robots.needs_fetch(now):
             if host.in_flight > 0:
@@ -335,6 +341,8 @@ class Frontier:
 
     def _reschedule(self, host: HostState) -> None:
         host.token += 1
+        if host.queue and self._deny_blocked(host):
+            return  # never released to be retried: their outcome is BLOCKED
         if host.queue and host.robots.given_up(self.robots_policy):
             for due in host.drain():
                 self._queued -= 1

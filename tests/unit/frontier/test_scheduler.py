@@ -233,3 +233,43 @@ def test_policy_delay_override_applies_to_the_next_lease() -> None:
     leases = run(clock, frontier, {})
     starts = [lease.issued_at for lease in leases]
     assert all(b - a >= 10.0 for a, b in itertools.pairwise(starts))
+
+
+def test_a_host_whose_robots_fetch_hit_a_blocked_address_denies_its_urls_as_blocked() -> None:
+    # the worker marks the address blocked, then ends the robots fetch as a network error
+    _, frontier = make(delay=1.0)
+    add(frontier, due("http://a.test/1"), due("http://a.test/2"))
+    robots = frontier.next_lease()
+    assert robots is not None and robots.kind is LeaseKind.ROBOTS
+    frontier.block_address(robots.host_key)
+    frontier.finish_robots(robots, None)
+    denied = frontier.take_denied()
+    assert sorted((d.url, reason) for d, reason, _ in denied) == [
+        ("http://a.test/1", "blocked"), ("http://a.test/2", "blocked")]
+    assert frontier.take_released() == []  # not handed back to be retried later
+    assert frontier.queued == 0
+
+
+def test_urls_added_to_an_address_blocked_host_are_denied_without_a_fetch() -> None:
+    _, frontier = make(delay=1.0)
+    add(frontier, due("http://a.test/1"))
+    frontier.block_address("http://a.test")
+    add(frontier, due("http://a.test/2"))
+    assert frontier.next_lease() is None
+    assert sorted(d.url for d, reason, _ in frontier.take_denied() if reason == "blocked") == [
+        "http://a.test/1", "http://a.test/2"]
+
+
+def test_a_page_fetch_that_hit_a_blocked_address_denies_the_rest_of_the_host() -> None:
+    clock, frontier = make(delay=1.0)
+    add(frontier, *(due(f"http://a.test/{n}") for n in range(4)))
+    robots = frontier.next_lease()
+    assert robots is not None
+    frontier.finish_robots(robots, 404)
+    clock.advance(1.0)
+    page = frontier.next_lease()
+    assert page is not None and page.kind is LeaseKind.PAGE
+    frontier.block_address(page.host_key)  # the worker's order: block, then finish
+    frontier.finish_page(page, FetchFeedback(None, 0.0))
+    assert len([1 for _, reason, _ in frontier.take_denied() if reason == "blocked"]) == 3
+    assert frontier.take_released() == [] and frontier.queued == 0
