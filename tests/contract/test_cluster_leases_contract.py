@@ -136,6 +136,19 @@ async def test_heartbeat_registers_refreshes_and_leave_removes(store: Store) -> 
     assert [w.worker_id for w in (await store.cluster_view()).workers] == ["w2"]
 
 
+async def test_prune_workers_forgets_silent_workers_that_hold_no_live_lease(store: Store) -> None:
+    for worker in ("holder", "silent"):
+        await store.heartbeat(worker, 1.0, {}, await store.store_now())
+    assert await store.acquire_shards("holder", [3], await store.store_now(), 3600) == {3: 1}
+    # nobody is silent for an hour yet
+    assert await store.prune_workers(3600.0, await store.store_now()) == []
+    # both silent "for longer than 0 s": the one holding a live lease stays
+    later = await store.store_now() + 1.0  # memory/SQLite: the caller's clock
+    assert await store.prune_workers(0.0, later) == ["silent"]
+    assert [w.worker_id for w in (await store.cluster_view()).workers] == ["holder"]
+    assert await store.prune_workers(0.0, later) == []
+
+
 async def test_cluster_view_reports_leases_and_feeds_the_planner(store: Store) -> None:
     shards = list(range(16))
     for worker in ("A", "B"):

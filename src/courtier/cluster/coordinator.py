@@ -44,6 +44,12 @@ from courtier.urls import SHARD_COUNT
 
 log = logging.getLogger("courtier.cluster")
 
+#: a worker silent this long and holding no lease is deleted from the membership
+#: (``courtier cluster`` shows a dead worker until then)
+DEAD_WORKER_KEPT = 86_400.0
+#: rounds between two such clean-ups (about an hour at the default 5 s renewals)
+PRUNE_EVERY_ROUNDS = 720
+
 
 @dataclass(frozen=True, slots=True)
 class LeaseSettings:
@@ -177,6 +183,8 @@ class ShardCoordinator:
         epochs = await store.acquire_shards(self.worker_id, want, renew_sent,
                                             settings.lease_seconds)
         self.rounds += 1
+        if self.rounds % PRUNE_EVERY_ROUNDS == 1:
+            await self._prune(view.now)
         changes = ShardChanges()
         for shard, epoch in epochs.items():
             if self.held.get(shard) == epoch:
@@ -202,6 +210,13 @@ class ShardCoordinator:
             self._fence_from(renew_sent)
         self._merge(changes)
         return changes
+
+    async def _prune(self, store_now: float) -> None:
+        """Forget workers silent for a day that hold nothing (crashed, never back)."""
+        gone = await self.store.prune_workers(DEAD_WORKER_KEPT, store_now)
+        if gone:
+            log.info("forgot %d workers silent for over %.0f h: %s", len(gone),
+                     DEAD_WORKER_KEPT / 3600, ", ".join(gone[:10]))
 
     def _fence_from(self, renew_sent: float) -> None:
         settings = self.settings

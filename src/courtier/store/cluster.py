@@ -202,6 +202,11 @@ class ClusterStore(Protocol):
         """Delete the worker's row (a graceful exit, after releasing its shards). Its
         leases are untouched: release them first. Unknown ids are ignored."""
 
+    async def prune_workers(self, max_age: float, now: float) -> list[str]:
+        """Delete the rows of workers silent for more than ``max_age`` seconds (store
+        clock; ``now`` in memory/SQLite) that hold no unexpired lease: crashed workers
+        that never came back. Returns their ids, sorted."""
+
     async def cluster_view(self, shards: Collection[int] | None = None) -> ClusterView:
         """Store now, every worker row (live or not: compare ``heartbeat_at`` with a TTL),
         the lease rows of ``shards`` (every shard ever leased when None; a shard never

@@ -69,6 +69,14 @@ class MemoryClusterState:
     async def leave(self, worker_id: str) -> None:
         self._workers.pop(worker_id, None)
 
+    async def prune_workers(self, max_age: float, now: float) -> list[str]:
+        holding = {owner for owner, _, expires in self.shards.values() if expires > now}
+        gone = sorted(w for w, record in self._workers.items()
+                      if record.heartbeat_at < now - max_age and w not in holding)
+        for worker_id in gone:
+            del self._workers[worker_id]
+        return gone
+
     async def cluster_view(self, shards: Collection[int] | None = None) -> ClusterView:
         wanted = sorted(self.shards) if shards is None else sorted(
             s for s in set(shards) if s in self.shards)

@@ -56,3 +56,14 @@ async def test_shards_released_by_a_graceful_stop_are_gained_with_their_clocks()
     again = await coordinator(store, clock, "w1").round()
     assert set(again.gained) == set(SHARDS)
     assert again.taken_over == set()  # the saved clocks are complete: no extra wait
+
+
+async def test_the_first_round_forgets_workers_silent_for_a_day() -> None:
+    clock = VirtualClock()
+    store = MemoryStore(clock)
+    await store.heartbeat("crashed-long-ago", 1.0, {}, clock.now())
+    clock.advance(86_400.0 + 60.0)
+    await store.heartbeat("crashed-recently", 1.0, {}, clock.now())
+    await coordinator(store, clock, "w1").round()
+    assert [w.worker_id for w in (await store.cluster_view()).workers] == [
+        "crashed-recently", "w1"]

@@ -99,6 +99,17 @@ class PostgresCluster:
 
         await self._run("leave", job)
 
+    async def prune_workers(self, max_age: float, now: float) -> list[str]:
+        async def job(conn: Conn) -> list[str]:
+            rows = await conn.fetch(
+                "DELETE FROM workers w WHERE w.heartbeat_at < courtier_now() - $1"
+                " AND NOT EXISTS (SELECT 1 FROM shards s WHERE s.owner = w.worker_id"
+                " AND s.lease_expires_at > courtier_now()) RETURNING w.worker_id",
+                float(max_age))
+            return sorted(str(r["worker_id"]) for r in rows)
+
+        return await self._run("prune_workers", job)
+
     async def cluster_view(self, shards: Collection[int] | None = None) -> ClusterView:
         wanted = None if shards is None else sorted(set(shards))
 

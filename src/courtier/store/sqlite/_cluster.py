@@ -165,6 +165,16 @@ class SqliteCluster:
         await self._tx("leave", lambda conn: conn.execute(
             "DELETE FROM workers WHERE worker_id = ?", (worker_id,)))
 
+    async def prune_workers(self, max_age: float, now: float) -> list[str]:
+        def job(conn: sqlite3.Connection) -> list[str]:
+            rows = conn.execute(
+                "DELETE FROM workers WHERE heartbeat_at < ?1 AND NOT EXISTS (SELECT 1 FROM"
+                " shards s WHERE s.owner = workers.worker_id AND s.lease_expires_at > ?2)"
+                " RETURNING worker_id", (now - max_age, now)).fetchall()
+            return sorted(str(r[0]) for r in rows)
+
+        return await self._tx("prune_workers", job)
+
     async def cluster_view(self, shards: Collection[int] | None = None) -> ClusterView:
         now = self._clock.now()
         return await self._tx("cluster_view", lambda conn: _view(conn, shards, now),
