@@ -86,11 +86,13 @@ async def crawl(
     install_signals: bool = True,
     announce: Callable[[str], None] | None = None,
     clock: Clock | None = None,
+    stop: asyncio.Event | None = None,
 ) -> CrawlStatus:
     """Run one crawl to its end (nothing due, a limit, or a stop signal).
 
     ``clock`` (tests only) replaces the real clock everywhere: store, resolver,
-    frontier, worker."""
+    frontier, worker. ``stop`` (an embedder's): once set, the crawl stops as on
+    SIGTERM (no new requests, in-flight fetches finish, everything committed)."""
     data = config.data
     # the Public Suffix List takes ~50 ms to load: not on the loop, where scope checks
     # (registrable_domain) would first load it
@@ -176,9 +178,12 @@ async def crawl(
             if announce is not None:
                 announce(f"http://{api_host}:{port}/")
         lag_monitor.start()
+        stopper = None if stop is None else asyncio.create_task(_stop_when_set(stop, worker))
         try:
             status = await worker.run()
         finally:
+            if stopper is not None:
+                stopper.cancel()
             await lag_monitor.stop()
             status = worker.status
             status.longest_stall = lag_monitor.longest
@@ -200,6 +205,11 @@ async def crawl(
             await archive.drain()
         await transport.close()
         await store.close()
+
+
+async def _stop_when_set(stop: asyncio.Event, worker: Worker) -> None:
+    await stop.wait()
+    worker.request_stop("stopped")
 
 
 def worker_id_of(config: CrawlConfig) -> str:
