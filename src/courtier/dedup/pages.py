@@ -10,6 +10,11 @@
 
 Memory stays bounded: the SimHash index is rotated (started afresh) when it
 holds ``max_fingerprints``; the pending-digest map keeps the newest entries.
+
+Scope: one process's index, holding every page it fingerprinted plus, in a cluster,
+the stored SimHashes of the shards it gained (:meth:`DuplicateTracker.restore`,
+driven by ``cluster/shard_state.py``): a page is compared with the pages of its own
+shard whoever fetched them, and with whatever else this process has seen.
 """
 
 from __future__ import annotations
@@ -62,6 +67,15 @@ class DuplicateTracker:
             self.recent[digest] = copy
             if len(self.recent) > self.recent_limit:
                 self.recent.popitem(last=False)
+
+    def restore(self, pages: list[tuple[bytes, int]]) -> None:
+        """Add ``(url_key, simhash)`` of pages fetched earlier (by any owner of their
+        shard, read from the store) so that later pages are compared with them too.
+        Each is one O(1) append (the index merges its pending buffer in bounded steps)."""
+        for url_key, fp in pages:
+            if len(self.index) >= self.max_fingerprints:
+                self.index = SimHashIndex(MAX_DISTANCE)
+            self.index.add(fp, item_id(url_key))
 
     def fingerprint(self, url_key: bytes, text: str) -> tuple[int, str | None]:
         """SimHash of ``text`` and the url_key prefix of an earlier near-duplicate, if any.
