@@ -173,10 +173,10 @@ class ShardedTemplateTracker(TemplateTracker):
         self._dirty: set[str] = set()
 
     def _host(self, host_key: str) -> _Host:
-        dirty = self._dirty
+        dirty = self._dirty  # every caller of _host changes the host's counters
         dirty.add(host_key)
         if len(dirty) > 2 * self.rules.max_hosts:  # evicted hosts: nothing to save
-            dirty.intersection_update(self._hosts)  # every caller of _host changes the host's counters
+            dirty.intersection_update(self._hosts)
         return super()._host(host_key)
 
     def take_dirty(self, wanted: Callable[[str], bool]) -> list[str]:
