@@ -72,7 +72,7 @@ def test_round_trip_keeps_every_figure_and_restoring_twice_changes_nothing() -> 
     assert copy.templates(key) == tracker.templates(key)
     copy.restore_host(key, blob)  # a union: idempotent
     assert copy.templates(key) == tracker.templates(key)
-    day, admitted, templates = decode_host(blob)
+    _, _, templates = decode_host(blob)
     assert [name for name, _ in templates] == [r.template for r in tracker.templates(key)]
 
 
@@ -90,7 +90,7 @@ def test_restore_merges_with_what_the_new_owner_already_counted() -> None:
 
 def test_dirty_hosts_are_taken_once_and_a_restore_is_not_a_change() -> None:
     tracker = ShardedTemplateTracker(RULES, VirtualClock())
-    offer(tracker, trap_urls(1, 3) + ["http://other.test/a"])
+    offer(tracker, [*trap_urls(1, 3), "http://other.test/a"])
     other = canonicalize("http://other.test/").host_key
     assert tracker.take_dirty(lambda k: k == host_key()) == [host_key()]
     assert tracker.take_dirty(lambda k: True) == [other]
