@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import signal
 
+import asyncpg
 import pytest
 
 from courtier.frontier.trap_state import decode_host
@@ -72,6 +73,22 @@ async def test_a_crash_moves_trap_statistics_and_near_duplicates_to_the_new_owne
     by_w0 = {cluster.server.url(r.host, r.path_qs) for r in cluster.requests_by("w0")}
     await cluster.start("w1")  # takes every shard over once w0's leases expire
     await done(cluster, cluster.server.web.expected_fetches())
+
+    async def trap_exhausted() -> bool:
+        # every trap URL admitted to the store is fetched and committed: no request to
+        # the trap can follow (new ones come only from fetching, through the throttle)
+        conn = await asyncpg.connect(cluster.dsn, timeout=10)
+        try:
+            row = await conn.fetchrow(
+                "SELECT count(*) AS stored, count(*) FILTER (WHERE last_fetch_at IS NULL"
+                " OR state = 1) AS open FROM urls WHERE host_key = $1 AND url LIKE '%/trap/%'",
+                trap_host)
+        finally:
+            await conn.close()
+        assert row is not None
+        return int(row["open"]) == 0 and int(row["stored"]) > 0
+
+    await wait_for("every stored trap URL fetched", trap_exhausted)
     await stop(cluster)
 
     trap = [r for r in cluster.page_log() if r.path_qs.startswith("/trap/")]
