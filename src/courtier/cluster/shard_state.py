@@ -14,10 +14,11 @@ owner — after a handover *or* a crash — continues where the last one stopped
   SimHash of every fetched HTML page, so nothing more is saved. A gained shard joins
   the refill only once the SimHashes of its most recently fetched pages (at most
   :data:`SIMHASHES_PER_SHARD`) have been added to the index: from the store, never from
-  the old owner's memory. The rebuild reads many shards per round trip and adds their
-  pages in slices of :data:`SLICE_ROWS`, yielding to the event loop between slices,
-  and stops after :data:`ROWS_PER_TURN` rows in one turn of the worker loop (the rest
-  goes on at the next turn): no step keeps the loop busy for long.
+  the old owner's memory. The rebuild reads a few shards per round trip (at most
+  :data:`ROWS_PER_QUERY` rows), adds their pages in slices of :data:`SLICE_ROWS`,
+  yielding to the event loop between slices, and stops after :data:`ROWS_PER_TURN`
+  rows in one turn of the worker loop (the rest goes on at the next turn): no step
+  keeps the loop busy for long.
 """
 
 from __future__ import annotations
@@ -44,8 +45,8 @@ SAVE_EVERY = 5.0
 #: SimHashes of one gained shard added to the index (the most recently fetched pages);
 #: 2,048 × 1,024 shards ≈ the index's own capacity (DuplicateTracker.max_fingerprints)
 SIMHASHES_PER_SHARD = 2048
-#: shards asked in one load_simhashes round trip
-SHARDS_PER_QUERY = 64
+#: rows one load_simhashes answer may hold at most (decoding it stays a few ms of loop)
+ROWS_PER_QUERY = 8192
 #: rows added to the index in one turn of the worker loop at most (then the turn ends)
 ROWS_PER_TURN = 32_768
 #: rows added between two yields to the event loop (≈ a few ms of index appends)
@@ -152,7 +153,8 @@ class ShardStateKeeper:
         ready: set[int] = set()
         rows = 0
         while self.rebuilding and rows < ROWS_PER_TURN:
-            batch = sorted(self.rebuilding)[:SHARDS_PER_QUERY]
+            per_query = max(1, ROWS_PER_QUERY // max(1, self.simhashes_per_shard))
+            batch = sorted(self.rebuilding)[:per_query]
             found = await self.store.load_simhashes(batch, self.simhashes_per_shard)
             for shard in batch:
                 pages = found.get(shard, [])
