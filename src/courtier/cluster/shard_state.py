@@ -15,10 +15,11 @@ owner — after a handover *or* a crash — continues where the last one stopped
   the refill only once the SimHashes of its most recently fetched pages (at most
   :data:`SIMHASHES_PER_SHARD`) have been added to the index: from the store, never from
   the old owner's memory. The rebuild reads a few shards per round trip (at most
-  :data:`ROWS_PER_QUERY` rows), adds their pages in slices of :data:`SLICE_ROWS`,
-  yielding to the event loop between slices, and stops after :data:`ROWS_PER_TURN`
-  rows in one turn of the worker loop (the rest goes on at the next turn): no step
-  keeps the loop busy for long.
+  :data:`ROWS_PER_QUERY` rows), stops after :data:`ROWS_PER_TURN` rows in one turn of
+  the worker loop (the rest goes on at the next turn) and merges them into a new copy of
+  the index of restored pages in a thread (:func:`~courtier.dedup.pages.with_pages`:
+  sorting millions of fingerprints is O(index) numpy work), which then replaces the
+  old one: no step keeps the loop busy for long.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import logging
 from collections.abc import Callable, Collection
 
 from courtier.clock import Clock
-from courtier.dedup.pages import DuplicateTracker
+from courtier.dedup.pages import DuplicateTracker, with_pages
 from courtier.errors import StoreError
 from courtier.frontier.trap_state import ShardedTemplateTracker
 from courtier.frontier.traps import TemplateTracker
@@ -36,7 +37,9 @@ from courtier.store.base import Store
 from courtier.store.cluster import TrapStats
 from courtier.urls import shard_of
 
-__all__ = ["ROWS_PER_TURN", "SAVE_EVERY", "SIMHASHES_PER_SHARD", "ShardStateKeeper"]
+__all__ = [
+    "ROWS_PER_QUERY", "ROWS_PER_TURN", "SAVE_EVERY", "SIMHASHES_PER_SHARD", "ShardStateKeeper",
+]
 
 log = logging.getLogger("courtier.worker")
 
@@ -47,10 +50,9 @@ SAVE_EVERY = 5.0
 SIMHASHES_PER_SHARD = 2048
 #: rows one load_simhashes answer may hold at most (decoding it stays a few ms of loop)
 ROWS_PER_QUERY = 8192
-#: rows added to the index in one turn of the worker loop at most (then the turn ends)
-ROWS_PER_TURN = 32_768
-#: rows added between two yields to the event loop (≈ a few ms of index appends)
-SLICE_ROWS = 4096
+#: rows read in one turn of the worker loop at most, merged into the index in one thread
+#: job (then the turn ends; the rest is read at the next turn)
+ROWS_PER_TURN = 65_536
 
 
 class ShardStateKeeper:
@@ -151,20 +153,21 @@ class ShardStateKeeper:
         """Add the stored SimHashes of shards being rebuilt, up to ``ROWS_PER_TURN`` rows;
         returns the shards now complete (they may join the refill)."""
         ready: set[int] = set()
-        rows = 0
-        while self.rebuilding and rows < ROWS_PER_TURN:
+        pages: list[tuple[bytes, int]] = []
+        while self.rebuilding and len(pages) < ROWS_PER_TURN:
             per_query = max(1, ROWS_PER_QUERY // max(1, self.simhashes_per_shard))
             batch = sorted(self.rebuilding)[:per_query]
             found = await self.store.load_simhashes(batch, self.simhashes_per_shard)
             for shard in batch:
-                pages = found.get(shard, [])
-                for start in range(0, len(pages), SLICE_ROWS):
-                    self.duplicates.restore(pages[start:start + SLICE_ROWS])
-                    await asyncio.sleep(0)  # the fetch tasks run between slices
-                rows += len(pages)
+                pages += found.get(shard, [])
             # a shard dropped while its pages were read is not ready (nor rebuilding)
-            done = self.rebuilding.intersection(batch)
+            ready |= self.rebuilding.intersection(batch)
             self.rebuilding.difference_update(batch)
-            ready |= done
-        self.pages_restored += rows
+        if pages:
+            dups = self.duplicates
+            # the merge is O(index) numpy work: in a thread; the loop goes on querying the
+            # old index (only read by the thread) until the new one replaces it
+            dups.restored = await asyncio.to_thread(
+                with_pages, dups.restored, pages, dups.max_fingerprints)
+        self.pages_restored += len(pages)
         return ready
