@@ -33,7 +33,8 @@ from courtier.errors import ConfigError, FetchError, InvalidURL
 from courtier.fetch.aiohttp_transport import AiohttpTransport
 from courtier.fetch.guard import AddressGuard
 from courtier.fetch.resolver import Resolver, load_hosts_file
-from courtier.frontier.traps import TemplateTracker, trap_rules_from
+from courtier.frontier.trap_state import ShardedTemplateTracker
+from courtier.frontier.traps import trap_rules_from
 from courtier.intake import Intake, Scope, SeedProblem, read_seed_lines
 from courtier.loopwatch import LoopLagMonitor
 from courtier.metrics import CrawlMetrics
@@ -126,7 +127,7 @@ async def crawl(
                 log.error("archive: %(lost)d lost segments, %(requeued)d URLs queued again",
                           figures)
             ticks = asyncio.create_task(archive.run_ticks())
-        tracker = TemplateTracker(trap_rules_from(config.traps), clock)
+        tracker = ShardedTemplateTracker(trap_rules_from(config.traps), clock)
         intake = Intake(Scope(config, []), traps=tracker)
         rows, problems = collect_seeds(config, intake, clock.now())
         for problem in problems:

@@ -24,6 +24,7 @@ from courtier.archive.base import ArchiveWriter
 from courtier.clock import Clock
 from courtier.cluster.coordinator import ShardCoordinator
 from courtier.cluster.ip_slots import IpSlots
+from courtier.cluster.shard_state import ShardStateKeeper
 from courtier.cluster.shared_scope import ScopeFollower
 from courtier.config import CrawlConfig
 from courtier.day_counts import DayCountLedger
@@ -176,6 +177,9 @@ class Worker(RefillSteps, FetchSteps, ShardSteps):
             ip_delay=config.ip_delay,
         )
         self.processor = PageProcessor(config, intake, archive, self.agent)
+        #: trap statistics and near-duplicate index follow the shards (cluster/shard_state.py)
+        self.shard_state = None if coordinator is None else ShardStateKeeper(
+            store, intake.traps, self.processor.duplicates, clock)
         self.metrics = metrics or CrawlMetrics()
         self.metrics.bind_frontier(self.frontier, clock)
         self._flushing_from: float | None = None   # oldest fetch time of the batch in commit
@@ -343,6 +347,8 @@ class Worker(RefillSteps, FetchSteps, ShardSteps):
         (a retry, a host in back-off or with robots.txt unreachable) is due within
         ``--linger`` seconds; later ones stay queued for the next run. Recrawls are
         never waited for."""
+        if self.shard_state is not None and self.shard_state.rebuilding:
+            return False  # gained shards not in the refill yet
         if self.config.continuous:
             if self.frontier.queued == 0:
                 self._idle_until = await self.store.next_due_at(self.shards)

@@ -56,6 +56,8 @@ class RefillSteps:
 
         async def _load_host_clocks(self, host_keys: list[str]) -> dict[str, HostClock]: ...
 
+        async def _restore_trap_stats(self, host_keys: list[str]) -> None: ...
+
         def _restore_host_clocks(self, host_keys: list[str],
                                  clocks: dict[str, HostClock]) -> None: ...
 
@@ -149,6 +151,7 @@ class RefillSteps:
         budgeted = [key for key, _, _, policy, _ in found if policy.max_pages is not None]
         counts = await self.store.load_day_counts(budgeted) if budgeted else {}
         clocks = await self._load_host_clocks(list(new_hosts))
+        await self._restore_trap_stats(list(new_hosts))  # before any link of theirs is read
         for host_key, shard, record, policy, inherited in found:
             ip = await self.resolve_ip(host_key) if self.resolve_ip is not None else None
             robots = (await parse_off_loop(record.robots_body, self.agent)

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from courtier.clock import Clock
 from courtier.cluster.coordinator import ShardChanges, ShardCoordinator
 from courtier.cluster.host_clocks import clock_of, restore_clock
+from courtier.cluster.shard_state import ShardStateKeeper
 from courtier.errors import StoreError
 from courtier.frontier.lease import Lease
 from courtier.frontier.scheduler import Frontier
@@ -58,6 +59,8 @@ class ShardSteps:
     #: drained shards whose release failed (store error): retried each turn
     _unreleased_shards: set[int]
     drain_timeout: float
+    #: trap statistics and near-duplicate index of the shards (None without a coordinator)
+    shard_state: ShardStateKeeper | None
 
     if TYPE_CHECKING:  # the worker's (worker.py, worker_refill.py); no stub may shadow them
         async def _flush(self) -> None: ...
@@ -75,6 +78,9 @@ class ShardSteps:
         if self._unreleased_shards:
             await self.coordinator.release(self._unreleased_shards)
             self._unreleased_shards = set()
+        keeper = self.shard_state
+        if keeper is not None:
+            await self._shard_state_step(keeper)
         if self._draining:
             await self._progress_drains()
         if self._forgetting and not self._tasks_of(self._forgetting):
@@ -98,7 +104,10 @@ class ShardSteps:
                 self._gained[shard] = (now, shard in changes.taken_over)
                 kind = "takeover" if shard in changes.taken_over else "gained"
                 self.metrics.shard_moves.labels(kind).inc()
-            self.shards = sorted(set(self.shards) | set(changes.gained))
+            if self.shard_state is None:
+                self.shards = sorted(set(self.shards) | set(changes.gained))
+            else:  # they join the refill once their near-duplicate pages are indexed
+                self.shard_state.gained(changes.gained)
         for shard in sorted(changes.handover):
             if shard in self.frontier.epochs and shard not in self._draining:
                 self._start_drain(shard)
@@ -114,6 +123,8 @@ class ShardSteps:
             self.frontier.epochs.pop(shard, None)
             self._draining.pop(shard, None)
             self._gained.pop(shard, None)
+        if self.shard_state is not None:
+            self.shard_state.dropped(lost)
         self.shards = [s for s in self.shards if s not in lost]
         self.frontier.drain_shards(lost)  # not released: the new owner resets them
         for task in self._tasks_of(lost):
@@ -124,6 +135,8 @@ class ShardSteps:
 
     def _start_drain(self, shard: int) -> None:
         self._draining[shard] = self.clock.now()
+        if self.shard_state is not None:
+            self.shard_state.dropped({shard})
         self.shards = [s for s in self.shards if s != shard]
 
     def _tasks_of(self, shards: Collection[int]) -> list[asyncio.Task[None]]:
@@ -162,6 +175,8 @@ class ShardSteps:
             # without their clocks the next owner waits one delay per host (see
             # host_clocks.restore_clock: no clock → the restorer's own arithmetic)
             log.warning("could not save %d host clocks of a handover: %s", len(clocks), exc)
+        if self.shard_state is not None:
+            await self.shard_state.hand_over(shards)  # before the release, like the clocks
         try:
             await coordinator.release(shards)
         except StoreError:
@@ -192,7 +207,24 @@ class ShardSteps:
                 await self.store.save_host_clocks(clocks)
         except StoreError as exc:
             log.warning("could not save %d host clocks on leaving: %s", len(clocks), exc)
+        if self.shard_state is not None:
+            await self.shard_state.hand_over(set(coordinator.held))
         await coordinator.stop(leave=True)
+
+    async def _shard_state_step(self, keeper: ShardStateKeeper) -> None:
+        """Gained shards join the refill once their near-duplicate index is rebuilt; the
+        trap statistics of held shards are saved every few seconds."""
+        if keeper.rebuilding:
+            ready = await keeper.rebuild()
+            ready = {s for s in ready if s in self.frontier.epochs and s not in self._draining}
+            if ready:
+                self.shards = sorted(set(self.shards) | ready)
+        held = set(self.frontier.epochs) - set(self._draining)
+        await keeper.tick(held)
+
+    async def _restore_trap_stats(self, host_keys: list[str]) -> None:
+        if self.shard_state is not None:
+            await self.shard_state.restore_hosts(host_keys)
 
     # ---- host clocks of gained shards ---------------------------------------------------------
 

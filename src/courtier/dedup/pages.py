@@ -10,12 +10,21 @@
 
 Memory stays bounded: the SimHash index is rotated (started afresh) when it
 holds ``max_fingerprints``; the pending-digest map keeps the newest entries.
+
+Scope: one process's index, holding every page it fingerprinted, plus, in a
+cluster, an index of the stored SimHashes of the shards it gained
+(``DuplicateTracker.restored``, at most ``max_fingerprints``, built off the loop by
+:func:`with_pages`, driven by ``cluster/shard_state.py``): a page is compared with
+the pages of its own shard whoever fetched them, and with whatever else this
+process has seen.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
+
+import numpy as np
 
 from courtier.dedup.simhash import simhash_from_features, text_features
 from courtier.dedup.simhash_index import SimHashIndex
@@ -39,6 +48,21 @@ def item_id(url_key: bytes) -> int:
     return int.from_bytes(url_key[:8], "big", signed=True)
 
 
+def with_pages(base: SimHashIndex, pages: list[tuple[bytes, int]],
+               limit: int) -> SimHashIndex:
+    """A new index of ``base``'s entries and ``pages`` (``(url_key, simhash)``), the newest
+    ``limit`` kept. ``base`` is only read, so this may run in a thread while the loop
+    queries ``base``; the result's lookup tables are built here too."""
+    fps, ids = base.arrays()
+    new_fps = np.fromiter((fp for _, fp in pages), dtype=np.uint64, count=len(pages))
+    new_ids = np.fromiter((item_id(k) for k, _ in pages), dtype=np.int64, count=len(pages))
+    fps, ids = np.concatenate((fps, new_fps))[-limit:], np.concatenate((ids, new_ids))[-limit:]
+    index = SimHashIndex(MAX_DISTANCE)
+    index.add_many(fps, ids)
+    index.near(0)  # builds the per-table offsets now, not at the first lookup on the loop
+    return index
+
+
 def id_hex(item: int) -> str:
     """Back from an index id to the 16-hex-digit url_key prefix (``near_dup_of``)."""
     return item.to_bytes(8, "big", signed=True).hex()
@@ -48,6 +72,8 @@ class DuplicateTracker:
     def __init__(self, max_fingerprints: int = 2_000_000, recent_digests: int = 50_000) -> None:
         self.max_fingerprints = max_fingerprints
         self.index = SimHashIndex(MAX_DISTANCE)
+        #: pages read back from the store (gained shards); replaced whole, never added to
+        self.restored = SimHashIndex(MAX_DISTANCE)
         self.recent: OrderedDict[str, FirstCopy] = OrderedDict()
         self.recent_limit = recent_digests
         self.exact = 0
@@ -74,6 +100,8 @@ class DuplicateTracker:
         if words <= MIN_WORDS:  # too little text to compare: never a near-duplicate
             return fp, None
         twin = next((other for other, _ in self.index.near(fp) if other != me), None)
+        if twin is None and len(self.restored):
+            twin = next((other for other, _ in self.restored.near(fp) if other != me), None)
         if len(self.index) >= self.max_fingerprints:
             self.index = SimHashIndex(MAX_DISTANCE)
         self.index.add(fp, me)

@@ -197,8 +197,9 @@ class SimHashIndex:
 
         Raises :class:`ValueError` when the two sequences differ in length.
         """
-        fp_arr = np.asarray(list(fps), dtype=_U64)
-        id_arr = np.asarray(list(item_ids), dtype=np.int64)
+        fp_arr = np.asarray(fps if isinstance(fps, np.ndarray) else list(fps), dtype=_U64)
+        id_arr = np.asarray(item_ids if isinstance(item_ids, np.ndarray) else list(item_ids),
+                            dtype=np.int64)
         if fp_arr.shape != id_arr.shape:
             raise ValueError(f"{fp_arr.shape[0]} fingerprints but {id_arr.shape[0]} item ids")
         self.flush()
@@ -223,6 +224,12 @@ class SimHashIndex:
         self._main = first + fp_arr.shape[0]
         for table in self._tables:
             table.insert(fp_arr, first)
+
+    def arrays(self) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]:
+        """Copies of every stored fingerprint and item id (main segment, then pending)."""
+        n = self._pending
+        return (np.concatenate((self._fps[: self._main], self._pend_fps[:n])),
+                np.concatenate((self._ids[: self._main], self._pend_ids[:n])))
 
     def near(self, fp: int) -> list[tuple[int, int]]:
         """``(item_id, distance)`` of every stored fingerprint within ``max_distance`` of ``fp``.

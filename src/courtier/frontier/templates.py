@@ -205,6 +205,28 @@ class DistinctCounter:
             self._registers[index] = rank
             self._scaled_sum += (1 << (64 - rank)) - (1 << (64 - old))
 
+    def registers(self) -> bytes:
+        """The 256 registers (what :meth:`from_registers` rebuilds the counter from)."""
+        return bytes(self._registers)
+
+    @classmethod
+    def from_registers(cls, registers: bytes) -> DistinctCounter:
+        """A counter with these registers; ValueError unless 256 bytes of ranks <= 57."""
+        if len(registers) != cls._M or max(registers, default=0) > 57:
+            raise ValueError("distinct counter registers: 256 ranks of at most 57 expected")
+        counter = cls()
+        counter._registers = bytearray(registers)
+        counter._scaled_sum = sum(1 << (64 - r) for r in registers)
+        return counter
+
+    def merge(self, other: DistinctCounter) -> None:
+        """Count the union: each register the larger of both (idempotent, commutative)."""
+        for index, rank in enumerate(other._registers):
+            old = self._registers[index]
+            if rank > old:
+                self._registers[index] = rank
+                self._scaled_sum += (1 << (64 - rank)) - (1 << (64 - old))
+
     def count(self) -> int:
         """Estimated number of distinct values added (0 when nothing was added)."""
         registers = self._registers

@@ -44,6 +44,7 @@ __all__ = [
     "IpGrant",
     "LeaseRecord",
     "ScopeRule",
+    "TrapStats",
     "WorkerRecord",
 ]
 
@@ -169,6 +170,18 @@ class IpGrant:
     retry_at: float = 0.0
 
 
+@dataclass(frozen=True, slots=True)
+class TrapStats:
+    """A host's trap template statistics (``frontier/trap_state.py`` encodes ``data``;
+    to the store it is opaque), saved by the host's owner on handover and periodically,
+    restored by the next owner. ``saved_at`` is stamped by the store (store clock)."""
+
+    host_key: str
+    shard: int
+    data: bytes
+    saved_at: float = 0.0
+
+
 #: kinds of :class:`ScopeRule`
 SCOPE_KINDS = ("host", "domain", "include", "exclude")
 
@@ -262,6 +275,22 @@ class ClusterStore(Protocol):
 
     async def load_host_clocks(self, host_keys: Collection[str]) -> dict[str, HostClock]:
         """The stored clocks of these hosts; hosts never saved are absent."""
+
+    # ---- trap statistics and near-duplicate fingerprints of a shard -----------------------
+
+    async def save_trap_stats(self, stats: Sequence[TrapStats]) -> None:
+        """Upsert each host's trap statistics (replacing the stored row; the last of one
+        host in the call wins), stamping ``saved_at``; one transaction."""
+
+    async def load_trap_stats(self, host_keys: Collection[str]) -> dict[str, TrapStats]:
+        """The stored trap statistics of these hosts; hosts never saved are absent."""
+
+    async def load_simhashes(self, shards: Collection[int], limit_per_shard: int
+                             ) -> dict[int, list[tuple[bytes, int]]]:
+        """``(url_key, simhash)`` of fetched rows of each shard that have a SimHash
+        (unsigned 64-bit), most recently fetched first (ties by url_key), at most
+        ``limit_per_shard`` per shard: what a new owner rebuilds its near-duplicate index
+        from. Shards without such rows are absent. A read; one round trip."""
 
     # ---- per-IP slots --------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from courtier.store.cluster import (
     IpGrant,
     LeaseRecord,
     ScopeRule,
+    TrapStats,
     WorkerRecord,
 )
 from courtier.store.cluster_rules import (
@@ -41,6 +42,7 @@ class MemoryClusterState:
     clock: Clock
     shards: dict[int, tuple[str | None, int, float]]
     day_counts: dict[str, DayCount]
+    urls: dict[bytes, dict[str, Any]]
 
     def _init_cluster(self) -> None:
         self._workers: dict[str, WorkerRecord] = {}
@@ -48,6 +50,7 @@ class MemoryClusterState:
         self._last_owner: dict[int, str] = {}
         self._handovers = {"graceful": 0, "takeover": 0}
         self._host_clocks: dict[str, HostClock] = {}
+        self._trap_stats: dict[str, TrapStats] = {}
         self._ip_next: dict[str, float] = {}
         #: ip -> token -> (expires_at, owner)
         self._ip_slots: dict[str, dict[int, tuple[float, str]]] = {}
@@ -159,6 +162,32 @@ class MemoryClusterState:
 
     async def load_host_clocks(self, host_keys: Collection[str]) -> dict[str, HostClock]:
         return {k: self._host_clocks[k] for k in host_keys if k in self._host_clocks}
+
+    # ---- trap statistics and near-duplicate fingerprints of a shard -----------------------
+
+    async def save_trap_stats(self, stats: Sequence[TrapStats]) -> None:
+        now = self.clock.now()
+        for item in stats:
+            self._trap_stats[item.host_key] = dataclasses.replace(
+                item, data=bytes(item.data), saved_at=now)
+
+    async def load_trap_stats(self, host_keys: Collection[str]) -> dict[str, TrapStats]:
+        return {k: self._trap_stats[k] for k in host_keys if k in self._trap_stats}
+
+    async def load_simhashes(self, shards: Collection[int], limit_per_shard: int
+                             ) -> dict[int, list[tuple[bytes, int]]]:
+        wanted = set(shards)
+        found: dict[int, list[tuple[float, bytes, int]]] = {}
+        for key, row in self.urls.items():
+            if row["shard"] in wanted and row.get("simhash") is not None:
+                found.setdefault(row["shard"], []).append(
+                    (-(row["last_fetch_at"] or 0.0), key, row["simhash"]))
+        out = {}
+        for shard, rows in found.items():
+            rows.sort()
+            if limit_per_shard > 0:
+                out[shard] = [(key, fp) for _, key, fp in rows[:limit_per_shard]]
+        return out
 
     # ---- per-IP slots --------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ URL space of every host::
     /s/{i}.html               pages listed only in that sitemap
     /near/{k}.html            (near_duplicates) one text, one word apart; each links
     /near-leaf/{k}.html       to its own leaf
+    /trap/{n}.html            (trap_fanout) an endless trap of one text, left out of the oracle
     /about.html               a page whose bytes are served again, identical, at
     /mirror/about.html        this second URL (both linked from the index), so a
                               crawler stores one response and one revisit
@@ -233,7 +234,13 @@ class TestWeb:
             links += [Link(href=url, target=url) for url in spec.extra_links]
             links += [writer.link(host, f"/out/{k}") for k in range(len(spec.redirect_out))]
             links += [writer.link(host, f"/near/{k}.html") for k in range(spec.near_duplicates)]
+            if spec.trap_fanout:
+                links.append(writer.link(host, trap_path(0)))
             return HtmlPage(title=f"{host} index", links=tuple(links))
+        if spec.trap_fanout and (m := re.fullmatch(r"/trap/(\d{6,})\.html", path)):
+            n, fanout = int(m.group(1)), spec.trap_fanout
+            return HtmlPage(title=f"{host} calendar", links=tuple(
+                writer.link(host, trap_path(n * fanout + k)) for k in range(1, fanout + 1)))
         if m := re.fullmatch(r"/near/(\d+)\.html", path):
             if int(m.group(1)) >= spec.near_duplicates:
                 return None
@@ -341,6 +348,8 @@ class TestWeb:
         near = re.fullmatch(r"/near/(\d+)\.html", path)
         if near:
             text_of = "/near/"  # one text for all of them...
+        elif path.startswith("/trap/"):
+            text_of = "/trap/"  # links of one length: one visible text on every page
         size = NEAR_PAGE_BYTES if near else spec.page_bytes
         body = render_html(model, self._rng(host, text_of), size)
         if near:  # ...but for one word
@@ -497,7 +506,7 @@ class TestWeb:
             if model is not None and not model.meta_nofollow:
                 targets += [link.target for link in model.links if link.follow]
             for target in targets:
-                if target not in seen:
+                if target not in seen and "/trap/" not in target:  # unbounded: not expected
                     seen.add(target)
                     queue.append(target)
         return fetched, denied
@@ -517,6 +526,11 @@ class TestWeb:
     def expected_denied(self, agent: str = COURTIER_AGENT) -> set[str]:
         """Discovered URLs a polite crawler must *not* fetch because of robots.txt."""
         return self._crawl(agent)[1]
+
+
+def trap_path(n: int) -> str:
+    """The path of the ``n``-th page of a host's trap (``HostSpec.trap_fanout``)."""
+    return f"/trap/{n:06d}.html"
 
 
 def _resolve(base: str, location: str) -> str:

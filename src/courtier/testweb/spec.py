@@ -71,6 +71,12 @@ Extra content (all off by default; see :mod:`courtier.testweb.site`):
 ``near_duplicates``
     ``/near/{k}.html`` for ``k < near_duplicates``, linked from the index: the same
     long text but for one word, each linking to its own ``/near-leaf/{k}.html``.
+``trap_fanout``
+    a crawler trap: ``/trap/{n}.html`` (``n`` zero-padded to six digits) for every
+    ``n``, linked from the index from ``n = 0``: one visible text on every page (an
+    endless calendar of empty months), each linking to the next ``trap_fanout``
+    numbers ``n·f + 1 … n·f + f``. Unbounded, so :meth:`TestWeb.expected_fetches`
+    leaves it out; tests judge how many of its pages were requested.
 """
 
 from __future__ import annotations
@@ -169,6 +175,7 @@ class HostSpec:
     extra_sitemaps: tuple[str, ...] = ()
     near_duplicates: int = 0
     changing_pages: int = 0   # pages /p/{i}.html, i < this, change at every request
+    trap_fanout: int = 0      # /trap/{n}.html: an endless trap (module docstring)
 
     def __post_init__(self) -> None:
         self.name = self.name.lower()
@@ -185,7 +192,8 @@ class HostSpec:
                 f"testweb host {self.name}: busy_every and busy_after must be >= 0 "
                 "and busy_status 429 or 503"
             )
-        if min(self.sitemap_pages, self.near_duplicates, self.changing_pages) < 0:
+        if min(self.sitemap_pages, self.near_duplicates, self.changing_pages,
+               self.trap_fanout) < 0:
             raise ConfigError(f"testweb host {self.name}: negative sitemap_pages/near_duplicates")
         if (self.slow_after is not None and self.slow_after < 0) or self.slow_latency < 0:
             raise ConfigError(f"testweb host {self.name}: negative slow_after/slow_latency")

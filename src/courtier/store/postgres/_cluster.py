@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import astuple, fields, replace
 from typing import Any, TypeVar
 
+from courtier.dedup.fingerprint64 import from_signed64
 from courtier.errors import StoreError
 from courtier.store.cluster import (
     ClusterView,
@@ -24,6 +25,7 @@ from courtier.store.cluster import (
     IpGrant,
     LeaseRecord,
     ScopeRule,
+    TrapStats,
     WorkerRecord,
 )
 from courtier.store.cluster_rules import check_scope_kinds
@@ -221,6 +223,60 @@ class PostgresCluster:
             return {r["host_key"]: HostClock(*r) for r in rows}
 
         return await self._run("load_host_clocks", job, write=False)
+
+    async def save_trap_stats(self, stats: Sequence[TrapStats]) -> None:
+        latest = {s.host_key: s for s in stats}  # one row per host: the last given
+        keys = sorted(latest)
+        if not keys:
+            return
+
+        async def job(conn: Conn) -> None:
+            await conn.execute(
+                "INSERT INTO trap_stats (shard, host_key, data, saved_at)"
+                " SELECT s, h, d, courtier_now()"
+                " FROM unnest($1::integer[], $2::text[], $3::bytea[]) AS t(s, h, d)"
+                " ON CONFLICT (shard, host_key) DO UPDATE"
+                " SET data = EXCLUDED.data, saved_at = EXCLUDED.saved_at",
+                [host_shard(k) for k in keys], keys, [bytes(latest[k].data) for k in keys])
+
+        await self._run("save_trap_stats", job)
+
+    async def load_trap_stats(self, host_keys: Collection[str]) -> dict[str, TrapStats]:
+        keys = sorted(set(host_keys))
+        if not keys:
+            return {}
+
+        async def job(conn: Conn) -> dict[str, TrapStats]:
+            rows = await conn.fetch(
+                "SELECT host_key, shard, data, saved_at FROM trap_stats"
+                " WHERE (shard, host_key) IN (SELECT * FROM unnest($1::integer[], $2::text[]))",
+                [host_shard(k) for k in keys], keys)
+            return {r["host_key"]: TrapStats(r["host_key"], int(r["shard"]), bytes(r["data"]),
+                                             float(r["saved_at"])) for r in rows}
+
+        return await self._run("load_trap_stats", job, write=False)
+
+    async def load_simhashes(self, shards: Collection[int], limit_per_shard: int
+                             ) -> dict[int, list[tuple[bytes, int]]]:
+        wanted = sorted(set(shards))
+        if not wanted or limit_per_shard <= 0:
+            return {}
+
+        async def job(conn: Conn) -> dict[int, list[tuple[bytes, int]]]:
+            rows = await conn.fetch(
+                "SELECT s.shard, u.url_key, u.simhash FROM unnest($1::integer[]) AS s(shard)"
+                " CROSS JOIN LATERAL (SELECT url_key, simhash, last_fetch_at FROM urls"
+                "   WHERE urls.shard = s.shard AND simhash IS NOT NULL"
+                "   ORDER BY last_fetch_at DESC NULLS LAST, url_key LIMIT $2) AS u"
+                " ORDER BY s.shard, u.last_fetch_at DESC NULLS LAST, u.url_key",
+                wanted, limit_per_shard)
+            out: dict[int, list[tuple[bytes, int]]] = {}
+            for r in rows:
+                out.setdefault(int(r["shard"]), []).append(
+                    (bytes(r["url_key"]), from_signed64(int(r["simhash"]))))
+            return out
+
+        return await self._run("load_simhashes", job, write=False)
 
     async def acquire_ip_slot(self, ip: str, owner: str, max_concurrent: int,
                               min_gap: float, ttl: float, now: float) -> IpGrant:

@@ -16,6 +16,7 @@ from dataclasses import astuple, fields
 from typing import Any, TypeVar
 
 from courtier.clock import Clock
+from courtier.dedup.fingerprint64 import from_signed64
 from courtier.store.cluster import (
     ClusterView,
     DayGrant,
@@ -24,6 +25,7 @@ from courtier.store.cluster import (
     IpGrant,
     LeaseRecord,
     ScopeRule,
+    TrapStats,
     WorkerRecord,
 )
 from courtier.store.cluster_rules import (
@@ -229,6 +231,45 @@ class SqliteCluster:
             return {row[0]: HostClock(*row) for row in rows}
 
         return await self._tx("load_host_clocks", job, write=False) if keys else {}
+
+    async def save_trap_stats(self, stats: Sequence[TrapStats]) -> None:
+        now = self._clock.now()
+        rows = [(s.host_key, s.shard, bytes(s.data), now) for s in stats]
+        if not rows:
+            return
+        await self._tx("save_trap_stats", lambda conn: conn.executemany(
+            "INSERT OR REPLACE INTO trap_stats (host_key, shard, data, saved_at)"
+            " VALUES (?, ?, ?, ?)", rows))
+
+    async def load_trap_stats(self, host_keys: Collection[str]) -> dict[str, TrapStats]:
+        keys = list(host_keys)
+
+        def job(conn: sqlite3.Connection) -> dict[str, TrapStats]:
+            rows = conn.execute(
+                "SELECT host_key, shard, data, saved_at FROM trap_stats"
+                " WHERE host_key IN (SELECT value FROM json_each(?))", (json.dumps(keys),))
+            return {r[0]: TrapStats(r[0], r[1], bytes(r[2]), r[3]) for r in rows}
+
+        return await self._tx("load_trap_stats", job, write=False) if keys else {}
+
+    async def load_simhashes(self, shards: Collection[int], limit_per_shard: int
+                             ) -> dict[int, list[tuple[bytes, int]]]:
+        wanted = sorted(set(shards))
+
+        def job(conn: sqlite3.Connection) -> dict[int, list[tuple[bytes, int]]]:
+            out: dict[int, list[tuple[bytes, int]]] = {}
+            for shard in wanted:  # urls_due (shard, …) narrows each scan to one shard
+                rows = conn.execute(
+                    "SELECT url_key, simhash FROM urls WHERE shard = ? AND simhash IS NOT NULL"
+                    " ORDER BY last_fetch_at DESC, url_key LIMIT ?",
+                    (shard, limit_per_shard)).fetchall()
+                if rows:
+                    out[shard] = [(bytes(k), from_signed64(fp)) for k, fp in rows]
+            return out
+
+        if not wanted or limit_per_shard <= 0:
+            return {}
+        return await self._tx("load_simhashes", job, write=False)
 
     async def acquire_ip_slot(self, ip: str, owner: str, max_concurrent: int,
                               min_gap: float, ttl: float, now: float) -> IpGrant:

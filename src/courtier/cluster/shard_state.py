@@ -1,0 +1,173 @@
+"""Trap statistics and the near-duplicate index follow the shard (DESIGN §5).
+
+A worker's :class:`~courtier.frontier.trap_state.ShardedTemplateTracker` and its
+:class:`~courtier.dedup.pages.DuplicateTracker` live in its memory; this keeper moves
+the part of them that belongs to a shard through the store, so that a shard's next
+owner — after a handover *or* a crash — continues where the last one stopped:
+
+* **Trap statistics** are per host (the shard is the host key's), saved with
+  ``Store.save_trap_stats``: the hosts changed since their last save, every
+  :data:`SAVE_EVERY` seconds (a crash loses at most that much) and, for the shards
+  handed over, during the drain before the lease is released. The next owner merges
+  the stored blob in when it registers the host, before any request to it.
+* **Near-duplicate index**: the store's ``urls.simhash`` column already holds the
+  SimHash of every fetched HTML page, so nothing more is saved. A gained shard joins
+  the refill only once the SimHashes of its most recently fetched pages (at most
+  :data:`SIMHASHES_PER_SHARD`) have been added to the index: from the store, never from
+  the old owner's memory. The rebuild reads a few shards per round trip (at most
+  :data:`ROWS_PER_QUERY` rows), stops after :data:`ROWS_PER_TURN` rows in one turn of
+  the worker loop (the rest goes on at the next turn) and merges them into a new copy of
+  the index of restored pages in a thread (:func:`~courtier.dedup.pages.with_pages`:
+  sorting millions of fingerprints is O(index) numpy work), which then replaces the
+  old one: no step keeps the loop busy for long.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Collection
+
+from courtier.clock import Clock
+from courtier.dedup.pages import DuplicateTracker, with_pages
+from courtier.errors import StoreError
+from courtier.frontier.trap_state import ShardedTemplateTracker
+from courtier.frontier.traps import TemplateTracker
+from courtier.store.base import Store
+from courtier.store.cluster import TrapStats
+from courtier.urls import shard_of
+
+__all__ = [
+    "ROWS_PER_QUERY", "ROWS_PER_TURN", "SAVE_EVERY", "SIMHASHES_PER_SHARD", "ShardStateKeeper",
+]
+
+log = logging.getLogger("courtier.worker")
+
+#: seconds between saves of the trap statistics that changed (the loss bound of a crash)
+SAVE_EVERY = 5.0
+#: SimHashes of one gained shard added to the index (the most recently fetched pages);
+#: 2,048 × 1,024 shards ≈ the index's own capacity (DuplicateTracker.max_fingerprints)
+SIMHASHES_PER_SHARD = 2048
+#: rows one load_simhashes answer may hold at most (decoding it stays a few ms of loop)
+ROWS_PER_QUERY = 8192
+#: rows read in one turn of the worker loop at most, merged into the index in one thread
+#: job (then the turn ends; the rest is read at the next turn)
+ROWS_PER_TURN = 65_536
+
+
+class ShardStateKeeper:
+    """Saves and restores the shard-bound part of a worker's trap and near-dup state."""
+
+    def __init__(self, store: Store, tracker: TemplateTracker | None,
+                 duplicates: DuplicateTracker, clock: Clock,
+                 save_every: float = SAVE_EVERY,
+                 simhashes_per_shard: int = SIMHASHES_PER_SHARD) -> None:
+        self.store = store
+        #: None when the crawl has no template tracker (or a plain one that cannot export)
+        self.tracker = tracker if isinstance(tracker, ShardedTemplateTracker) else None
+        self.duplicates = duplicates
+        self.clock = clock
+        self.save_every = save_every
+        self.simhashes_per_shard = simhashes_per_shard
+        #: gained shards whose near-duplicate pages are not in the index yet
+        self.rebuilding: set[int] = set()
+        self._last_save = clock.now()
+        self.hosts_saved = 0
+        self.hosts_restored = 0
+        self.pages_restored = 0
+
+    # ---- trap statistics ----------------------------------------------------------------------
+
+    async def restore_hosts(self, host_keys: Collection[str]) -> None:
+        """Merge the stored statistics of newly registered hosts (a StoreError propagates:
+        the caller registers nothing and retries)."""
+        tracker = self.tracker
+        if tracker is None or not host_keys:
+            return
+        stored = await self.store.load_trap_stats(host_keys)
+        for key, item in stored.items():
+            try:
+                tracker.restore_host(key, item.data)
+            except ValueError as exc:  # a row this version cannot read: learned again
+                log.warning("trap statistics of %s not restored: %s", key, exc)
+                continue
+            self.hosts_restored += 1
+
+    async def save_hosts(self, wanted: Callable[[str], bool]) -> int:
+        """Save the changed hosts ``wanted`` selects; on a store error they stay changed
+        (saved by a later call) and the error propagates. Returns how many were saved."""
+        tracker = self.tracker
+        if tracker is None:
+            return 0
+        taken = tracker.take_dirty(wanted)
+        rows = []
+        for key in taken:
+            blob = tracker.export_host(key)
+            if blob is not None:
+                rows.append(TrapStats(key, shard_of(key), blob))
+        try:
+            await self.store.save_trap_stats(rows)
+        except StoreError:
+            tracker.mark_dirty(taken)
+            raise
+        self.hosts_saved += len(rows)
+        return len(rows)
+
+    async def tick(self, held: Collection[int]) -> None:
+        """Every ``save_every`` seconds: save the changed hosts of the shards held."""
+        now = self.clock.now()
+        if self.tracker is None or now - self._last_save < self.save_every:
+            return
+        self._last_save = now
+        shards = set(held)
+        await self.save_hosts(lambda key: shard_of(key) in shards)
+
+    async def hand_over(self, shards: Collection[int]) -> int:
+        """Before releasing ``shards``: save their hosts' changed statistics, then forget
+        those hosts. A store error is logged (the next owner then continues from the last
+        periodic save, as after a crash). Returns how many hosts were saved."""
+        tracker = self.tracker
+        self.rebuilding.difference_update(shards)
+        if tracker is None or not shards:
+            return 0
+        moving = set(shards)
+        saved = 0
+        try:
+            saved = await self.save_hosts(lambda key: shard_of(key) in moving)
+        except StoreError as exc:
+            log.warning("could not save the trap statistics of a handover: %s", exc)
+        tracker.forget_hosts([k for k in tracker.hosts() if shard_of(k) in moving])
+        return saved
+
+    # ---- near-duplicate index -----------------------------------------------------------------
+
+    def gained(self, shards: Collection[int]) -> None:
+        """Shards to rebuild the index for before they join the refill."""
+        self.rebuilding.update(shards)
+
+    def dropped(self, shards: Collection[int]) -> None:
+        """Shards lost or handed over before their rebuild finished."""
+        self.rebuilding.difference_update(shards)
+
+    async def rebuild(self) -> set[int]:
+        """Add the stored SimHashes of shards being rebuilt, up to ``ROWS_PER_TURN`` rows;
+        returns the shards now complete (they may join the refill)."""
+        ready: set[int] = set()
+        pages: list[tuple[bytes, int]] = []
+        while self.rebuilding and len(pages) < ROWS_PER_TURN:
+            per_query = max(1, ROWS_PER_QUERY // max(1, self.simhashes_per_shard))
+            batch = sorted(self.rebuilding)[:per_query]
+            found = await self.store.load_simhashes(batch, self.simhashes_per_shard)
+            for shard in batch:
+                pages += found.get(shard, [])
+            # a shard dropped while its pages were read is not ready (nor rebuilding)
+            ready |= self.rebuilding.intersection(batch)
+            self.rebuilding.difference_update(batch)
+        if pages:
+            dups = self.duplicates
+            # the merge is O(index) numpy work: in a thread; the loop goes on querying the
+            # old index (only read by the thread) until the new one replaces it
+            dups.restored = await asyncio.to_thread(
+                with_pages, dups.restored, pages, dups.max_fingerprints)
+        self.pages_restored += len(pages)
+        return ready

@@ -1,0 +1,131 @@
+"""The keeper that makes trap statistics and the near-duplicate index follow the shard
+(cluster/shard_state.py), against the memory store."""
+
+from __future__ import annotations
+
+from courtier.clock import VirtualClock
+from courtier.cluster.shard_state import SAVE_EVERY, ShardStateKeeper
+from courtier.dedup.pages import DuplicateTracker, id_hex
+from courtier.dedup.simhash import simhash64
+from courtier.errors import StoreError
+from courtier.frontier.trap_state import ShardedTemplateTracker
+from courtier.frontier.traps import TrapRules
+from courtier.store.cluster import TrapStats
+from courtier.store.memory import MemoryStore
+from courtier.urls import canonicalize, shard_of
+from tests.contract.conftest import T0
+from tests.contract.test_store_contract import done, key, new
+from tests.unit.frontier.test_trap_state import HOST, RULES, host_key, offer, trap_urls
+
+TEXT = " ".join(f"word{i} about the history of the valley and its rivers" for i in range(40))
+
+
+def keeper(store: MemoryStore, clock: VirtualClock, rules: TrapRules = RULES
+           ) -> ShardStateKeeper:
+    return ShardStateKeeper(store, ShardedTemplateTracker(rules, clock), DuplicateTracker(),
+                            clock)
+
+
+async def test_periodic_save_then_a_takeover_restores_the_throttle() -> None:
+    clock = VirtualClock(T0)
+    store = MemoryStore(clock)
+    old = keeper(store, clock)
+    assert old.tracker is not None
+    first = offer(old.tracker, trap_urls(1, 300))
+    shard = shard_of(host_key())
+    await old.tick({shard})
+    assert await store.load_trap_stats([host_key()]) == {}  # not yet: every SAVE_EVERY
+    clock.advance(SAVE_EVERY)
+    await old.tick({shard + 1})  # a host of a shard not held is never saved
+    assert await store.load_trap_stats([host_key()]) == {}
+    old.tracker.mark_dirty([host_key()])
+    clock.advance(SAVE_EVERY)
+    await old.tick({shard})
+    assert old.hosts_saved == 1
+    # the old owner dies; the new one registers the host and restores it from the store
+    new_owner = keeper(store, clock)
+    await new_owner.restore_hosts([host_key(), "never.test"])
+    assert new_owner.hosts_restored == 1 and new_owner.tracker is not None
+    second = offer(new_owner.tracker, trap_urls(2, 300))
+    assert first + second <= RULES.template_min_urls + RULES.sample_budget + 2
+
+
+async def test_hand_over_saves_and_forgets_only_the_shards_moving() -> None:
+    clock = VirtualClock(T0)
+    store = MemoryStore(clock)
+    owner = keeper(store, clock)
+    assert owner.tracker is not None
+    offer(owner.tracker, trap_urls(1, 30))
+    stay = next(f"http://stay{i}.test" for i in range(100)
+                if shard_of(canonicalize(f"http://stay{i}.test/").host_key)
+                != shard_of(host_key()))
+    offer(owner.tracker, [stay + "/a"])
+    assert await owner.hand_over({shard_of(host_key())}) == 1
+    assert set(await store.load_trap_stats([host_key(), canonicalize(stay + "/").host_key])
+               ) == {host_key()}
+    assert owner.tracker.hosts() == [canonicalize(stay + "/").host_key]
+
+
+class FailingSaves(MemoryStore):
+    fail = True
+
+    async def save_trap_stats(self, stats: list[TrapStats]) -> None:  # type: ignore[override]
+        if self.fail:
+            raise StoreError("store down")
+        await super().save_trap_stats(stats)
+
+
+async def test_a_failed_save_keeps_the_hosts_for_the_next_one() -> None:
+    clock = VirtualClock(T0)
+    store = FailingSaves(clock)
+    owner = keeper(store, clock)
+    assert owner.tracker is not None
+    offer(owner.tracker, trap_urls(1, 30))
+    clock.advance(SAVE_EVERY)
+    try:
+        await owner.tick({shard_of(host_key())})
+        raise AssertionError("the store error must reach the worker loop")
+    except StoreError:
+        pass
+    store.fail = False
+    clock.advance(SAVE_EVERY)
+    await owner.tick({shard_of(host_key())})
+    assert set(await store.load_trap_stats([host_key()])) == {host_key()}
+
+
+async def test_a_near_duplicate_of_a_page_fetched_by_the_old_owner_is_recognised() -> None:
+    clock = VirtualClock(T0)
+    store = MemoryStore(clock)
+    url = HOST + "/first.html"
+    shard = 7
+    await store.add_urls([new(url, shard=shard)])
+    await store.load_due([shard], T0, 10, 10)
+    await store.commit([done(url, shard=shard, simhash=simhash64(TEXT))])
+    twin_text = TEXT.replace("word3 ", "other ")
+    # without the rebuild the new owner sees nothing near
+    assert DuplicateTracker().fingerprint(key(HOST + "/copy.html", shard), twin_text)[1] is None
+    owner = keeper(store, clock)
+    owner.gained({shard, 8})
+    owner.dropped({8})  # lost before its rebuild: never reported ready
+    assert await owner.rebuild() == {shard}
+    assert owner.rebuilding == set() and owner.pages_restored == 1
+    # the page itself, fetched again, is not its own near-duplicate
+    assert owner.duplicates.fingerprint(key(url, shard), TEXT)[1] is None
+    _, twin = owner.duplicates.fingerprint(key(HOST + "/copy.html", shard), twin_text)
+    assert twin == id_hex(int.from_bytes(key(url, shard)[:8], "big", signed=True))
+
+
+async def test_rebuild_is_bounded_per_shard() -> None:
+    clock = VirtualClock(T0)
+    store = MemoryStore(clock)
+    urls = [f"{HOST}/p{i}.html" for i in range(10)]
+    await store.add_urls([new(u, shard=2) for u in urls])
+    await store.load_due([2], T0, 100, 100)
+    await store.commit([done(u, shard=2, simhash=(i + 1) << 40, fetched_at=T0 + i)
+                        for i, u in enumerate(urls)])
+    owner = ShardStateKeeper(store, None, DuplicateTracker(), clock, simhashes_per_shard=4)
+    owner.gained({2})
+    assert await owner.rebuild() == {2}
+    assert owner.pages_restored == 4 and len(owner.duplicates.restored) == 4
+    assert len(owner.duplicates.index) == 0  # the pages of its own fetches stay apart
+    assert await owner.restore_hosts([host_key()]) is None  # no tracker: nothing to do
