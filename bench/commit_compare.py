@@ -79,7 +79,8 @@ async def main() -> None:
         await conn.execute(f"ALTER FUNCTION {OLD}{SIGNATURE} SET plan_cache_mode ="
                            " force_custom_plan SET jit = off SET enable_hashjoin = off"
                            " SET enable_mergejoin = off")
-        epochs = {r["shard"]: r["epoch"] for r in await conn.fetch("SELECT shard, epoch FROM shards")}
+        leases = await conn.fetch("SELECT shard, epoch FROM shards")
+        epochs = {r["shard"]: r["epoch"] for r in leases}
         rates: dict[str, list[float]] = {OLD: [], "courtier_commit": []}
         for n in range(args.rounds):
             order = [OLD, "courtier_commit"] if n % 2 == 0 else ["courtier_commit", OLD]
