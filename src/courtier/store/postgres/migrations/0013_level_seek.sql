@@ -88,3 +88,8 @@ BEGIN
     PERFORM courtier_queue_from_levels(p_shards, p_hosts);
 END;
 $$;
+
+-- With the seeks above nothing reads urls_queued_host_due any more (a host's earliest
+-- due row is host_levels' business, a shard's is urls_queued_due's); every intake,
+-- commit and release paid an entry in it.
+DROP INDEX urls_queued_host_due;
