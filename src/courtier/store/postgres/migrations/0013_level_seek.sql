@@ -62,14 +62,13 @@ $$;
 -- A commit's hosts: their levels rediscovered by a skip scan of urls_queued_rank in
 -- which each step's first row gives both the level and its earliest due time (rank
 -- order inside a level is next_fetch_at first, NULLs last), one seek per level
--- instead of two.
+-- instead of two; host_levels is then brought to that by difference (levels gone
+-- deleted, changed due times updated, the rest untouched) instead of deleting and
+-- re-inserting every level of the host.
 CREATE OR REPLACE FUNCTION courtier_queue_refresh(p_shards integer[], p_hosts text[])
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM courtier_queue_lock(p_shards, p_hosts);
-    DELETE FROM host_levels l USING (SELECT DISTINCT s, h FROM unnest(p_shards, p_hosts)
-                                     AS t(s, h)) AS t
-    WHERE l.shard = t.s AND l.host_key = t.h;
     WITH RECURSIVE t AS (
         SELECT DISTINCT s, h FROM unnest(p_shards, p_hosts) AS t(s, h)
     ), lv(s, h, p, due) AS (
@@ -82,9 +81,18 @@ BEGIN
             SELECT u.priority, u.next_fetch_at FROM urls u
             WHERE u.shard = lv.s AND u.host_key = lv.h AND u.state = 0 AND u.priority < lv.p
             ORDER BY u.priority DESC, u.next_fetch_at, u.depth, u.url_key LIMIT 1) AS f
+    ), fresh AS (
+        SELECT s, h, p, due FROM lv WHERE due IS NOT NULL
+    ), gone AS (
+        DELETE FROM host_levels l USING t
+        WHERE l.shard = t.s AND l.host_key = t.h
+          AND NOT EXISTS (SELECT 1 FROM fresh f
+                          WHERE f.s = l.shard AND f.h = l.host_key AND f.p = l.priority)
     )
-    INSERT INTO host_levels (shard, host_key, priority, next_due_at)
-    SELECT s, h, p, due FROM lv WHERE due IS NOT NULL ORDER BY s, h, p;
+    INSERT INTO host_levels AS l (shard, host_key, priority, next_due_at)
+    SELECT s, h, p, due FROM fresh ORDER BY s, h, p
+    ON CONFLICT (shard, host_key, priority) DO UPDATE SET next_due_at = EXCLUDED.next_due_at
+        WHERE l.next_due_at <> EXCLUDED.next_due_at;
     PERFORM courtier_queue_from_levels(p_shards, p_hosts);
 END;
 $$;
