@@ -311,6 +311,43 @@ async def test_commit_repeated_within_one_batch_applies_once(store: Store) -> No
     assert len(await store.read_events(0, 10)) == 1
 
 
+async def test_commits_of_one_row_in_a_batch_apply_in_batch_order(store: Store) -> None:
+    await store.add_urls([new("http://a.test/p"), new("http://a.test/q")])
+    await store.load_due([1], T0, 10, 10)
+    # version 0 then 1: the second sees the first's result, both apply
+    result = await store.commit([done("http://a.test/p", version=0, etag='"one"'),
+                                 done("http://a.test/p", version=1, etag='"two"')])
+    assert (result.applied, result.stale) == (2, 0)
+    row = await store.get_url(key("http://a.test/p"))
+    assert row is not None and (row["version"], row["etag"]) == (2, '"two"')
+    # version 1 before 0: the first is stale when it comes, the second applies
+    result = await store.commit([done("http://a.test/q", version=1, etag='"late"'),
+                                 done("http://a.test/q", version=0, etag='"now"')])
+    assert (result.applied, result.stale) == (1, 1)
+    row = await store.get_url(key("http://a.test/q"))
+    assert row is not None and (row["version"], row["etag"]) == (1, '"now"')
+    events = await store.read_events(0, 10)
+    assert sorted((e.url_key, e.version) for e in events) == sorted(
+        [(key("http://a.test/p"), 1), (key("http://a.test/p"), 2), (key("http://a.test/q"), 1)])
+
+
+async def test_a_mixed_batch_applies_exactly_its_current_commits(store: Store) -> None:
+    urls = [f"http://h{i % 3}.test/{i}" for i in range(9)]
+    await store.add_urls([new(u, shard=1 + i % 2) for i, u in enumerate(urls)])
+    await store.load_due([1, 2], T0, 100, 100)
+    batch = [done(u, shard=1 + i % 2, version=0 if i % 3 else 5) for i, u in enumerate(urls)]
+    batch.append(done("http://h0.test/never-added", shard=2))
+    result = await store.commit(list(reversed(batch)))
+    assert (result.applied, result.stale) == (6, 4)
+    for i, u in enumerate(urls):
+        row = await store.get_url(key(u, 1 + i % 2))
+        assert row is not None and row["version"] == (1 if i % 3 else 0)
+    events = await store.read_events(0, 100)
+    assert sorted(e.url_key for e in events) == sorted(
+        key(u, 1 + i % 2) for i, u in enumerate(urls) if i % 3)
+    assert len({e.id for e in events}) == 6
+
+
 async def test_commit_with_old_version_is_stale(store: Store) -> None:
     await store.add_urls([new("http://a.test/p")])
     await store.load_due([1], T0, 10, 10)

@@ -1,7 +1,7 @@
 """PostgreSQL statements of the refresh plan: URL values, host tiers, planned load by tier.
 
 Values and tiers written by a commit go in the commit's transaction, as one
-``UPDATE … FROM unnest(…)`` after ``courtier_commit`` (which stays unchanged): only
+``UPDATE … FROM unnest(…)`` after ``courtier_commit`` (which knows nothing of them): only
 rows whose version the commit just produced are touched, so a stale commit writes
 nothing.
 """
