@@ -61,7 +61,7 @@ class Restartable:
 async def restartable(tmp_path: Path) -> AsyncIterator[Restartable]:
     with throwaway_server() as server:
         dsn = await server.create_database("crawl")
-        spec = default_web(n_hosts=12, pages_per_host=30, crawl_delay=0.3, latency=0.02)
+        spec = default_web(n_hosts=12, pages_per_host=15, crawl_delay=0.3, latency=0.02)
         async with TestWebServer(spec) as web:
             cluster = Cluster(dsn, tmp_path, web, spec, delay=0.15)
             await cluster.open()
