@@ -128,13 +128,6 @@ class ThrowawayServer:
         await self.admin(f'CREATE DATABASE "{name}"')
         return self.dsn(name)
 
-    async def backends_of(self, database: str, application: str) -> list[asyncpg.Record]:
-        """pg_stat_activity rows (pid, backend_start) of one application's connections."""
-        return await self.admin(
-            "SELECT pid, extract(epoch FROM backend_start)::float8 AS started"
-            " FROM pg_stat_activity WHERE datname = $1 AND application_name = $2",
-            database, application)
-
 
 def _missing() -> str | None:
     """Why no throwaway server can run here, or None."""
