@@ -9,9 +9,10 @@ that directory. PostgreSQL refuses to run as root, so when the tests run as root
 server's commands run as the ``postgres`` OS user (``runuser``), which owns the
 directory. :func:`throwaway_server` always stops the server and removes the directory.
 
-When the binaries (``COURTIER_TEST_PG_BIN``, default /usr/lib/postgresql/15/bin) or the
-``postgres`` user are missing, the test is skipped with the reason, except with
-``CI=true``, where it fails (as tests/pg.py does for the shared server).
+When the binaries (``COURTIER_TEST_PG_BIN``, default the newest
+/usr/lib/postgresql/<version>/bin) or the ``postgres`` user are missing, the test is
+skipped with the reason, except with ``CI=true``, where it fails (as tests/pg.py does
+for the shared server).
 
 ``fsync = off``: an immediate stop kills the server's processes, not the machine, so
 everything written to the kernel survives it; the crash recovery on the next start is
@@ -36,7 +37,16 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-PG_BIN = Path(os.environ.get("COURTIER_TEST_PG_BIN", "/usr/lib/postgresql/15/bin"))
+
+def _newest_bin() -> Path:
+    """The newest /usr/lib/postgresql/<version>/bin (Debian's layout), else version 15's."""
+    found = sorted((p for p in Path("/usr/lib/postgresql").glob("*/bin")
+                    if p.parent.name.isdigit()), key=lambda p: int(p.parent.name))
+    return found[-1] if found else Path("/usr/lib/postgresql/15/bin")
+
+
+_PG_BIN_SET = os.environ.get("COURTIER_TEST_PG_BIN")
+PG_BIN = Path(_PG_BIN_SET) if _PG_BIN_SET else _newest_bin()
 PG_OS_USER = "postgres"  # who runs the server when the tests run as root
 START_WAIT = 120         # seconds pg_ctl waits for a start or a stop (-t)
 
