@@ -70,9 +70,13 @@ def test_a_fence_while_requests_wait_for_an_ip_slot_gives_their_urls_back() -> N
         coordinator = ShardCoordinator(store, "w1", crawl.clock, LeaseSettings(LEASE))
         intake = Intake(Scope(crawl.config, []),
                         traps=TemplateTracker(TrapRules(), crawl.clock))
+        ips = {f"http://{h.name}": h.ip for h in web.hosts}
+
+        async def resolve_ip(host_key: str) -> str | None:
+            return ips.get(host_key)
+
         worker = Worker(crawl.config, store, crawl.transport, DigestOnlyArchive(),
-                        crawl.clock, intake, resolve_ip=crawl._resolve_ip,
-                        coordinator=coordinator)
+                        crawl.clock, intake, resolve_ip=resolve_ip, coordinator=coordinator)
         worker.idle_poll = 600.0
         rows, problems = intake.seed_urls(list(enumerate(web.seeds(), 1)), "sim",
                                           crawl.clock.now())
