@@ -115,7 +115,15 @@ class FetchSteps:
         slots = self.ip_slots
         if slots is None or lease.ip is None:
             return 0
-        retry_at = await slots.acquire(lease.ip)
+        try:
+            retry_at = await slots.acquire(lease.ip)
+        except asyncio.CancelledError:
+            # fenced, drained or stopped while the store was being asked (a stalled or
+            # restarting server): nothing was sent, so the host's and the address's
+            # in-flight slots and the URL go back, as for any cancelled request
+            self.auditor.on_finish(lease.host_key)
+            self.frontier.return_lease(lease)
+            raise
         if isinstance(retry_at, int):
             return retry_at
         self.auditor.on_finish(lease.host_key)

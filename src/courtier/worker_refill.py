@@ -95,10 +95,10 @@ class RefillSteps:
         if room < config.memory_window // 2 or not self.shards:
             return
         if self._loaded:  # rows a failed refill took but could not hand to the frontier
-            due, self._loaded = self._loaded, []
             ours = set(self.shards)
-            await self._release_items([(d, d.next_fetch_at) for d in due if d.shard not in ours])
-            due = [d for d in due if d.shard in ours]
+            others = [(d, d.next_fetch_at) for d in self._loaded if d.shard not in ours]
+            due = self._loaded = [d for d in self._loaded if d.shard in ours]
+            await self._release_items(others)  # kept for the next call if this fails
         else:
             if self._refill_uncertain:
                 await self._recover_refill()
@@ -112,14 +112,17 @@ class RefillSteps:
                 # that this worker never saw; recovered before the next refill
                 self._refill_uncertain = True
                 raise
+        # from here the rows are SCHEDULED in the store: a store error keeps them in
+        # memory (the next refill starts again from here), never stranded
+        try:
             await planning.prepare(self.store, self.processor.planner, due)
             if due:  # scope rules stored with these rows' seeds apply before their links
                 await self._apply_scope_rules()
-        try:
             await self._register_hosts(due)
         except StoreError:
-            self._loaded = due  # SCHEDULED in the store: kept, never stranded
+            self._loaded = due
             raise
+        self._loaded = []
         frontier.add(due)
         frontier.forget_idle_hosts(keep=max(1000, config.memory_window // 4))
 
