@@ -522,6 +522,8 @@ class Worker(RefillSteps, FetchSteps, ShardSteps):
         if self._pending:
             await self._flush()
         await self._release_items(self.frontier.release_all())
+        if self.ip_slots is not None:
+            await self.ip_slots.settle()  # every slot this process held is given back
         if self.coordinator is not None:
             await self._hand_over_all(cut)
         self.archive.flush()

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 
 from courtier.clock import Clock
 from courtier.cluster.coordinator import ShardCoordinator
 from courtier.errors import StoreError
 from courtier.store.base import Store
+from courtier.store.cluster import IpGrant
 
 log = logging.getLogger("courtier.worker")
 
@@ -43,13 +45,23 @@ class IpSlots:
         self.slot_seconds = slot_seconds
         self.refused = 0
         self._releases: set[asyncio.Task[None]] = set()
+        self._asks: set[asyncio.Future[IpGrant]] = set()   # cancelled callers' store calls
 
     async def acquire(self, ip: str) -> int | float:
-        """A slot's token (int), or the local time (float) before which to ask again."""
+        """A slot's token (int), or the local time (float) before which to ask again.
+
+        Cancelled while the store is asked (a fence, a drain), the call still runs to
+        its end and a slot it granted is given back at once: nobody would use it, and
+        the address would be one slot short until it expired."""
+        ask = asyncio.ensure_future(self.store.acquire_ip_slot(
+            ip, self.coordinator.worker_id, self.max_concurrent, self.min_gap,
+            self.slot_seconds, self.clock.now()))
         try:
-            grant = await self.store.acquire_ip_slot(
-                ip, self.coordinator.worker_id, self.max_concurrent, self.min_gap,
-                self.slot_seconds, self.clock.now())
+            grant = await asyncio.shield(ask)
+        except asyncio.CancelledError:
+            self._asks.add(ask)
+            ask.add_done_callback(functools.partial(self._unwanted, ip))
+            raise
         except StoreError as exc:
             log.warning("could not ask for a slot of %s: %s", ip, exc)
             return self.clock.now() + STORE_TROUBLE_WAIT
@@ -61,6 +73,16 @@ class IpSlots:
         now = self.clock.now()
         at = self.coordinator.to_local_time(grant.retry_at) + self.coordinator.offset_error
         return min(at, now + FULL_POLL) if at > now else now + FULL_POLL
+
+    def _unwanted(self, ip: str, ask: asyncio.Future[IpGrant]) -> None:
+        self._asks.discard(ask)
+        if not ask.cancelled() and ask.exception() is None and ask.result().granted:
+            self.release(ip, int(ask.result().token))
+
+    async def settle(self) -> None:
+        """Wait for the store calls of cancelled callers and the background releases."""
+        while self._asks or self._releases:
+            await asyncio.gather(*self._asks, *self._releases, return_exceptions=True)
 
     def release(self, ip: str, token: int) -> None:
         """Give the slot back in the background (it expires by itself if this fails)."""
