@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 API_SEED_PRIORITY = SEED_PRIORITY + 10
 MAX_SEEDS_PER_CALL = 10_000
 MAX_EVENTS_PER_CALL = 1_000
-EVENTS_PER_TALLY = 5_000  # events folded into the stats tally per stats call
+EVENTS_PER_TALLY = 5_000  # events folded into the errors-by-host tally per call
 
 
 class CrawlControl(Protocol):
@@ -339,9 +339,9 @@ class StoreOnlyControl(FreshnessControl):
         self.tally.add(events)
 
     async def crawl_stats(self) -> dict[str, Any]:
-        await self._fold_events()
         stats = self._live_stats()
         now = self.clock.now()
+        counted = await self.store.event_counts()
         stats.update(
             time=now,
             store=await self.store.counts(),
@@ -350,9 +350,9 @@ class StoreOnlyControl(FreshnessControl):
                 "daily_budget": self.config.daily_budget,
                 "tiers": await self.tier_budget(self._live_plan()),
             },
-            status_mix=dict(self.tally.status_mix),
-            outcomes=dict(self.tally.outcomes),
-            events_seen=self.tally.events,
+            status_mix=counted.status_mix,
+            outcomes=counted.outcomes,
+            events_seen=counted.events,
         )
         return stats
 

@@ -20,6 +20,7 @@ from courtier.frontier.scheduler import Frontier
 from courtier.politeness.robots import RobotsTxt
 from courtier.politeness.robots_state import RobotsStatus
 from courtier.store.base import Event, HostRecord, UrlState
+from courtier.store.event_counts import status_class_of
 from courtier.urls import canonicalize, host_key_of
 
 #: largest per-host delay an API caller may set (one day)
@@ -283,10 +284,6 @@ def politeness_summary(frontier: Frontier, now: float, violations: int) -> dict[
 
 
 # ---- event tally (status mix, errors by host) ----------------------------------------------
-
-
-def status_class_of(status: Any) -> str:
-    return f"{status // 100}xx" if isinstance(status, int) and status > 0 else "error"
 
 
 def is_error(payload: Mapping[str, Any]) -> bool:

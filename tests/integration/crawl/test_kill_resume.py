@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
+from courtier.store.event_counts import EventCounts
 from courtier.store.open import make_store
 from courtier.testweb import TestWebServer, default_web, politeness_violations
 from courtier.testweb.killloop import run_crawler
@@ -51,6 +52,9 @@ async def test_kill_9_then_resume_equals_an_uninterrupted_crawl(
         rc = await run_crawler(args, server, kill_after=len(expected) // 2, limit=90.0)
         assert rc == -signal.SIGKILL
         killed_at = len(server.log)
+        # the stats counters committed with the events: exact at the kill
+        killed_counts = await counted_and_recounted(crawl_store, data)
+        assert killed_counts.events > 0
         # what was in flight at the kill: requests started but not answered before it
         rc = await run_crawler(args, server, kill_after=None, limit=90.0)
         assert rc == 0
@@ -83,10 +87,25 @@ async def test_kill_9_then_resume_equals_an_uninterrupted_crawl(
     finally:
         await store.close()
     urls = [e.payload["url"] for e in events]
+    resumed_counts = await counted_and_recounted(crawl_store, data)
+    assert resumed_counts.events == len(events) > killed_counts.events
     assert len(urls) == len(set(urls))
     assert {
         u for u, e in zip(urls, events, strict=True) if e.payload["outcome"] != "robots_denied"
     } == expected
+
+
+async def counted_and_recounted(crawl_store: str | None, data: Path) -> EventCounts:
+    """The store's event counters, asserted equal to a recount of its outbox."""
+    store = make_store(crawl_store, data)
+    await store.open()
+    try:
+        counted = await store.event_counts()
+        events = await store.read_events(0, 100_000)
+    finally:
+        await store.close()
+    assert counted == EventCounts.of_payloads(e.payload for e in events)
+    return counted
 
 
 @pytest.mark.timeout(180)

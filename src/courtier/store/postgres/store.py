@@ -39,6 +39,7 @@ from courtier.store.base import (
     ReparseEvent,
     SegmentRecord,
 )
+from courtier.store.event_counts import EventCounts
 from courtier.store.postgres import _archive, _cluster, _intake, _plans, _queries, _rows, _schema
 from courtier.store.postgres._rows import Conn
 from courtier.store.postgres.dsn import describe_dsn
@@ -410,6 +411,13 @@ class PostgresStore(_cluster.PostgresCluster):
 
     async def counts(self) -> dict[str, int]:
         return await self._run("counts", _queries.counts, write=False)
+
+    async def event_counts(self) -> EventCounts:
+        async def job(conn: Conn) -> EventCounts:
+            rows = await conn.fetch("SELECT name, sum(n) FROM event_counts GROUP BY name")
+            return EventCounts.from_counters((str(r[0]), int(r[1])) for r in rows)
+
+        return await self._run("event_counts", job, write=False)
 
 
 def _reason(exc: BaseException) -> str:

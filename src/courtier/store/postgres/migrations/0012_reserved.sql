@@ -1,0 +1,3 @@
+-- courtier PostgreSQL schema, migration 12: reserved for another branch's step (no-op here).
+-- Replace this file with that step when the branches merge.
+SELECT 1;

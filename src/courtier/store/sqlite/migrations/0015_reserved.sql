@@ -1,0 +1,3 @@
+-- courtier SQLite schema, migration 15: reserved for another branch's step (no-op here).
+-- Replace this file with that step when the branches merge.
+SELECT 1;
