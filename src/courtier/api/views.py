@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from courtier.api.jsonable import json_safe
 from courtier.errors import CourtierError, InvalidURL
 from courtier.frontier.host import HostPolicy, HostState
 from courtier.frontier.scheduler import Frontier
@@ -141,19 +142,6 @@ def is_default(policy: HostPolicy) -> bool:
 
 
 # ---- URL rows and robots decisions --------------------------------------------------------
-
-
-def json_safe(value: Any) -> Any:
-    """Bytes become hex, NaN/inf become null; containers are converted recursively."""
-    if isinstance(value, bytes | bytearray | memoryview):
-        return bytes(value).hex()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, Mapping):
-        return {str(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [json_safe(v) for v in value]
-    return value
 
 
 def url_row_view(row: Mapping[str, Any]) -> dict[str, Any]:
