@@ -1,4 +1,4 @@
-"""PostgreSQL's outbox counters (migration 0014: a statement trigger on events): the
+"""PostgreSQL's outbox counters (migration 0014, ``store/postgres/_event_counts.py``): the
 migration counts the events already stored, and writers on several connections at once
 add up exactly, each to its own rows, without waiting on one another."""
 

@@ -40,7 +40,16 @@ from courtier.store.base import (
     SegmentRecord,
 )
 from courtier.store.event_counts import EventCounts
-from courtier.store.postgres import _archive, _cluster, _intake, _plans, _queries, _rows, _schema
+from courtier.store.postgres import (
+    _archive,
+    _cluster,
+    _event_counts,
+    _intake,
+    _plans,
+    _queries,
+    _rows,
+    _schema,
+)
 from courtier.store.postgres._rows import Conn
 from courtier.store.postgres.dsn import describe_dsn
 
@@ -281,6 +290,7 @@ class PostgresStore(_cluster.PostgresCluster):
             applied, stale, added = await conn.fetchval(
                 "SELECT courtier_commit($1::courtier_commit[], $2::courtier_new_url[],"
                 " $3::courtier_host_delta[], $4)", rows, new, stats, now)
+            await _event_counts.add_commit_counts(conn, commits)
             await _plans.save_commit_plans(conn, commits)
             return CommitResult(applied=applied, stale=stale, new_urls=added)
 
@@ -413,11 +423,7 @@ class PostgresStore(_cluster.PostgresCluster):
         return await self._run("counts", _queries.counts, write=False)
 
     async def event_counts(self) -> EventCounts:
-        async def job(conn: Conn) -> EventCounts:
-            rows = await conn.fetch("SELECT name, sum(n) FROM event_counts GROUP BY name")
-            return EventCounts.from_counters((str(r[0]), int(r[1])) for r in rows)
-
-        return await self._run("event_counts", job, write=False)
+        return await self._run("event_counts", _event_counts.read_counts, write=False)
 
 
 def _reason(exc: BaseException) -> str:

@@ -1,0 +1,58 @@
+"""The PostgreSQL side of the outbox tallies (``store/event_counts.py``, migration 0014).
+
+The commit and the re-parse inserts add their events' counts in their own
+transaction. ``courtier_commit`` inserts one fetch event per applied commit
+(``ON CONFLICT DO NOTHING``), so after it :func:`add_commit_counts` asks which of
+the batch's event keys this very transaction wrote (the unique index on
+``(shard, url_key, version)`` and the ``xid`` column; no payload is parsed) and
+adds those commits' counter names. Each backend adds to its own rows (``slot`` =
+its pid), so concurrent commits never wait on a counter row; a read sums the slots.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from courtier.store.base import FetchCommit
+from courtier.store.event_counts import EventCounts, counter_names, tally
+from courtier.store.postgres._rows import Conn, key_shard
+
+_WRITTEN_HERE = (
+    "SELECT e.url_key FROM events e"
+    " JOIN unnest($1::integer[], $2::bytea[], $3::integer[]) AS k(shard, url_key, version)"
+    " ON e.shard = k.shard AND e.url_key = k.url_key AND e.version = k.version"
+    " WHERE e.xid = pg_current_xact_id()"
+)
+_ADD = (
+    "INSERT INTO event_counts (name, slot, n)"
+    " SELECT name, pg_backend_pid(), n FROM unnest($1::text[], $2::bigint[]) AS c(name, n)"
+    " ORDER BY name"
+    " ON CONFLICT (name, slot) DO UPDATE SET n = event_counts.n + excluded.n"
+)
+
+
+async def add_counts(conn: Conn, counts: Mapping[str, int]) -> None:
+    names = sorted(name for name, n in counts.items() if n)
+    if names:
+        await conn.execute(_ADD, names, [counts[name] for name in names])
+
+
+async def add_commit_counts(conn: Conn, commits: Sequence[FetchCommit]) -> None:
+    """After ``courtier_commit`` in the same transaction: count the events it wrote."""
+    if not commits:
+        return
+    rows = await conn.fetch(
+        _WRITTEN_HERE, [key_shard(c.url_key) for c in commits],
+        [c.url_key for c in commits], [c.version + 1 for c in commits])
+    written = {bytes(r[0]) for r in rows}
+    names = []
+    for c in commits:  # a key repeated in the batch wrote one event: count it once
+        if c.url_key in written:
+            written.remove(c.url_key)
+            names.append(counter_names(c.outcome, c.event.get("status")))
+    await add_counts(conn, tally(names))
+
+
+async def read_counts(conn: Conn) -> EventCounts:
+    rows = await conn.fetch("SELECT name, sum(n) FROM event_counts GROUP BY name")
+    return EventCounts.from_counters((str(r[0]), int(r[1])) for r in rows)
