@@ -2,10 +2,10 @@
 
 The commit and the re-parse inserts add their events' counts in their own
 transaction. ``courtier_commit`` inserts one fetch event per applied commit
-(``ON CONFLICT DO NOTHING``), so after it :func:`add_commit_counts` asks which of
-the batch's event keys this very transaction wrote (the unique index on
-``(shard, url_key, version)`` and the ``xid`` column; no payload is parsed) and
-adds those commits' counter names. Each backend adds to its own rows (``slot`` =
+(``ON CONFLICT DO NOTHING``), so after it :func:`add_commit_counts` adds, in one
+statement, the counter names of the batch's commits whose event this very
+transaction wrote (the unique index on ``(shard, url_key, version)`` and the
+``xid`` column; no payload is parsed). Each backend adds to its own rows (``slot`` =
 its pid), so concurrent commits never wait on a counter row; a read sums the slots.
 """
 
@@ -14,14 +14,19 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from courtier.store.base import FetchCommit
-from courtier.store.event_counts import EventCounts, counter_names, tally
+from courtier.store.event_counts import EventCounts, counter_names
 from courtier.store.postgres._rows import Conn, key_shard
 
-_WRITTEN_HERE = (
-    "SELECT e.url_key FROM events e"
-    " JOIN unnest($1::integer[], $2::bytea[], $3::integer[]) AS k(shard, url_key, version)"
-    " ON e.shard = k.shard AND e.url_key = k.url_key AND e.version = k.version"
+#: one round trip: the counter names of each commit whose event this transaction wrote
+_ADD_WRITTEN = (
+    "INSERT INTO event_counts (name, slot, n)"
+    " SELECT k.name, pg_backend_pid(), count(*)"
+    " FROM unnest($1::integer[], $2::bytea[], $3::integer[], $4::text[])"
+    " AS k(shard, url_key, version, name)"
+    " JOIN events e ON e.shard = k.shard AND e.url_key = k.url_key AND e.version = k.version"
     " WHERE e.xid = pg_current_xact_id()"
+    " GROUP BY k.name ORDER BY k.name"
+    " ON CONFLICT (name, slot) DO UPDATE SET n = event_counts.n + excluded.n"
 )
 _ADD = (
     "INSERT INTO event_counts (name, slot, n)"
@@ -39,18 +44,22 @@ async def add_counts(conn: Conn, counts: Mapping[str, int]) -> None:
 
 async def add_commit_counts(conn: Conn, commits: Sequence[FetchCommit]) -> None:
     """After ``courtier_commit`` in the same transaction: count the events it wrote."""
-    if not commits:
-        return
-    rows = await conn.fetch(
-        _WRITTEN_HERE, [key_shard(c.url_key) for c in commits],
-        [c.url_key for c in commits], [c.version + 1 for c in commits])
-    written = {bytes(r[0]) for r in rows}
-    names = []
-    for c in commits:  # a key repeated in the batch wrote one event: count it once
-        if c.url_key in written:
-            written.remove(c.url_key)
-            names.append(counter_names(c.outcome, c.event.get("status")))
-    await add_counts(conn, tally(names))
+    shards: list[int] = []
+    keys: list[bytes] = []
+    versions: list[int] = []
+    names: list[str] = []
+    seen: set[bytes] = set()
+    for c in commits:  # a key repeated in a batch: only its first commit can apply
+        if c.url_key in seen:
+            continue
+        seen.add(c.url_key)
+        for name in counter_names(c.outcome, c.event.get("status")):
+            shards.append(key_shard(c.url_key))
+            keys.append(c.url_key)
+            versions.append(c.version + 1)
+            names.append(name)
+    if names:
+        await conn.execute(_ADD_WRITTEN, shards, keys, versions, names)
 
 
 async def read_counts(conn: Conn) -> EventCounts:
