@@ -114,13 +114,23 @@ async def _call_api(base: str, token: str | None, method: str, path: str,
 
 async def _call_store(args: argparse.Namespace, method: str, path: str,
                       body: Any) -> tuple[int, Any]:
-    """The API operation run in this process over the store (no server, no socket)."""
-    from courtier.api.control import StoreOnlyControl
-    from courtier.api.routes import invoke
+    """The API operation run in this process over the store (no server, no socket).
 
+    ``stats`` is answered by the same code as the API's without loading the API
+    views and the frontier (``api/crawl_figures.py``): most of a one-shot command's
+    time is its start-up."""
     url = store_url(getattr(args, "store", None))
     store = await open_store(url, args.data, must_exist=True)
     try:
+        if (method, path) == ("GET", "/v1/stats"):
+            from courtier.api.crawl_figures import stats_answer
+            from courtier.clock import RealClock
+            from courtier.config import CrawlConfig
+
+            return await stats_answer(store, CrawlConfig(), RealClock().now())
+        from courtier.api.control import StoreOnlyControl
+        from courtier.api.routes import invoke
+
         return await invoke(StoreOnlyControl(store), method, path, body)
     finally:
         await store.close()

@@ -29,7 +29,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from courtier.api import views
+from courtier.api.crawl_figures import idle_figures, store_figures
 from courtier.api.freshness import FreshnessControl
+from courtier.api.jsonable import json_safe
 from courtier.api.views import ApiInputError, EventTally
 from courtier.clock import Clock, RealClock
 from courtier.config import CrawlConfig
@@ -39,7 +41,7 @@ from courtier.frontier.host import HostPolicy, domain_host_key
 from courtier.intake import SEED_PRIORITY, Scope
 from courtier.politeness.robots import product_token
 from courtier.store.base import HostTierRecord, NewUrl, Store
-from courtier.urls import SHARD_COUNT, canonicalize, shard_of
+from courtier.urls import canonicalize, shard_of
 
 if TYPE_CHECKING:
     from courtier.worker import Worker
@@ -48,7 +50,7 @@ if TYPE_CHECKING:
 API_SEED_PRIORITY = SEED_PRIORITY + 10
 MAX_SEEDS_PER_CALL = 10_000
 MAX_EVENTS_PER_CALL = 1_000
-EVENTS_PER_TALLY = 5_000  # events folded into the stats tally per stats call
+EVENTS_PER_TALLY = 5_000  # events folded into the errors-by-host tally per call
 
 
 class CrawlControl(Protocol):
@@ -143,17 +145,7 @@ class StoreOnlyControl(FreshnessControl):
         return None
 
     def _live_stats(self) -> dict[str, Any]:
-        return {
-            "running": False,
-            "status": None,
-            "politeness": None,
-            "budget": {
-                "max_pages": self.config.max_pages,
-                "pages": None,
-                "max_seconds": self.config.max_seconds,
-                "elapsed": None,
-            },
-        }
+        return idle_figures(self.config)
 
     def _live_top(self, limit: int) -> list[dict[str, Any]]:
         return []
@@ -308,7 +300,7 @@ class StoreOnlyControl(FreshnessControl):
     async def _history(self, url_key: bytes, limit: int = 50) -> list[dict[str, Any]]:
         """The URL's fetch audit trail (oldest first, at most ``limit`` rows)."""
         rows = await self.store.fetch_log(0, limit, url_key)
-        return [dict(views.json_safe(r)) for r in rows]
+        return [dict(json_safe(r)) for r in rows]
 
     # ---- figures -------------------------------------------------------------------------
 
@@ -339,21 +331,9 @@ class StoreOnlyControl(FreshnessControl):
         self.tally.add(events)
 
     async def crawl_stats(self) -> dict[str, Any]:
-        await self._fold_events()
         stats = self._live_stats()
-        now = self.clock.now()
-        stats.update(
-            time=now,
-            store=await self.store.counts(),
-            refresh={
-                "due_next_24h": await self.store.due_within(range(SHARD_COUNT), now + 86_400),
-                "daily_budget": self.config.daily_budget,
-                "tiers": await self.tier_budget(self._live_plan()),
-            },
-            status_mix=dict(self.tally.status_mix),
-            outcomes=dict(self.tally.outcomes),
-            events_seen=self.tally.events,
-        )
+        stats.update(await store_figures(self.store, self.config, self.clock.now(),
+                                         self._live_plan()))
         return stats
 
     async def top_hosts(self, by: str, limit: int) -> list[dict[str, Any]]:

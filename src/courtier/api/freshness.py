@@ -11,13 +11,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from courtier.api.crawl_figures import tier_budget
 from courtier.api.views import ApiInputError, host_keys_for
 from courtier.clock import Clock
 from courtier.config import CrawlConfig
 from courtier.errors import ConfigError, InvalidURL
 from courtier.frontier.value import parse_value
 from courtier.store.base import HostTierRecord, Store
-from courtier.urls import SHARD_COUNT, canonicalize
+from courtier.urls import canonicalize
 
 MAX_VALUES_PER_CALL = 10_000
 #: longest interval bound accepted (a year)
@@ -70,15 +71,7 @@ class FreshnessControl:
     async def tier_budget(self: _HasStore, live: dict[str, dict[str, float]] | None
                           ) -> dict[str, dict[str, float | int | None]]:
         """By tier: ``due_24h`` (store), ``planned_per_day`` and ``spent`` (running crawl)."""
-        due = await self.store.tier_counts(range(SHARD_COUNT), self.clock.now() + 86_400)
-        names = set(due) | set(live or {})
-        out: dict[str, dict[str, float | int | None]] = {}
-        for name in sorted(names):
-            plan = (live or {}).get(name, {})
-            out[name] = {"due_24h": due.get(name, 0),
-                         "planned_per_day": plan.get("planned_per_day"),
-                         "spent": plan.get("spent")}
-        return out
+        return await tier_budget(self.store, self.clock.now(), live)
 
 
 def _bound(body: dict[str, Any], name: str) -> float | None:

@@ -23,6 +23,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from courtier.api import freshness, views
 from courtier.api.control import MAX_EVENTS_PER_CALL, CrawlControl
+from courtier.api.jsonable import json_safe
 from courtier.errors import InvalidURL, StoreError
 from courtier.store.base import HostTierRecord
 from courtier.urls import canonicalize
@@ -293,7 +294,7 @@ async def invoke(
             if failure is None:
                 raise
             return failure[0], {"error": failure[1]}
-        return 200, views.json_safe(data)
+        return 200, json_safe(data)
     if allowed:
         return 405, {"error": "Method Not Allowed"}
     return 404, {"error": "Not Found"}

@@ -36,6 +36,7 @@ from aiohttp import web
 
 from courtier.api import browser, routes, views
 from courtier.api.control import CrawlControl
+from courtier.api.jsonable import json_safe
 from courtier.api.openapi import openapi_document
 from courtier.errors import ConfigError
 
@@ -56,7 +57,7 @@ DASHBOARD = web.AppKey("dashboard", str)
 
 def reply(data: Any, status: int = 200) -> web.Response:
     """A JSON answer; bytes, NaN and infinities are made JSON-safe first."""
-    text = json.dumps(views.json_safe(data), allow_nan=False, separators=(",", ":"))
+    text = json.dumps(json_safe(data), allow_nan=False, separators=(",", ":"))
     return web.Response(text=text, status=status, content_type="application/json")
 
 

@@ -14,12 +14,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from courtier.api.jsonable import json_safe
 from courtier.errors import CourtierError, InvalidURL
 from courtier.frontier.host import HostPolicy, HostState
 from courtier.frontier.scheduler import Frontier
 from courtier.politeness.robots import RobotsTxt
 from courtier.politeness.robots_state import RobotsStatus
 from courtier.store.base import Event, HostRecord, UrlState
+from courtier.store.event_counts import status_class_of
 from courtier.urls import canonicalize, host_key_of
 
 #: largest per-host delay an API caller may set (one day)
@@ -140,19 +142,6 @@ def is_default(policy: HostPolicy) -> bool:
 
 
 # ---- URL rows and robots decisions --------------------------------------------------------
-
-
-def json_safe(value: Any) -> Any:
-    """Bytes become hex, NaN/inf become null; containers are converted recursively."""
-    if isinstance(value, bytes | bytearray | memoryview):
-        return bytes(value).hex()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, Mapping):
-        return {str(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [json_safe(v) for v in value]
-    return value
 
 
 def url_row_view(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -283,10 +272,6 @@ def politeness_summary(frontier: Frontier, now: float, violations: int) -> dict[
 
 
 # ---- event tally (status mix, errors by host) ----------------------------------------------
-
-
-def status_class_of(status: Any) -> str:
-    return f"{status // 100}xx" if isinstance(status, int) and status > 0 else "error"
 
 
 def is_error(payload: Mapping[str, Any]) -> bool:

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 from courtier.errors import StoreError
 from courtier.outcome import Outcome
 from courtier.store.cluster import ClusterStore
+from courtier.store.event_counts import EventCounts
 
 
 class UrlState(IntEnum):
@@ -410,6 +411,10 @@ class Store(ClusterStore, Protocol):
 
     async def read_events(self, after: int, limit: int) -> list[Event]:
         """Outbox events with ``id > after`` in id order."""
+
+    async def event_counts(self) -> EventCounts:
+        """The outbox's tallies (events, outcomes, status mix) as kept at write time: equal
+        to :meth:`EventCounts.of_payloads` over every event (``store/event_counts.py``)."""
 
     async def save_segment(self, name: str, owner: str, state: str, size: int) -> None:
         """Upsert a segment's state (one of :data:`SEGMENT_STATES`) and size, stamped with

@@ -31,6 +31,7 @@ from courtier.store.base import (
     SegmentRecord,
     UrlState,
 )
+from courtier.store.event_counts import EventCounts
 from courtier.store.memory_cluster import MemoryClusterState
 from courtier.store.memory_plans import MemoryPlans
 from courtier.store.memory_queue import ReadyQueue
@@ -313,6 +314,9 @@ class MemoryStore(MemoryClusterState):
 
     async def read_events(self, after: int, limit: int) -> list[Event]:
         return [e for e in self.events if e.id > after][:limit]
+
+    async def event_counts(self) -> EventCounts:
+        return EventCounts.of_payloads(e.payload for e in self.events)
 
     async def due_within(self, shards: Sequence[int], until: float) -> int:
         wanted = set(shards)

@@ -11,21 +11,12 @@ from pathlib import Path
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
+from courtier.store.event_counts import EventCounts
 from courtier.store.open import make_store
 from courtier.testweb import TestWebServer, default_web, politeness_violations
 from courtier.testweb.killloop import run_crawler
 
 DELAY = 0.1
-
-
-async def committed_urls(store_url: str | None, data: Path) -> set[str]:
-    """URLs with an event in the outbox: their results were committed."""
-    store = make_store(store_url, data)
-    await store.open()
-    try:
-        return {e.payload["url"] for e in await store.read_events(0, 100_000)}
-    finally:
-        await store.close()
 
 
 @pytest.mark.timeout(180)
@@ -61,7 +52,9 @@ async def test_kill_9_then_resume_equals_an_uninterrupted_crawl(
         rc = await run_crawler(args, server, kill_after=len(expected) // 2, limit=90.0)
         assert rc == -signal.SIGKILL
         killed_at = len(server.log)
-        committed = await committed_urls(crawl_store, data)  # durable at the kill
+        # the URLs whose results were durable at the kill, and the stats counters
+        # committed with their events, exact at the kill
+        killed_counts, committed = await counted_and_recounted(crawl_store, data)
         rc = await run_crawler(args, server, kill_after=None, limit=90.0)
         assert rc == 0
         log = list(server.log)
@@ -94,10 +87,27 @@ async def test_kill_9_then_resume_equals_an_uninterrupted_crawl(
     finally:
         await store.close()
     urls = [e.payload["url"] for e in events]
+    resumed_counts, _ = await counted_and_recounted(crawl_store, data)
+    assert resumed_counts.events == len(events) > killed_counts.events
     assert len(urls) == len(set(urls))
     assert {
         u for u, e in zip(urls, events, strict=True) if e.payload["outcome"] != "robots_denied"
     } == expected
+
+
+async def counted_and_recounted(crawl_store: str | None, data: Path
+                                ) -> tuple[EventCounts, set[str]]:
+    """The store's event counters, asserted equal to a recount of its outbox, and the
+    URLs with an event (their results were committed)."""
+    store = make_store(crawl_store, data)
+    await store.open()
+    try:
+        counted = await store.event_counts()
+        events = await store.read_events(0, 100_000)
+    finally:
+        await store.close()
+    assert counted == EventCounts.of_payloads(e.payload for e in events)
+    return counted, {e.payload["url"] for e in events}
 
 
 @pytest.mark.timeout(180)

@@ -4,17 +4,19 @@ of a lost WARC file (migration 0004)."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Collection, Sequence
 from typing import Any
 
 from courtier.errors import StoreError
 from courtier.store.base import SEGMENT_STATES, ReparseEvent, SegmentRecord
-from courtier.store.postgres import _queries, _rows
+from courtier.store.event_counts import payload_counter_names
+from courtier.store.postgres import _event_counts, _queries, _rows
 from courtier.store.postgres._rows import Conn
 
 
 async def add_reparse_events(conn: Conn, events: Sequence[ReparseEvent], now: float) -> int:
-    added = 0
+    added, counted = 0, Counter[str]()
     for event in events:
         if event.parser_version < 1:
             continue
@@ -27,7 +29,10 @@ async def add_reparse_events(conn: Conn, events: Sequence[ReparseEvent], now: fl
             " VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
             _rows.key_shard(event.url_key), event.url_key, event.version,
             event.parser_version, now, text)
-        added += int(status.rsplit(" ", 1)[-1])
+        if int(status.rsplit(" ", 1)[-1]):
+            added += 1
+            counted.update(payload_counter_names(event.payload))
+    await _event_counts.add_counts(conn, counted)
     return added
 
 

@@ -39,7 +39,17 @@ from courtier.store.base import (
     ReparseEvent,
     SegmentRecord,
 )
-from courtier.store.postgres import _archive, _cluster, _intake, _plans, _queries, _rows, _schema
+from courtier.store.event_counts import EventCounts
+from courtier.store.postgres import (
+    _archive,
+    _cluster,
+    _event_counts,
+    _intake,
+    _plans,
+    _queries,
+    _rows,
+    _schema,
+)
 from courtier.store.postgres._rows import Conn
 from courtier.store.postgres.dsn import describe_dsn
 
@@ -280,6 +290,7 @@ class PostgresStore(_cluster.PostgresCluster):
             applied, stale, added = await conn.fetchval(
                 "SELECT courtier_commit($1::courtier_commit[], $2::courtier_new_url[],"
                 " $3::courtier_host_delta[], $4)", rows, new, stats, now)
+            await _event_counts.add_commit_counts(conn, commits)
             await _plans.save_commit_plans(conn, commits)
             return CommitResult(applied=applied, stale=stale, new_urls=added)
 
@@ -410,6 +421,9 @@ class PostgresStore(_cluster.PostgresCluster):
 
     async def counts(self) -> dict[str, int]:
         return await self._run("counts", _queries.counts, write=False)
+
+    async def event_counts(self) -> EventCounts:
+        return await self._run("event_counts", _event_counts.read_counts, write=False)
 
 
 def _reason(exc: BaseException) -> str:

@@ -38,6 +38,8 @@ from courtier.dedup.fingerprint64 import to_signed64
 from courtier.errors import StoreError
 from courtier.outcome import Outcome
 from courtier.store.base import CommitResult, FetchCommit, HostStatsDelta
+from courtier.store.event_counts import counter_names, tally
+from courtier.store.sqlite._event_counts import add_counts, recount
 from courtier.store.sqlite._queries import QUEUED, RETIRED, SCHEDULED, as_json_list, insert_urls
 from courtier.store.sqlite._refill import enter_queue, refresh_hosts
 
@@ -201,7 +203,12 @@ def apply_commits(
                 f"commit batch changed {cur.rowcount} URL rows, expected {len(applicable)};"
                 " rolled back"
             )
-        conn.executemany(_INSERT_EVENT, events)
+        inserted = conn.executemany(_INSERT_EVENT, events).rowcount
+        if inserted == len(events):
+            add_counts(conn, tally(counter_names(c.outcome, c.event.get("status"))
+                                   for c in applicable))
+        else:  # some already there: count what the outbox now holds
+            recount(conn)
         conn.executemany(
             _INSERT_LOG,
             [

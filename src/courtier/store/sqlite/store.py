@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -45,7 +46,16 @@ from courtier.store.base import (
     ReparseEvent,
     SegmentRecord,
 )
-from courtier.store.sqlite import _cluster, _commit, _plans, _queries, _refill, _schema
+from courtier.store.event_counts import EVENTS, EventCounts, payload_counter_names
+from courtier.store.sqlite import (
+    _cluster,
+    _commit,
+    _event_counts,
+    _plans,
+    _queries,
+    _refill,
+    _schema,
+)
 from courtier.urls import shard_of_key
 
 T = TypeVar("T")
@@ -435,7 +445,7 @@ class SqliteStore(_cluster.SqliteCluster):
 
     async def add_reparse_events(self, events: Sequence[ReparseEvent]) -> int:
         now = self._clock.now()
-        rows = []
+        rows, kept = [], []
         for event in events:
             if event.parser_version < 1:
                 continue
@@ -445,13 +455,17 @@ class SqliteStore(_cluster.SqliteCluster):
                 raise StoreError(f"reparse event payload is not JSON-serialisable: {exc}") \
                     from exc
             rows.append((event.url_key, event.version, event.parser_version, now, text))
+            kept.append(event)
 
         def job(conn: sqlite3.Connection) -> int:
-            before = conn.total_changes
-            conn.executemany(
-                "INSERT OR IGNORE INTO events (url_key, version, kind, created_at, payload)"
-                " VALUES (?, ?, ?, ?, ?)", rows)
-            return conn.total_changes - before
+            added: Counter[str] = Counter()
+            for row, event in zip(rows, kept, strict=True):
+                if conn.execute(
+                        "INSERT OR IGNORE INTO events (url_key, version, kind, created_at,"
+                        " payload) VALUES (?, ?, ?, ?, ?)", row).rowcount:
+                    added.update(payload_counter_names(event.payload))
+            _event_counts.add_counts(conn, added)
+            return added[EVENTS]
 
         return await self._tx("add_reparse_events", job)
 
@@ -465,6 +479,9 @@ class SqliteStore(_cluster.SqliteCluster):
             return [Event(r[0], bytes(r[1]), r[2], r[3], json.loads(r[4])) for r in rows]
 
         return await self._tx("read_events", job, write=False)
+
+    async def event_counts(self) -> EventCounts:
+        return await self._tx("event_counts", _event_counts.read_counts, write=False)
 
     async def counts(self) -> dict[str, int]:
         """urls, queued, scheduled, retired, fetched (last_fetch_at set), events, hosts.

@@ -1,0 +1,103 @@
+"""PostgreSQL's outbox counters (migration 0014, ``store/postgres/_event_counts.py``): the
+migration counts the events already stored, and writers on several connections at once
+add up exactly, each to its own rows, without waiting on one another."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+
+from courtier.clock import VirtualClock
+from courtier.outcome import Outcome
+from courtier.store.event_counts import EventCounts
+from courtier.store.postgres import PostgresStore
+from courtier.store.postgres._schema import load_migrations, migrate
+from tests.integration.store.test_postgres_store import T0, finished, url_row
+from tests.pg import truncate
+
+PAYLOADS = [
+    {"outcome": "ok", "status": 200},
+    {"outcome": "redirect", "status": 301},
+    {"outcome": "gone", "status": 404},
+    {"outcome": "retry", "status": 503},
+    {"outcome": "retry", "status": 599},
+    {"outcome": "retry", "status": 450},  # 4xx, not rounded to 5xx
+    {"outcome": "retry", "status": None},
+    {"outcome": "error"},
+    {"outcome": "robots_denied", "status": None},
+    {"outcome": "blocked", "status": 403},
+    {"status": 200},
+    {"outcome": "ok", "status": 200.5},
+    {"outcome": "http_error", "status": 0},
+]
+
+
+@pytest.fixture
+async def store(pg_module_dsn: str) -> AsyncIterator[PostgresStore]:
+    await truncate(pg_module_dsn)
+    s = PostgresStore(pg_module_dsn, clock=VirtualClock(T0))
+    await s.open()
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+async def test_migration_counts_the_events_already_stored(pg_dsn: str) -> None:
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        await migrate(conn, [m for m in load_migrations() if m.version < 14])
+        for n, payload in enumerate(PAYLOADS):
+            await conn.execute(
+                "INSERT INTO events (shard, url_key, version, created_at, payload)"
+                " VALUES (1, $1, 1, 1.0, $2)", bytes([n]) * 16, json.dumps(payload))
+        await migrate(conn)
+    finally:
+        await conn.close()
+    store = PostgresStore(pg_dsn)
+    await store.open()
+    try:
+        counted = await store.event_counts()
+    finally:
+        await store.close()
+    assert counted == EventCounts.of_payloads(PAYLOADS)
+    assert counted.status_mix == {"2xx": 2, "3xx": 1, "4xx": 2, "5xx": 2, "error": 4}
+
+
+async def test_concurrent_commits_add_up(store: PostgresStore, pg_module_dsn: str) -> None:
+    rows = [url_row(f"http://h{i % 23}.test/p{i}") for i in range(400)]
+    await store.add_urls(rows)
+    leased = await store.load_due(range(1024), T0 + 1, 1000, 1000)
+    assert len(leased) == 400
+    statuses = {url: (Outcome.OK, 200) if i % 3 else (Outcome.GONE, 404)
+                for i, url in enumerate(sorted(r.url for r in rows))}
+    commits = [finished(r) for r in rows]
+    for c in commits:
+        c.outcome, c.status = statuses[c.url]
+        c.event = {"status": c.status}
+    writers = [PostgresStore(pg_module_dsn, max_size=2) for _ in range(4)]
+    for w in writers:
+        await w.open()
+    try:
+        batches = [commits[i::4] for i in range(4)]
+        await asyncio.wait_for(asyncio.gather(*(
+            w.commit(batch[j:j + 20]) for w, batch in zip(writers, batches, strict=True)
+            for j in range(0, len(batch), 20))), timeout=60)
+    finally:
+        for w in writers:
+            await w.close()
+    counted = await store.event_counts()
+    events = await store.read_events(0, 10_000)
+    assert counted == EventCounts.of_payloads(e.payload for e in events)
+    gone = sum(1 for outcome, _ in statuses.values() if outcome is Outcome.GONE)
+    assert counted.events == 400 and counted.outcomes == {"ok": 400 - gone, "gone": gone}
+    conn = await asyncpg.connect(pg_module_dsn)
+    try:
+        slots = await conn.fetchval("SELECT count(DISTINCT slot) FROM event_counts")
+    finally:
+        await conn.close()
+    assert slots > 1  # the writers' backends kept rows of their own
