@@ -27,13 +27,16 @@ TRAP_FLAGS = [f"--trap=template-min-urls={MIN_URLS}", f"--trap=template-min-fetc
 #: throttles it, so the links of 7 pages plus the first one) and then the sample budget
 ALLOWANCE = 1 + FANOUT * (MIN_FETCHED - 1) + BUDGET
 SLACK = 3  # a page in flight at the kill is fetched again; HyperLogLog's error at 20
+#: near-duplicate pages: enough that w0, at the host's Crawl-delay, is still far from done
+#: when the trap's throttle is saved (with 40 a loaded run once fetched them all first)
+NEAR = 80
 
 
 @pytest.fixture
 async def cluster(dsn: str, tmp_path):  # type: ignore[no-untyped-def]
     spec = WebSpec(hosts=[
         HostSpec("trap.test", pages=3, trap_fanout=FANOUT, robots="crawl_delay", crawl_delay=1.0),
-        HostSpec("near.test", pages=3, near_duplicates=40, robots="crawl_delay", crawl_delay=0.5),
+        HostSpec("near.test", pages=3, near_duplicates=NEAR, robots="crawl_delay", crawl_delay=0.5),
     ])
     async with TestWebServer(spec) as server:
         c = Cluster(dsn, tmp_path, server, spec, delay=0.15, extra=TRAP_FLAGS)
@@ -49,7 +52,7 @@ async def test_a_crash_moves_trap_statistics_and_near_duplicates_to_the_new_owne
     assert cluster.store is not None
     store = cluster.store
     trap_host = canonicalize(cluster.server.url("trap.test", "/")).host_key
-    near_urls = [cluster.server.url("near.test", f"/near/{k}.html") for k in range(40)]
+    near_urls = [cluster.server.url("near.test", f"/near/{k}.html") for k in range(NEAR)]
     await cluster.start("w0", *cluster.server.web.seeds())
 
     async def throttle_saved() -> bool:
