@@ -41,7 +41,7 @@ def insert_events(conn: sqlite3.Connection) -> None:
 def test_migration_counts_the_events_already_stored(tmp_path: Path) -> None:
     conn = connect(str(tmp_path / "old.sqlite"))
     try:
-        migrate(conn, [m for m in load_migrations() if m.version < 17])
+        migrate(conn, [m for m in load_migrations() if m.version < 16])
         insert_events(conn)
         migrate(conn)
         counted = read_counts(conn)
