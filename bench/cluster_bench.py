@@ -25,6 +25,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 
@@ -62,8 +63,17 @@ def shards_moved() -> list[tuple[str, int]]:
     return out
 
 
+def machine_busy_s() -> float:
+    """CPU-seconds spent by the whole machine so far (every process: the workers,
+    nginx, PostgreSQL and anything else), from /proc/stat."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    ticks = [int(f) for f in fields]
+    idle = ticks[3] + ticks[4]  # idle + iowait
+    return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
 def run(workers: int, a: argparse.Namespace, manifest: static_web.SiteManifest,
-        seeds: Path, hosts: Path, work: Path) -> dict[str, float]:
+        seeds: Path, hosts: Path, work: Path) -> dict[str, Any]:
     name = f"courtier_bench_{uuid.uuid4().hex[:10]}"
     asyncio.run(_admin(f'CREATE DATABASE "{name}"'))
     log = work / f"access-{workers}.log"
@@ -77,19 +87,31 @@ def run(workers: int, a: argparse.Namespace, manifest: static_web.SiteManifest,
         load_before = os.getloadavg()[0]
         with LocalNginx(Path(manifest.root), work / f"nginx-{workers}", manifest.port, log):
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            busy_before = machine_busy_s()
             began = time.monotonic()
             subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL,
                            stderr=open(work / f"crawl-{workers}.log", "wb"),  # noqa: SIM115
                            timeout=a.max_seconds)
             wall = time.monotonic() - began
+            busy = machine_busy_s() - busy_before
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
     finally:
         asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    cov = access_log.check_coverage(access_log.read_log(log), manifest.pages)
+    entries = access_log.read_log(log)
+    cov = access_log.check_coverage(entries, manifest.pages)
+    window = (cov.last_end or 0.0) - (cov.first_start or 0.0)
+    first = cov.first_start or 0.0
+    buckets = [0] * (int(window // 5) + 1)
+    for e in entries:
+        buckets[int((e.start - first) // 5)] += 1
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return {"workers": workers, "pages": cov.distinct, "coverage": cov.coverage,
-            "wall": wall, "pages_per_s": cov.distinct / wall, "cpu_s": cpu,
+            "wall": wall, "pages_per_s": cov.distinct / wall,
+            "window_s": window, "window_pages_per_s": cov.distinct / max(window, 1e-9),
+            "per_5s": buckets, "cpu_s": cpu,
             "cpu_ms_per_page": 1000 * cpu / max(1, cov.distinct),
+            "machine_cores": busy / wall,
+            "other_ms_per_page": 1000 * (busy - cpu) / max(1, cov.distinct),
             "load_before": load_before, "load_after": os.getloadavg()[0]}
 
 
@@ -116,9 +138,14 @@ def main(argv: list[str] | None = None) -> int:
     for r in results:
         print(f"{r['workers']:.0f} worker(s): {r['pages']:.0f} pages (coverage "
               f"{r['coverage']:.3f}) in {r['wall']:.1f} s = {r['pages_per_s']:.1f} pages/s, "
-              f"CPU {r['cpu_ms_per_page']:.2f} ms/page, "
-              f"ratio {r['pages_per_s'] / base['pages_per_s']:.2f} "
+              f"CPU {r['cpu_ms_per_page']:.2f} ms/page (rest of the machine "
+              f"{r['other_ms_per_page']:.2f} ms/page; machine busy {r['machine_cores']:.2f} "
+              f"cores), "
+              f"ratio {r['pages_per_s'] / base['pages_per_s']:.2f}; crawl window "
+              f"{r['window_s']:.1f} s = {r['window_pages_per_s']:.1f} pages/s, ratio "
+              f"{r['window_pages_per_s'] / base['window_pages_per_s']:.2f} "
               f"(load {r['load_before']:.1f} → {r['load_after']:.1f})")
+        print("    requests per 5 s of the window:", " ".join(map(str, r["per_5s"])))
     return 0
 
 
