@@ -41,10 +41,11 @@ from nginx_local import LocalNginx, free_port  # noqa: E402
 from courtier.cluster.rendezvous import target_owners  # noqa: E402
 
 ADMIN = "postgresql://root@127.0.0.1:5432/postgres"
+ADMIN_DSN = [ADMIN]  # --admin-dsn replaces it
 
 
 async def _admin(sql: str) -> None:
-    conn = await asyncpg.connect(ADMIN, timeout=10)
+    conn = await asyncpg.connect(ADMIN_DSN[0], timeout=10)
     try:
         await conn.execute(sql)
     finally:
@@ -79,7 +80,7 @@ def run(workers: int, a: argparse.Namespace, manifest: static_web.SiteManifest,
     log = work / f"access-{workers}.log"
     try:
         cmd = [sys.executable, "-m", "courtier", "crawl", "--workers", str(workers),
-               "--store", f"postgresql://root@127.0.0.1:5432/{name}",
+               "--store", ADMIN_DSN[0].rsplit("/", 1)[0] + f"/{name}",
                "--data", str(work / f"data-{workers}"), "--seeds-file", str(seeds),
                "--resolve", str(hosts), "--allow-network", "127.0.0.0/8", "--delay", "0",
                "--max-in-flight-per-ip", "0", "--concurrency", str(a.concurrency),
@@ -122,7 +123,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, action="append", help="worker counts (1 and 2)")
     ap.add_argument("--concurrency", type=int, default=64, help="per worker")
     ap.add_argument("--max-seconds", type=float, default=900)
+    ap.add_argument("--admin-dsn", default=ADMIN,
+                    help="a database of the PostgreSQL server to create the runs' databases "
+                    "from (default: the local server's postgres database)")
     a = ap.parse_args(argv)
+    ADMIN_DSN[0] = a.admin_dsn
     counts = a.workers or [1, 2]
     for label, moved in shards_moved():
         print(f"rendezvous {label}: {moved} of 1024 shards move ({moved / 10.24:.1f} %)")

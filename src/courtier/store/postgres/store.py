@@ -109,6 +109,11 @@ class PostgresStore(_cluster.PostgresCluster):
 
     async def _run(self, op: str, fn: Callable[[Conn], Awaitable[T]],
                    write: bool = True) -> T:
+        """Run ``fn`` on a pooled connection: a write in one transaction; a read without
+        one. Every read statement sees its own snapshot either way (READ COMMITTED, the
+        isolation of every courtier transaction), so an explicit BEGIN … COMMIT around a
+        read adds two round trips and no guarantee; a read with a single statement is
+        one round trip (a worker reads the payload index once per page)."""
         pool = self._pool
         if pool is None or self._closed:
             raise StoreError(
@@ -116,8 +121,11 @@ class PostgresStore(_cluster.PostgresCluster):
         attempts = 1 if write else 2  # a read is retried once on a fresh connection
         for attempt in range(attempts):
             try:
-                async with pool.acquire() as conn, conn.transaction(readonly=not write):
-                    return await fn(conn)
+                async with pool.acquire() as conn:
+                    if not write:  # see the note on reads above
+                        return await fn(conn)
+                    async with conn.transaction():
+                        return await fn(conn)
             except StoreError:
                 raise
             except CONNECTION_LOST as exc:
@@ -144,6 +152,7 @@ class PostgresStore(_cluster.PostgresCluster):
                 self._dsn, min_size=self._sizes[0], max_size=self._sizes[1],
                 timeout=self._connect_timeout, command_timeout=300,
                 server_settings={"synchronous_commit": "on", "application_name": "courtier"},
+                reset=_keep_session,
             )
         except DRIVER_ERRORS as exc:
             raise self._fail("connect", exc) from exc
@@ -438,3 +447,12 @@ def _reason(exc: BaseException) -> str:
     ):
         return f"{text} (is the server running and reachable?)"
     return text
+
+
+async def _keep_session(conn: Conn) -> None:
+    """The pool's reset on release, after asyncpg's own (which rolls back a transaction
+    left open and drops listeners): nothing more. asyncpg's default also sends
+    ``RESET ALL; CLOSE ALL; UNLISTEN *; SELECT pg_advisory_unlock_all()``, one round trip
+    per release, for session state courtier never creates (no SET, cursor, LISTEN or
+    session-level advisory lock: the migration lock is transaction-level)."""
+    del conn
