@@ -22,6 +22,7 @@ import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -73,6 +74,60 @@ def machine_busy_s() -> float:
     return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
+class ServerCpu:
+    """CPU-seconds of this run's PostgreSQL backends (those of its database, plus the
+    server's WAL writer, checkpointer and background writer) and of nginx, sampled from
+    /proc every 0.2 s while the run lasts (a backend that exits between two samples
+    loses at most one period)."""
+
+    SHARED = ("walwriter", "checkpointer", "background writer")
+
+    def __init__(self, database: str) -> None:
+        self.database = database
+        self.first: dict[int, float] = {}
+        self.last: dict[int, tuple[str, float]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _scan(self) -> dict[int, tuple[str, float]]:
+        tick = os.sysconf("SC_CLK_TCK")
+        out = {}
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = Path(entry.path, "stat").read_text()
+                cmd = Path(entry.path, "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            comm = stat[stat.index("(") + 1:stat.rindex(")")]
+            fields = stat[stat.rindex(")") + 2:].split()
+            cpu = (int(fields[11]) + int(fields[12])) / tick
+            if comm.startswith("nginx"):
+                out[int(entry.name)] = ("nginx", cpu)
+            elif comm.startswith("postgres") and (
+                    self.database in cmd or any(k in cmd for k in self.SHARED)):
+                out[int(entry.name)] = ("postgres", cpu)
+        return out
+
+    def _loop(self) -> None:
+        while not self._stop.wait(0.2):
+            self.last.update(self._scan())
+
+    def __enter__(self) -> ServerCpu:
+        self.first = {pid: cpu for pid, (_, cpu) in self._scan().items()}
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def seconds(self, kind: str) -> float:
+        return sum(cpu - self.first.get(pid, 0.0)
+                   for pid, (k, cpu) in self.last.items() if k == kind)
+
+
 def run(workers: int, a: argparse.Namespace, manifest: static_web.SiteManifest,
         seeds: Path, hosts: Path, work: Path) -> dict[str, Any]:
     name = f"courtier_bench_{uuid.uuid4().hex[:10]}"
@@ -90,9 +145,10 @@ def run(workers: int, a: argparse.Namespace, manifest: static_web.SiteManifest,
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             busy_before = machine_busy_s()
             began = time.monotonic()
-            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL,
-                           stderr=open(work / f"crawl-{workers}.log", "wb"),  # noqa: SIM115
-                           timeout=a.max_seconds)
+            with ServerCpu(name) as servers:
+                subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL,
+                               stderr=open(work / f"crawl-{workers}.log", "wb"),  # noqa: SIM115
+                               timeout=a.max_seconds)
             wall = time.monotonic() - began
             busy = machine_busy_s() - busy_before
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -112,6 +168,8 @@ def run(workers: int, a: argparse.Namespace, manifest: static_web.SiteManifest,
             "per_5s": buckets, "cpu_s": cpu,
             "cpu_ms_per_page": 1000 * cpu / max(1, cov.distinct),
             "machine_cores": busy / wall,
+            "pg_ms_per_page": 1000 * servers.seconds("postgres") / max(1, cov.distinct),
+            "nginx_ms_per_page": 1000 * servers.seconds("nginx") / max(1, cov.distinct),
             "other_ms_per_page": 1000 * (busy - cpu) / max(1, cov.distinct),
             "load_before": load_before, "load_after": os.getloadavg()[0]}
 
@@ -143,7 +201,8 @@ def main(argv: list[str] | None = None) -> int:
     for r in results:
         print(f"{r['workers']:.0f} worker(s): {r['pages']:.0f} pages (coverage "
               f"{r['coverage']:.3f}) in {r['wall']:.1f} s = {r['pages_per_s']:.1f} pages/s, "
-              f"CPU {r['cpu_ms_per_page']:.2f} ms/page (rest of the machine "
+              f"CPU {r['cpu_ms_per_page']:.2f} ms/page (PostgreSQL {r['pg_ms_per_page']:.2f}, "
+              f"nginx {r['nginx_ms_per_page']:.2f}, the whole rest of the machine "
               f"{r['other_ms_per_page']:.2f} ms/page; machine busy {r['machine_cores']:.2f} "
               f"cores), "
               f"ratio {r['pages_per_s'] / base['pages_per_s']:.2f}; crawl window "

@@ -1,16 +1,14 @@
 """PostgreSQL statements of the refresh plan: URL values, host tiers, planned load by tier.
 
-Values and tiers written by a commit go in the commit's transaction, as one
-``UPDATE … FROM unnest(…)`` after ``courtier_commit`` (which knows nothing of them): only
-rows whose version the commit just produced are touched, so a stale commit writes
-nothing.
+Values and tiers written by a commit travel in its ``courtier_commit`` rows (migration
+15) and are set by the commit's own UPDATE of the row, so a stale commit writes none.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-from courtier.store.base import UNPLANNED_TIER, FetchCommit, HostTierRecord
+from courtier.store.base import UNPLANNED_TIER, HostTierRecord
 from courtier.store.postgres._rows import QUEUED, Conn, key_shard
 
 
@@ -36,20 +34,6 @@ async def url_values(conn: Conn, url_keys: Collection[bytes]) -> dict[bytes, flo
         " JOIN urls u ON u.shard = i.shard AND u.url_key = i.url_key"
         " WHERE u.value IS NOT NULL", [key_shard(k) for k in keys], keys)
     return {bytes(r["url_key"]): float(r["value"]) for r in rows}
-
-
-async def save_commit_plans(conn: Conn, commits: Sequence[FetchCommit]) -> None:
-    planned = [c for c in commits if c.value is not None or c.tier is not None]
-    if not planned:
-        return
-    await conn.execute(
-        "UPDATE urls u SET value = COALESCE(i.value, u.value), tier = COALESCE(i.tier, u.tier)"
-        " FROM unnest($1::integer[], $2::bytea[], $3::integer[], $4::double precision[],"
-        " $5::text[]) AS i(shard, url_key, version, value, tier)"
-        " WHERE u.shard = i.shard AND u.url_key = i.url_key AND u.version = i.version",
-        [key_shard(c.url_key) for c in planned], [c.url_key for c in planned],
-        [c.version + 1 for c in planned], [c.value for c in planned],
-        [c.tier for c in planned])
 
 
 async def set_host_tier(conn: Conn, record: HostTierRecord, now: float) -> None:

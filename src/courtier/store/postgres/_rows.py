@@ -104,6 +104,8 @@ def commit_rows(commits: Sequence[FetchCommit]) -> list[tuple[Any, ...]]:
             c.warc_offset,
             c.warc_length,
             c.event_json(),
+            c.value,  # value and tier: attributes added by migration 15
+            c.tier,
         )
         for ord_, c in enumerate(commits)
     ]

@@ -300,7 +300,6 @@ class PostgresStore(_cluster.PostgresCluster):
                 "SELECT courtier_commit($1::courtier_commit[], $2::courtier_new_url[],"
                 " $3::courtier_host_delta[], $4)", rows, new, stats, now)
             await _event_counts.add_commit_counts(conn, commits)
-            await _plans.save_commit_plans(conn, commits)
             return CommitResult(applied=applied, stale=stale, new_urls=added)
 
         return await self._run("commit", job)
