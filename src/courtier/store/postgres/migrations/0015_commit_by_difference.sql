@@ -11,8 +11,59 @@
 --    levels); the row either leaves the queue (no level changes) or re-enters it, which
 --    lowers its level's due time like an intake does (courtier_queue_add). Only hosts
 --    with a row that was QUEUED before its commit (reset while its fetch was in flight)
---    get migration 13's rediscovery by skip scan. Locks: courtier_queue_add takes the
---    host_queue rows in key order, as courtier_queue_refresh did.
+--    get migration 13's rediscovery by skip scan.
+-- 3. No deadlock between workers. Two workers' commits used to deadlock (seen with two
+--    workers on one farm): A updates its rows, then inserts a link to a row of B's
+--    shards that B's commit has just updated, waiting for B, while B's insert of a link
+--    to one of A's updated rows waits for A. New URLs are now inserted only when no
+--    committed row has their key (a NOT EXISTS on the statement's snapshot, which never
+--    waits), so an intake waits only for another transaction inserting the same new
+--    key, in the same key order. And every function takes host_queue rows in one
+--    key-ordered pass per transaction: the commit adds its new URLs and its re-queued
+--    rows in one courtier_queue_add (or refreshes all of those hosts at once).
+-- Insert the rows of p_urls whose key is not stored yet (see 3. above); returns what
+-- was inserted, for the caller's one courtier_queue_add.
+CREATE FUNCTION courtier_insert_urls(p_urls courtier_new_url[], OUT o_shards integer[],
+                                     OUT o_hosts text[], OUT o_due double precision[],
+                                     OUT o_priority integer[])
+LANGUAGE plpgsql SET jit = off AS $$
+BEGIN
+    WITH added AS (
+        INSERT INTO urls (shard, url_key, url, host_key, depth, priority, state, version,
+                          discovered_at, next_fetch_at, redirect_hops, sitemap_changefreq,
+                          sitemap_lastmod, redirect_chain)
+        SELECT n.shard, n.url_key, n.url, n.host_key, n.depth, n.priority, 0, 0,
+               n.discovered_at, n.next_fetch_at, n.redirect_hops, n.sitemap_changefreq,
+               n.sitemap_lastmod, n.redirect_chain
+        FROM unnest(p_urls) WITH ORDINALITY AS n
+        WHERE NOT EXISTS (SELECT 1 FROM urls u WHERE u.shard = n.shard AND u.url_key = n.url_key)
+        ORDER BY n.shard, n.url_key, n.ordinality
+        ON CONFLICT DO NOTHING
+        RETURNING shard, host_key, next_fetch_at, priority
+    )
+    SELECT array_agg(shard), array_agg(host_key), array_agg(next_fetch_at), array_agg(priority)
+    INTO o_shards, o_hosts, o_due, o_priority FROM added;
+END;
+$$;
+
+CREATE OR REPLACE FUNCTION courtier_add_urls(p_urls courtier_new_url[])
+RETURNS integer LANGUAGE plpgsql SET jit = off AS $$
+DECLARE
+    v_shards integer[];
+    v_hosts text[];
+    v_due double precision[];
+    v_priority integer[];
+BEGIN
+    SELECT o_shards, o_hosts, o_due, o_priority INTO v_shards, v_hosts, v_due, v_priority
+    FROM courtier_insert_urls(p_urls);
+    IF v_shards IS NULL THEN
+        RETURN 0;
+    END IF;
+    PERFORM courtier_queue_add(v_shards, v_hosts, v_due, v_priority);
+    RETURN cardinality(v_shards);
+END;
+$$;
+
 ALTER TYPE courtier_commit ADD ATTRIBUTE value double precision;
 ALTER TYPE courtier_commit ADD ATTRIBUTE tier text;
 
@@ -139,7 +190,13 @@ BEGIN
         v_round := v_round + 1;
     END LOOP;
     IF cardinality(p_new) > 0 THEN
-        v_new := courtier_add_urls(p_new);
+        SELECT o_shards, o_hosts, o_due, o_priority INTO v_as, v_ah, v_ad, v_ap
+        FROM courtier_insert_urls(p_new);
+        v_new := COALESCE(cardinality(v_as), 0);
+        v_add_shards := v_add_shards || v_as;
+        v_add_hosts := v_add_hosts || v_ah;
+        v_add_due := v_add_due || v_ad;
+        v_add_prio := v_add_prio || v_ap;
     END IF;
     SELECT COALESCE(array_agg(DISTINCT x.host_key), '{}') INTO v_committed_hosts
     FROM unnest(p_commits) AS x;
@@ -159,7 +216,7 @@ BEGIN
         status_5xx = h.status_5xx + EXCLUDED.status_5xx, updated_at = EXCLUDED.updated_at;
     -- one key-ordered pass over host_queue either way (see the header)
     IF v_full_refresh THEN
-        PERFORM courtier_queue_refresh(v_shards, v_hosts);
+        PERFORM courtier_queue_refresh(v_shards || v_add_shards, v_hosts || v_add_hosts);
     ELSIF cardinality(v_add_shards) > 0 THEN
         PERFORM courtier_queue_add(v_add_shards, v_add_hosts, v_add_due, v_add_prio);
     END IF;

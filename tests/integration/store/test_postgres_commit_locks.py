@@ -1,0 +1,76 @@
+"""Commits of two workers never wait on each other (migration 0015).
+
+Worker A's commit updates a row of its shards and, in the same transaction, inserts
+the links its page had; worker B's does the same on its shards. When A's page links to
+B's row and B's to A's, an intake that waited for the row's updater deadlocked the two
+(PostgreSQL aborted one; seen with two workers on one farm). Here both transactions
+are held open by hand at the worst moment and each intake must finish without waiting:
+the observer is PostgreSQL's own pg_stat_activity (a lock wait shows there).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+
+import asyncpg
+
+from courtier.clock import VirtualClock
+from courtier.store.postgres import PostgresStore, _rows
+from tests.integration.store.test_postgres_store import T0, finished, url_row
+from tests.pg import truncate
+
+COMMIT = ("SELECT courtier_commit($1::courtier_commit[], $2::courtier_new_url[],"
+          " $3::courtier_host_delta[], $4)")
+
+
+async def finishes_without_waiting(observer: asyncpg.Connection, pid: int,
+                                   call: Awaitable[object]) -> object:
+    """Await ``call`` (run on the backend ``pid``); fail if that backend is ever seen
+    waiting for a lock before the call returns."""
+    task = asyncio.ensure_future(call)
+    while not task.done():
+        waiting = await observer.fetchval(
+            "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = $1", pid)
+        if waiting:
+            task.cancel()
+            raise AssertionError(f"backend {pid} waits for a lock held by the other commit")
+        await asyncio.sleep(0.01)  # polling, not ordering: the outcome decides
+    return task.result()
+
+
+async def test_crossed_links_between_two_workers_commits_do_not_wait(pg_module_dsn: str) -> None:
+    await truncate(pg_module_dsn)
+    store = PostgresStore(pg_module_dsn, clock=VirtualClock(T0))
+    await store.open()
+    a_row = url_row("http://a.example/page")  # shards owned by worker A
+    b_row = url_row("http://b.example/page")  # … and by worker B
+    assert a_row.shard != b_row.shard
+    try:
+        await store.add_urls([a_row, b_row])
+        leased = await store.load_due(sorted({a_row.shard, b_row.shard}), T0, 10, 10)
+        assert {d.url_key for d in leased} == {a_row.url_key, b_row.url_key}
+    finally:
+        await store.close()
+    a, b, observer = [await asyncpg.connect(pg_module_dsn) for _ in range(3)]
+    try:
+        a_tx, b_tx = a.transaction(), b.transaction()
+        await a_tx.start()
+        await b_tx.start()
+        # each commits its own row first (row locks held until the transaction ends)
+        await a.fetchval(COMMIT, _rows.commit_rows([finished(a_row)]), [], [], T0 + 2)
+        await b.fetchval(COMMIT, _rows.commit_rows([finished(b_row)]), [], [], T0 + 2)
+        # then each one's page links to the other's row, which is known already
+        b_links_a = b.fetchval("SELECT courtier_add_urls($1::courtier_new_url[])",
+                               _rows.new_url_rows([a_row]))
+        assert await finishes_without_waiting(observer, b.get_server_pid(), b_links_a) == 0
+        a_links_b = a.fetchval("SELECT courtier_add_urls($1::courtier_new_url[])",
+                               _rows.new_url_rows([b_row]))
+        assert await finishes_without_waiting(observer, a.get_server_pid(), a_links_b) == 0
+        await a_tx.commit()
+        await b_tx.commit()
+        versions = dict(await observer.fetch("SELECT url_key, version FROM urls"))
+        assert versions == {a_row.url_key: 1, b_row.url_key: 1}  # each commit applied once
+    finally:
+        for conn in (a, b, observer):
+            await conn.close()
