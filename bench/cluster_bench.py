@@ -139,7 +139,8 @@ def run(workers: int, a: argparse.Namespace, manifest: static_web.SiteManifest,
                "--data", str(work / f"data-{workers}"), "--seeds-file", str(seeds),
                "--resolve", str(hosts), "--allow-network", "127.0.0.0/8", "--delay", "0",
                "--max-in-flight-per-ip", "0", "--concurrency", str(a.concurrency),
-               "--progress", "none", "--linger", "0", "--user-agent", "courtier-bench/1.0"]
+               "--progress", "none", "--linger", "0", "--user-agent", "courtier-bench/1.0",
+               *a.crawl_arg]
         load_before = os.getloadavg()[0]
         with LocalNginx(Path(manifest.root), work / f"nginx-{workers}", manifest.port, log):
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -158,14 +159,14 @@ def run(workers: int, a: argparse.Namespace, manifest: static_web.SiteManifest,
     cov = access_log.check_coverage(entries, manifest.pages)
     window = (cov.last_end or 0.0) - (cov.first_start or 0.0)
     first = cov.first_start or 0.0
-    buckets = [0] * (int(window // 5) + 1)
+    buckets = [0] * (int(window // 2) + 1)
     for e in entries:
-        buckets[int((e.start - first) // 5)] += 1
+        buckets[int((e.start - first) // 2)] += 1
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return {"workers": workers, "pages": cov.distinct, "coverage": cov.coverage,
             "wall": wall, "pages_per_s": cov.distinct / wall,
             "window_s": window, "window_pages_per_s": cov.distinct / max(window, 1e-9),
-            "per_5s": buckets, "cpu_s": cpu,
+            "per_2s": buckets, "cpu_s": cpu,
             "cpu_ms_per_page": 1000 * cpu / max(1, cov.distinct),
             "machine_cores": busy / wall,
             "pg_ms_per_page": 1000 * servers.seconds("postgres") / max(1, cov.distinct),
@@ -181,6 +182,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, action="append", help="worker counts (1 and 2)")
     ap.add_argument("--concurrency", type=int, default=64, help="per worker")
     ap.add_argument("--max-seconds", type=float, default=900)
+    ap.add_argument("--crawl-arg", action="append", default=[],
+                    help="one more argument for `courtier crawl` (repeatable)")
+    ap.add_argument("--keep", type=Path, help="keep the logs and spools in this directory")
     ap.add_argument("--admin-dsn", default=ADMIN,
                     help="a database of the PostgreSQL server to create the runs' databases "
                     "from (default: the local server's postgres database)")
@@ -190,7 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     for label, moved in shards_moved():
         print(f"rendezvous {label}: {moved} of 1024 shards move ({moved / 10.24:.1f} %)")
     with tempfile.TemporaryDirectory(prefix="cluster-bench-") as tmp:
-        work = Path(tmp)
+        work = Path(tmp) if a.keep is None else a.keep
+        work.mkdir(parents=True, exist_ok=True)
         port = free_port()
         manifest = static_web.generate(work / "web", hosts=a.hosts, pages=a.pages, port=port,
                                        page_bytes=30_000, links=50)
@@ -209,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['window_s']:.1f} s = {r['window_pages_per_s']:.1f} pages/s, ratio "
               f"{r['window_pages_per_s'] / base['window_pages_per_s']:.2f} "
               f"(load {r['load_before']:.1f} → {r['load_after']:.1f})")
-        print("    requests per 5 s of the window:", " ".join(map(str, r["per_5s"])))
+        print("    requests per 2 s of the window:", " ".join(map(str, r["per_2s"])))
     return 0
 
 

@@ -141,6 +141,7 @@ async def crawl(
             coordinator = ShardCoordinator(
                 worker_store, worker_id_of(config), clock,
                 LeaseSettings(config.lease_ttl, config.worker_weight),
+                expect_workers=config.expect_workers,
                 info={"host": socket.gethostname(), "pid": os.getpid(),
                       "api": config.api or "", "data": str(config.data)})
         worker = Worker(config, worker_store, transport, archive, clock, intake,

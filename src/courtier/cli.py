@@ -123,6 +123,9 @@ def add_crawl_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--worker-id", help="this worker's id in the cluster (DATA/worker-id)")
     p.add_argument("--worker-weight", type=float,
                    help="this worker's share of the shards relative to the others (1)")
+    p.add_argument("--expect-workers", type=int,
+                   help="live workers to wait for (at most one lease TTL) before taking "
+                        "shards, so workers started together need no first handover (1)")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
 
 

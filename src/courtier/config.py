@@ -91,6 +91,7 @@ class CrawlConfig:
     worker_id: str | None = None       # this worker's id in the cluster (DATA/worker-id)
     worker_weight: float = 1.0         # share of the shards relative to other workers
     workers: int = 1                   # crawl: worker processes on this machine (PostgreSQL)
+    expect_workers: int = 1            # cluster: live workers awaited before taking shards
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def validate(self) -> CrawlConfig:
@@ -139,6 +140,8 @@ class CrawlConfig:
             raise ConfigError("--worker-weight must be > 0")
         if self.workers < 1:
             raise ConfigError("--workers must be >= 1")
+        if self.expect_workers < 1:
+            raise ConfigError("--expect-workers must be >= 1")
         if self.worker_id is not None and not re.fullmatch(r"[A-Za-z0-9._:@-]{1,100}",
                                                            self.worker_id):
             raise ConfigError("--worker-id: 1-100 letters, digits or . _ : @ -")

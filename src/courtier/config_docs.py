@@ -163,6 +163,11 @@ SETTING_DOCS: dict[str, SettingDoc] = {
                             "takes its own leases back at once)."),
     "worker_weight": SettingDoc("Cluster", "Share of the shards this worker takes relative to "
                                 "the others (2: twice as many as a worker of weight 1)."),
+    "expect_workers": SettingDoc("Cluster", "Start-up: live workers (this one included) to "
+                                 "wait for before taking any shard, for at most one lease "
+                                 "TTL, so that workers started together split the shards at "
+                                 "once instead of the first taking all and handing most "
+                                 "over. `crawl --workers N` sets it to N for its children."),
     "workers": SettingDoc("Cluster", "`courtier crawl`: worker processes to run on this machine "
                           "(one per core); more than 1 needs a PostgreSQL `--store`."),
 }

@@ -37,9 +37,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from courtier.clock import Clock
-from courtier.cluster.membership import fence_deadline, plan_shards
+from courtier.cluster.membership import fence_deadline, live_weights, plan_shards
 from courtier.errors import StoreError
 from courtier.store.base import Store
+from courtier.store.cluster import ClusterView
 from courtier.urls import SHARD_COUNT
 
 log = logging.getLogger("courtier.cluster")
@@ -49,6 +50,8 @@ log = logging.getLogger("courtier.cluster")
 DEAD_WORKER_KEPT = 86_400.0
 #: rounds between two such clean-ups (about an hour at the default 5 s renewals)
 PRUNE_EVERY_ROUNDS = 720
+#: seconds between two rounds while the start-up quorum is awaited
+QUORUM_POLL = 0.2
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +102,7 @@ class ShardCoordinator:
         shards: range = range(SHARD_COUNT),
         on_fence: Callable[[], None] | None = None,
         on_change: Callable[[], None] | None = None,
+        expect_workers: int = 1,
     ) -> None:
         self.store = store
         self.worker_id = worker_id
@@ -124,6 +128,11 @@ class ShardCoordinator:
         self._stopping = False
         #: the slots an earlier process under this id held are freed before the first lease
         self._slots_freed = False
+        #: start-up quorum: live workers awaited (until the local deadline) before the
+        #: first acquisition; True while a round found fewer
+        self.expect_workers = expect_workers
+        self._quorum_until: float | None = None
+        self.awaiting_quorum = False
 
     # ---- what the worker asks ---------------------------------------------------------------
 
@@ -152,7 +161,7 @@ class ShardCoordinator:
         while not self._stopping:
             try:
                 await self.round()
-                pause = self.settings.renew_every
+                pause = QUORUM_POLL if self.awaiting_quorum else self.settings.renew_every
             except StoreError as exc:
                 self.failed_rounds += 1
                 log.warning("shard coordinator: store unavailable (%s); retrying", exc)
@@ -174,6 +183,8 @@ class ShardCoordinator:
         received = self.clock.now()
         self.offset = view.now - (sent + received) / 2
         self.offset_error = (received - sent) / 2
+        if self._awaiting_quorum(view):
+            return ShardChanges()
         plan = plan_shards(self.worker_id, view.worker_views(), view.lease_views(),
                            self.shards, view.now, settings.worker_ttl)
         leases = {lease.shard: lease for lease in view.leases}
@@ -210,6 +221,26 @@ class ShardCoordinator:
             self._fence_from(renew_sent)
         self._merge(changes)
         return changes
+
+    def _awaiting_quorum(self, view: ClusterView) -> bool:
+        """Before the first lease: fewer live workers than expected, and still time to wait
+        for them (one lease TTL from the first round; workers already holding leases, or
+        an earlier process of ours, end the wait since a handover is then due anyway)."""
+        if self.expect_workers <= 1 or self.held or self._quorum_until == float("-inf"):
+            self.awaiting_quorum = False
+            return False
+        now = self.clock.now()
+        if self._quorum_until is None:
+            self._quorum_until = now + self.settings.lease_seconds
+        live = set(live_weights(view.worker_views(), view.now, self.settings.worker_ttl))
+        held_by_others = any(lease.owner is not None and lease.expires_at > view.now
+                             for lease in view.leases)
+        waiting = (len(live | {self.worker_id}) < self.expect_workers
+                   and now < self._quorum_until and not held_by_others)
+        if not waiting:
+            self._quorum_until = float("-inf")  # decided once: never wait again
+        self.awaiting_quorum = waiting
+        return waiting
 
     async def _prune(self, store_now: float) -> None:
         """Forget workers silent for a day that hold nothing (crashed, never back)."""

@@ -51,6 +51,7 @@ def child_configs(config: CrawlConfig) -> list[CrawlConfig]:
             api = f"{api_host}:{api_port + i if api_port else 0}"
         out.append(dataclasses.replace(
             config, data=config.data / f"worker-{i}", seeds=(), seeds_file=None, workers=1,
+            expect_workers=max(config.expect_workers, config.workers),
             api=api, progress="none",
             worker_id=f"{config.worker_id}-{i}" if config.worker_id else None))
     return out

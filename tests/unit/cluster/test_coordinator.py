@@ -67,3 +67,48 @@ async def test_the_first_round_forgets_workers_silent_for_a_day() -> None:
     await coordinator(store, clock, "w1").round()
     assert [w.worker_id for w in (await store.cluster_view()).workers] == [
         "crashed-recently", "w1"]
+
+
+def expecting(store: MemoryStore, clock: VirtualClock, worker_id: str,
+              n: int) -> ShardCoordinator:
+    return ShardCoordinator(store, worker_id, clock, LeaseSettings(30.0), shards=SHARDS,
+                            expect_workers=n)
+
+
+async def test_workers_started_together_wait_for_each_other_and_split_without_a_handover(
+) -> None:
+    clock = VirtualClock()
+    store = MemoryStore(clock)
+    first, second = expecting(store, clock, "w1", 2), expecting(store, clock, "w2", 2)
+    assert not await first.round()  # alone: heartbeat only, no lease
+    assert first.awaiting_quorum and first.held == {}
+    clock.advance(0.2)
+    got_second = await second.round()  # sees w1 live: the quorum is there
+    clock.advance(0.2)
+    got_first = await first.round()
+    assert not first.awaiting_quorum and not second.awaiting_quorum
+    assert set(got_first.gained).isdisjoint(got_second.gained)
+    assert set(got_first.gained) | set(got_second.gained) == set(SHARDS)
+    assert not got_first.handover and not got_second.handover  # nothing to give back
+
+
+async def test_the_quorum_wait_ends_after_one_lease_ttl() -> None:
+    clock = VirtualClock()
+    store = MemoryStore(clock)
+    lonely = expecting(store, clock, "w1", 3)
+    assert not await lonely.round()
+    clock.advance(29.0)
+    assert not await lonely.round() and lonely.awaiting_quorum
+    clock.advance(1.5)
+    assert set((await lonely.round()).gained) == set(SHARDS)
+    assert not lonely.awaiting_quorum
+
+
+async def test_a_worker_joining_a_running_cluster_does_not_wait() -> None:
+    clock = VirtualClock()
+    store = MemoryStore(clock)
+    await coordinator(store, clock, "w1").round()  # holds every shard
+    clock.advance(1.0)
+    newcomer = expecting(store, clock, "w2", 5)
+    await newcomer.round()
+    assert not newcomer.awaiting_quorum
