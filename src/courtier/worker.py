@@ -51,6 +51,7 @@ from courtier.store.base import (
     Store,
 )
 from courtier.urls import SHARD_COUNT
+from courtier.worker_commit import CommitSteps
 from courtier.worker_fetch import FetchSteps
 from courtier.worker_refill import RefillSteps
 from courtier.worker_shards import ShardSteps
@@ -114,7 +115,7 @@ class _Ticks:
     policy: float = float("-inf")
 
 
-class Worker(RefillSteps, FetchSteps, ShardSteps):
+class Worker(RefillSteps, FetchSteps, ShardSteps, CommitSteps):
     def __init__(
         self,
         config: CrawlConfig,
@@ -183,6 +184,9 @@ class Worker(RefillSteps, FetchSteps, ShardSteps):
         self.metrics = metrics or CrawlMetrics()
         self.metrics.bind_frontier(self.frontier, clock)
         self._flushing_from: float | None = None   # oldest fetch time of the batch in commit
+        self._commit_task: asyncio.Task[None] | None = None  # worker_commit.py
+        self._commit_failing = False
+        self._commit_started = float("-inf")
         self.metrics.durability_lag.set_function(self._durability_lag)
         self.metrics.bind_spool(config.data)
         self.auditor = LeaseAuditor()
@@ -317,14 +321,15 @@ class Worker(RefillSteps, FetchSteps, ShardSteps):
             except StoreError:
                 self._unqueued = rows + self._unqueued
                 raise
-        if not stopping and now >= self._archive_trouble_until:
+        if not stopping and now >= self._archive_trouble_until and self.may_issue(now):
             self._issue()
-        if self._pending and (len(self._pending) >= COMMIT_BATCH
-                              or now - ticks.commit >= COMMIT_EVERY or not self._tasks):
-            await self._flush()
-            ticks.commit = clock.now()
+        if self._pending and not self.committing and (
+                len(self._pending) >= COMMIT_BATCH or now - ticks.commit >= COMMIT_EVERY
+                or not self._tasks):
+            self._start_commit()  # beside the loop (worker_commit.py)
+            ticks.commit = now
         self._report(now)
-        if not self._tasks and not self._pending:
+        if not self._tasks and not self._pending and not self.committing:
             if stopping:
                 return True
             if frontier.queued == 0 and await self._nothing_due(now):
@@ -385,8 +390,9 @@ class Worker(RefillSteps, FetchSteps, ShardSteps):
 
     async def _wait(self, now: float) -> None:
         wake = self.frontier.next_wake_at()
-        if wake is None or len(self._tasks) >= self.config.concurrency or self._stop.is_set():
-            timeout = COMMIT_EVERY  # a finishing fetch wakes us sooner
+        if (wake is None or len(self._tasks) >= self.config.concurrency or self._stop.is_set()
+                or not self.may_issue(now)):
+            timeout = COMMIT_EVERY  # a finishing fetch or commit wakes us sooner
         else:
             timeout = min(COMMIT_EVERY, max(MIN_WAIT, wake - now))
         idle_until, self._idle_until = self._idle_until, None
@@ -462,38 +468,6 @@ class Worker(RefillSteps, FetchSteps, ShardSteps):
 
     # ---- commits and shutdown -----------------------------------------------------------
 
-    def _durability_lag(self) -> float:
-        """Seconds the oldest uncommitted result has waited (0 when all are durable)."""
-        oldest = min((c.fetched_at for c in self._pending), default=self._flushing_from)
-        if self._flushing_from is not None and oldest is not None:
-            oldest = min(oldest, self._flushing_from)
-        return 0.0 if oldest is None else max(0.0, self.clock.now() - oldest)
-
-    async def _flush(self) -> None:
-        batch, self._pending = self._pending, []
-        self._flushing_from = min((c.fetched_at for c in batch), default=None)
-        stats, self._host_stats = list(self._host_stats.values()), {}
-        self.archive.flush()  # records must be durable before the rows that point at them
-        settle = getattr(self.archive, "settle", None)  # object-store archive: archive/spool.py
-        while True:
-            began = self.clock.now()
-            try:
-                if settle is not None:
-                    await settle()  # the segments of those records are recorded first
-                result = await self.store.commit(batch, stats)
-                self.metrics.commit_seconds.observe(max(0.0, self.clock.now() - began))
-                self._flushing_from = None
-                break
-            except StoreError as exc:
-                self.metrics.store_pauses.inc()
-                log.error("store write failed, retrying in 1 s: %s", exc)
-                await asyncio.sleep(1.0)
-        self.status.discovered += result.new_urls
-        self.status.stale_commits += result.stale
-        self.metrics.stale_commits.inc(result.stale)
-        self.metrics.events_emitted.inc(result.applied)
-        self.intake.remember(u.url_key for c in batch for u in c.new_urls)
-
     def _report(self, now: float, force: bool = False) -> None:
         if not force and now - self._last_report < REPORT_EVERY:
             return
@@ -519,8 +493,7 @@ class Worker(RefillSteps, FetchSteps, ShardSteps):
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         self._collect_denials(self.clock.now())
-        if self._pending:
-            await self._flush()
+        await self._flush()  # the commit under way, then the rest
         await self._release_items(self.frontier.release_all())
         if self.ip_slots is not None:
             await self.ip_slots.settle()  # every slot this process held is given back
