@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from courtier.politeness.delays import HostTiming
 from courtier.politeness.robots_state import RobotsState
-from courtier.store.base import DueUrl
+from courtier.store.base import OVERDUE_AFTER, DueUrl
 from courtier.urls import registrable_domain
 
 
@@ -50,8 +50,8 @@ class IpState:
     waiting: set[str] = field(default_factory=set)   # hosts held back by the IP cap
 
 
-#: a URL overdue by more than this outranks every other (the minimum-refresh guarantee)
-OVERDUE_AFTER = 7 * 24 * 3600.0
+# OVERDUE_AFTER (a URL overdue by more than this outranks every other: the
+# minimum-refresh guarantee) is part of the store's load_due contract: store/base.py
 OVERDUE_BOOST = 100
 
 Rank = tuple[int, float, int, bytes]

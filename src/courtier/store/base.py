@@ -31,6 +31,10 @@ from courtier.outcome import Outcome
 from courtier.store.cluster import ClusterStore
 from courtier.store.event_counts import EventCounts
 
+#: a URL overdue by more than this outranks every other (the minimum-refresh guarantee;
+#: ``load_due``'s ``overdue_before``); the frontier ranks by the same constant
+OVERDUE_AFTER = 7 * 24 * 3600.0
+
 
 class UrlState(IntEnum):
     QUEUED = 0     # known, waiting for next_fetch_at

@@ -14,9 +14,9 @@ from typing import Any
 
 from courtier.clock import Clock, RealClock
 from courtier.errors import StoreError
-from courtier.frontier.host import OVERDUE_AFTER
 from courtier.outcome import Outcome
 from courtier.store.base import (
+    OVERDUE_AFTER,
     SEGMENT_STATES,
     CommitResult,
     DayCount,

@@ -25,8 +25,8 @@ import asyncpg
 
 from courtier.clock import Clock, RealClock
 from courtier.errors import StoreError
-from courtier.frontier.host import OVERDUE_AFTER
 from courtier.store.base import (
+    OVERDUE_AFTER,
     CommitResult,
     DayCount,
     DueUrl,

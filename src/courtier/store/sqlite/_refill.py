@@ -37,8 +37,7 @@ from collections.abc import Collection, Iterable, Iterator, Sequence
 from itertools import islice
 
 from courtier.dedup.fingerprint64 import from_signed64
-from courtier.frontier.host import OVERDUE_AFTER
-from courtier.store.base import DueUrl, UrlState
+from courtier.store.base import OVERDUE_AFTER, DueUrl, UrlState
 
 QUEUED = int(UrlState.QUEUED)
 SCHEDULED = int(UrlState.SCHEDULED)
