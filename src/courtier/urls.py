@@ -55,6 +55,7 @@ __all__ = [
     "SHARD_COUNT",
     "CanonicalUrl",
     "canonicalize",
+    "canonicalize_link",
     "host_key_of",
     "make_url_key",
     "registrable_domain",
@@ -315,6 +316,30 @@ def canonicalize(raw: str, base: str | None = None) -> CanonicalUrl:
     url_key = host_hash.to_bytes(8, "big")[:4] + xxhash.xxh3_128_digest(url.encode())[:12]
     shard = host_hash >> _SHARD_SHIFT
     return _new_canonical(url, scheme, host, port, host_key, url_key, shard)
+
+
+#: :func:`canonicalize_link`'s memo: raw link → canonical form, cleared when full
+#: (~300 B an entry); shared by the intake and the event feed, which read the same links
+_LINK_MEMO: dict[str, CanonicalUrl] = {}
+LINK_MEMO_LIMIT = 32_768
+
+
+def canonicalize_link(raw: str) -> CanonicalUrl:
+    """``canonicalize(raw)`` (no base) through a bounded process-wide memo.
+
+    A page's links are canonicalized twice (its event's link list, then the intake)
+    and navigation links repeat on every page of a host; :func:`canonicalize` is pure,
+    so a remembered result is the same value. Failures are not remembered (they raise
+    :class:`~courtier.errors.InvalidURL` every time). Thread-safe: the memo is a dict
+    whose single reads and writes are atomic.
+    """
+    url = _LINK_MEMO.get(raw)
+    if url is None:
+        url = canonicalize(raw)
+        if len(_LINK_MEMO) >= LINK_MEMO_LIMIT:
+            _LINK_MEMO.clear()
+        _LINK_MEMO[raw] = url
+    return url
 
 
 def host_key_of(url: str) -> str:
