@@ -150,10 +150,13 @@ def simhash_from_features(features: npt.NDArray[np.uint64]) -> int:
     rows = (np.concatenate((features, np.zeros(pad, dtype=np.uint64))) if pad
             else features).reshape(-1, _LANE)
     counts = np.empty((8, 8), dtype=np.int64)  # [b, i]: how many features have bit 8 i + b
+    plane = np.empty_like(rows)
+    add = np.add.reduce
     for b in range(8):
-        plane = (rows >> _SHIFTS[b]) & _BYTE_ONES
-        lanes = plane.sum(axis=1, dtype=np.uint64).astype("<u8", copy=False)
-        counts[b] = lanes.view(np.uint8).reshape(-1, 8).sum(axis=0, dtype=np.int64)
+        np.right_shift(rows, _SHIFTS[b], out=plane)
+        plane &= _BYTE_ONES
+        lanes = add(plane, axis=1, dtype=np.uint64).astype("<u8", copy=False)
+        counts[b] = add(lanes.view(np.uint8).reshape(-1, 8), axis=0, dtype=np.int64)
     signs = counts.T.reshape(64) * 2 > n  # index 8 i + b = bit 8 i + b
     packed = np.packbits(signs, bitorder="little")
     return int.from_bytes(packed.tobytes(), "little")

@@ -55,8 +55,13 @@ _PAD = b"\x20" * 8
 FEW = 24
 
 
+#: the shift counts as numpy scalars, made once (a new np.uint64 per use costs as much
+#: as a small array operation)
+_SHIFT = [np.uint64(n) for n in range(65)]
+
+
 def _u(n: int) -> np.uint64:
-    return np.uint64(n)
+    return _SHIFT[n]
 
 
 def _read(buf: npt.NDArray[np.uint8], at: npt.NDArray[np.intp], width: int) -> U64:
@@ -116,18 +121,24 @@ def _len_1to3(buf: npt.NDArray[np.uint8], start: npt.NDArray[np.intp],
 
 def _len_4to8(buf: npt.NDArray[np.uint8], start: npt.NDArray[np.intp],
               length: npt.NDArray[np.intp]) -> U64:
-    # the most common path (most words of prose): in place, one temporary at a time
-    h = _read(buf, start, 4)
-    h <<= _u(32)
-    h += _read(buf, start + length - 4, 4)
+    # the most common path (most words of prose): in place, one temporary at a time.
+    # The first 4 bytes shifted up are the 8 bytes at ``start`` shifted up (the high
+    # half falls off); the last 4 are the low half of the 8 bytes at ``end - 4`` (the
+    # padding keeps both 8-byte reads inside ``buf``).
+    every = np.ndarray(shape=(len(buf) - 7,), dtype="<u8", buffer=buf, strides=(1,))
+    h = every[start].astype(np.uint64, copy=False)
+    h <<= _SHIFT[32]
+    last = every[start + length - 4].astype(np.uint64, copy=False)
+    last &= _LOW32
+    h += last
     h ^= _FLIP_4TO8
     h ^= _rotl(h, 49) ^ _rotl(h, 24)
     h *= _PRIME_MX2
-    mixed = h >> _u(35)
+    mixed = h >> _SHIFT[35]
     mixed += length.astype(np.uint64)
     h ^= mixed
     h *= _PRIME_MX2
-    h ^= h >> _u(28)
+    h ^= h >> _SHIFT[28]
     return h
 
 
