@@ -57,6 +57,7 @@ __all__ = [
     "canonicalize",
     "canonicalize_link",
     "host_key_of",
+    "is_plain_absolute",
     "make_url_key",
     "registrable_domain",
     "shard_of",
@@ -77,7 +78,7 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 #: (links from ``parse_html`` are): lower-case http(s) scheme and host of plain LDH
 #: labels ending in a letter label (so never an IPv4 number), no ``xn--`` label, no
 #: userinfo, ``%``, fragment, backslash, space or quote, no dot segment; a port only
-#: without a leading zero (:func:`_is_plain` also checks it is ≤ 65535 and not the
+#: without a leading zero (:func:`is_plain_absolute` also checks it is ≤ 65535 and not the
 #: scheme's default, which ada would drop, and, with plain substring tests that are
 #: cheaper than regex look-aheads, that no ``xn--`` label and no ``/.`` (a possible dot
 #: segment) occur anywhere). ``_resolve`` returns such a string as is
@@ -224,7 +225,7 @@ def _shard_bits(shard_count: int) -> int:
     return bits
 
 
-def _is_plain(raw: str) -> bool:
+def is_plain_absolute(raw: str) -> bool:
     """``raw`` is an absolute URL that ada's ``normalize_url`` returns unchanged."""
     if "xn--" in raw or "/." in raw:
         return False
@@ -244,7 +245,7 @@ def _resolve(raw: str, base: str | None) -> str:
         # the fragment, so a plain head is the answer as is
         cut = raw.find("#")
         head = raw if cut < 0 else raw[:cut]
-        if _is_plain(head):
+        if is_plain_absolute(head):
             return head  # normalize_url would return it unchanged
     try:
         return normalize_url(raw) if base is None else join_url(base, raw)
