@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import gc
 import logging
 import os
 import re
@@ -270,11 +271,31 @@ async def _restore_scope(store: Store, intake: Intake) -> None:
             intake.scope.add_seed(canonicalize(url))
 
 
+#: the cyclic garbage collector's thresholds during a crawl. CPython's (700, 10, 10)
+#: ran ~1,000 collections in a 6,000-page crawl, 5-7 % of its CPU, though a page's
+#: objects (dicts, links, rows) are freed by reference counting and form no cycles.
+GC_THRESHOLDS = (20_000, 20, 20)
+
+
+@contextlib.contextmanager
+def crawl_gc() -> Iterator[None]:
+    """Fewer collections for the crawl, and none of them walking what start-up built
+    (``gc.freeze``: modules, tables, the config); put back as it was afterwards."""
+    before = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+        gc.unfreeze()
+
+
 def run(config: CrawlConfig, progress_mode: str = "auto",
         report_problem: Callable[[SeedProblem], None] | None = None) -> CrawlStatus:
     """Synchronous entry point used by the CLI."""
     progress = Progress(progress_mode)
-    with data_dir_lock(config.data):
+    with data_dir_lock(config.data), crawl_gc():
         try:
             return run_async(crawl(config, progress, report_problem))
         finally:

@@ -21,7 +21,7 @@ from courtier.errors import InvalidURL
 from courtier.frontier.traps import TemplateTracker, TrapRules, static_trap_reason
 from courtier.store.base import NewUrl
 from courtier.store.cluster import ScopeRule
-from courtier.urls import CanonicalUrl, canonicalize, registrable_domain
+from courtier.urls import CanonicalUrl, canonicalize, canonicalize_link, registrable_domain
 
 SEED_PRIORITY = 10
 LINK_PRIORITY = 0
@@ -142,10 +142,6 @@ class Intake:
         self.rejected = 0
         self.definitely_new = 0
         self.known_skips = 0
-        # canonicalize is pure: links repeated across pages (navigation) are parsed once
-        # while they stay in this bounded memo (cleared when full; ~300 B an entry)
-        self._canonical: dict[str, CanonicalUrl] = {}
-        self.canonical_memo = 32_768
 
     def remember(self, keys: Iterable[bytes]) -> None:
         """Keys the store has durably acknowledged (call after a successful commit)."""
@@ -185,18 +181,14 @@ class Intake:
         """
         out: list[NewUrl] = []
         batch_keys: set[bytes] = set()
-        memo = self._canonical
         for raw in raw_links:
-            url = memo.get(raw)
-            if url is None:
-                try:
-                    url = canonicalize(raw)
-                except InvalidURL:
-                    self.rejected += 1
-                    continue
-                if len(memo) >= self.canonical_memo:
-                    memo.clear()
-                memo[raw] = url
+            # links repeated across pages (navigation) are parsed once: canonicalize_link
+            # keeps a bounded memo shared with the event feed, which read the page first
+            try:
+                url = canonicalize_link(raw)
+            except InvalidURL:
+                self.rejected += 1
+                continue
             key = url.url_key
             if key in batch_keys:
                 continue

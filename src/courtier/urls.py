@@ -55,7 +55,9 @@ __all__ = [
     "SHARD_COUNT",
     "CanonicalUrl",
     "canonicalize",
+    "canonicalize_link",
     "host_key_of",
+    "is_plain_absolute",
     "make_url_key",
     "registrable_domain",
     "shard_of",
@@ -76,7 +78,7 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 #: (links from ``parse_html`` are): lower-case http(s) scheme and host of plain LDH
 #: labels ending in a letter label (so never an IPv4 number), no ``xn--`` label, no
 #: userinfo, ``%``, fragment, backslash, space or quote, no dot segment; a port only
-#: without a leading zero (:func:`_is_plain` also checks it is ≤ 65535 and not the
+#: without a leading zero (:func:`is_plain_absolute` also checks it is ≤ 65535 and not the
 #: scheme's default, which ada would drop, and, with plain substring tests that are
 #: cheaper than regex look-aheads, that no ``xn--`` label and no ``/.`` (a possible dot
 #: segment) occur anywhere). ``_resolve`` returns such a string as is
@@ -223,7 +225,7 @@ def _shard_bits(shard_count: int) -> int:
     return bits
 
 
-def _is_plain(raw: str) -> bool:
+def is_plain_absolute(raw: str) -> bool:
     """``raw`` is an absolute URL that ada's ``normalize_url`` returns unchanged."""
     if "xn--" in raw or "/." in raw:
         return False
@@ -243,7 +245,7 @@ def _resolve(raw: str, base: str | None) -> str:
         # the fragment, so a plain head is the answer as is
         cut = raw.find("#")
         head = raw if cut < 0 else raw[:cut]
-        if _is_plain(head):
+        if is_plain_absolute(head):
             return head  # normalize_url would return it unchanged
     try:
         return normalize_url(raw) if base is None else join_url(base, raw)
@@ -315,6 +317,30 @@ def canonicalize(raw: str, base: str | None = None) -> CanonicalUrl:
     url_key = host_hash.to_bytes(8, "big")[:4] + xxhash.xxh3_128_digest(url.encode())[:12]
     shard = host_hash >> _SHARD_SHIFT
     return _new_canonical(url, scheme, host, port, host_key, url_key, shard)
+
+
+#: :func:`canonicalize_link`'s memo: raw link → canonical form, cleared when full
+#: (~300 B an entry); shared by the intake and the event feed, which read the same links
+_LINK_MEMO: dict[str, CanonicalUrl] = {}
+LINK_MEMO_LIMIT = 32_768
+
+
+def canonicalize_link(raw: str) -> CanonicalUrl:
+    """``canonicalize(raw)`` (no base) through a bounded process-wide memo.
+
+    A page's links are canonicalized twice (its event's link list, then the intake)
+    and navigation links repeat on every page of a host; :func:`canonicalize` is pure,
+    so a remembered result is the same value. Failures are not remembered (they raise
+    :class:`~courtier.errors.InvalidURL` every time). Thread-safe: the memo is a dict
+    whose single reads and writes are atomic.
+    """
+    url = _LINK_MEMO.get(raw)
+    if url is None:
+        url = canonicalize(raw)
+        if len(_LINK_MEMO) >= LINK_MEMO_LIMIT:
+            _LINK_MEMO.clear()
+        _LINK_MEMO[raw] = url
+    return url
 
 
 def host_key_of(url: str) -> str:

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from courtier.errors import InvalidURL
-from courtier.urls import _is_plain, canonicalize
+from courtier.urls import canonicalize, is_plain_absolute
 
 HOST_CHARS = "abcxyz019-.XN"
 PATH_CHARS = "aZ09-._~/!$&()*+,;=:@?%#'\\ |^[]{}\"<>`\t\u00e9"
@@ -30,7 +30,7 @@ def near_plain_urls(draw: st.DrawFn) -> str:
 @settings(max_examples=3000, deadline=None)
 @given(near_plain_urls())
 def test_accepted_strings_are_already_normalized(url: str) -> None:
-    if _is_plain(url):
+    if is_plain_absolute(url):
         assert normalize_url(url) == url
 
 
@@ -38,7 +38,7 @@ def test_typical_links_take_the_fast_path_and_canonicalize_as_before() -> None:
     for url in ["http://h0001.bench.test/p/1.html", "https://a.example.org/x?q=1&r=../s",
                 "http://a.com/?", "http://h0001.bench.test:8080/p/1.html", "https://a.com:80/",
                 "http://a.com:443/x", "http://a.com:65535/"]:
-        assert _is_plain(url), url
+        assert is_plain_absolute(url), url
     assert canonicalize("http://a.com/?").url == "http://a.com/"
     assert canonicalize("http://h1.test/p/1.html").url == "http://h1.test/p/1.html"
 
@@ -49,7 +49,7 @@ def test_forms_ada_would_change_are_left_to_ada() -> None:
                 "http://a.com/%7e", "http://u@a.com/", "http://a.com/#f", "http://a.com/\\x",
                 "https://a.com:443/", "http://a.com:080/", "http://a.com:65536/",
                 "http://a.com:0/", "http://a.com:/"]:
-        assert not _is_plain(url), url
+        assert not is_plain_absolute(url), url
     assert canonicalize("http://a.com:8080/x").port == 8080
 
 

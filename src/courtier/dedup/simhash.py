@@ -28,9 +28,9 @@ on; changing any step changes every stored fingerprint):
    features have bit ``j`` set (the weighted sum of ±1 votes is positive;
    a tie gives 0).
 
-Steps 3–5 are vectorised with numpy: the feature array is viewed as bytes,
-unpacked to an ``n × 64`` bit matrix (``unpackbits``, little bit order, so
-column ``j`` is bit ``j``), summed per column and compared with ``n / 2``.
+Steps 3–5 are vectorised with numpy: the votes of bit ``j`` are counted over
+all features at once, eight bits at a time in the byte lanes of ``uint64``
+sums (:func:`simhash_from_features`), and compared with ``n / 2``.
 Steps 1–2 create no object per word either: :func:`text_features` finds the
 word boundaries in the separated bytes and computes every word's ``xxh3_64``
 with numpy (``dedup/word_hashes.py``, identical to the ``xxhash`` package's);
@@ -79,8 +79,10 @@ _MIX2 = np.uint64(0x94D049BB133111EB)
 _R21, _L21 = np.uint64(43), np.uint64(21)
 _R42, _L42 = np.uint64(22), np.uint64(42)
 _S30, _S27, _S31 = np.uint64(30), np.uint64(27), np.uint64(31)
-#: float32 column sums are exact below 2**24 features; beyond that use float64
-_FLOAT32_EXACT = 1 << 24
+#: planes summed at once: a byte lane holds at most 255
+_LANE = 255
+_BYTE_ONES = np.uint64(0x0101010101010101)
+_SHIFTS = [np.uint64(b) for b in range(8)]
 
 _digest = xxhash.xxh3_64_digest
 
@@ -135,15 +137,27 @@ def text_features(text: str) -> tuple[npt.NDArray[np.uint64], int]:
 
 
 def simhash_from_features(features: npt.NDArray[np.uint64]) -> int:
-    """SimHash of feature hashes where each array element votes once (steps 4–5)."""
+    """SimHash of feature hashes where each array element votes once (steps 4–5).
+
+    The votes are counted eight bits of every feature byte at a time: plane ``b`` is
+    ``(features >> b) & 0x0101…01``, whose byte ``i`` is bit ``8 i + b``; summing up to
+    255 planes as ``uint64`` adds the eight byte lanes without carries between them.
+    """
     n = int(features.shape[0])
     if n == 0:
         return 0
-    as_bytes = features.astype("<u8", copy=False).view(np.uint8).reshape(n, 8)
-    bits = np.unpackbits(as_bytes, axis=1, bitorder="little")  # (n, 64), column j = bit j
-    dtype = np.float32 if n < _FLOAT32_EXACT else np.float64
-    counts = np.ones(n, dtype=dtype) @ bits.astype(dtype)  # ones per bit column
-    signs = counts * 2 > n
+    pad = -n % _LANE
+    rows = (np.concatenate((features, np.zeros(pad, dtype=np.uint64))) if pad
+            else features).reshape(-1, _LANE)
+    counts = np.empty((8, 8), dtype=np.int64)  # [b, i]: how many features have bit 8 i + b
+    plane = np.empty_like(rows)
+    add = np.add.reduce
+    for b in range(8):
+        np.right_shift(rows, _SHIFTS[b], out=plane)
+        plane &= _BYTE_ONES
+        lanes = add(plane, axis=1, dtype=np.uint64).astype("<u8", copy=False)
+        counts[b] = add(lanes.view(np.uint8).reshape(-1, 8), axis=0, dtype=np.int64)
+    signs = counts.T.reshape(64) * 2 > n  # index 8 i + b = bit 8 i + b
     packed = np.packbits(signs, bitorder="little")
     return int.from_bytes(packed.tobytes(), "little")
 

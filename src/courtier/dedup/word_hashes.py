@@ -51,10 +51,17 @@ _PRIME_MX2 = np.uint64(0x9FB21C651E98DF25)
 _LOW32 = np.uint64(0xFFFFFFFF)
 _SPACE = 0x20
 _PAD = b"\x20" * 8
+#: at most this many words outside 4–8 bytes are hashed one by one, not vectorised
+FEW = 24
+
+
+#: the shift counts as numpy scalars, made once (a new np.uint64 per use costs as much
+#: as a small array operation)
+_SHIFT = [np.uint64(n) for n in range(65)]
 
 
 def _u(n: int) -> np.uint64:
-    return np.uint64(n)
+    return _SHIFT[n]
 
 
 def _read(buf: npt.NDArray[np.uint8], at: npt.NDArray[np.intp], width: int) -> U64:
@@ -114,14 +121,24 @@ def _len_1to3(buf: npt.NDArray[np.uint8], start: npt.NDArray[np.intp],
 
 def _len_4to8(buf: npt.NDArray[np.uint8], start: npt.NDArray[np.intp],
               length: npt.NDArray[np.intp]) -> U64:
-    first = _read(buf, start, 4)
-    last = _read(buf, start + length - 4, 4)
-    h = (last + (first << _u(32))) ^ _FLIP_4TO8
+    # the most common path (most words of prose): in place, one temporary at a time.
+    # The first 4 bytes shifted up are the 8 bytes at ``start`` shifted up (the high
+    # half falls off); the last 4 are the low half of the 8 bytes at ``end - 4`` (the
+    # padding keeps both 8-byte reads inside ``buf``).
+    every = np.ndarray(shape=(len(buf) - 7,), dtype="<u8", buffer=buf, strides=(1,))
+    h = every[start].astype(np.uint64, copy=False)
+    h <<= _SHIFT[32]
+    last = every[start + length - 4].astype(np.uint64, copy=False)
+    last &= _LOW32
+    h += last
+    h ^= _FLIP_4TO8
     h ^= _rotl(h, 49) ^ _rotl(h, 24)
     h *= _PRIME_MX2
-    h ^= (h >> _u(35)) + length.astype(np.uint64)
+    mixed = h >> _SHIFT[35]
+    mixed += length.astype(np.uint64)
+    h ^= mixed
     h *= _PRIME_MX2
-    h ^= h >> _u(28)
+    h ^= h >> _SHIFT[28]
     return h
 
 
@@ -139,21 +156,45 @@ def word_hashes(separated: bytes) -> U64:
     ``separated`` is text where every separator byte is an ASCII space (as
     ``bytes.translate`` with SimHash's table leaves it): a word is a maximal
     run of non-space bytes, exactly the items of ``separated.split()``.
+
+    Words of 4–8 bytes (most of prose) take the vectorised path; the other
+    lengths take theirs only when there are more than :data:`FEW` of them, else
+    each is hashed by the ``xxhash`` package (a numpy pass costs more than a few
+    single calls).
     """
     buf = np.frombuffer(separated + _PAD, dtype=np.uint8)
-    word = np.empty(len(buf) + 1, dtype=np.int8)
-    word[0] = 0
-    np.not_equal(buf, _SPACE, out=word[1:], casting="unsafe")
-    edges = np.diff(word)  # 1 at a word's first byte, -1 just past its last
-    start = np.flatnonzero(edges == 1)
-    length = np.flatnonzero(edges == -1) - start
+    word = np.empty(len(buf) + 1, dtype=np.bool_)
+    word[0] = False
+    np.not_equal(buf, _SPACE, out=word[1:])
+    # word edges alternate: a word's first byte, then just past its last
+    edges = np.flatnonzero(word[1:] != word[:-1])
+    start = edges[0::2]
+    length = edges[1::2] - start
     out = np.empty(len(start), dtype=np.uint64)
+    other = (length < 4) | (length > 8)
+    rest = np.flatnonzero(other)
     with np.errstate(over="ignore"):
-        for lo, hi, path in ((1, 3, _len_1to3), (4, 8, _len_4to8), (9, 16, _len_9to16)):
-            pick = np.flatnonzero((length >= lo) & (length <= hi))
+        if len(rest) == 0:
+            out[:] = _len_4to8(buf, start, length)
+            return out
+        common = np.flatnonzero(~other)
+        if len(common):
+            out[common] = _len_4to8(buf, start[common], length[common])
+        if len(rest) <= FEW:
+            _one_by_one(separated, out, rest, start, length)
+            return out
+        for lo, hi, path in ((1, 3, _len_1to3), (9, 16, _len_9to16)):
+            pick = rest[(length[rest] >= lo) & (length[rest] <= hi)]
             if len(pick):
                 out[pick] = path(buf, start[pick], length[pick])
-    for i in np.flatnonzero(length > 16).tolist():
-        s = int(start[i])
-        out[i] = xxhash.xxh3_64_intdigest(separated[s:s + int(length[i])])
+    _one_by_one(separated, out, rest[length[rest] > 16], start, length)
     return out
+
+
+def _one_by_one(separated: bytes, out: U64, which: npt.NDArray[np.intp],
+                start: npt.NDArray[np.intp], length: npt.NDArray[np.intp]) -> None:
+    """``out[i]`` = the ``xxhash`` package's hash of word ``i``, for each ``i`` in ``which``."""
+    digest = xxhash.xxh3_64_intdigest
+    for i, s, n in zip(which.tolist(), start[which].tolist(), length[which].tolist(),
+                       strict=True):
+        out[i] = digest(separated[s:s + n])

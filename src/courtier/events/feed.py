@@ -22,7 +22,7 @@ from typing import Any
 
 from courtier.errors import InvalidURL
 from courtier.parse.html import Link, ParsedPage
-from courtier.urls import canonicalize
+from courtier.urls import canonicalize_link
 
 __all__ = ["EVENT_VERSION", "fetch_event", "link_entries", "load_schema", "page_fields"]
 
@@ -46,7 +46,7 @@ def link_entries(links: list[Link]) -> list[dict[str, Any]]:
     index: dict[str, int] = {}
     for link in links:
         try:
-            url = canonicalize(link.url).url
+            url = canonicalize_link(link.url).url
         except InvalidURL:
             continue
         at = index.get(url)

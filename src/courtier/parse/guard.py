@@ -39,14 +39,24 @@ PARSE_MEMORY_BYTES = 1536 * 1024 * 1024
 # a run of GUARD_TAG_BYTES bytes after a "<" with no "<" or ">": each scan stops at the
 # next bracket, so the search is linear in the page
 _LONG_TAG = re.compile(b"<[^<>]{%d}" % GUARD_TAG_BYTES)
+#: such a run contains a whole aligned block of this many bytes with no ">" (a run of
+#: 2 n - 1 bytes contains an aligned block of n): pages where every block holds a ">"
+#: skip the regex
+_BLOCK = GUARD_TAG_BYTES // 2
 
 
 def needs_guard(body: bytes) -> bool:
     """True for a page with enough markup to make the parser's worst case matter:
     more than :data:`GUARD_TAGS` ``<`` or one tag over :data:`GUARD_TAG_BYTES`."""
-    if body.count(b"<", 0, len(body)) > GUARD_TAGS:
+    size = len(body)
+    if body.count(b"<", 0, size) > GUARD_TAGS:
         return True
-    return len(body) > GUARD_TAG_BYTES and _LONG_TAG.search(body) is not None
+    if size <= GUARD_TAG_BYTES:
+        return False
+    find = body.find
+    if all(find(b">", at, at + _BLOCK) >= 0 for at in range(0, size - _BLOCK + 1, _BLOCK)):
+        return False  # no run of GUARD_TAG_BYTES bytes without a ">", so no long tag
+    return _LONG_TAG.search(body) is not None
 
 
 def _limit_memory(limit: int) -> None:

@@ -54,6 +54,7 @@ from selectolax.lexbor import LexborHTMLParser
 
 from courtier.parse.caps import MAX_CANONICAL_CHARS, MAX_TITLE_CHARS
 from courtier.parse.charset import prepare_html
+from courtier.urls import is_plain_absolute
 
 __all__ = [
     "PARSER_VERSION", "Link", "ParsedPage", "collapse_whitespace", "parse_html",
@@ -205,7 +206,9 @@ class _Resolver:
     characters that WHATWG serialisation leaves untouched. For those, with no
     dot segment (``.``, ``..``, ``%2e``) in the path, the WHATWG result is plain
     concatenation onto the (ada-normalized) base, which is ~10× cheaper than a
-    full parse; everything else goes through ada's ``join_url``. The fast path
+    full parse; an absolute URL of another origin already in normal form
+    (:func:`courtier.urls.is_plain_absolute`, before any fragment) is its own
+    result; everything else goes through ada's ``join_url``. The fast path
     is property-tested against ``join_url``.
     """
 
@@ -243,6 +246,10 @@ class _Resolver:
                     return self.origin + ref
             elif ref.startswith(self.origin_slash):
                 return ref
+            elif first == "h" and ref.startswith(("http://", "https://")):
+                cut = ref.find("#")  # an absolute URL ada would leave as it is (any host)
+                if is_plain_absolute(ref if cut < 0 else ref[:cut]):
+                    return ref
             elif first not in ".#" and ":" not in ref:
                 return self.directory + ref
         return _http_join(self.base, ref)

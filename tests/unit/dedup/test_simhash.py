@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 import xxhash
 
@@ -12,6 +13,7 @@ from courtier.dedup.simhash import (
     from_signed64,
     hamming,
     simhash64,
+    simhash_from_features,
     to_signed64,
     tokenize,
 )
@@ -49,6 +51,11 @@ def reference_simhash(text: str) -> int:
             feats.append(x)
     else:
         feats = hashes
+    return reference_votes(feats)
+
+
+def reference_votes(feats: list[int]) -> int:
+    """Steps 4-5: bit j is set when more than half of the features have it."""
     out = 0
     for bit in range(64):
         votes = sum(1 if (f >> bit) & 1 else -1 for f in feats)
@@ -68,6 +75,18 @@ def test_matches_pure_python_reference(seed: int) -> None:
     rng = random.Random(seed)
     text = _random_text(rng, rng.choice([1, 2, 3, 4, 50, 700]))
     assert simhash64(text) == reference_simhash(text)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 254, 255, 256, 509, 510, 511, 2000])
+def test_vote_counts_across_the_255_feature_lanes(n: int) -> None:
+    # the votes are summed 255 features at a time in byte lanes: edges of those blocks,
+    # random features, and all-ones / ties that would show a carry between lanes
+    rng = random.Random(n)
+    cases = [[rng.getrandbits(64) for _ in range(n)], [MASK64] * n,
+             [MASK64] * (n // 2) + [0] * (n - n // 2),
+             [rng.choice((MASK64, 0x8000000000000001, 1 << 63)) for _ in range(n)]]
+    for feats in cases:
+        assert simhash_from_features(np.array(feats, dtype=np.uint64)) == reference_votes(feats)
 
 
 def test_empty_and_wordless_text_is_zero() -> None:

@@ -16,7 +16,7 @@ from courtier.dedup.simhash import (
     text_features,
     tokenize,
 )
-from courtier.dedup.word_hashes import word_hashes
+from courtier.dedup.word_hashes import FEW, word_hashes
 
 WORD_BYTES = [b for b in range(256) if b not in b" \t\n\r\x0b\x0c"]
 
@@ -31,6 +31,20 @@ def test_every_word_length_matches_xxhash() -> None:
         words = [bytes(rng.choice(WORD_BYTES) for _ in range(length)) for _ in range(40)]
         text = b" " + b"  ".join(words) + b" x"
         assert word_hashes(text).tolist() == reference(text), length
+
+
+def test_few_and_many_words_outside_4_to_8_bytes_match_xxhash() -> None:
+    # up to FEW such words are hashed one by one, more take the vectorised paths
+    rng = random.Random(11)
+    for odd in (0, 1, FEW, FEW + 1, 3 * FEW):
+        for common in (0, 1, 200):
+            words = [bytes(rng.choice(WORD_BYTES) for _ in range(rng.choice((1, 2, 3, 9, 16, 17))))
+                     for _ in range(odd)]
+            words += [bytes(rng.choice(WORD_BYTES) for _ in range(rng.randint(4, 8)))
+                      for _ in range(common)]
+            rng.shuffle(words)
+            text = b"  ".join(words)
+            assert word_hashes(text).tolist() == reference(text), (odd, common)
 
 
 def test_edges_empty_and_single_words() -> None:

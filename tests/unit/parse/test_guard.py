@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import random
+import re
 import time
 
-from courtier.parse.guard import GUARD_TAGS, GuardedParser, needs_guard
+import pytest
+
+from courtier.parse.guard import GUARD_TAG_BYTES, GUARD_TAGS, GuardedParser, needs_guard
 from courtier.parse.html import ParsedPage
 
 
@@ -52,6 +56,31 @@ def test_one_tag_with_thousands_of_attributes_is_guarded() -> None:
     assert needs_guard(page)
     # long attribute values spread over ordinary tags are not pathological
     assert not needs_guard(b"".join(b'<p title="%s">x</p>' % (b"v" * 4000) for _ in range(50)))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_long_tag_check_equals_the_plain_regex(seed: int) -> None:
+    # the block pre-check only skips the regex; the answer is the regex's, runs of
+    # non-bracket bytes placed anywhere (block edges included) and of every length near
+    # the limit
+    rng = random.Random(seed)
+    parts = []
+    for _ in range(rng.randint(1, 6)):
+        parts.append(rng.choice([b"<", b">", b"<a>", b"x" * rng.randint(0, 64)]))
+        if rng.random() < 0.5:
+            parts.append(b"y" * (GUARD_TAG_BYTES + rng.randint(-3, 3)))
+    body = b"".join(parts)
+    expected = body.count(b"<") > GUARD_TAGS or (
+        len(body) > GUARD_TAG_BYTES
+        and re.search(b"<[^<>]{%d}" % GUARD_TAG_BYTES, body) is not None)
+    assert needs_guard(body) == expected
+
+
+def test_a_long_tag_across_block_edges_is_guarded() -> None:
+    for lead in (0, 1, GUARD_TAG_BYTES // 2 - 1, GUARD_TAG_BYTES // 2, GUARD_TAG_BYTES - 1):
+        body = b">" * lead + b"<" + b"a" * GUARD_TAG_BYTES + b">" + b"<p>" * 10
+        assert needs_guard(body), lead
+        assert not needs_guard(b">" * lead + b"<" + b"a" * (GUARD_TAG_BYTES - 1) + b">")
 
 
 def allocates_too_much(body: bytes, url: str, content_type: str | None,

@@ -469,6 +469,10 @@ REF_PIECES = st.sampled_from(
         "https://example.com/",
         "http://example.com:80/",
         "https://user:pw@example.com:8443/",
+        "http://other.test:8080/p/1.html",
+        "https://xn--e1a.test/",
+        "HTTP://Other.test/",
+        "#s1",
         "mailto:",
         "é",
         "|",
@@ -488,7 +492,8 @@ def test_resolver_fast_path_agrees_with_ada(base: str, pieces: list[str]) -> Non
 
 @pytest.mark.parametrize("base", RESOLVER_BASES[:-1])
 @pytest.mark.parametrize(
-    "ref", ["/a/b?c=1#d", "page.html", "sub/page.html?x=1", "?q=2", "https://example.com/z"]
+    "ref", ["/a/b?c=1#d", "page.html", "sub/page.html?x=1", "?q=2", "https://example.com/z",
+            "http://other.test:8080/p/1.html#s1", "https://example.org/a?b=1#", "http://a.b/#x%"]
 )
 def test_resolver_fast_path_common_refs(base: str, ref: str) -> None:
     from ada_url import join_url
@@ -496,3 +501,15 @@ def test_resolver_fast_path_common_refs(base: str, ref: str) -> None:
     from courtier.parse.html import _Resolver
 
     assert _Resolver(base)(ref) == join_url(base, ref)
+
+
+def test_absolute_links_in_normal_form_skip_ada(monkeypatch: pytest.MonkeyPatch) -> None:
+    from courtier.parse import html
+
+    def no_ada(base: str, ref: str) -> str | None:
+        raise AssertionError(f"{ref} went to ada")
+
+    resolve = html._Resolver("http://h.test:8080/p/1.html")
+    monkeypatch.setattr(html, "_http_join", no_ada)
+    for ref in ("http://other.test:8080/p/2.html#s1", "https://x.example/a?b=1"):
+        assert resolve(ref) == ref
