@@ -27,9 +27,8 @@ from tests.integration.cluster.harness import (
 pytestmark = pytest.mark.timeout(600)
 
 
-# 30 pages a host: with 15, a worker once hung in its graceful stop after the cuts (in 6
-# runs), as a fenced worker of test_crash_and_join did: a worker bug, reported, not fixed
-# here; the longer crawl is the size this test has passed at, not a known cure
+# 30 pages a host, the size it has passed at (with 15, a worker once hung in its graceful
+# stop: a worker bug also seen at 30 in test_ip_cap; see docs/testing.md)
 @pytest.mark.parametrize("pages_per_host", [30])
 async def test_cut_connections_pause_the_workers_who_then_go_on(cluster: Cluster) -> None:
     expected = cluster.server.web.expected_fetches()
