@@ -20,8 +20,18 @@ def dsn() -> Iterator[str]:
 
 
 @pytest.fixture
-async def cluster(dsn: str, tmp_path: Path) -> AsyncIterator[Cluster]:
-    spec = default_web(n_hosts=12, pages_per_host=30, crawl_delay=0.3, latency=0.02)
+def pages_per_host() -> int:
+    """Pages of each of the test web's 12 hosts (about 37 requests each, so 11 s of a
+    Crawl-delay host's time: the whole crawl's length, since the hosts go in parallel).
+    A test that needs hosts still busy a while after some event asks for more with
+    ``@pytest.mark.parametrize("pages_per_host", [30])``."""
+    return 15
+
+
+@pytest.fixture
+async def cluster(dsn: str, tmp_path: Path, pages_per_host: int) -> AsyncIterator[Cluster]:
+    spec = default_web(n_hosts=12, pages_per_host=pages_per_host, crawl_delay=0.3,
+                       latency=0.02)
     async with TestWebServer(spec) as server:
         c = Cluster(dsn, tmp_path, server, spec, delay=0.15)
         await c.open()

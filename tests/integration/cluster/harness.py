@@ -131,7 +131,13 @@ class Cluster:
                 worker.proc.send_signal(signal.SIGTERM)
         codes = {}
         for worker in self.workers.values():
-            codes[worker.worker_id] = await asyncio.wait_for(worker.proc.wait(), DEADLINE)
+            try:
+                codes[worker.worker_id] = await asyncio.wait_for(worker.proc.wait(), DEADLINE)
+            except TimeoutError:
+                tail = worker.stderr.read_text(errors="replace").splitlines()[-30:]
+                raise AssertionError(
+                    f"{worker.worker_id} still running {DEADLINE:.0f} s after SIGTERM; the end"
+                    " of its log:\n" + "\n".join(tail)) from None
         return codes
 
     # ---- what the store says -----------------------------------------------------------

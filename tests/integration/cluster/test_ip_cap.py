@@ -18,6 +18,9 @@ from tests.integration.cluster.harness import Cluster, check_outbox, finish, sta
 pytestmark = pytest.mark.timeout(600)
 
 
+# 30 pages a host, as before: at 15 one run had a worker that fetched from one host only
+# (the spread below, a precondition, not met); at 30 that was seen once too (docs/testing.md)
+@pytest.mark.parametrize("pages_per_host", [30])
 async def test_the_per_ip_cap_holds_across_workers(cluster: Cluster) -> None:
     cluster.extra += ["--max-in-flight-per-ip", "2"]
     expected = cluster.server.web.expected_fetches()

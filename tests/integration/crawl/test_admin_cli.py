@@ -58,7 +58,9 @@ async def test_events_and_audit_export_after_a_crawl(tmp_path: Path) -> None:
 @pytest.mark.timeout(120)
 async def test_policy_block_applies_to_a_running_crawl_within_seconds(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    async with TestWebServer(default_web(n_hosts=2, pages_per_host=40, crawl_delay=0.2)) as server:
+    # one host, the one blocked: the crawl ends once its queue is refused (a second host
+    # only kept the crawl going for its own 40 pages, which nothing judged)
+    async with TestWebServer(default_web(n_hosts=1, pages_per_host=40, crawl_delay=0.2)) as server:
         target = server.web.seeds()[0].split("//")[1].split("/")[0]  # host:port
         task = asyncio.create_task(crawl(config_for(server, data), install_signals=False))  # type: ignore[arg-type]
         for _ in range(400):  # bounded: at most 20 s

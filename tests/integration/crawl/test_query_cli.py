@@ -42,8 +42,9 @@ async def test_same_answers_from_the_store_and_from_the_api(tmp_path: Path) -> N
     async with TestWebServer(spec) as server:
         urls: list[str] = []
         config = config_for(server, data, api="127.0.0.1:0")
+        stop = asyncio.Event()  # the rest of the crawl (at the 0.5 s delay set below) is not judged
         task = asyncio.create_task(crawl(config, install_signals=False,  # type: ignore[arg-type]
-                                         announce=urls.append))
+                                         announce=urls.append, stop=stop))
         for _ in range(200):  # bounded: 10 s
             if urls and len(server.log) > 5:
                 break
@@ -61,6 +62,7 @@ async def test_same_answers_from_the_store_and_from_the_api(tmp_path: Path) -> N
         code, live_stats = await asyncio.to_thread(query, "stats", "--api", urls[0])
         assert code == 0 and live_stats["running"] is True
         assert live_stats["status"]["fetched"] >= 1  # type: ignore[index]
+        stop.set()
         await task
     code, stored = await asyncio.to_thread(query, "url", seed, "--data", str(data))
     assert code == 0 and stored["url"]["url_key"] == row["url_key"]  # type: ignore[index]

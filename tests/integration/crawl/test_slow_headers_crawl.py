@@ -10,16 +10,29 @@ server's own log, the outcomes from the store.
 from __future__ import annotations
 
 import asyncio
+import functools
 from pathlib import Path
 
 import pytest
 
+from courtier import worker as worker_module
 from courtier.app import crawl
 from courtier.config import build_config
+from courtier.politeness.delays import DelayPolicy
 from courtier.store.sqlite import SqliteStore
 from courtier.urls import canonicalize
 
 HOUR = 3600.0
+#: the host's back-off after each failed request: a dripped answer is one (5 s, then 10 s
+#: before pages.test's last page by default), and how long the host waits is not judged
+BACKOFF_BASE = 0.2
+
+
+@pytest.fixture(autouse=True)
+def short_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real worker, with a back-off policy that starts at BACKOFF_BASE seconds."""
+    monkeypatch.setattr(worker_module, "DelayPolicy",
+                        functools.partial(DelayPolicy, backoff_base=BACKOFF_BASE))
 
 
 def reply(body: bytes, content_type: bytes = b"text/html") -> bytes:

@@ -24,13 +24,20 @@ ADAPTIVE_FACTOR = 5.0  # courtier's default: adaptive delay = 5 × last response
 # wall-clock upper bound, tells the two apart
 BACKOFF_BASE = 0.4
 JITTER = 0.25  # courtier's default ± fraction
+# a 429/503 also halves the host's rate (the AIMD throttle) from at least its floor, 1 s by
+# default: 2 s, 4 s, 8 s after three in a row, longer than this back-off and than the
+# Retry-After waits below, which it would hide; from the delay in force (0.1 s) instead it
+# asks for 0.2 s, 0.4 s, 0.8 s, less than the back-off at each step
+THROTTLE_FLOOR = 0.0
 
 
 @pytest.fixture(autouse=True)
 def short_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The real worker, with a back-off policy that starts at BACKOFF_BASE seconds."""
+    """The real worker, with a back-off policy that starts at BACKOFF_BASE seconds and a
+    throttle that starts from the delay in force."""
     monkeypatch.setattr(
-        worker_module, "DelayPolicy", functools.partial(DelayPolicy, backoff_base=BACKOFF_BASE)
+        worker_module, "DelayPolicy",
+        functools.partial(DelayPolicy, backoff_base=BACKOFF_BASE, throttle_floor=THROTTLE_FLOOR),
     )
 
 

@@ -6,18 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 
 import asyncpg
-import pytest
 
-from courtier.clock import VirtualClock
 from courtier.outcome import Outcome
 from courtier.store.event_counts import EventCounts
 from courtier.store.postgres import PostgresStore
 from courtier.store.postgres._schema import load_migrations, migrate
-from tests.integration.store.test_postgres_store import T0, finished, url_row
-from tests.pg import truncate
+from tests.integration.store.rows import T0, finished, url_row
 
 PAYLOADS = [
     {"outcome": "ok", "status": 200},
@@ -36,17 +32,6 @@ PAYLOADS = [
 ]
 
 
-@pytest.fixture
-async def store(pg_module_dsn: str) -> AsyncIterator[PostgresStore]:
-    await truncate(pg_module_dsn)
-    s = PostgresStore(pg_module_dsn, clock=VirtualClock(T0))
-    await s.open()
-    try:
-        yield s
-    finally:
-        await s.close()
-
-
 async def test_migration_counts_the_events_already_stored(pg_dsn: str) -> None:
     conn = await asyncpg.connect(pg_dsn)
     try:
@@ -58,12 +43,12 @@ async def test_migration_counts_the_events_already_stored(pg_dsn: str) -> None:
         await migrate(conn)
     finally:
         await conn.close()
-    store = PostgresStore(pg_dsn)
-    await store.open()
+    reopened = PostgresStore(pg_dsn)
+    await reopened.open()
     try:
-        counted = await store.event_counts()
+        counted = await reopened.event_counts()
     finally:
-        await store.close()
+        await reopened.close()
     assert counted == EventCounts.of_payloads(PAYLOADS)
     assert counted.status_mix == {"2xx": 2, "3xx": 1, "4xx": 2, "5xx": 2, "error": 4}
 

@@ -6,43 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
 
-from courtier.clock import VirtualClock
 from courtier.errors import StoreError
 from courtier.frontier.host import OVERDUE_AFTER
-from courtier.outcome import Outcome
-from courtier.store.base import FetchCommit, NewUrl
+from courtier.store.base import NewUrl
 from courtier.store.postgres import PostgresStore, _rows
-from courtier.urls import canonicalize
-from tests.pg import truncate
-
-T0 = 1_700_000_000.0
-
-
-def url_row(url: str, *, priority: int = 0, due: float = T0, depth: int = 0) -> NewUrl:
-    c = canonicalize(url)
-    return NewUrl(c.url_key, c.url, c.host_key, c.shard, depth, priority, due, T0)
-
-
-def finished(new: NewUrl, epoch: int = 0) -> FetchCommit:
-    return FetchCommit(url_key=new.url_key, url=new.url, host_key=new.host_key,
-                       shard=new.shard, version=0, epoch=epoch, outcome=Outcome.OK,
-                       fetched_at=T0 + 1, next_fetch_at=T0 + 3600, status=200)
-
-
-@pytest.fixture
-async def store(pg_module_dsn: str) -> AsyncIterator[PostgresStore]:
-    await truncate(pg_module_dsn)
-    s = PostgresStore(pg_module_dsn, clock=VirtualClock(T0))
-    await s.open()
-    try:
-        yield s
-    finally:
-        await s.close()
+from tests.integration.store.rows import T0, finished, url_row
 
 
 async def test_concurrent_intake_from_several_connections_is_exact(
