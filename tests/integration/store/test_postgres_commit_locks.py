@@ -17,7 +17,7 @@ import asyncpg
 
 from courtier.clock import VirtualClock
 from courtier.store.postgres import PostgresStore, _rows
-from tests.integration.store.test_postgres_store import T0, finished, url_row
+from tests.integration.store.rows import T0, finished, url_row
 from tests.pg import truncate
 
 COMMIT = ("SELECT courtier_commit($1::courtier_commit[], $2::courtier_new_url[],"
