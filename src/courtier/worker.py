@@ -53,7 +53,7 @@ from courtier.store.base import (
 from courtier.urls import SHARD_COUNT
 from courtier.worker_commit import CommitSteps
 from courtier.worker_fetch import FetchSteps
-from courtier.worker_refill import RefillSteps
+from courtier.worker_refill import REFILL_INLINE, STORE_RETRY, RefillSteps
 from courtier.worker_shards import ShardSteps
 
 log = logging.getLogger("courtier.worker")
@@ -69,7 +69,6 @@ RERANK_EVERY = 60.0      # seconds: URLs that became overdue in memory move ahea
 #: seconds between steps of the refresh planner's budget controller (frontier/planner.py)
 REPLAN_EVERY = 600.0
 POLICY_POLL = 1.0        # seconds: policy overrides from other processes apply within this
-STORE_RETRY = 1.0        # seconds to pause the loop after a store error
 CLUSTER_DONE_POLL = 1.0  # seconds between "is the whole crawl done?" looks of an idle worker
 
 
@@ -187,6 +186,8 @@ class Worker(RefillSteps, FetchSteps, ShardSteps, CommitSteps):
         self._commit_task: asyncio.Task[None] | None = None  # worker_commit.py
         self._commit_failing = False
         self._commit_started = float("-inf")
+        self._refill_task: asyncio.Task[None] | None = None  # worker_refill.py
+        self._refill_retry_at = float("-inf")
         self.metrics.durability_lag.set_function(self._durability_lag)
         self.metrics.bind_spool(config.data)
         self.auditor = LeaseAuditor()
@@ -291,10 +292,12 @@ class Worker(RefillSteps, FetchSteps, ShardSteps, CommitSteps):
         now = clock.now()
         if not self._stop.is_set():
             self._check_limits(now, start)
-        await self._apply_shard_changes()
+        refilling = self._refill_task is not None
+        if not refilling:  # shard moves wait for the refill under way (worker_refill.py)
+            await self._apply_shard_changes()
         # the refresh planner steers this worker's share of the daily budget
         self.processor.planner.controller.share = len(self.shards) / SHARD_COUNT
-        if self.coordinator is None and now - ticks.renew >= SHARD_LEASE / 3:
+        if self.coordinator is None and not refilling and now - ticks.renew >= SHARD_LEASE / 3:
             await self._renew(now)
             ticks.renew = now
         if now - ticks.rerank >= RERANK_EVERY:
@@ -308,8 +311,11 @@ class Worker(RefillSteps, FetchSteps, ShardSteps, CommitSteps):
             await self._apply_scope_rules()
             ticks.policy = now
         stopping = self._stop.is_set()
-        if not stopping and now - ticks.refill >= REFILL_EVERY:
-            await self._refill(now)
+        if (not stopping and not refilling and now - ticks.refill >= REFILL_EVERY
+                and now >= self._refill_retry_at):
+            # beside the loop, like the commits; a quick one (most, and every refill of the
+            # memory store) is in the frontier before this turn issues
+            await asyncio.wait({self._start_refill(now)}, timeout=REFILL_INLINE)
             ticks.refill = now
         self._collect_denials(now)
         await self._release_returned()
@@ -329,10 +335,12 @@ class Worker(RefillSteps, FetchSteps, ShardSteps, CommitSteps):
             self._start_commit()  # beside the loop (worker_commit.py)
             ticks.commit = now
         self._report(now)
-        if not self._tasks and not self._pending and not self.committing:
+        if (not self._tasks and not self._pending and not self.committing
+                and self._refill_task is None):
             if stopping:
                 return True
-            if frontier.queued == 0 and await self._nothing_due(now):
+            held_back = self._loaded or self._refill_uncertain  # a failed refill's rows
+            if not held_back and frontier.queued == 0 and await self._nothing_due(now):
                 self.status.stop_reason = "nothing due"
                 return True
         await self._wait(now)
@@ -492,6 +500,7 @@ class Worker(RefillSteps, FetchSteps, ShardSteps, CommitSteps):
             task.cancel()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._settle_refill()  # its rows reach the frontier, then go back below
         self._collect_denials(self.clock.now())
         await self._flush()  # the commit under way, then the rest
         await self._release_items(self.frontier.release_all())

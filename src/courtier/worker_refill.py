@@ -5,10 +5,20 @@ clock, all read before any of them is registered), releases, and the daily budge
 
 Every step that takes rows out of the store keeps them in memory when a later call
 fails (``_loaded``, ``_unreleased``), so a store error never strands a row SCHEDULED.
+
+The refill runs as a task beside the loop (``_start_refill``; one at a time): a refill
+is a store round trip or several (rows, their plan values, new hosts' records), which
+took up to seconds on PostgreSQL with thousands of rows, and the loop issued nothing
+while it waited. The turn that starts it waits ``REFILL_INLINE`` for it, so a quick
+refill still reaches the frontier before that turn issues. While a refill runs the
+loop does not apply shard moves (nor renew the single process's leases), so every row
+it adds belongs to a shard still held; a store error pauses refills for
+``STORE_RETRY`` while fetches and commits go on.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
@@ -23,6 +33,7 @@ from courtier.frontier.budget import DAY, DailyBudget
 from courtier.frontier.host import domain_host_key
 from courtier.frontier.scheduler import Frontier
 from courtier.intake import Intake, seed_scope_rules
+from courtier.metrics import CrawlMetrics
 from courtier.politeness.robots_offload import parse_off_loop
 from courtier.process import PageProcessor
 from courtier.store.base import DAILY_BUDGET_KEY, DueUrl, FetchCommit, NewUrl, Store
@@ -35,6 +46,10 @@ log = logging.getLogger("courtier.worker")
 #: on PostgreSQL, while a refill every REFILL_EVERY of this many keeps ~8,000 rows/s
 #: coming, several times what one worker fetches.
 REFILL_MAX_ROWS = 2_000
+#: seconds the turn waits for the refill it started before going on without it
+REFILL_INLINE = 0.05
+#: seconds to pause after a store error (the loop, or the refills after a failed one)
+STORE_RETRY = 1.0
 
 
 class RefillSteps:
@@ -56,6 +71,10 @@ class RefillSteps:
     _loaded: list[DueUrl]
     _refill_uncertain: bool
     _unreleased: list[tuple[DueUrl, float]]
+    _refill_task: asyncio.Task[None] | None
+    _refill_retry_at: float
+    _wakeup: asyncio.Event
+    metrics: CrawlMetrics
 
     if TYPE_CHECKING:  # the worker's (worker.py, worker_shards.py); no stub may shadow them
         def request_stop(self, reason: str = "stopped") -> None: ...
@@ -94,6 +113,37 @@ class RefillSteps:
                         host.inherited_policy or host.policy.is_default()):
                     frontier.set_policy(host.host_key, own)
                     host.inherited_policy = not own.is_default()
+
+    def _start_refill(self, now: float) -> asyncio.Task[None]:
+        """Run :meth:`_refill` as a task of its own (see the module docstring)."""
+        task = asyncio.create_task(self._refill_beside(now))
+        self._refill_task = task
+        task.add_done_callback(self._refill_done)
+        return task
+
+    def _refill_done(self, task: asyncio.Task[None]) -> None:
+        if self._refill_task is task:
+            self._refill_task = None
+        self._wakeup.set()
+        if not task.cancelled() and task.exception() is not None:
+            log.error("refill task failed", exc_info=task.exception())
+
+    async def _refill_beside(self, now: float) -> None:
+        try:
+            await self._refill(now)
+        except StoreError as exc:
+            # a lost connection, a restarting server: what the refill took is kept
+            # (``_loaded``, ``_refill_uncertain``) and handled by the next one
+            self.metrics.store_pauses.inc()
+            log.error("store unavailable for a refill, retrying in %.0f s: %s",
+                      STORE_RETRY, exc)
+            self._refill_retry_at = now + STORE_RETRY
+
+    async def _settle_refill(self) -> None:
+        """Wait for the refill under way, if any (without cancelling it if we are)."""
+        task = self._refill_task
+        if task is not None:
+            await asyncio.wait({task})
 
     async def _refill(self, now: float) -> None:
         config, frontier = self.config, self.frontier
