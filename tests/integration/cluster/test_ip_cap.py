@@ -27,11 +27,14 @@ async def test_the_per_ip_cap_holds_across_workers(cluster: Cluster) -> None:
     await start_three(cluster)
     await finish(cluster, expected)
     log = cluster.log()
-    # the hosts really were spread: each worker fetched from several of them
+    # the hosts really were spread: at least two workers fetched from several of them
+    # (which worker ends up with how many depends on how much the first one, alone at
+    # the start, crawled before the others joined: a third with one host or none was
+    # seen, and the cap is crossed by any two)
     hosts_by_worker = collections.defaultdict(set)
     for r in log:
         hosts_by_worker[r.user_agent].add(r.host)
-    assert len(hosts_by_worker) == 3 and all(len(h) >= 2 for h in hosts_by_worker.values())
+    assert sum(len(h) >= 2 for h in hosts_by_worker.values()) >= 2, hosts_by_worker
     # every request of every host went to one address: never more than 2 at once (each
     # end taken 10 ms early: the server logs an end after the client has read the body)
     trimmed = [dataclasses.replace(r, end=max(r.start, r.end - 0.01)) for r in log]
