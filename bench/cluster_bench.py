@@ -45,6 +45,28 @@ ADMIN = "postgresql://root@127.0.0.1:5432/postgres"
 ADMIN_DSN = [ADMIN]  # --admin-dsn replaces it
 
 
+async def _database_stats(dsn: str) -> str:
+    """The run database's time per function (``track_functions``) and row changes per table."""
+    conn = await asyncpg.connect(dsn, timeout=10)
+    try:
+        funcs = await conn.fetch(
+            "SELECT funcname, calls, round(total_time::numeric, 1) AS total_ms,"
+            " round(self_time::numeric, 1) AS self_ms FROM pg_stat_user_functions"
+            " ORDER BY total_time DESC")
+        tables = await conn.fetch(
+            "SELECT relname, sum(n_tup_ins) AS ins, sum(n_tup_upd) AS upd,"
+            " sum(n_tup_hot_upd) AS hot, sum(n_tup_del) AS del FROM pg_stat_user_tables"
+            " GROUP BY relname HAVING sum(n_tup_ins + n_tup_upd + n_tup_del) > 0"
+            " ORDER BY 3 DESC")
+    finally:
+        await conn.close()
+    lines = ["function calls total_ms self_ms"]
+    lines += [f"{r['funcname']} {r['calls']} {r['total_ms']} {r['self_ms']}" for r in funcs]
+    lines += ["", "table inserted updated hot_updated deleted"]
+    lines += [f"{r['relname']} {r['ins']} {r['upd']} {r['hot']} {r['del']}" for r in tables]
+    return "\n".join(lines) + "\n"
+
+
 async def _admin(sql: str) -> None:
     conn = await asyncpg.connect(ADMIN_DSN[0], timeout=10)
     try:
@@ -133,9 +155,10 @@ def run(workers: int, a: argparse.Namespace, manifest: static_web.SiteManifest,
     name = f"courtier_bench_{uuid.uuid4().hex[:10]}"
     asyncio.run(_admin(f'CREATE DATABASE "{name}"'))
     log = work / f"access-{workers}.log"
+    dsn = ADMIN_DSN[0].rsplit("/", 1)[0] + f"/{name}"
     try:
         cmd = [sys.executable, "-m", "courtier", "crawl", "--workers", str(workers),
-               "--store", ADMIN_DSN[0].rsplit("/", 1)[0] + f"/{name}",
+               "--store", dsn,
                "--data", str(work / f"data-{workers}"), "--seeds-file", str(seeds),
                "--resolve", str(hosts), "--allow-network", "127.0.0.0/8", "--delay", "0",
                "--max-in-flight-per-ip", "0", "--concurrency", str(a.concurrency),
@@ -153,6 +176,9 @@ def run(workers: int, a: argparse.Namespace, manifest: static_web.SiteManifest,
             wall = time.monotonic() - began
             busy = machine_busy_s() - busy_before
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if a.keep is not None:  # statistics are sent at transaction ends: give them a moment
+            time.sleep(1.0)
+            (work / f"pg-stats-{workers}.txt").write_text(asyncio.run(_database_stats(dsn)))
     finally:
         asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     entries = access_log.read_log(log)
@@ -184,7 +210,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-seconds", type=float, default=900)
     ap.add_argument("--crawl-arg", action="append", default=[],
                     help="one more argument for `courtier crawl` (repeatable)")
-    ap.add_argument("--keep", type=Path, help="keep the logs and spools in this directory")
+    ap.add_argument("--keep", type=Path, help="keep the logs and spools in this directory, "
+                    "with each run database's statistics (pg-stats-K.txt; time per function "
+                    "needs track_functions = 'pl' on the server)")
     ap.add_argument("--admin-dsn", default=ADMIN,
                     help="a database of the PostgreSQL server to create the runs' databases "
                     "from (default: the local server's postgres database)")
