@@ -18,6 +18,11 @@
 --    UPDATE statement per shard: ~1,024 per renewal of a single worker, 100-150 ms);
 --    the rows are still locked in shard order first, and the shards it does not own
 --    go through the same rules as in migration 7.
+-- 3. Event payloads (a page's JSON with its links: ~4 KB in a typical crawl, over the
+--    2 KB at which PostgreSQL compresses a value) are compressed with lz4 where the
+--    server has it, not pglz: ~45 us less server CPU per event measured on 3.6 KB
+--    payloads (20,000 rows: 1.19 s against 2.09 s), about as small. Old rows keep
+--    pglz; both are read transparently.
 
 CREATE OR REPLACE FUNCTION courtier_load_due(p_shards integer[], p_now double precision,
                                              p_overdue double precision, p_limit integer,
@@ -219,4 +224,11 @@ BEGIN
         END IF;
         shard := r.shard; epoch := t_epoch; RETURN NEXT;
     END LOOP;
+END $$;
+
+DO $$
+BEGIN
+    ALTER TABLE events ALTER COLUMN payload SET COMPRESSION lz4;
+EXCEPTION WHEN feature_not_supported THEN
+    NULL;  -- a server built without lz4 keeps pglz
 END $$;
