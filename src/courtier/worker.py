@@ -53,14 +53,13 @@ from courtier.store.base import (
 from courtier.urls import SHARD_COUNT
 from courtier.worker_commit import CommitSteps
 from courtier.worker_fetch import FetchSteps
-from courtier.worker_refill import REFILL_INLINE, STORE_RETRY, RefillSteps
+from courtier.worker_refill import REFILL_EVERY, REFILL_INLINE, STORE_RETRY, RefillSteps
 from courtier.worker_shards import ShardSteps
 
 log = logging.getLogger("courtier.worker")
 
 COMMIT_EVERY = 0.5       # seconds: discovered URLs are durable within about this
 COMMIT_BATCH = 200
-REFILL_EVERY = 0.25
 SHARD_LEASE = 60.0
 MIN_WAIT = 0.001         # never spin: a host that is "ready" but cannot start waits a little
 IDLE_POLL = 5.0          # longest sleep while waiting for retries (new seeds wait at most this)
@@ -311,7 +310,7 @@ class Worker(RefillSteps, FetchSteps, ShardSteps, CommitSteps):
             await self._apply_scope_rules()
             ticks.policy = now
         stopping = self._stop.is_set()
-        if (not stopping and not refilling and now - ticks.refill >= REFILL_EVERY
+        if (not stopping and not refilling and now - ticks.refill >= self._refill_interval()
                 and now >= self._refill_retry_at):
             # beside the loop, like the commits; a quick one (most, and every refill of the
             # memory store) is in the frontier before this turn issues

@@ -46,6 +46,11 @@ log = logging.getLogger("courtier.worker")
 #: on PostgreSQL, while a refill every REFILL_EVERY of this many keeps ~8,000 rows/s
 #: coming, several times what one worker fetches.
 REFILL_MAX_ROWS = 2_000
+#: seconds between refills while the frontier runs short of URLs in memory
+REFILL_EVERY = 0.25
+#: seconds between refills while it holds ample work (REFILL_AMPLE leases' worth)
+REFILL_CALM = 1.0
+REFILL_AMPLE = 16
 #: seconds the turn waits for the refill it started before going on without it
 REFILL_INLINE = 0.05
 #: seconds to pause after a store error (the loop, or the refills after a failed one)
@@ -113,6 +118,14 @@ class RefillSteps:
                         host.inherited_policy or host.policy.is_default()):
                     frontier.set_policy(host.host_key, own)
                     host.inherited_policy = not own.is_default()
+
+    def _refill_interval(self) -> float:
+        """Seconds from one refill to the next. Each is a store round trip with a cost of
+        its own besides the rows (on PostgreSQL: fencing the shards, walking the host
+        queue's levels); with REFILL_AMPLE times the concurrency queued in memory, one a
+        second brings what became due at a quarter of that cost."""
+        ample = self.frontier.queued >= REFILL_AMPLE * self.config.concurrency
+        return REFILL_CALM if ample else REFILL_EVERY
 
     def _start_refill(self, now: float) -> asyncio.Task[None]:
         """Run :meth:`_refill` as a task of its own (see the module docstring)."""
