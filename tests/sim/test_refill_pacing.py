@@ -7,6 +7,7 @@ worker's frontier held: that is what the worker decided the interval from.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Collection, Mapping, Sequence
 
 from courtier.sim.loop import run_virtual
@@ -52,7 +53,7 @@ def test_refills_slow_down_while_the_frontier_holds_ample_work() -> None:
         counts = page_counts(crawl)
         assert set(counts) == allowed(web)
         ample = REFILL_AMPLE * CONCURRENCY
-        gaps = [(t1 - t0, q1) for (t0, _), (t1, q1) in zip(store.calls, store.calls[1:])]
+        gaps = [(t1 - t0, q1) for (t0, _), (t1, q1) in itertools.pairwise(store.calls)]
         calm = [gap for gap, queued in gaps if queued >= ample]
         short = [gap for gap, queued in gaps if queued < ample]
         assert calm and short  # the crawl went through both regimes
