@@ -58,9 +58,12 @@ async def _database_stats(dsn: str) -> str:
             " sum(n_tup_hot_upd) AS hot, sum(n_tup_del) AS del FROM pg_stat_user_tables"
             " GROUP BY relname HAVING sum(n_tup_ins + n_tup_upd + n_tup_del) > 0"
             " ORDER BY 3 DESC")
+        xacts = await conn.fetchrow(
+            "SELECT xact_commit, xact_rollback, tup_returned, tup_fetched, tup_inserted,"
+            " tup_updated FROM pg_stat_database WHERE datname = current_database()")
     finally:
         await conn.close()
-    lines = ["function calls total_ms self_ms"]
+    lines = [" ".join(f"{k}={v}" for k, v in xacts.items()), "function calls total_ms self_ms"]
     lines += [f"{r['funcname']} {r['calls']} {r['total_ms']} {r['self_ms']}" for r in funcs]
     lines += ["", "table inserted updated hot_updated deleted"]
     lines += [f"{r['relname']} {r['ins']} {r['upd']} {r['hot']} {r['del']}" for r in tables]
