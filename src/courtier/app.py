@@ -37,7 +37,7 @@ from courtier.fetch.resolver import Resolver, load_hosts_file
 from courtier.frontier.trap_state import ShardedTemplateTracker
 from courtier.frontier.traps import trap_rules_from
 from courtier.intake import Intake, Scope, SeedProblem, read_seed_lines
-from courtier.loopwatch import LoopLagMonitor
+from courtier.loopwatch import LoopLagMonitor, log_tasks
 from courtier.metrics import CrawlMetrics
 from courtier.progress import Progress
 from courtier.store.base import NewUrl, Store
@@ -171,6 +171,7 @@ async def crawl(
         if install_signals:
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.add_signal_handler(sig, on_signal)
+            loop.add_signal_handler(signal.SIGUSR1, log_tasks)  # where each task awaits
         runner = None
         if config.api is not None:
             api_host, api_port = api_address(config.api)
@@ -208,6 +209,8 @@ async def crawl(
             await archive.drain()
         await transport.close()
         await store.close()
+        if install_signals:  # kept to the end: a stop that hangs can still be asked where
+            asyncio.get_running_loop().remove_signal_handler(signal.SIGUSR1)
 
 
 async def _stop_when_set(stop: asyncio.Event, worker: Worker) -> None:

@@ -7,14 +7,22 @@ and records how much later than asked it woke up: that lateness is the time
 the loop spent on something else without yielding. Each sample goes to the
 histogram ``courtier_event_loop_lag_seconds``; the longest one seen is the
 gauge ``courtier_event_loop_lag_max_seconds`` and :attr:`longest`.
+
+:func:`log_tasks` is the other half of "what is the loop doing": every task of the
+loop with the await it is parked on (``courtier worker`` logs it on SIGUSR1), for a
+process that is alive but does not move on.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
+import logging
 
 from courtier.metrics import CrawlMetrics
+
+log = logging.getLogger("courtier.loop")
 
 LAG_INTERVAL = 0.05  # seconds between two samples
 
@@ -59,3 +67,13 @@ class LoopLagMonitor:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+def log_tasks() -> None:
+    """Log every task of the running loop with its stack (where each one awaits)."""
+    tasks = asyncio.all_tasks()
+    out = io.StringIO()
+    for task in sorted(tasks, key=lambda t: t.get_name()):
+        print(f"--- {task!r}", file=out)
+        task.print_stack(limit=20, file=out)
+    log.warning("%d tasks of the event loop:\n%s", len(tasks), out.getvalue())

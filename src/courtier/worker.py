@@ -51,7 +51,7 @@ from courtier.store.base import (
     Store,
 )
 from courtier.urls import SHARD_COUNT
-from courtier.worker_commit import CommitSteps
+from courtier.worker_commit import STOP_COMMIT_WAIT, CommitSteps
 from courtier.worker_fetch import FetchSteps
 from courtier.worker_refill import REFILL_EVERY, REFILL_INLINE, STORE_RETRY, RefillSteps
 from courtier.worker_shards import ShardSteps
@@ -184,6 +184,8 @@ class Worker(RefillSteps, FetchSteps, ShardSteps, CommitSteps):
         self._flushing_from: float | None = None   # oldest fetch time of the batch in commit
         self._commit_task: asyncio.Task[None] | None = None  # worker_commit.py
         self._commit_failing = False
+        self._commit_give_up_at = float("inf")  # worker_commit.py: a stop bounds it
+        self._given_up = 0
         self._commit_started = float("-inf")
         self._refill_task: asyncio.Task[None] | None = None  # worker_refill.py
         self._refill_retry_at = float("-inf")
@@ -228,6 +230,7 @@ class Worker(RefillSteps, FetchSteps, ShardSteps, CommitSteps):
             self.status.stop_reason = reason
             self._stop.set()
             self._wakeup.set()
+            self._commit_give_up_at = self.clock.now() + STOP_COMMIT_WAIT
 
     def wake(self) -> None:
         """New work arrived (API seeds, policy): run the loop now instead of at the next tick."""
@@ -237,6 +240,7 @@ class Worker(RefillSteps, FetchSteps, ShardSteps, CommitSteps):
         """Second Ctrl-C: cancel in-flight fetches now (their URLs return to the queue);
         discovered URLs already parsed are still committed on the way out."""
         self.request_stop("aborted")
+        self._commit_give_up_at = self.clock.now()  # a failing commit is tried once more
         self._cancel_in_flight()
 
     def _cancel_in_flight(self) -> None:
@@ -279,9 +283,7 @@ class Worker(RefillSteps, FetchSteps, ShardSteps, CommitSteps):
                     await asyncio.sleep(STORE_RETRY)
         finally:
             if rounds is not None:
-                rounds.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await rounds
+                await self._end_rounds(rounds)  # worker_shards.py
             await self._shutdown()
         return self.status
 
@@ -416,8 +418,11 @@ class Worker(RefillSteps, FetchSteps, ShardSteps, CommitSteps):
         # one event for "a fetch finished or a stop was asked": O(1) per wait, unlike
         # asyncio.wait over every task
         if not self._wakeup.is_set() and timeout > 0:
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can drop a cancellation
+            # (see cluster/timed_store.py)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self._wakeup.wait()
         self._wakeup.clear()
 
     async def _renew(self, now: float) -> None:
@@ -494,6 +499,9 @@ class Worker(RefillSteps, FetchSteps, ShardSteps, CommitSteps):
             self.on_progress(s)
 
     async def _shutdown(self) -> None:
+        # the end of a crawl that no stop asked for ("nothing due", an error) is bounded too
+        self._commit_give_up_at = min(self._commit_give_up_at,
+                                      self.clock.now() + STOP_COMMIT_WAIT)
         cut = {lease.host_key for lease in self._task_leases.values()}
         for task in list(self._tasks):
             task.cancel()
@@ -501,8 +509,12 @@ class Worker(RefillSteps, FetchSteps, ShardSteps, CommitSteps):
             await asyncio.gather(*self._tasks, return_exceptions=True)
         await self._settle_refill()  # its rows reach the frontier, then go back below
         self._collect_denials(self.clock.now())
-        await self._flush()  # the commit under way, then the rest
-        await self._release_items(self.frontier.release_all())
+        await self._flush()  # the commit under way, then the rest (bounded once stopping)
+        try:
+            await self._release_items(self.frontier.release_all())
+        except StoreError as exc:  # they stay SCHEDULED: the next owner resets them
+            log.error("stopping: could not give %d queued URLs back: %s",
+                      len(self._unreleased), exc)
         if self.ip_slots is not None:
             await self.ip_slots.settle()  # every slot this process held is given back
         if self.coordinator is not None:

@@ -21,6 +21,12 @@ What stays as it was:
   up in memory.
 * **Points that need everything durable** — a handover drain, the shutdown — call
   :meth:`_flush`, which waits for the commit under way and then commits the rest.
+* **A stop is bounded.** Once a stop is asked, a commit that keeps failing is retried
+  for :data:`STOP_COMMIT_WAIT` seconds (after a second Ctrl-C: tried once), then given
+  up with an error naming the count: those URLs stay SCHEDULED in the store, and the
+  next owner of their shards (or this worker's next start) resets and fetches them
+  again, as after a crash. A store that never answers no longer keeps a stopping worker
+  alive forever.
 """
 
 from __future__ import annotations
@@ -48,6 +54,8 @@ MAX_PENDING = 400
 COMMIT_OVERLAP = 1.0
 #: seconds between two attempts of a failed commit
 COMMIT_RETRY = 1.0
+#: seconds a stopping worker retries a failing commit before it gives the batch up
+STOP_COMMIT_WAIT = 60.0
 
 
 class CommitSteps:
@@ -66,6 +74,10 @@ class CommitSteps:
     _commit_task: asyncio.Task[None] | None
     _commit_failing: bool
     _commit_started: float
+    #: local time after which a failing commit is given up (set when a stop is asked)
+    _commit_give_up_at: float
+    #: results given up that way (their URLs are fetched again; see the docstring)
+    _given_up: int
 
     def _durability_lag(self) -> float:
         """Seconds the oldest uncommitted result has waited (0 when all are durable)."""
@@ -133,6 +145,9 @@ class CommitSteps:
             except StoreError as exc:
                 self._commit_failing = True
                 self.metrics.store_pauses.inc()
+                if self.clock.now() >= self._commit_give_up_at:
+                    self._give_up(batch, exc)
+                    return
                 log.error("store write failed, retrying in %.0f s: %s", COMMIT_RETRY, exc)
                 await asyncio.sleep(COMMIT_RETRY)
         self.status.discovered += result.new_urls
@@ -140,3 +155,11 @@ class CommitSteps:
         self.metrics.stale_commits.inc(result.stale)
         self.metrics.events_emitted.inc(result.applied)
         self.intake.remember(u.url_key for c in batch for u in c.new_urls)
+
+    def _give_up(self, batch: list[FetchCommit], exc: StoreError) -> None:
+        """Stopping, and the store still refuses the batch: leave it (module docstring)."""
+        self._flushing_from = None
+        self._given_up += len(batch)
+        log.error("stopping: gave up committing %d results (the store still fails: %s);"
+                  " their URLs stay scheduled and are fetched again by the next owner",
+                  len(batch), exc)

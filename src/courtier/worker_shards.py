@@ -28,6 +28,7 @@ from courtier.clock import Clock
 from courtier.cluster.coordinator import ShardChanges, ShardCoordinator
 from courtier.cluster.host_clocks import clock_of, restore_clock
 from courtier.cluster.shard_state import ShardStateKeeper
+from courtier.cluster.timed_store import STORE_CALL_TIMEOUT
 from courtier.errors import StoreError
 from courtier.frontier.lease import Lease
 from courtier.frontier.scheduler import Frontier
@@ -36,6 +37,10 @@ from courtier.store.base import DueUrl, Store
 from courtier.store.cluster import HostClock
 
 log = logging.getLogger("courtier.worker")
+
+#: seconds a leaving worker waits for the coordinator's round under way: its store calls
+#: (heartbeat, then cluster view) are bounded by STORE_CALL_TIMEOUT each
+ROUNDS_END_WAIT = 2 * STORE_CALL_TIMEOUT + 5.0
 
 
 class ShardSteps:
@@ -187,6 +192,22 @@ class ShardSteps:
             self.frontier.epochs.pop(shard, None)
         self.metrics.shard_moves.labels("handover").inc(len(shards))
         log.info("handed over %d shards (%d host clocks saved)", len(shards), len(clocks))
+
+    async def _end_rounds(self, rounds: asyncio.Task[None]) -> None:
+        """End the coordinator's rounds task before leaving: halted first (no further
+        round), then cancelled. A lost cancellation (see ``ShardCoordinator.halt``) costs
+        at most the round under way; the wait is bounded all the same, and a round still
+        running past it is left to end by itself."""
+        coordinator = self.coordinator
+        assert coordinator is not None
+        coordinator.halt()
+        rounds.cancel()
+        await asyncio.wait({rounds}, timeout=ROUNDS_END_WAIT)
+        if not rounds.done():
+            log.error("the shard coordinator's round did not end within %.0f s of the stop;"
+                      " leaving without it", ROUNDS_END_WAIT)
+        elif not rounds.cancelled() and rounds.exception() is not None:
+            log.error("the shard coordinator failed", exc_info=rounds.exception())
 
     async def _hand_over_all(self, cut: Collection[str]) -> None:
         """Leaving: save every host's clock (``cut``: hosts whose fetch was cancelled just

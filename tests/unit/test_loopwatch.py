@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 
-from courtier.loopwatch import LoopLagMonitor
+import pytest
+
+from courtier.loopwatch import LoopLagMonitor, log_tasks
 from courtier.metrics import CrawlMetrics
 
 
@@ -23,3 +27,20 @@ async def test_a_blocking_call_shows_as_lag_in_the_metrics() -> None:
     gauge = next(line for line in text.splitlines()
                  if line.startswith("courtier_event_loop_lag_max_seconds "))
     assert float(gauge.split()[1]) == monitor.longest
+
+
+async def _parked_here(never: asyncio.Event) -> None:
+    await never.wait()
+
+
+async def test_the_task_list_names_each_task_and_the_await_it_is_parked_on(
+        caplog: pytest.LogCaptureFixture) -> None:
+    never = asyncio.Event()
+    task = asyncio.create_task(_parked_here(never), name="parked-task")
+    await asyncio.sleep(0)
+    with caplog.at_level(logging.WARNING, logger="courtier.loop"):
+        log_tasks()
+    task.cancel()
+    text = caplog.text
+    assert "parked-task" in text
+    assert "in _parked_here" in text and "await never.wait()" in text

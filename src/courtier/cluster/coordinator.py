@@ -126,6 +126,7 @@ class ShardCoordinator:
         self._changes = ShardChanges()
         self._timer: asyncio.TimerHandle | None = None
         self._stopping = False
+        self._halted = asyncio.Event()  # wakes run() from its pause (halt)
         #: the slots an earlier process under this id held are freed before the first lease
         self._slots_freed = False
         #: start-up quorum: live workers awaited (until the local deadline) before the
@@ -157,7 +158,8 @@ class ShardCoordinator:
     # ---- the rounds ----------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Rounds until :meth:`stop`; a failed round is logged and retried sooner."""
+        """Rounds until :meth:`halt` or :meth:`stop`; a failed round is logged and retried
+        sooner."""
         while not self._stopping:
             try:
                 await self.round()
@@ -166,7 +168,21 @@ class ShardCoordinator:
                 self.failed_rounds += 1
                 log.warning("shard coordinator: store unavailable (%s); retrying", exc)
                 pause = min(1.0, self.settings.renew_every)
-            await asyncio.sleep(pause)
+            if self._stopping:
+                break
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(pause):
+                    await self._halted.wait()
+
+    def halt(self) -> None:
+        """No round after the one under way, if any: :meth:`run` returns once it ends.
+
+        The leaving worker halts the rounds before it cancels their task. A cancellation
+        alone is not enough to end them: one that arrives as a store call returns can be
+        lost (Python 3.11's ``asyncio.wait_for`` drops it; any library may), and the
+        rounds then went on renewing the leases of a worker waiting for them to end."""
+        self._stopping = True
+        self._halted.set()
 
     async def round(self) -> ShardChanges:
         """One heartbeat + plan + acquire round; returns the changes it queued."""
@@ -183,8 +199,8 @@ class ShardCoordinator:
         received = self.clock.now()
         self.offset = view.now - (sent + received) / 2
         self.offset_error = (received - sent) / 2
-        if self._awaiting_quorum(view):
-            return ShardChanges()
+        if self._awaiting_quorum(view) or self._stopping:
+            return ShardChanges()  # halted meanwhile: no new leases for a leaving worker
         plan = plan_shards(self.worker_id, view.worker_views(), view.lease_views(),
                            self.shards, view.now, settings.worker_ttl)
         leases = {lease.shard: lease for lease in view.leases}
@@ -294,7 +310,7 @@ class ShardCoordinator:
 
     async def stop(self, leave: bool = True) -> None:
         """Stop the rounds; release every lease still held and leave the membership."""
-        self._stopping = True
+        self.halt()
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None

@@ -9,6 +9,14 @@ enough to make it go on. A write that timed out may still have been applied:
 every write the worker makes is idempotent or fenced (a repeated commit is
 stale and emits nothing; releases and resets name the epoch), so the retry is
 safe.
+
+The bound is an :func:`asyncio.timeout` around the call, not :func:`asyncio.wait_for`.
+On Python 3.11, ``wait_for`` runs the call as a task of its own and, when its caller is
+cancelled in the same loop iteration as that task finishes, returns the result and
+drops the cancellation: the caller goes on as if never cancelled. The shard
+coordinator's rounds task, cancelled by a stopping worker while a heartbeat was being
+answered, kept running its rounds, and the worker waited for it forever (a graceful
+stop that never ended, seen after connection cuts; tests/unit/cluster/test_timed_store.py).
 """
 
 from __future__ import annotations
@@ -46,7 +54,8 @@ class _TimedStore:
         @functools.wraps(call)
         async def bounded(*args: Any, **kwargs: Any) -> Any:
             try:
-                return await asyncio.wait_for(call(*args, **kwargs), seconds)
+                async with asyncio.timeout(seconds):
+                    return await call(*args, **kwargs)
             except TimeoutError:
                 raise StoreError(f"store call {name} took longer than {seconds:.0f} s; "
                                  "given up (retried later)") from None

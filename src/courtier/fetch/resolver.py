@@ -258,10 +258,9 @@ class Resolver:
         if self._dns is None:
             self._dns = aiodns.DNSResolver(nameservers=self._nameservers, timeout=self._timeout)
         try:
-            result = await asyncio.wait_for(
-                self._dns.getaddrinfo(name, family=socket.AF_UNSPEC, type=socket.SOCK_STREAM),
-                self._timeout + 1.0,
-            )
+            async with asyncio.timeout(self._timeout + 1.0):  # not wait_for: timed_store.py
+                result = await self._dns.getaddrinfo(name, family=socket.AF_UNSPEC,
+                                                     type=socket.SOCK_STREAM)
         except aiodns.error.DNSError as exc:
             code = exc.args[0] if exc.args else None
             if code in _ARES_NO_SUCH_NAME:
@@ -285,9 +284,8 @@ class Resolver:
     async def _lookup_system(self, name: str) -> tuple[list[str], float | None]:
         loop = asyncio.get_running_loop()
         try:
-            infos = await asyncio.wait_for(
-                loop.getaddrinfo(name, None, type=socket.SOCK_STREAM), self._timeout
-            )
+            async with asyncio.timeout(self._timeout):  # not wait_for: see timed_store.py
+                infos = await loop.getaddrinfo(name, None, type=socket.SOCK_STREAM)
         except socket.gaierror as exc:
             if exc.errno in _EAI_NO_SUCH_NAME:
                 return [], None

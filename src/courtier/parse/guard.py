@@ -111,7 +111,8 @@ class GuardedParser:
         loop = asyncio.get_running_loop()
         future = loop.run_in_executor(self._executor(), fn, *args)
         try:
-            return await asyncio.wait_for(future, self.timeout)
+            async with asyncio.timeout(self.timeout):  # not wait_for: see timed_store.py
+                return await future
         except TimeoutError:
             self.timeouts += 1
             log.warning("parse of %s exceeded %.1f s; kept without links", url, self.timeout)

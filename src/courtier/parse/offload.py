@@ -112,7 +112,8 @@ class OffLoopParser:
         future = loop.run_in_executor(self._threads, _parse_page, body, url, content_type,
                                       x_robots_tag, agent)
         try:
-            return await asyncio.wait_for(future, self.timeout)
+            async with asyncio.timeout(self.timeout):  # not wait_for: see timed_store.py
+                return await future
         except TimeoutError:
             # a thread cannot be killed: it finishes on its own (pathological pages go
             # to the child process, so this is rare) and its result is dropped

@@ -134,10 +134,10 @@ class Cluster:
             try:
                 codes[worker.worker_id] = await asyncio.wait_for(worker.proc.wait(), DEADLINE)
             except TimeoutError:
-                tail = worker.stderr.read_text(errors="replace").splitlines()[-30:]
+                tail = await _task_list_and_tail(worker)
                 raise AssertionError(
                     f"{worker.worker_id} still running {DEADLINE:.0f} s after SIGTERM; the end"
-                    " of its log:\n" + "\n".join(tail)) from None
+                    " of its log, with the task list it logged on SIGUSR1:\n" + tail) from None
         return codes
 
     # ---- what the store says -----------------------------------------------------------
@@ -311,4 +311,22 @@ async def check_outbox(cluster: Cluster, expected: set[str]) -> None:
     keys = [(e.url_key, e.version) for e in events]
     assert len(keys) == len(set(keys)), "an outbox event was emitted twice"
     without, several, after = final_event_problems(events, expected)
-    assert (without, several, after) == ([], [], [])
+    assert (without, several, after) == ([], [], []), (
+        f"without a final event {without[:10]}, several {several[:10]}, after the final"
+        f" {after[:10]}")
+
+
+
+async def _task_list_and_tail(worker: WorkerProcess) -> str:
+    """The end of a hung worker's log, after it was asked (SIGUSR1) to log every task of its
+    event loop with the await each one is parked on (courtier/loopwatch.py)."""
+    with contextlib.suppress(ProcessLookupError):
+        worker.proc.send_signal(signal.SIGUSR1)
+
+    async def logged() -> bool:
+        return "tasks of the event loop" in worker.stderr.read_text(errors="replace")
+
+    with contextlib.suppress(AssertionError):
+        await wait_for("the task list in the log", logged, deadline=10.0)
+    lines = worker.stderr.read_text(errors="replace").splitlines()
+    return "\n".join(lines[-80:])

@@ -64,6 +64,9 @@ DRIVER_ERRORS: tuple[type[BaseException], ...] = (
     asyncio.TimeoutError,
 )
 
+#: seconds :meth:`PostgresStore.close` waits for a graceful close of the pool
+CLOSE_WAIT = 10.0
+
 #: errors meaning the connection died (the pool replaces it on the next acquire)
 CONNECTION_LOST: tuple[type[BaseException], ...] = (
     asyncpg.ConnectionDoesNotExistError,
@@ -169,11 +172,17 @@ class PostgresStore(_cluster.PostgresCluster):
         self._pool = pool
 
     async def close(self) -> None:
+        """Close the pool: gracefully, or after :data:`CLOSE_WAIT` seconds by terminating
+        the connections (one never given back, or a server that does not answer, must
+        not keep a leaving process alive)."""
         pool, self._pool = self._pool, None
         self._closed = True
         if pool is not None:
             try:
-                await pool.close()
+                async with asyncio.timeout(CLOSE_WAIT):
+                    await pool.close()
+            except TimeoutError:
+                pool.terminate()  # pool.close() terminated them already; harmless again
             except DRIVER_ERRORS as exc:
                 raise self._fail("close", exc) from exc
 
