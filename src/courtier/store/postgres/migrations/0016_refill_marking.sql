@@ -240,6 +240,13 @@ END $$;
 ALTER FUNCTION courtier_commit(courtier_commit[], courtier_new_url[], courtier_host_delta[],
                                double precision)
     SET plan_cache_mode = force_generic_plan;
+-- ... but not the functions it calls, which would inherit the setting: the intake's
+-- anti-join and the host-queue upkeep are sized by their arrays (a generic plan of the
+-- intake, made while the tables were small, took 257 ms a call in the bench).
+ALTER FUNCTION courtier_insert_urls(courtier_new_url[]) SET plan_cache_mode = force_custom_plan;
+ALTER FUNCTION courtier_queue_add(integer[], text[], double precision[], integer[])
+    SET plan_cache_mode = force_custom_plan;
+ALTER FUNCTION courtier_queue_refresh(integer[], text[]) SET plan_cache_mode = force_custom_plan;
 
 DO $$
 BEGIN
