@@ -218,15 +218,17 @@ class RefillSteps:
         in flight, a result waiting for its commit or in the commit under way. Such a row
         comes back after :meth:`_recover_refill` reset it; a copy in the frontier would be
         fetched once more after the first fetch, and usually after its commit. The holder
-        settles the row as before: its commit applies (the version still matches), or a
-        release of the lease returned finds it SCHEDULED."""
-        held = {c.url_key: c.version for c in self._committing}
-        held.update((c.url_key, c.version) for c in self._pending)
-        held.update((lease.due.url_key, lease.due.version)
+        settles the row as before: its commit applies (version and epoch still match), or
+        a release of the lease returned finds it SCHEDULED; if the epoch moves on before,
+        the shard's next owner resets the row."""
+        held = {c.url_key: (c.version, c.epoch) for c in self._committing}
+        held.update((c.url_key, (c.version, c.epoch)) for c in self._pending)
+        held.update((lease.due.url_key, (lease.due.version, lease.epoch))
                     for lease in self._task_leases.values() if lease.due is not None)
         if not held:
             return due
-        kept = [d for d in due if held.get(d.url_key) != d.version]
+        epochs = self.frontier.epochs  # a holder of an older epoch would commit nothing
+        kept = [d for d in due if held.get(d.url_key) != (d.version, epochs.get(d.shard, 0))]
         if len(kept) < len(due):
             log.info("refill: %d rows held by fetches or commits of ours left to them",
                      len(due) - len(kept))
