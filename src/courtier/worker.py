@@ -204,6 +204,7 @@ class Worker(RefillSteps, FetchSteps, ShardSteps, CommitSteps):
             self.limits, max_body_bytes=MAX_ROBOTS_BYTES, max_decoded_bytes=MAX_ROBOTS_BYTES)
         self.status = CrawlStatus()
         self._pending: list[FetchCommit] = []
+        self._committing: list[FetchCommit] = []         # the batch of the commit under way
         self._host_stats: dict[str, HostStatsDelta] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._stop = asyncio.Event()

@@ -68,6 +68,7 @@ class CommitSteps:
     metrics: CrawlMetrics
     status: CrawlStatus
     _pending: list[FetchCommit]
+    _committing: list[FetchCommit]
     _host_stats: dict[str, HostStatsDelta]
     _wakeup: asyncio.Event
     _flushing_from: float | None
@@ -128,6 +129,13 @@ class CommitSteps:
 
     async def _commit_batch(self) -> None:
         batch, self._pending = self._pending, []
+        self._committing = batch  # held until applied or given up (worker_refill._not_held)
+        try:
+            await self._commit_until_done(batch)
+        finally:
+            self._committing = []
+
+    async def _commit_until_done(self, batch: list[FetchCommit]) -> None:
         self._flushing_from = min((c.fetched_at for c in batch), default=None)
         stats, self._host_stats = list(self._host_stats.values()), {}
         self.archive.flush()  # records must be durable before the rows that point at them

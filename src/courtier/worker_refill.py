@@ -31,6 +31,7 @@ from courtier.domain_policy import policy_in_force, policy_of_record
 from courtier.errors import StoreError
 from courtier.frontier.budget import DAY, DailyBudget
 from courtier.frontier.host import domain_host_key
+from courtier.frontier.lease import Lease
 from courtier.frontier.scheduler import Frontier
 from courtier.intake import Intake, seed_scope_rules
 from courtier.metrics import CrawlMetrics
@@ -69,6 +70,8 @@ class RefillSteps:
     agent: str
     resolve_ip: Callable[[str], Awaitable[str | None]] | None
     _pending: list[FetchCommit]
+    _committing: list[FetchCommit]
+    _task_leases: dict[asyncio.Task[None], Lease]
     _day_counts: DayCountLedger
     _budget: DailyBudget | None
     _budget_spent_until: float | None
@@ -181,6 +184,7 @@ class RefillSteps:
                 # that this worker never saw; recovered before the next refill
                 self._refill_uncertain = True
                 raise
+            due = self._not_held(due)
         # from here the rows are SCHEDULED in the store: a store error keeps them in
         # memory (the next refill starts again from here), never stranded
         try:
@@ -199,13 +203,36 @@ class RefillSteps:
         """After a refill whose outcome is unknown: return every SCHEDULED row of our
         shards to QUEUED (fenced by our epochs) and drop the queued copies in memory, so
         no row stays SCHEDULED unseen. Fetches in flight go on (their commits still
-        apply); a row of one of them may be fetched once more, never concurrently (the
-        host's in-flight count still holds)."""
+        apply), and the next refill leaves their rows to them (:meth:`_not_held`)."""
         epochs = {s: self.frontier.epochs[s] for s in self.shards if s in self.frontier.epochs}
+        # releases still owed go first: made after the reset, they would return to QUEUED
+        # a row that the next refill has just handed to the frontier again
+        await self._release_items([])
         self.frontier.drain_shards(set(epochs))
         await self.store.reset_scheduled(sorted(epochs), epochs)
         self._refill_uncertain = False
         log.warning("refill outcome unknown after a store error: %d shards reset", len(epochs))
+
+    def _not_held(self, due: list[DueUrl]) -> list[DueUrl]:
+        """``due`` without the rows this worker holds already at the same version: a fetch
+        in flight, a result waiting for its commit or in the commit under way. Such a row
+        comes back after :meth:`_recover_refill` reset it; a copy in the frontier would be
+        fetched once more after the first fetch, and usually after its commit. The holder
+        settles the row as before: its commit applies (version and epoch still match), or
+        a release of the lease returned finds it SCHEDULED; if the epoch moves on before,
+        the shard's next owner resets the row."""
+        held = {c.url_key: (c.version, c.epoch) for c in self._committing}
+        held.update((c.url_key, (c.version, c.epoch)) for c in self._pending)
+        held.update((lease.due.url_key, (lease.due.version, lease.epoch))
+                    for lease in self._task_leases.values() if lease.due is not None)
+        if not held:
+            return due
+        epochs = self.frontier.epochs  # a holder of an older epoch would commit nothing
+        kept = [d for d in due if held.get(d.url_key) != (d.version, epochs.get(d.shard, 0))]
+        if len(kept) < len(due):
+            log.info("refill: %d rows held by fetches or commits of ours left to them",
+                     len(due) - len(kept))
+        return kept
 
     async def _register_hosts(self, due: list[DueUrl]) -> None:
         """Register the hosts of ``due`` not known yet: robots copy, policy, day counts and
@@ -255,7 +282,7 @@ class RefillSteps:
             await self.store.release([(due.url_key, at) for due, at in items],
                                      epochs=dict(self.frontier.epochs))
         except StoreError:
-            self._unreleased = items
+            self._unreleased = items + self._unreleased  # and what another call kept meanwhile
             raise
 
     def _adopt_day_counts(self, now: float) -> None:
