@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from courtier.dedup.simhash import simhash_from_features, text_features
 from courtier.dedup.simhash_index import SimHashIndex
+from courtier.dedup.simhash_jit import simhash_words
 
 MAX_DISTANCE = 3
 MIN_WORDS = 20  # fewer SimHash words than this (plus one): never a near-duplicate
@@ -94,8 +94,7 @@ class DuplicateTracker:
 
         ``text`` need not have its whitespace collapsed (the words are the same).
         """
-        features, words = text_features(text)
-        fp = simhash_from_features(features)  # = simhash64(text), one tokenize
+        fp, words = simhash_words(text)  # = simhash64(text), one tokenize
         me = item_id(url_key)
         if words <= MIN_WORDS:  # too little text to compare: never a near-duplicate
             return fp, None

@@ -57,6 +57,7 @@ __all__ = [
     "MASK64",
     "from_signed64",
     "hamming",
+    "separated",
     "shingle_hashes",
     "simhash64",
     "simhash_from_features",
@@ -87,7 +88,7 @@ _SHIFTS = [np.uint64(b) for b in range(8)]
 _digest = xxhash.xxh3_64_digest
 
 
-def _separated(text: str) -> bytes:
+def separated(text: str) -> bytes:
     """``text`` as UTF-8 with ASCII folded to lower case and every separator a space."""
     if text.isascii():  # the table folds ASCII case; skips the costlier str.lower()
         return text.encode("ascii").translate(_SEPARATE)
@@ -96,7 +97,7 @@ def _separated(text: str) -> bytes:
 
 def tokenize(text: str) -> list[bytes]:
     """The words of ``text`` as UTF-8 bytes (step 1 of the module contract)."""
-    return _separated(text).split()
+    return separated(text).split()
 
 
 def shingle_hashes(words: list[bytes]) -> npt.NDArray[np.uint64]:
@@ -132,7 +133,7 @@ def _shingles(h: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
 def text_features(text: str) -> tuple[npt.NDArray[np.uint64], int]:
     """The features of ``text`` (steps 1–3, ``shingle_hashes(tokenize(text))``) and its
     word count, without a Python object per word."""
-    h = word_hashes(_separated(text))
+    h = word_hashes(separated(text))
     return _shingles(h), len(h)
 
 
