@@ -47,8 +47,8 @@ writer = WarcWriter(warc_dir)
 headers = [("Content-Type", "text/html"), ("Server", "nginx"), ("Connection", "keep-alive")]
 prepared = time.process_time()
 try:  # the compiled SimHash path loads at a crawl's start, not at its first page
-    from courtier.dedup.simhash_jit import prepare
-    prepare()
+    from courtier.dedup.simhash import prepare_compiled
+    prepare_compiled()
 except ImportError:  # a tree without it
     pass
 start = time.process_time()

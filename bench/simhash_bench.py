@@ -19,8 +19,7 @@ import time
 
 import xxhash
 
-from courtier.dedup import simhash_jit
-from courtier.dedup.simhash import MASK64, simhash64, tokenize
+from courtier.dedup.simhash import MASK64, prepare_compiled, simhash64, simhash_words, tokenize
 
 BUDGET_US = 400.0
 
@@ -88,7 +87,7 @@ def main() -> None:
     args = parser.parse_args()
     print(f"{args.pages} pages × {args.words} words, Zipf vocabulary of 20,000 words")
     start = time.process_time()
-    compiled = simhash_jit.prepare()
+    compiled = prepare_compiled()
     print(f"compiled path: {'loaded' if compiled else 'NOT available (numba missing)'} "
           f"in {time.process_time() - start:.2f} CPU-s")
     for label, letters in (
@@ -108,8 +107,8 @@ def main() -> None:
             f"  [budget {BUDGET_US:.0f}: {verdict}]"
         )
         if compiled:
-            jit = time_per_page(simhash_jit.simhash_words, pages, args.rounds)
-            jit_same = sum(simhash_jit.simhash_words(p)[0] == simhash64(p) for p in pages)
+            jit = time_per_page(simhash_words, pages, args.rounds)
+            jit_same = sum(simhash_words(p)[0] == simhash64(p) for p in pages)
             print(f"  compiled (numba)      : best {min(jit):8.1f} µs/page, median "
                   f"{statistics.median(jit):8.1f} µs/page ({best / min(jit):.1f}× faster; "
                   f"{jit_same}/{len(pages)} pages identical to simhash64)")

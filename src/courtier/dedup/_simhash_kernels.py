@@ -1,9 +1,9 @@
-"""The numba kernels of the compiled SimHash path (``dedup/simhash_jit.py`` loads them).
+"""The numba kernels of the compiled SimHash path (``dedup/simhash.py`` loads them).
 
 Importing this module imports numba and registers the kernels; numba compiles them at
 their first call, or loads the machine code it cached beside this file (``cache=True``)
 on an earlier run. Nothing else in courtier imports it: the crawl path asks
-``simhash_jit.kernels()``, which falls back to the numpy path when numba is missing or
+``simhash.compiled_kernels()``, which falls back to the numpy path when numba is missing or
 cannot compile.
 
 The arithmetic is the module contract of ``dedup/simhash.py`` step by step, on

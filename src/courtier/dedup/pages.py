@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from courtier.dedup.simhash import simhash_words
 from courtier.dedup.simhash_index import SimHashIndex
-from courtier.dedup.simhash_jit import simhash_words
 
 MAX_DISTANCE = 3
 MIN_WORDS = 20  # fewer SimHash words than this (plus one): never a near-duplicate

@@ -11,13 +11,13 @@ import xxhash
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from courtier.dedup import simhash_jit
+from courtier.dedup import simhash
 from courtier.dedup.pages import DuplicateTracker
 from courtier.dedup.simhash import simhash64, text_features
 
 WORD_BYTES = [b for b in range(256) if b not in b" \t\n\r\x0b\x0c"]
 
-needs_numba = pytest.mark.skipif(not simhash_jit.prepare(), reason="numba is not installed")
+needs_numba = pytest.mark.skipif(not simhash.prepare_compiled(), reason="numba is not installed")
 
 
 def expected(text: str) -> tuple[int, int]:
@@ -26,7 +26,7 @@ def expected(text: str) -> tuple[int, int]:
 
 @needs_numba
 def test_kernel_word_hashes_equal_xxhash_at_every_length() -> None:
-    k = simhash_jit.kernels()
+    k = simhash.compiled_kernels()
     assert k is not None
     rng = random.Random(3)
     for length in range(1, 40):
@@ -53,7 +53,7 @@ def test_word_counts_around_the_shingle_and_lane_edges() -> None:
              for _ in range(300)]
     for words in (0, 1, 2, 3, 4, 256, 257, 258, 511, 512, 766, 2000):
         text = " ".join(rng.choice(vocab) for _ in range(words))
-        assert simhash_jit.simhash_words(text) == expected(text) == (
+        assert simhash.simhash_words(text) == expected(text) == (
             simhash64(text), words), words
 
 
@@ -61,10 +61,10 @@ def test_word_counts_around_the_shingle_and_lane_edges() -> None:
 def test_all_votes_set_and_ties() -> None:
     # one word repeated: every shingle is the same feature, so every set bit wins
     text = " ".join(["same"] * 600)
-    fp, words = simhash_jit.simhash_words(text)
+    fp, words = simhash.simhash_words(text)
     assert (fp, words) == expected(text) and fp != 0
     # two features: a bit set in exactly one of them is a tie, which gives 0
-    assert simhash_jit.simhash_words("alpha beta") == expected("alpha beta")
+    assert simhash.simhash_words("alpha beta") == expected("alpha beta")
 
 
 @needs_numba
@@ -73,14 +73,14 @@ def test_long_words_unicode_and_separators() -> None:
              "中文字符的文本没有空格 " * 40, "tab\tnew\nline\rcr", "“quoted” — dash " * 100,
              "word " * 3 + "é" * 20, "\ud800 lone surrogate text here"]
     for text in texts:
-        assert simhash_jit.simhash_words(text) == expected(text), text[:30]
+        assert simhash.simhash_words(text) == expected(text), text[:30]
 
 
 @needs_numba
 @settings(max_examples=400, deadline=None)
 @given(st.text(alphabet=st.sampled_from(list("aZ09_ ,.-!\n\té€—“中文 ")), max_size=600))
 def test_random_texts_equal_the_numpy_path(text: str) -> None:
-    assert simhash_jit.simhash_words(text) == expected(text)
+    assert simhash.simhash_words(text) == expected(text)
 
 
 @needs_numba
@@ -89,14 +89,14 @@ def test_random_texts_equal_the_numpy_path(text: str) -> None:
                 max_size=700))
 def test_random_word_lists_of_every_length_class(words: list[str]) -> None:
     text = " ".join(words)
-    assert simhash_jit.simhash_words(text) == expected(text) == (simhash64(text), len(words))
+    assert simhash.simhash_words(text) == expected(text) == (simhash64(text), len(words))
 
 
 def test_numpy_path_when_the_kernels_cannot_load(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(simhash_jit, "_kernels", False)
-    assert simhash_jit.kernels() is None and not simhash_jit.prepare()
+    monkeypatch.setattr(simhash, "_kernels", False)
+    assert simhash.compiled_kernels() is None and not simhash.prepare_compiled()
     text = "the numpy path gives the same fingerprint " * 5
-    assert simhash_jit.simhash_words(text) == expected(text)
+    assert simhash.simhash_words(text) == expected(text)
     fp, twin = DuplicateTracker().fingerprint(b"\x02" * 16, text)
     assert fp == simhash64(text) and twin is None
 
@@ -112,11 +112,11 @@ def test_a_failing_import_falls_back_to_numpy(monkeypatch: pytest.MonkeyPatch) -
             raise ImportError("No module named 'numba'")
         return real_import(name, globals, locals, fromlist, level)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(simhash_jit, "_kernels", None)
+    monkeypatch.setattr(simhash, "_kernels", None)
     monkeypatch.setattr(builtins, "__import__", no_kernels)
-    assert simhash_jit.kernels() is None
+    assert simhash.compiled_kernels() is None
     monkeypatch.setattr(builtins, "__import__", real_import)
-    assert simhash_jit.simhash_words("one two three four") == expected("one two three four")
+    assert simhash.simhash_words("one two three four") == expected("one two three four")
 
 
 @needs_numba
@@ -125,5 +125,5 @@ def test_tracker_uses_the_same_fingerprints_either_way(monkeypatch: pytest.Monke
     texts = [" ".join(rng.choice(["red", "green", "blue", "sky", "sea", "word"])
                       for _ in range(rng.randint(0, 400))) for _ in range(30)]
     compiled = [DuplicateTracker().fingerprint(b"\x01" * 16, t) for t in texts]
-    monkeypatch.setattr(simhash_jit, "_kernels", False)
+    monkeypatch.setattr(simhash, "_kernels", False)
     assert [DuplicateTracker().fingerprint(b"\x01" * 16, t) for t in texts] == compiled
