@@ -30,6 +30,7 @@ from courtier.clock import Clock, RealClock
 from courtier.cluster.coordinator import LeaseSettings, ShardCoordinator
 from courtier.cluster.timed_store import with_call_timeout
 from courtier.config import CrawlConfig, api_address
+from courtier.dedup.simhash import prepare_compiled
 from courtier.errors import ConfigError, FetchError, InvalidURL
 from courtier.fetch.aiohttp_transport import AiohttpTransport
 from courtier.fetch.guard import AddressGuard
@@ -99,6 +100,8 @@ async def crawl(
     # the Public Suffix List takes ~50 ms to load: not on the loop, where scope checks
     # (registrable_domain) would first load it
     await asyncio.to_thread(registrable_domain, "example.com")
+    # nor the compiled SimHash path (numba's import, its kernels' machine code): ~0.5 s
+    await asyncio.to_thread(prepare_compiled)
     remote = is_remote(config.archive)
     warc_root = Path(config.archive.removeprefix("file://")) if config.archive and not remote \
         else data / "warc"

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-HEAVY = ("aiohttp", "numpy", "asyncpg", "courtier.worker", "courtier.api.server",
+HEAVY = ("aiohttp", "numpy", "numba", "asyncpg", "courtier.worker", "courtier.api.server",
          "courtier.store.sqlite", "selectolax", "warcio")
 
 _PROBE = """

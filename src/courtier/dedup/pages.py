@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from courtier.dedup.simhash import simhash_from_features, text_features
+from courtier.dedup.simhash import simhash_words
 from courtier.dedup.simhash_index import SimHashIndex
 
 MAX_DISTANCE = 3
@@ -94,8 +94,7 @@ class DuplicateTracker:
 
         ``text`` need not have its whitespace collapsed (the words are the same).
         """
-        features, words = text_features(text)
-        fp = simhash_from_features(features)  # = simhash64(text), one tokenize
+        fp, words = simhash_words(text)  # = simhash64(text), one tokenize
         me = item_id(url_key)
         if words <= MIN_WORDS:  # too little text to compare: never a near-duplicate
             return fp, None

@@ -38,12 +38,30 @@ with numpy (``dedup/word_hashes.py``, identical to the ``xxhash`` package's);
 ``bytes`` words, kept as the readable definition. A 4,000-word page costs
 about 0.3 ms (``bench/simhash_bench.py`` prints the figure).
 
+**The compiled path.** :func:`simhash_words` (what ``DuplicateTracker`` calls: the
+fingerprint and the word count) runs steps 1b–5 as two compiled loops when numba is
+installed (the optional ``jit`` extra, ``pip install 'courtier[jit]'``): the kernels
+of ``dedup/_simhash_kernels.py`` (word edges and xxh3's short paths; shingles and lane
+votes) cost about a third of the numpy path (``bench/simhash_bench.py``) and give the
+same values (tests check them against it). numba is ~200 MB installed and ~0.45 s to
+import, so only the crawl loads it (:func:`prepare_compiled`, at a crawl's start, in a
+thread), never the CLI's query commands. A machine's first run compiles the kernels
+(~3 CPU-s) and caches the machine code beside the module (or in numba's user-wide cache
+directory when that is read-only); later runs load it (~0.3 s). When numba is missing or
+fails to import or compile, the numpy path is used and the reason logged once.
+
 Fingerprints are unsigned 64-bit Python ints. SQLite and PostgreSQL store
 signed 64-bit integers: use :func:`to_signed64` before writing and
 :func:`from_signed64` after reading.
 """
 
 from __future__ import annotations
+
+import logging
+import threading
+import warnings
+from types import ModuleType
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -55,11 +73,16 @@ from courtier.dedup.word_hashes import word_hashes
 
 __all__ = [
     "MASK64",
+    "compiled_kernels",
     "from_signed64",
     "hamming",
+    "prepare_compiled",
+    "separated",
     "shingle_hashes",
     "simhash64",
     "simhash_from_features",
+    "simhash_words",
+    "simhash_words_numpy",
     "text_features",
     "to_signed64",
     "tokenize",
@@ -87,7 +110,7 @@ _SHIFTS = [np.uint64(b) for b in range(8)]
 _digest = xxhash.xxh3_64_digest
 
 
-def _separated(text: str) -> bytes:
+def separated(text: str) -> bytes:
     """``text`` as UTF-8 with ASCII folded to lower case and every separator a space."""
     if text.isascii():  # the table folds ASCII case; skips the costlier str.lower()
         return text.encode("ascii").translate(_SEPARATE)
@@ -96,7 +119,7 @@ def _separated(text: str) -> bytes:
 
 def tokenize(text: str) -> list[bytes]:
     """The words of ``text`` as UTF-8 bytes (step 1 of the module contract)."""
-    return _separated(text).split()
+    return separated(text).split()
 
 
 def shingle_hashes(words: list[bytes]) -> npt.NDArray[np.uint64]:
@@ -132,7 +155,7 @@ def _shingles(h: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
 def text_features(text: str) -> tuple[npt.NDArray[np.uint64], int]:
     """The features of ``text`` (steps 1–3, ``shingle_hashes(tokenize(text))``) and its
     word count, without a Python object per word."""
-    h = word_hashes(_separated(text))
+    h = word_hashes(separated(text))
     return _shingles(h), len(h)
 
 
@@ -169,3 +192,76 @@ def simhash64(text: str) -> int:
     without words. See the module docstring for the exact definition.
     """
     return simhash_from_features(text_features(text)[0])
+
+
+# --- the compiled path (numba, optional) ------------------------------------------
+
+log = logging.getLogger(__name__)
+
+_PAD = b"\x20" * 9
+_lock = threading.Lock()
+#: the kernels module once loaded; False when it cannot be (then numpy is used)
+_kernels: ModuleType | bool | None = None
+
+
+def _load() -> ModuleType | bool:
+    """Import the kernels and run each once (compiles them, or loads numba's cache)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # numba's own (deprecations, cache notes)
+            from courtier.dedup import _simhash_kernels as kernels
+
+            _run(kernels, b"warm up the compiled simhash path " + b"x" * 20)
+    except ImportError as exc:
+        log.info("numba is not installed (%s): SimHash takes the numpy path", exc)
+        return False
+    except Exception as exc:  # numba's errors (no cache locator, LLVM, typing) vary
+        log.warning("compiled SimHash unavailable, using the numpy path: %r", exc)
+        return False
+    return kernels
+
+
+def compiled_kernels() -> ModuleType | None:
+    """The loaded kernels module, or None when the numpy path is in use."""
+    global _kernels
+    if _kernels is None:
+        with _lock:
+            if _kernels is None:
+                _kernels = _load()
+    return _kernels if isinstance(_kernels, ModuleType) else None
+
+
+def prepare_compiled() -> bool:
+    """Load (or compile) the kernels now; whether the compiled path is in use.
+
+    The crawl calls this at start-up in a thread, so the first page does not pay it
+    on the event loop."""
+    return compiled_kernels() is not None
+
+
+def _run(k: Any, sep: bytes) -> tuple[int, int]:
+    size = len(sep)
+    buf = np.frombuffer(sep + _PAD, dtype=np.uint8)
+    hashes = np.empty(size // 2 + 1, dtype=np.uint64)  # a word is followed by a space
+    long_at = np.empty((size // (k.SHORT + 2) + 1, 3), dtype=np.intp)
+    words, longs = k.word_hashes(buf, size, hashes, long_at)
+    if longs:
+        digest = xxhash.xxh3_64_intdigest
+        for w, start, n in long_at[:longs].tolist():
+            hashes[w] = digest(sep[start:start + n])
+    return int(k.simhash_of_hashes(hashes, words)), int(words)
+
+
+def simhash_words(text: str) -> tuple[int, int]:
+    """``(simhash64(text), number of SimHash words of text)``, compiled when possible."""
+    k = compiled_kernels()
+    if k is None:
+        features, words = text_features(text)
+        return simhash_from_features(features), words
+    return _run(k, separated(text))
+
+
+def simhash_words_numpy(text: str) -> tuple[int, int]:
+    """The same pair by the numpy path (the reference the compiled path is tested on)."""
+    features, words = text_features(text)
+    return simhash_from_features(features), words

@@ -26,18 +26,18 @@ import xxhash
 U64 = npt.NDArray[np.uint64]
 
 #: the first 64 bytes of xxh3's default 192-byte secret (all the short paths read)
-_SECRET = bytes.fromhex(
+SECRET = bytes.fromhex(
     "b8fe6c3923a44bbe7c01812cf721ad1cded46de9839097db7240a4a4b7b3671f"
     "cb79e64eccc0e578825ad07dccff7221b8084674f743248ee03590e6813a264c"
 )
 
 
 def _le32(off: int) -> int:
-    return int.from_bytes(_SECRET[off:off + 4], "little")
+    return int.from_bytes(SECRET[off:off + 4], "little")
 
 
 def _le64(off: int) -> int:
-    return int.from_bytes(_SECRET[off:off + 8], "little")
+    return int.from_bytes(SECRET[off:off + 8], "little")
 
 
 _FLIP_1TO3 = np.uint64(_le32(0) ^ _le32(4))

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ada_url import join_url, normalize_url
 from selectolax.lexbor import LexborHTMLParser
@@ -92,9 +93,9 @@ _NEXT_SPACE = re.compile(r"\s")
 _PLAIN_REF = re.compile(r"[A-Za-z0-9\-._~/?=&%+,;:@!$()*#]+\Z")
 
 
-@dataclass(frozen=True, slots=True)
-class Link:
-    """One out-link: absolute (not canonicalized) URL and where it came from."""
+class Link(NamedTuple):
+    """One out-link: absolute (not canonicalized) URL and where it came from (a named
+    tuple: ~50 a page, 3× cheaper to build than a frozen dataclass)."""
 
     url: str
     tag: str  # "a", "area", "link", "frame" or "iframe"
