@@ -4,6 +4,8 @@ and the event feed): the same rows and values as without it, and bounded."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from courtier import urls
 from courtier.config import build_config
@@ -65,3 +67,57 @@ def test_event_links_are_the_same_through_the_memo() -> None:
     warm = link_entries(links)
     assert cold == warm == [{"url": "http://a.test/x", "anchor": "one", "tag": "a", "rel": [],
                              "nofollow": False, "sponsored": False, "ugc": False}]
+
+
+@pytest.mark.parametrize("raw, key", [
+    ("http://a.test/p#top", "http://a.test/p"),
+    ("http://a.test/p?q=1#s3", "http://a.test/p?q=1"),
+    ("http://u#x@a.test/", "http://u"),          # '#' ends the authority: host "u"
+    ("http://a.test/p #top", "http://a.test/p #top"),   # space before '#': kept whole
+    ("http://a.test/p\t#top", "http://a.test/p\t#top"),
+    ("#top", "#top"),
+    ("http://a.test/p", "http://a.test/p"),
+])
+def test_memo_key_drops_only_a_fragment_that_cannot_matter(raw: str, key: str) -> None:
+    assert urls.link_memo_key(raw) == key
+
+
+def test_a_long_fragment_is_not_cut() -> None:
+    raw = "http://a.test/p#" + "f" * urls.MAX_URL_LENGTH
+    assert urls.link_memo_key(raw) == raw
+    urls._LINK_MEMO.clear()
+    canonicalize_link("http://a.test/p#short")
+    with pytest.raises(InvalidURL):  # too long as a whole, memo or not
+        canonicalize_link(raw)
+
+
+@pytest.mark.parametrize("first, second", [
+    ("http://a.test/p#one", "http://a.test/p#two"),
+    ("http://a.test/p", "http://a.test/p#two"),
+    ("http://a.test/p#one", "http://a.test/p"),
+    ("http://a.test/p #one", "http://a.test/p#one"),
+    ("http://a.test/p#one", "http://a.test/p #one"),
+    ("http://u#x@a.test/", "http://u#y@b.test/"),
+    ("HTTP://A.TEST:80/./x#1", "http://a.test/x#2"),
+])
+def test_links_sharing_a_key_get_what_canonicalize_gives(first: str, second: str) -> None:
+    urls._LINK_MEMO.clear()
+    assert canonicalize_link(first) == canonicalize(first)
+    assert canonicalize_link(second) == canonicalize(second)
+
+
+@settings(max_examples=300, deadline=None)
+@given(prefix=st.sampled_from(["http://a.test/p", "https://a.test:8443/x?y=1", "http://u",
+                               "http://a.test/p ", "http://a.test/%7e", " http://a.test/"]),
+       fragments=st.lists(st.text(max_size=12), min_size=1, max_size=4))
+def test_any_fragments_of_one_link_match_canonicalize(prefix: str, fragments: list[str]) -> None:
+    urls._LINK_MEMO.clear()
+    for fragment in fragments:
+        raw = prefix + "#" + fragment
+        try:
+            expected = canonicalize(raw)
+        except InvalidURL:
+            with pytest.raises(InvalidURL):
+                canonicalize_link(raw)
+            continue
+        assert canonicalize_link(raw) == expected

@@ -39,8 +39,8 @@ with numpy (``dedup/word_hashes.py``, identical to the ``xxhash`` package's);
 about 0.3 ms (``bench/simhash_bench.py`` prints the figure).
 
 **The compiled path.** :func:`simhash_words` (what ``DuplicateTracker`` calls: the
-fingerprint and the word count) runs steps 1b–5 as two compiled loops when numba is
-installed (the optional ``jit`` extra, ``pip install 'courtier[jit]'``): the kernels
+fingerprint and the word count) runs steps 1b–5 as two compiled loops with numba (a
+dependency since the fifth CPU round; it was the optional ``jit`` extra): the kernels
 of ``dedup/_simhash_kernels.py`` (word edges and xxh3's short paths; shingles and lane
 votes) cost about a third of the numpy path (``bench/simhash_bench.py``) and give the
 same values (tests check them against it). numba is ~200 MB installed and ~0.45 s to
@@ -194,7 +194,7 @@ def simhash64(text: str) -> int:
     return simhash_from_features(text_features(text)[0])
 
 
-# --- the compiled path (numba, optional) ------------------------------------------
+# --- the compiled path (numba) -------------------------------------------------
 
 log = logging.getLogger(__name__)
 

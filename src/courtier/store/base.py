@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, Protocol
 
+import orjson
+
 from courtier.errors import StoreError
 from courtier.outcome import Outcome
 from courtier.store.cluster import ClusterStore
@@ -133,10 +135,19 @@ class FetchCommit:
 
     def event_json(self) -> str:
         """The outbox JSON: ``event`` plus url_key (hex), url, version (the new one) and
-        outcome. Raises StoreError when ``event`` is not JSON-serialisable."""
+        outcome. Raises StoreError when ``event`` is not JSON-serialisable.
+
+        orjson writes it (several times the standard encoder's speed, which was ~3 % of a
+        crawl's CPU; UTF-8 text without ``\\u`` escapes; NaN and infinities become null).
+        What orjson refuses (a lone surrogate, an integer beyond 64 bits) goes to the
+        standard encoder, which escapes surrogates and raises for the rest."""
         payload = dict(self.event)
         payload.update(url_key=self.url_key.hex(), url=self.url, version=self.version + 1,
                        outcome=str(self.outcome))
+        try:
+            return orjson.dumps(payload).decode()
+        except TypeError:
+            pass
         try:
             return json.dumps(payload, separators=(",", ":"), allow_nan=False)
         except (TypeError, ValueError) as exc:
