@@ -28,6 +28,7 @@ from courtier.cluster.shard_state import ShardStateKeeper
 from courtier.cluster.shared_scope import ScopeFollower
 from courtier.config import CrawlConfig
 from courtier.day_counts import DayCountLedger
+from courtier.dedup.payload_lookups import PayloadLookups
 from courtier.errors import StoreError
 from courtier.fetch.transport import FetchLimits, Transport
 from courtier.frontier.budget import DailyBudget
@@ -176,6 +177,7 @@ class Worker(RefillSteps, FetchSteps, ShardSteps, CommitSteps):
             ip_delay=config.ip_delay,
         )
         self.processor = PageProcessor(config, intake, archive, self.agent)
+        self.payload_lookups = PayloadLookups(store)
         #: trap statistics and near-duplicate index follow the shards (cluster/shard_state.py)
         self.shard_state = None if coordinator is None else ShardStateKeeper(
             store, intake.traps, self.processor.duplicates, clock)
@@ -508,6 +510,7 @@ class Worker(RefillSteps, FetchSteps, ShardSteps, CommitSteps):
             task.cancel()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.payload_lookups.close()  # no fetch asks any more
         await self._settle_refill()  # its rows reach the frontier, then go back below
         self._collect_denials(self.clock.now())
         await self._flush()  # the commit under way, then the rest (bounded once stopping)

@@ -19,6 +19,7 @@ from courtier.cluster.ip_slots import IpSlots
 from courtier.config import CrawlConfig
 from courtier.day_counts import DayCountLedger
 from courtier.dedup.pages import FirstCopy
+from courtier.dedup.payload_lookups import PayloadLookups
 from courtier.errors import (
     ArchiveError,
     BlockedAddressError,
@@ -60,6 +61,8 @@ class FetchSteps:
     agent: str
     frontier: Frontier
     processor: PageProcessor
+    #: the store's payload index, asked for many fetches at once (dedup/payload_lookups.py)
+    payload_lookups: PayloadLookups
     metrics: CrawlMetrics
     auditor: LeaseAuditor
     parsers: OffLoopParser
@@ -200,10 +203,7 @@ class FetchSteps:
         copy = self.processor.duplicates.pending_copy(digest)
         if copy is not None:
             return copy
-        try:
-            found = await self.store.payload_location(digest)
-        except StoreError:
-            return None
+        found = await self.payload_lookups.find(digest)  # None also when the store failed
         if found is None:
             return None
         warc_file, offset, url, fetched_at = found

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import json
 import statistics
+from collections.abc import Sequence
 
-from courtier.sim.loop import run_virtual
+from courtier.dedup.payload_lookups import CALLER_TASK_NAME
+from courtier.errors import StoreError
+from courtier.sim.loop import LoopClock, run_virtual
 from courtier.sim.run import SimCrawl, sim_config, simulate
 from courtier.sim.web import SimHost, SimWeb
+from courtier.store.base import PayloadLocation
 from courtier.store.memory import MemoryStore
 
 
@@ -139,3 +144,54 @@ def test_change_distance_decides_what_counts_as_a_change() -> None:
 
     assert changes(None) == 1.0  # new bytes at every visit: every visit is a change
     assert changes(64) == 0.0    # no SimHash can move more than 64 bits: never a change
+
+
+class CountingStore(MemoryStore):
+    """Records each batched payload lookup, answered after ``latency`` virtual seconds
+    (a database's round trip); fails them all when ``failing``."""
+
+    def __init__(self, clock: LoopClock, latency: float = 0.0, failing: bool = False) -> None:
+        super().__init__(clock)
+        self.latency = latency
+        self.failing = failing
+        self.batches: list[list[str]] = []
+
+    async def payload_locations(self, digests: Sequence[str]) -> dict[str, PayloadLocation]:
+        self.batches.append(list(digests))
+        await asyncio.sleep(self.latency)  # virtual time: the round trip, not an ordering
+        if self.failing:
+            raise StoreError("payload index unreachable (simulated)")
+        return await super().payload_locations(digests)
+
+
+def test_payload_lookups_of_concurrent_fetches_share_store_calls() -> None:
+    async def go() -> None:
+        web = SimWeb([SimHost(f"h{i}.sim", ip=f"192.0.2.{i}", pages=6, latency=0.3)
+                      for i in range(12)])
+        crawl = SimCrawl(web, sim_config(delay=0.5))
+        store = crawl.store = CountingStore(crawl.clock, latency=0.05)
+        report = await crawl.run()
+        assert report.violations == []
+        asked = [d for batch in store.batches for d in batch]
+        assert len(asked) == report.status.fetched == 12 * 7  # every page (distinct bodies)
+        assert len(store.batches) < len(asked) and max(map(len, store.batches)) > 1
+        assert not [t for t in asyncio.all_tasks() if t.get_name() == CALLER_TASK_NAME]
+
+    run_virtual(go())
+
+
+def test_failed_payload_lookups_archive_full_records_and_lose_no_page() -> None:
+    async def go() -> None:
+        web = SimWeb([SimHost("origin.sim", pages=6, cross_links=0, robots_body=b""),
+                      SimHost("mirror.sim", ip="192.0.2.2", pages=6, cross_links=0,
+                              robots_body=b"", duplicate_of="origin.sim")])
+        crawl = SimCrawl(web, sim_config(delay=0.5))
+        store = crawl.store = CountingStore(crawl.clock, failing=True)
+        report = await crawl.run()
+        assert report.violations == [] and store.batches
+        events = [e for e in await store.read_events(0, 1000) if e.payload["outcome"] == "ok"]
+        by_host = collections.Counter(e.payload["url"].split("/")[2] for e in events)
+        assert by_host["origin.sim"] == by_host["mirror.sim"] == 8
+        assert all(e.payload["warc"] for e in events)  # each page archived, as a record
+
+    run_virtual(go())

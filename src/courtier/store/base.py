@@ -204,6 +204,9 @@ class HostRecord:
 #: the :class:`DayCount` key of the crawl-wide ``--daily-budget``
 DAILY_BUDGET_KEY = "*"
 
+#: where a payload was first archived: (warc_file, offset, url, fetched_at)
+PayloadLocation = tuple[str, int, str, float]
+
 
 @dataclass(frozen=True, slots=True)
 class HostTierRecord:
@@ -421,8 +424,12 @@ class Store(ClusterStore, Protocol):
         status, outcome, robots_digest, delay_applied, error_kind), in id order, with
         ``id > after``; only that URL's rows when ``url_key`` is given."""
 
-    async def payload_location(self, digest: str) -> tuple[str, int, str, float] | None:
+    async def payload_location(self, digest: str) -> PayloadLocation | None:
         """First (warc_file, offset, url, fetched_at) stored for this payload digest."""
+
+    async def payload_locations(self, digests: Sequence[str]) -> dict[str, PayloadLocation]:
+        """:meth:`payload_location` of many digests in one query: only the digests found are
+        keys; a digest may be given more than once; no digests ask nothing of the database."""
 
     async def read_events(self, after: int, limit: int) -> list[Event]:
         """Outbox events with ``id > after`` in id order."""

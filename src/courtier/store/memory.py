@@ -27,6 +27,7 @@ from courtier.store.base import (
     HostStatsDelta,
     HostTierRecord,
     NewUrl,
+    PayloadLocation,
     ReparseEvent,
     SegmentRecord,
     UrlState,
@@ -58,7 +59,7 @@ class MemoryStore(MemoryClusterState):
         self.events: list[Event] = []
         self._event_keys: set[tuple[bytes, int]] = set()
         self._reparse_keys: set[tuple[bytes, int, int]] = set()
-        self.payloads: dict[str, tuple[str, int, str, float]] = {}
+        self.payloads: dict[str, PayloadLocation] = {}
         self._segments: dict[str, SegmentRecord] = {}
         self._fetch_log: list[dict[str, Any]] = []
         self._queue = ReadyQueue()  # the QUEUED rows and the exact host queue
@@ -268,8 +269,11 @@ class MemoryStore(MemoryClusterState):
         ]
         return rows[:limit]
 
-    async def payload_location(self, digest: str) -> tuple[str, int, str, float] | None:
+    async def payload_location(self, digest: str) -> PayloadLocation | None:
         return self.payloads.get(digest)
+
+    async def payload_locations(self, digests: Sequence[str]) -> dict[str, PayloadLocation]:
+        return {d: self.payloads[d] for d in digests if d in self.payloads}
 
     async def save_segment(self, name: str, owner: str, state: str, size: int) -> None:
         if state not in SEGMENT_STATES:

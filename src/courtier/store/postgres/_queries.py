@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from courtier.store.base import HostRecord
+from courtier.store.base import HostRecord, PayloadLocation
 from courtier.store.postgres._rows import (
     HOST_COLUMNS,
     QUEUED,
@@ -169,3 +169,10 @@ async def counts(conn: Conn) -> dict[str, int]:
     assert row is not None
     return {name: int(row[name]) for name in
             ("urls", "queued", "scheduled", "retired", "fetched", "events", "hosts")}
+
+
+async def payload_locations(conn: Conn, digests: list[str]) -> dict[str, PayloadLocation]:
+    """The stored first copies of these digests, in one statement."""
+    rows = await conn.fetch("SELECT digest, warc_file, warc_offset, url, fetched_at FROM payloads"
+                            " WHERE digest = ANY($1::text[])", digests)
+    return {r[0]: (r[1], int(r[2]), r[3], float(r[4])) for r in rows}

@@ -36,6 +36,7 @@ from courtier.store.base import (
     HostStatsDelta,
     HostTierRecord,
     NewUrl,
+    PayloadLocation,
     ReparseEvent,
     SegmentRecord,
 )
@@ -397,13 +398,15 @@ class PostgresStore(_cluster.PostgresCluster):
         return await self._run("fetch_log", lambda conn: _queries.fetch_log(
             conn, after, limit, where), write=False)
 
-    async def payload_location(self, digest: str) -> tuple[str, int, str, float] | None:
-        async def job(conn: Conn) -> tuple[str, int, str, float] | None:
-            r = await conn.fetchrow("SELECT warc_file, warc_offset, url, fetched_at FROM payloads"
-                                    " WHERE digest = $1", digest)
-            return None if r is None else (r[0], int(r[1]), r[2], float(r[3]))
+    async def payload_location(self, digest: str) -> PayloadLocation | None:
+        return (await self.payload_locations([digest])).get(digest)
 
-        return await self._run("payload_location", job, write=False)
+    async def payload_locations(self, digests: Sequence[str]) -> dict[str, PayloadLocation]:
+        wanted = list(digests)
+        if not wanted:
+            return {}
+        return await self._run("payload_locations",
+                               lambda conn: _queries.payload_locations(conn, wanted), write=False)
 
     # -- archive (issue 12): see _archive.py ------------------------------------------------
 

@@ -15,7 +15,7 @@ import sqlite3
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from courtier.store.base import DayCount, HostRecord, NewUrl, UrlState
+from courtier.store.base import DayCount, HostRecord, NewUrl, PayloadLocation, UrlState
 from courtier.store.sqlite._refill import enter_queue
 
 QUEUED = int(UrlState.QUEUED)
@@ -292,3 +292,15 @@ def fetch_log(
         item["url_key"] = bytes(item["url_key"]).hex()
         out.append(item)
     return out
+
+
+def payload_locations(
+    conn: sqlite3.Connection, digests: Sequence[str]
+) -> dict[str, PayloadLocation]:
+    """The stored first copies of these digests (one bound value: a JSON array)."""
+    rows = conn.execute(
+        "SELECT digest, warc_file, warc_offset, url, fetched_at FROM payloads"
+        " WHERE digest IN (SELECT value FROM json_each(?))",
+        (as_json_list(digests),),
+    )
+    return {row[0]: (row[1], int(row[2]), row[3], float(row[4])) for row in rows}

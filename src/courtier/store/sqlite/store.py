@@ -43,6 +43,7 @@ from courtier.store.base import (
     HostStatsDelta,
     HostTierRecord,
     NewUrl,
+    PayloadLocation,
     ReparseEvent,
     SegmentRecord,
 )
@@ -383,15 +384,15 @@ class SqliteStore(_cluster.SqliteCluster):
             "fetch_log", lambda conn: _queries.fetch_log(conn, after, limit, url_key), write=False
         )
 
-    async def payload_location(self, digest: str) -> tuple[str, int, str, float] | None:
-        def job(conn: sqlite3.Connection) -> tuple[str, int, str, float] | None:
-            row = conn.execute(
-                "SELECT warc_file, warc_offset, url, fetched_at FROM payloads WHERE digest = ?",
-                (digest,),
-            ).fetchone()
-            return None if row is None else (row[0], int(row[1]), row[2], float(row[3]))
+    async def payload_location(self, digest: str) -> PayloadLocation | None:
+        return (await self.payload_locations([digest])).get(digest)
 
-        return await self._tx("payload_location", job, write=False)
+    async def payload_locations(self, digests: Sequence[str]) -> dict[str, PayloadLocation]:
+        wanted = list(digests)
+        if not wanted:
+            return {}
+        return await self._tx("payload_locations",
+                              lambda conn: _queries.payload_locations(conn, wanted), write=False)
 
     async def save_segment(self, name: str, owner: str, state: str, size: int) -> None:
         if state not in SEGMENT_STATES:
