@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -90,13 +91,15 @@ def shards_moved() -> list[tuple[str, int]]:
     return out
 
 
-def machine_busy_s() -> float:
+def machine_busy_s() -> tuple[float, float]:
     """CPU-seconds spent by the whole machine so far (every process: the workers,
-    nginx, PostgreSQL and anything else), from /proc/stat."""
+    nginx, PostgreSQL and anything else) and of them stolen by the hypervisor (time
+    this virtual machine wanted a core and another guest had it), from /proc/stat."""
     fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
     ticks = [int(f) for f in fields]
     idle = ticks[3] + ticks[4]  # idle + iowait
-    return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return (sum(ticks[:8]) - idle) / tick, ticks[7] / tick
 
 
 class ServerCpu:
@@ -158,6 +161,7 @@ def run(workers: int, a: argparse.Namespace, manifest: static_web.SiteManifest,
     name = f"courtier_bench_{uuid.uuid4().hex[:10]}"
     asyncio.run(_admin(f'CREATE DATABASE "{name}"'))
     log = work / f"access-{workers}.log"
+    log.unlink(missing_ok=True)  # nginx appends: an earlier round's requests are not this run's
     dsn = ADMIN_DSN[0].rsplit("/", 1)[0] + f"/{name}"
     try:
         cmd = [sys.executable, "-m", "courtier", "crawl", "--workers", str(workers),
@@ -177,7 +181,9 @@ def run(workers: int, a: argparse.Namespace, manifest: static_web.SiteManifest,
                                stderr=open(work / f"crawl-{workers}.log", "wb"),  # noqa: SIM115
                                timeout=a.max_seconds)
             wall = time.monotonic() - began
-            busy = machine_busy_s() - busy_before
+            busy_after = machine_busy_s()
+            busy = busy_after[0] - busy_before[0]
+            stolen = busy_after[1] - busy_before[1]
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
         if a.keep is not None:  # statistics are sent at transaction ends: give them a moment
             time.sleep(1.0)
@@ -197,10 +203,10 @@ def run(workers: int, a: argparse.Namespace, manifest: static_web.SiteManifest,
             "window_s": window, "window_pages_per_s": cov.distinct / max(window, 1e-9),
             "per_2s": buckets, "cpu_s": cpu,
             "cpu_ms_per_page": 1000 * cpu / max(1, cov.distinct),
-            "machine_cores": busy / wall,
+            "machine_cores": busy / wall, "steal_cores": stolen / wall,
             "pg_ms_per_page": 1000 * servers.seconds("postgres") / max(1, cov.distinct),
             "nginx_ms_per_page": 1000 * servers.seconds("nginx") / max(1, cov.distinct),
-            "other_ms_per_page": 1000 * (busy - cpu) / max(1, cov.distinct),
+            "other_ms_per_page": 1000 * (busy - stolen - cpu) / max(1, cov.distinct),
             "load_before": load_before, "load_after": os.getloadavg()[0]}
 
 
@@ -219,6 +225,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--admin-dsn", default=ADMIN,
                     help="a database of the PostgreSQL server to create the runs' databases "
                     "from (default: the local server's postgres database)")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="rounds of all worker counts, alternating (1, 2, 1, 2, …): each "
+                    "round's ratios against its own 1-worker run, then their medians")
     a = ap.parse_args(argv)
     ADMIN_DSN[0] = a.admin_dsn
     counts = a.workers or [1, 2]
@@ -232,7 +241,26 @@ def main(argv: list[str] | None = None) -> int:
                                        page_bytes=30_000, links=50)
         seeds = static_web.write_seeds(manifest, work / "seeds.txt")
         hosts = static_web.write_hosts_file(manifest, work / "hosts.txt")
-        results = [run(k, a, manifest, seeds, hosts, work) for k in counts]
+        rounds = [[run(k, a, manifest, seeds, hosts, work) for k in counts]
+                  for _ in range(max(1, a.repeat))]
+    for n, results in enumerate(rounds, start=1):
+        if len(rounds) > 1:
+            print(f"round {n}:")
+        report(results)
+    if len(rounds) > 1:
+        for i, k in enumerate(counts[1:], start=1):
+            run_r = sorted(r[i]["pages_per_s"] / r[0]["pages_per_s"] for r in rounds)
+            win_r = sorted(r[i]["window_pages_per_s"] / r[0]["window_pages_per_s"]
+                           for r in rounds)
+            print(f"{k} workers / {counts[0]} over {len(rounds)} rounds: run ratios "
+                  f"{' '.join(f'{x:.2f}' for x in run_r)} (median "
+                  f"{statistics.median(run_r):.2f}), window ratios "
+                  f"{' '.join(f'{x:.2f}' for x in win_r)} (median "
+                  f"{statistics.median(win_r):.2f})")
+    return 0
+
+
+def report(results: list[dict[str, Any]]) -> None:
     base = results[0]
     for r in results:
         print(f"{r['workers']:.0f} worker(s): {r['pages']:.0f} pages (coverage "
@@ -240,13 +268,12 @@ def main(argv: list[str] | None = None) -> int:
               f"CPU {r['cpu_ms_per_page']:.2f} ms/page (PostgreSQL {r['pg_ms_per_page']:.2f}, "
               f"nginx {r['nginx_ms_per_page']:.2f}, the whole rest of the machine "
               f"{r['other_ms_per_page']:.2f} ms/page; machine busy {r['machine_cores']:.2f} "
-              f"cores), "
+              f"cores, of which stolen by the hypervisor {r['steal_cores']:.2f}), "
               f"ratio {r['pages_per_s'] / base['pages_per_s']:.2f}; crawl window "
               f"{r['window_s']:.1f} s = {r['window_pages_per_s']:.1f} pages/s, ratio "
               f"{r['window_pages_per_s'] / base['window_pages_per_s']:.2f} "
               f"(load {r['load_before']:.1f} → {r['load_after']:.1f})")
         print("    requests per 2 s of the window:", " ".join(map(str, r["per_2s"])))
-    return 0
 
 
 if __name__ == "__main__":
