@@ -65,11 +65,23 @@ def courtier_binary() -> Path:
     return Path(sys.executable).with_name("courtier")
 
 
+def courtier_package_dir() -> Path:
+    """The folder of the ``courtier`` package this interpreter imports."""
+    found = subprocess.run([sys.executable, "-c", "import courtier; print(courtier.__file__)"],
+                           capture_output=True, text=True, check=True, timeout=60)
+    return Path(found.stdout.strip()).parent
+
+
 def courtier_ready() -> tuple[bool, str]:
     """Whether ``courtier crawl --help`` works, and its help text (or the error)."""
     exe = courtier_binary()
     if not exe.exists():
         return False, f"{exe} not found"
+    # Bytecode for courtier's own modules, as `pip install` writes it for Scrapy's (and
+    # for a non-editable courtier) at install time: with PYTHONDONTWRITEBYTECODE set, an
+    # editable checkout would otherwise compile every module again at every start.
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(courtier_package_dir())],
+                   check=True, capture_output=True, timeout=300)
     done = subprocess.run([str(exe), "crawl", "--help"], capture_output=True, text=True, timeout=60)
     return done.returncode == 0, done.stdout if done.returncode == 0 else done.stderr[-800:]
 

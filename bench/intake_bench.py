@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
-import sqlite3
 import statistics
 import tempfile
 import time
@@ -31,6 +30,7 @@ from courtier.frontier.traps import TemplateTracker, TrapRules
 from courtier.intake import Intake, Scope
 from courtier.store.sqlite import SqliteStore
 from courtier.store.sqlite._queries import insert_urls
+from courtier.store.sqlite._schema import connect
 from courtier.urls import canonicalize
 
 TARGET = 100_000
@@ -60,9 +60,7 @@ def run(pages: int, hosts: int, seed: int, db: Path) -> tuple[float, int, int]:
     intake = Intake(Scope(config, seeds), traps=TemplateTracker(TrapRules(), clock))
     per_host = max(1, pages // hosts)
     corpus = [page_links(rng, p % hosts, hosts, per_host * 2) for p in range(pages)]
-    conn = sqlite3.connect(db, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")
+    conn = connect(str(db))  # the store's own PRAGMAs (WAL, page cache, checkpoints)
     links = inserted = 0
     pending = []
     start = time.process_time()

@@ -319,9 +319,41 @@ def canonicalize(raw: str, base: str | None = None) -> CanonicalUrl:
     return _new_canonical(url, scheme, host, port, host_key, url_key, shard)
 
 
-#: :func:`canonicalize_link`'s memo: raw link → canonical form, cleared when full
-#: (~300 B an entry); shared by the intake and the event feed, which read the same links
-_LINK_MEMO: dict[str, CanonicalUrl] = {}
+class _LinkMemo:
+    """Raw link key → canonical form, in two generations of at most ``limit`` entries.
+
+    A key is written to the young generation; when that is full it becomes the old one
+    (the previous old one is dropped) and a new young one starts. A key found only in
+    the old generation is written to the young one again, so links that keep recurring
+    (navigation, a host's pages seen round after round) survive every rotation, while a
+    plain clear-when-full memo would forget all of them at once. At most ``2 × limit``
+    entries (~300 B each) are held.
+    """
+
+    __slots__ = ("old", "young")
+
+    def __init__(self) -> None:
+        self.young: dict[str, CanonicalUrl] = {}
+        self.old: dict[str, CanonicalUrl] = {}
+
+    def put(self, key: str, url: CanonicalUrl, limit: int) -> None:
+        if len(self.young) >= limit:
+            self.old, self.young = self.young, {}
+        self.young[key] = url
+
+    def clear(self) -> None:
+        self.young, self.old = {}, {}
+
+    def __len__(self) -> int:
+        return len(self.young) + len(self.old)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.young or key in self.old
+
+
+#: :func:`canonicalize_link`'s memo, shared by the intake and the event feed, which read
+#: the same links; ``LINK_MEMO_LIMIT`` entries a generation
+_LINK_MEMO = _LinkMemo()
 LINK_MEMO_LIMIT = 32_768
 
 
@@ -349,17 +381,20 @@ def canonicalize_link(raw: str) -> CanonicalUrl:
     A page's links are canonicalized twice (its event's link list, then the intake)
     and navigation links repeat on every page of a host; :func:`canonicalize` is pure,
     so a remembered result is the same value. Entries are keyed by
-    :func:`link_memo_key` (the link without its fragment). Failures are not remembered
-    (they raise :class:`~courtier.errors.InvalidURL` every time). Thread-safe: the memo
-    is a dict whose single reads and writes are atomic.
+    :func:`link_memo_key` (the link without its fragment); the memo keeps two
+    generations (:class:`_LinkMemo`). Failures are not remembered (they raise
+    :class:`~courtier.errors.InvalidURL` every time). Thread-safe: single dict reads and
+    writes are atomic, and a rotation racing another thread's can only drop entries,
+    never give a wrong value.
     """
     key = link_memo_key(raw)
-    url = _LINK_MEMO.get(key)
+    memo = _LINK_MEMO
+    url = memo.young.get(key)
     if url is None:
-        url = canonicalize(raw)
-        if len(_LINK_MEMO) >= LINK_MEMO_LIMIT:
-            _LINK_MEMO.clear()
-        _LINK_MEMO[key] = url
+        url = memo.old.get(key)
+        if url is None:
+            url = canonicalize(raw)
+        memo.put(key, url, LINK_MEMO_LIMIT)
     return url
 
 

@@ -7,11 +7,13 @@ parse_html → canonicalize → static_trap_reason → TemplateTracker.admit.
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from courtier.clock import VirtualClock
 from courtier.errors import InvalidURL
+from courtier.frontier import templates
 from courtier.frontier.templates import MAX_TEMPLATE_CHARS, facet_atoms, url_template
 from courtier.frontier.traps import Decision, TemplateTracker, TrapRules, static_trap_reason
 from courtier.parse.html import parse_html
@@ -33,9 +35,22 @@ def _path(segments: list[str], query: list[tuple[str, str]]) -> str:
 @settings(max_examples=300, deadline=None)
 @given(st.text(max_size=300))
 def test_url_template_is_total_and_bounded(text: str) -> None:
-    template = url_template(text)
+    templates._ABSTRACT_MEMO.clear()
+    template = url_template(text)  # every segment abstracted afresh
     assert len(template) <= MAX_TEMPLATE_CHARS + 17
-    assert url_template(text) == template
+    assert url_template(text) == template  # the short ones now from the memo
+
+
+def test_the_segment_memo_stays_bounded_and_skips_long_segments(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(templates, "_ABSTRACT_MEMO_LIMIT", 8)
+    templates._ABSTRACT_MEMO.clear()
+    long_segment = "x" * (templates._ABSTRACT_MEMO_MAX_CHARS + 1)
+    for i in range(50):
+        assert url_template(f"/s{i}/{long_segment}/2026-11-0{i % 9 + 1}") == (
+            "/s{n}/" + long_segment + "/{date}")
+    assert 0 < len(templates._ABSTRACT_MEMO) <= 8
+    assert long_segment not in templates._ABSTRACT_MEMO
 
 
 @settings(max_examples=300, deadline=None)

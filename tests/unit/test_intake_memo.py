@@ -41,7 +41,29 @@ def test_memo_stays_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     intake = make_intake()
     rows = intake.links([f"http://a.test/p{i}" for i in range(35)], 1, 0.0)
     assert len(rows) == 35
-    assert 0 < len(urls._LINK_MEMO) <= 10
+    assert 0 < len(urls._LINK_MEMO) <= 20  # two generations of at most 10
+
+
+def test_a_recurring_link_survives_rotations_and_a_one_off_does_not(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(urls, "LINK_MEMO_LIMIT", 10)
+    parsed: list[str] = []
+
+    def counting(raw: str) -> urls.CanonicalUrl:
+        parsed.append(raw)
+        return canonicalize(raw)
+
+    monkeypatch.setattr(urls, "canonicalize", counting)
+    urls._LINK_MEMO.clear()
+    canonicalize_link("http://a.test/once")
+    for i in range(100):  # ten rotations, the navigation link seen every 5th link
+        if i % 5 == 0:
+            assert canonicalize_link("http://a.test/nav#top") == canonicalize("http://a.test/nav")
+        canonicalize_link(f"http://a.test/p{i}")
+    assert parsed.count("http://a.test/nav#top") == 1  # parsed once, found ever after
+    assert "http://a.test/nav" in urls._LINK_MEMO
+    assert "http://a.test/once" not in urls._LINK_MEMO
+    assert len(urls._LINK_MEMO) <= 20
 
 
 @pytest.mark.parametrize("raw", [*LINKS[:3], "https://x.test:443/a/../b?%7e=1#f",

@@ -88,13 +88,27 @@ SESSION_PARAMS = frozenset(
 _MATRIX_SESSION = re.compile(r";(?:jsessionid|phpsessid|sessionid|sid)=[^;/?]*", re.IGNORECASE)
 
 
+#: :func:`_abstract`'s results for short segments and names (which repeat on every URL
+#: of a site: ``p``, ``page-2``, ``index.html``), cleared when full
+_ABSTRACT_MEMO: dict[str, str] = {}
+_ABSTRACT_MEMO_LIMIT = 16_384
+_ABSTRACT_MEMO_MAX_CHARS = 64
+
+
 def _abstract(text: str) -> str:
     """Replace the variable parts of one segment or parameter name by placeholders."""
     if not text:
         return text
-    if ";" in text:
-        text = _MATRIX.sub(r";\1=*", text)
-    return _TOKEN.sub(lambda m: "{" + str(m.lastgroup) + "}", text)
+    known = _ABSTRACT_MEMO.get(text)
+    if known is not None:
+        return known
+    out = _MATRIX.sub(r";\1=*", text) if ";" in text else text
+    out = _TOKEN.sub(lambda m: "{" + str(m.lastgroup) + "}", out)
+    if len(text) <= _ABSTRACT_MEMO_MAX_CHARS:
+        if len(_ABSTRACT_MEMO) >= _ABSTRACT_MEMO_LIMIT:
+            _ABSTRACT_MEMO.clear()
+        _ABSTRACT_MEMO[text] = out
+    return out
 
 
 def url_template(path_and_query: str) -> str:
