@@ -114,6 +114,7 @@ class ServerCpu:
         self.database = database
         self.first: dict[int, float] = {}
         self.last: dict[int, tuple[str, float]] = {}
+        self.series: list[tuple[float, float]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
@@ -136,11 +137,24 @@ class ServerCpu:
             elif comm.startswith("postgres") and (
                     self.database in cmd or any(k in cmd for k in self.SHARED)):
                 out[int(entry.name)] = ("postgres", cpu)
+            elif " -m courtier " in cmd and self.database in cmd:
+                out[int(entry.name)] = ("worker", cpu)
         return out
 
     def _loop(self) -> None:
         while not self._stop.wait(0.2):
             self.last.update(self._scan())
+            self.series.append((time.monotonic(), self.seconds("worker")))
+
+    def worker_cores(self, began: float, step: float = 2.0) -> list[float]:
+        """The workers' cores in use over each ``step`` seconds from ``began`` (samples)."""
+        out: list[float] = []
+        last_at, last_cpu = began, 0.0
+        for at, cpu in self.series:
+            if at - last_at >= step:
+                out.append(round((cpu - last_cpu) / (at - last_at), 2))
+                last_at, last_cpu = at, cpu
+        return out
 
     def __enter__(self) -> ServerCpu:
         self.first = {pid: cpu for pid, (_, cpu) in self._scan().items()}
@@ -201,7 +215,7 @@ def run(workers: int, a: argparse.Namespace, manifest: static_web.SiteManifest,
     return {"workers": workers, "pages": cov.distinct, "coverage": cov.coverage,
             "wall": wall, "pages_per_s": cov.distinct / wall,
             "window_s": window, "window_pages_per_s": cov.distinct / max(window, 1e-9),
-            "per_2s": buckets, "cpu_s": cpu,
+            "per_2s": buckets, "worker_cores_per_2s": servers.worker_cores(began), "cpu_s": cpu,
             "cpu_ms_per_page": 1000 * cpu / max(1, cov.distinct),
             "machine_cores": busy / wall, "steal_cores": stolen / wall,
             "pg_ms_per_page": 1000 * servers.seconds("postgres") / max(1, cov.distinct),
@@ -274,6 +288,8 @@ def report(results: list[dict[str, Any]]) -> None:
               f"{r['window_pages_per_s'] / base['window_pages_per_s']:.2f} "
               f"(load {r['load_before']:.1f} → {r['load_after']:.1f})")
         print("    requests per 2 s of the window:", " ".join(map(str, r["per_2s"])))
+        print("    workers' cores per 2 s of the run:",
+              " ".join(f"{c:.2f}" for c in r["worker_cores_per_2s"]))
 
 
 if __name__ == "__main__":

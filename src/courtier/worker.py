@@ -317,9 +317,13 @@ class Worker(RefillSteps, FetchSteps, ShardSteps, CommitSteps):
         stopping = self._stop.is_set()
         if (not stopping and not refilling and now - ticks.refill >= self._refill_interval()
                 and now >= self._refill_retry_at):
-            # beside the loop, like the commits; a quick one (most, and every refill of the
-            # memory store) is in the frontier before this turn issues
-            await asyncio.wait({self._start_refill(now)}, timeout=REFILL_INLINE)
+            # beside the loop, like the commits. With little in memory the turn waits a
+            # moment, so a quick refill (most, and every refill of the memory store) is in
+            # the frontier before it issues; with work at hand it issues at once (waiting
+            # there idled a PostgreSQL worker for REFILL_INLINE at every slower refill)
+            refill = self._start_refill(now)
+            if frontier.queued < self.config.concurrency:
+                await asyncio.wait({refill}, timeout=REFILL_INLINE)
             ticks.refill = now
         self._collect_denials(now)
         await self._release_returned()

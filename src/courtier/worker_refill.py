@@ -9,8 +9,9 @@ fails (``_loaded``, ``_unreleased``), so a store error never strands a row SCHED
 The refill runs as a task beside the loop (``_start_refill``; one at a time): a refill
 is a store round trip or several (rows, their plan values, new hosts' records), which
 took up to seconds on PostgreSQL with thousands of rows, and the loop issued nothing
-while it waited. The turn that starts it waits ``REFILL_INLINE`` for it, so a quick
-refill still reaches the frontier before that turn issues. While a refill runs the
+while it waited. The turn that starts it with fewer URLs in memory than the
+concurrency waits ``REFILL_INLINE`` for it, so a quick refill still reaches the frontier
+before that turn issues; with more, the turn issues at once. While a refill runs the
 loop does not apply shard moves (nor renew the single process's leases), so every row
 it adds belongs to a shard still held; a store error pauses refills for
 ``STORE_RETRY`` while fetches and commits go on.

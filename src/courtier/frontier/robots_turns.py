@@ -47,13 +47,16 @@ def decide_head(host: HostState, rules: RobotsTxt, agent: str, path: str,
     """
     due = host.peek()
     pending = host.robots_check
-    if not isinstance(pending, PendingCheck) or pending.rules is not rules \
-            or pending.url_key != due.url_key:
-        pending = PendingCheck(rules, due.url_key, rules.check(agent, path))
-        host.robots_check = pending
-    spent = pending.check.advance(budget)
-    if not pending.check.done:
+    if isinstance(pending, PendingCheck) and pending.rules is rules \
+            and pending.url_key == due.url_key:
+        check, fresh = pending.check, False
+    else:  # most decisions finish at once: the pending record is made only when not
+        check, fresh = rules.check(agent, path), True
+    spent = check.advance(budget)
+    if not check.done:
+        if fresh:
+            host.robots_check = PendingCheck(rules, due.url_key, check)
         return None, False, spent
     host.robots_check = None
     host.pop()
-    return due, pending.check.allowed, spent
+    return due, check.allowed, spent

@@ -191,6 +191,12 @@ class Frontier:
                 self._reschedule(host)
                 continue
             lease = self._lease_from(host, now)
+            if lease is not None and lease.kind is LeaseKind.PAGE \
+                    and host.in_flight >= self._max_in_flight(host):
+                # what _reschedule comes to here (a page lease means the host is neither
+                # blocked nor without robots rules): busy until a fetch ends
+                host.token += 1
+                return lease
             self._reschedule(host)
             if lease is not None:
                 return lease
@@ -318,8 +324,11 @@ class Frontier:
             return None
         if host.in_flight >= self._max_in_flight(host):
             return None
-        at = max(host.next_allowed_at, host.timing.backoff_until)
-        other = self._redirect_target(host)
+        at = host.next_allowed_at
+        backoff = host.timing.backoff_until
+        if backoff > at:
+            at = backoff
+        other = None if host.robots.fetch_url is None else self._redirect_target(host)
         if other is not None:
             if other.in_flight >= self._max_in_flight(other):
                 other.waiters.add(host.host_key)
@@ -333,7 +342,8 @@ class Frontier:
             if self.max_in_flight_per_ip and ip.in_flight >= self.max_in_flight_per_ip:
                 ip.waiting.add(host.host_key)
                 return None
-            at = max(at, ip.next_allowed_at)
+            if ip.next_allowed_at > at:
+                at = ip.next_allowed_at
         robots = host.robots
         if robots.status is RobotsStatus.UNREACHABLE and robots.last_good is None:
             at = max(at, robots.retry_at)
@@ -373,7 +383,8 @@ class Frontier:
             host.timing.record_failure(now, self.delay_policy, self.rng, feedback.retry_at)
         else:
             host.timing.record_success(feedback.elapsed, self.delay_policy)
-            host.timing.recover(self.base_delay_for(host), self.delay_policy)
+            if host.timing.throttle_delay > 0:  # recover() does nothing otherwise
+                host.timing.recover(self.base_delay_for(host), self.delay_policy)
         self._space_next(host, lease)
         self._reschedule(host)
 
@@ -428,15 +439,16 @@ class Frontier:
     def _space_next(self, host: HostState, lease: Lease) -> None:
         """Set the earliest next start from the delay in force *after* this response
         (a new Crawl-delay or a slower host applies to the very next request)."""
-        delay = max(lease.delay, self.delay_for(host))
-        at = lease.issued_at + delay
-        if self._max_in_flight(host) == 1:
-            # The server saw the request start somewhere between our lease and this
-            # moment (connection set-up delays it by an unknown amount), so the gap is
-            # counted from the end of the fetch: the next start is then at least
-            # ``delay`` after the previous one as the server measures it.
-            at = self.clock.now() + delay
-        host.next_allowed_at = max(host.next_allowed_at, at)
+        delay = self.delay_for(host)
+        if lease.delay > delay:
+            delay = lease.delay
+        # With one fetch at a time the server saw the request start somewhere between
+        # our lease and this moment (connection set-up delays it by an unknown amount),
+        # so the gap is counted from the end of the fetch: the next start is then at
+        # least ``delay`` after the previous one as the server measures it.
+        at = (self.clock.now() if self._max_in_flight(host) == 1 else lease.issued_at) + delay
+        if at > host.next_allowed_at:
+            host.next_allowed_at = at
 
     def return_lease(self, lease: Lease) -> None:
         """Give an unstarted or abandoned lease back (shutdown): its URL is released."""

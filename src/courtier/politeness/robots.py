@@ -85,6 +85,7 @@ _UTF8_BOM: Final = b"\xef\xbb\xbf"
 _PRODUCT_BYTES = re.compile(rb"[A-Za-z_-]*")
 _PRODUCT_STR = re.compile(r"[A-Za-z_-]*")
 _ROBOTS_PATH: Final = "/robots.txt"
+_ROBOTS_QUERY: Final = _ROBOTS_PATH + "?"
 _DECIMAL = re.compile(rb"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")
 
 
@@ -319,7 +320,7 @@ class RobotsTxt:
         if not path.startswith("/"):
             path = "/" + path
         path = normalize(path)
-        if path == _ROBOTS_PATH or path.startswith(_ROBOTS_PATH + "?"):
+        if path == _ROBOTS_PATH or path.startswith(_ROBOTS_QUERY):
             return PathCheck.decided(True)
         group = self.group_for(agent_token)
         if group is None:

@@ -159,7 +159,7 @@ class RuleSet:
     already be :func:`normalize`-d.
     """
 
-    __slots__ = ("_exact", "_levels", "_rule_count")
+    __slots__ = ("_exact", "_levels", "_plain", "_rule_count")
 
     def __init__(self, rules: Iterable[Rule]) -> None:
         pending: dict[int, dict[str, _Pending]] = {}
@@ -188,6 +188,10 @@ class RuleSet:
         self._levels = tuple(levels)
         self._exact = exact
         self._rule_count = count
+        # no "*" rule and fewer head lengths than one pause: a walk would never yield
+        # before its answer, so :meth:`check` decides at once (no generator)
+        self._plain = len(levels) < _PAUSE_EVERY and not any(
+            entry.wildcards for _, entries, _ in levels for entry in entries.values())
 
     @staticmethod
     def _add(
@@ -242,8 +246,34 @@ class RuleSet:
             return verdict
 
     def check(self, path: str) -> PathCheck:
-        """The decision for a normalised ``path``, to be taken in steps."""
+        """The decision for a normalised ``path``, to be taken in steps (taken at once,
+        with the same answer and units, for a set of plain prefix rules)."""
+        if self._plain:
+            return self._decide_plain(path)
         return PathCheck(self._walk(path))
+
+    def _decide_plain(self, path: str) -> PathCheck:
+        """What :meth:`_walk` finds for a set without ``*`` rules, as a decided check
+        charged the units the walk would have spent (one per head length tried)."""
+        best_length = -1
+        best_allow = False
+        if self._exact:
+            hit = self._exact.get(path)
+            if hit is not None:
+                best_length, best_allow = hit
+        size = len(path)
+        units = 0
+        for head_length, entries, floor in self._levels:
+            if floor < best_length:
+                break
+            if head_length > size:
+                continue
+            units += 1
+            entry = entries.get(path[:head_length])
+            if entry is not None and entry.plain is not None and _better(
+                    head_length, entry.plain, best_length, best_allow):
+                best_length, best_allow = head_length, entry.plain
+        return PathCheck.decided(None if best_length < 0 else best_allow, units)
 
     def _walk(self, path: str) -> Generator[int, None, bool | None]:
         """Yields the work units spent since its last yield (about every
@@ -301,19 +331,21 @@ class PathCheck:
     :data:`_PAUSE_EVERY`. :attr:`units` is the total spent so far.
     """
 
-    __slots__ = ("_walk", "done", "units", "verdict")
+    __slots__ = ("_unpaid", "_walk", "done", "units", "verdict")
 
     def __init__(self, walk: Generator[int, None, bool | None] | None,
-                 verdict: bool | None = None) -> None:
+                 verdict: bool | None = None, units: int = 0) -> None:
         self._walk = walk
         self.done = walk is None
         self.verdict = verdict
         self.units = 0
+        self._unpaid = units
 
     @classmethod
-    def decided(cls, verdict: bool | None) -> PathCheck:
-        """A check whose answer is already known (no rules to try)."""
-        return cls(None, verdict)
+    def decided(cls, verdict: bool | None, units: int = 0) -> PathCheck:
+        """A check whose answer is already known: no rules to try, or taken at once
+        for ``units`` of work (which the first :meth:`advance` returns)."""
+        return cls(None, verdict, units)
 
     @property
     def allowed(self) -> bool:
@@ -321,7 +353,7 @@ class PathCheck:
         return self.verdict is not False
 
     def advance(self, budget: int) -> int:
-        spent = 0
+        spent, self._unpaid = self._unpaid, 0
         walk = self._walk
         while walk is not None and spent < budget:
             try:

@@ -18,7 +18,13 @@ from courtier.politeness.robots import (
     product_token,
     request_path,
 )
-from courtier.politeness.robots_match import Rule, RuleSet, normalize, normalize_bytes
+from courtier.politeness.robots_match import (
+    PathCheck,
+    Rule,
+    RuleSet,
+    normalize,
+    normalize_bytes,
+)
 from tests.conftest import CONFORMANCE_DIR, REPO_ROOT, conformance_file
 
 GOOGLE_CASES = "robots/google_robots_cases.json"
@@ -747,6 +753,35 @@ def test_a_decision_taken_in_steps_is_the_same_decision(
             break
         check.advance(budget)
     assert check.done and check.verdict == _reference(rules, path)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.booleans(), st.text(alphabet="/ab$", min_size=1, max_size=7)),
+             max_size=40),
+    st.text(alphabet="/ab$", max_size=30),
+)
+def test_plain_rules_are_decided_at_once_as_the_walk_decides(
+        raw_rules: list[tuple[bool, str]], path: str) -> None:
+    rules = [Rule(allow, pattern) for allow, pattern in raw_rules]
+    rule_set = RuleSet(rules)
+    quick = rule_set.check(path)
+    assert quick.done  # no "*": decided without a walk
+    walked = PathCheck(rule_set._walk(path))
+    walked_units = walked.advance(10**9)
+    assert quick.advance(10**9) == walked_units  # charged what the walk spends
+    assert quick.advance(10**9) == 0  # and only once
+    assert quick.verdict == walked.verdict == _reference(rules, path)
+
+
+def test_many_plain_head_lengths_are_still_decided_in_steps() -> None:
+    rules = [Rule(False, "/" + "b" * i) for i in range(1, 400)] + [Rule(True, "/a")]
+    check = RuleSet(rules).check("/" + "a" * 500)
+    assert not check.done  # 399 head lengths (2–400): more than one pause of the walk
+    steps = []
+    while not check.done:
+        steps.append(check.advance(100))
+    assert len(steps) > 1 and sum(steps) == 399 and check.verdict is True
 
 
 def test_identical_wildcard_rules_are_tried_once() -> None:

@@ -1,0 +1,71 @@
+"""A slow refill does not hold up the fetches while the frontier holds work (worker.py's
+turn waits ``REFILL_INLINE`` for a refill only when fewer URLs than the concurrency are in
+memory).
+
+The store's ``load_due`` takes ``STALL`` virtual seconds once the frontier holds work, and
+``REFILL_INLINE`` is raised to the same: a turn that waited for such a refill would start
+nothing for that long. The sim web's observer (an independent log of request starts)
+must show requests starting inside every stalled refill, and the crawl still completes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Collection, Mapping, Sequence
+
+import pytest
+
+from courtier import worker as worker_module
+from courtier.sim.loop import run_virtual
+from courtier.sim.run import SimCrawl, sim_config
+from courtier.sim.web import SimHost, SimWeb
+from courtier.store.base import DueUrl
+from courtier.store.memory import MemoryStore
+from courtier.worker import Worker
+from tests.sim.test_faults import allowed, page_counts
+
+CONCURRENCY = 4
+STALL = 5.0
+
+
+class SlowRefills(MemoryStore):
+    def __init__(self, crawl: SimCrawl) -> None:
+        super().__init__(crawl.clock)
+        self.crawl = crawl
+        self.worker: Worker | None = None
+        self.stalls: list[tuple[float, float]] = []  # (start, end) virtual seconds
+
+    async def load_due(self, shards: Sequence[int], now: float, limit: int,
+                       per_host_limit: int, skip_hosts: Collection[str] = (),
+                       epochs: Mapping[int, int] | None = None) -> list[DueUrl]:
+        worker = self.worker
+        if worker is not None and worker.frontier.queued >= CONCURRENCY:
+            began = self.crawl.clock.now()
+            await asyncio.sleep(STALL)
+            self.stalls.append((began, self.crawl.clock.now()))
+        return await super().load_due(shards, now, limit, per_host_limit, skip_hosts, epochs)
+
+
+def test_fetches_go_on_while_a_slow_refill_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(worker_module, "REFILL_INLINE", STALL)
+
+    async def go() -> None:
+        web = SimWeb([SimHost(f"h{i}.sim", ip=f"192.0.2.{i}", pages=30, latency=0.2)
+                      for i in range(8)])
+        crawl = SimCrawl(web, sim_config(delay=0.3, concurrency=CONCURRENCY))
+        store = SlowRefills(crawl)
+        crawl.store = store
+
+        async def watch(worker: Worker, _clock: object) -> None:
+            store.worker = worker
+
+        report = await crawl.run(during=watch)
+        assert report.violations == []
+        assert set(page_counts(crawl)) == allowed(web)
+        assert store.stalls, "no refill ran while the frontier held work"
+        starts = sorted(r.start for r in crawl.observer.requests)
+        for began, ended in store.stalls:
+            inside = [t for t in starts if began < t < ended]
+            assert inside, f"no request started during the refill of {began:.2f}–{ended:.2f}"
+
+    run_virtual(go())
