@@ -137,7 +137,8 @@ class ServerCpu:
             elif comm.startswith("postgres") and (
                     self.database in cmd or any(k in cmd for k in self.SHARED)):
                 out[int(entry.name)] = ("postgres", cpu)
-            elif " -m courtier " in cmd and self.database in cmd:
+            elif (" -m courtier " in cmd and self.database in cmd) or "spawn_main" in cmd:
+                # the crawl command, and the workers it starts (multiprocessing "spawn")
                 out[int(entry.name)] = ("worker", cpu)
         return out
 

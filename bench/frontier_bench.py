@@ -6,7 +6,10 @@ host (a real ``finish_robots`` with a small file), then a loop that takes
 every lease that may start now, keeps up to ``--in-flight`` of them open and
 finishes the oldest (``finish_page``), advancing a virtual clock only when
 nothing may start. Only the frontier's own work is timed (``process_time``,
-the bench's own bookkeeping included, so the figure is conservative).
+the bench's own bookkeeping included, so the figure is conservative). Each case
+runs under the garbage-collector settings of a crawl (``app.crawl_gc``: start-up
+objects frozen, thresholds ``GC_THRESHOLDS``), entered before the URLs are added
+as a crawl enters it before its first refill.
 
     .venv/bin/python bench/frontier_bench.py                 # 10 k, 100 k, 1 M hosts
     .venv/bin/python bench/frontier_bench.py --queued 10000000   # the full 10 M URLs (≈ 6 GB)
@@ -29,6 +32,7 @@ import time
 import tracemalloc
 from collections import deque
 
+from courtier.app import crawl_gc
 from courtier.clock import VirtualClock
 from courtier.frontier import FetchFeedback, Frontier, Lease, LeaseKind
 from courtier.politeness.delays import DelayPolicy
@@ -112,6 +116,11 @@ def grant_loop(frontier: Frontier, clock: VirtualClock, grants: int, in_flight: 
 
 
 def hosts_case(n_hosts: int, queued: int, grants: int, delay: float) -> dict[str, float]:
+    with crawl_gc():  # the collector settings a crawl runs with (app.py), set before its refills
+        return _hosts_case(n_hosts, queued, grants, delay)
+
+
+def _hosts_case(n_hosts: int, queued: int, grants: int, delay: float) -> dict[str, float]:
     clock = VirtualClock()
     frontier = make_frontier(clock, delay)
     hosts = [host_name(i) for i in range(n_hosts)]
@@ -126,6 +135,11 @@ def hosts_case(n_hosts: int, queued: int, grants: int, delay: float) -> dict[str
 
 
 def hot_case(hot_urls: int, others: int, grants: int, delay: float) -> dict[str, float]:
+    with crawl_gc():
+        return _hot_case(hot_urls, others, grants, delay)
+
+
+def _hot_case(hot_urls: int, others: int, grants: int, delay: float) -> dict[str, float]:
     clock = VirtualClock()
     frontier = make_frontier(clock, delay)
     hot = host_name(9_999_999)

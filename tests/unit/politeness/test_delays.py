@@ -6,8 +6,16 @@ import itertools
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from courtier.politeness.delays import DelayPolicy, HostTiming, effective_delay, parse_retry_after
+from courtier.politeness.delays import (
+    DelayPolicy,
+    HostTiming,
+    base_delay,
+    effective_delay,
+    parse_retry_after,
+)
 
 NOW = 1_700_000_000.0
 
@@ -20,6 +28,22 @@ def test_effective_delay_is_the_largest_of_all() -> None:
     assert effective_delay(policy, timing, 4.0, override_delay=9.0) == 9.0
     timing.adaptive_delay = 12.0
     assert effective_delay(policy, timing, 4.0) == 12.0
+
+
+_DELAYS = st.floats(min_value=0.0, max_value=1e6, allow_nan=False)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_DELAYS, st.none() | _DELAYS, st.none() | _DELAYS, _DELAYS, _DELAYS)
+def test_effective_delay_is_the_max_of_its_parts(
+        configured: float, crawl_delay: float | None, override: float | None,
+        adaptive: float, throttle: float) -> None:
+    timing = HostTiming(adaptive_delay=adaptive, throttle_delay=throttle)
+    asked = configured if override is None else override
+    expected = max(asked, crawl_delay or 0.0, adaptive, throttle)
+    assert effective_delay(DelayPolicy(delay=configured), timing, crawl_delay, override) == expected
+    assert base_delay(DelayPolicy(delay=configured), crawl_delay, override) == max(
+        asked, crawl_delay or 0.0)
 
 
 def test_adaptive_delay_grows_at_once_and_recovers_slowly() -> None:
