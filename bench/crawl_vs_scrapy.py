@@ -28,6 +28,7 @@ the figures are also saved as JSON under ``bench/out/``.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -66,10 +67,11 @@ def courtier_binary() -> Path:
 
 
 def courtier_package_dir() -> Path:
-    """The folder of the ``courtier`` package this interpreter imports."""
-    found = subprocess.run([sys.executable, "-c", "import courtier; print(courtier.__file__)"],
-                           capture_output=True, text=True, check=True, timeout=60)
-    return Path(found.stdout.strip()).parent
+    """The folder of the ``courtier`` package this interpreter imports (not imported)."""
+    spec = importlib.util.find_spec("courtier")
+    if spec is None or spec.origin is None:
+        raise SystemExit("the courtier package is not importable from this interpreter")
+    return Path(spec.origin).parent
 
 
 def courtier_ready() -> tuple[bool, str]:
