@@ -11,7 +11,6 @@ must show requests starting inside every stalled refill, and the crawl still com
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection, Mapping, Sequence
 
 import pytest
 
@@ -19,31 +18,24 @@ from courtier import worker as worker_module
 from courtier.sim.loop import run_virtual
 from courtier.sim.run import SimCrawl, sim_config
 from courtier.sim.web import SimHost, SimWeb
-from courtier.store.base import DueUrl
-from courtier.store.memory import MemoryStore
 from courtier.worker import Worker
 from tests.sim.test_faults import allowed, page_counts
+from tests.sim.test_refill_pacing import RefillWatch
 
 CONCURRENCY = 4
 STALL = 5.0
 
 
-class SlowRefills(MemoryStore):
+class SlowRefills(RefillWatch):
     def __init__(self, crawl: SimCrawl) -> None:
-        super().__init__(crawl.clock)
-        self.crawl = crawl
-        self.worker: Worker | None = None
+        super().__init__(crawl)
         self.stalls: list[tuple[float, float]] = []  # (start, end) virtual seconds
 
-    async def load_due(self, shards: Sequence[int], now: float, limit: int,
-                       per_host_limit: int, skip_hosts: Collection[str] = (),
-                       epochs: Mapping[int, int] | None = None) -> list[DueUrl]:
-        worker = self.worker
-        if worker is not None and worker.frontier.queued >= CONCURRENCY:
+    async def before_refill(self, worker: Worker) -> None:
+        if worker.frontier.queued >= CONCURRENCY:
             began = self.crawl.clock.now()
             await asyncio.sleep(STALL)
             self.stalls.append((began, self.crawl.clock.now()))
-        return await super().load_due(shards, now, limit, per_host_limit, skip_hosts, epochs)
 
 
 def test_fetches_go_on_while_a_slow_refill_runs(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -55,11 +47,7 @@ def test_fetches_go_on_while_a_slow_refill_runs(monkeypatch: pytest.MonkeyPatch)
         crawl = SimCrawl(web, sim_config(delay=0.3, concurrency=CONCURRENCY))
         store = SlowRefills(crawl)
         crawl.store = store
-
-        async def watch(worker: Worker, _clock: object) -> None:
-            store.worker = worker
-
-        report = await crawl.run(during=watch)
+        report = await crawl.run(during=store.watch)
         assert report.violations == []
         assert set(page_counts(crawl)) == allowed(web)
         assert store.stalls, "no refill ran while the frontier held work"

@@ -22,19 +22,36 @@ from tests.sim.test_faults import allowed, page_counts
 CONCURRENCY = 4
 
 
-class TimedRefills(MemoryStore):
+class RefillWatch(MemoryStore):
+    """A memory store that calls :meth:`before_refill` with the crawl's worker at every
+    ``load_due`` (once :meth:`watch`, the crawl's ``during`` hook, has seen the worker)."""
+
     def __init__(self, crawl: SimCrawl) -> None:
         super().__init__(crawl.clock)
         self.crawl = crawl
         self.worker: Worker | None = None
-        self.calls: list[tuple[float, int]] = []  # (time, URLs queued in memory)
+
+    async def watch(self, worker: Worker, _clock: object) -> None:
+        self.worker = worker
+
+    async def before_refill(self, worker: Worker) -> None:
+        """What the test does at a refill, before the store answers it."""
 
     async def load_due(self, shards: Sequence[int], now: float, limit: int,
                        per_host_limit: int, skip_hosts: Collection[str] = (),
                        epochs: Mapping[int, int] | None = None) -> list[DueUrl]:
         if self.worker is not None:
-            self.calls.append((self.crawl.clock.now(), self.worker.frontier.queued))
+            await self.before_refill(self.worker)
         return await super().load_due(shards, now, limit, per_host_limit, skip_hosts, epochs)
+
+
+class TimedRefills(RefillWatch):
+    def __init__(self, crawl: SimCrawl) -> None:
+        super().__init__(crawl)
+        self.calls: list[tuple[float, int]] = []  # (time, URLs queued in memory)
+
+    async def before_refill(self, worker: Worker) -> None:
+        self.calls.append((self.crawl.clock.now(), worker.frontier.queued))
 
 
 def test_refills_slow_down_while_the_frontier_holds_ample_work() -> None:
@@ -44,11 +61,7 @@ def test_refills_slow_down_while_the_frontier_holds_ample_work() -> None:
         crawl = SimCrawl(web, sim_config(delay=0.5, concurrency=CONCURRENCY))
         store = TimedRefills(crawl)
         crawl.store = store
-
-        async def watch(worker: Worker, _clock: object) -> None:
-            store.worker = worker
-
-        report = await crawl.run(during=watch)
+        report = await crawl.run(during=store.watch)
         assert report.violations == []
         counts = page_counts(crawl)
         assert set(counts) == allowed(web)
