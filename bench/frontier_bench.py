@@ -16,7 +16,8 @@ as a crawl enters it before its first refill.
 
 Cases:
 
-* ``hosts``: N active hosts sharing ``--queued`` URLs; delay 1 s per host.
+* ``hosts``: N active hosts sharing ``--queued`` URLs; delay 1 s per host; with
+  ``--no-robots-hosts`` the same with every robots.txt answering 404 (many real hosts).
 * ``hot``: one host with ``--hot-urls`` pending URLs among 1,000 others: its
   grants per second, the frontier's memory per queued URL, and its
   politeness (every start at least the delay after the previous fetch ended,
@@ -72,12 +73,13 @@ def feed(frontier: Frontier, hosts: list[str], per_host: list[int], batch: int =
     return added
 
 
-def fetch_all_robots(frontier: Frontier, clock: VirtualClock) -> None:
-    """Every host's first lease is its robots.txt: answer them all with 200 (all at the
-    same virtual instant, so no page lease is due yet: the delay runs from each answer)."""
+def fetch_all_robots(frontier: Frontier, clock: VirtualClock, status: int = 200) -> None:
+    """Every host's first lease is its robots.txt: answer them all with ``status`` (200
+    with a small file, or 404: no robots.txt, everything allowed), all at the same virtual
+    instant, so no page lease is due yet: the delay runs from each answer."""
     while (lease := frontier.next_lease()) is not None:
         assert lease.kind is LeaseKind.ROBOTS, lease
-        frontier.finish_robots(lease, 200, ROBOTS)
+        frontier.finish_robots(lease, status, ROBOTS if status == 200 else b"")
 
 
 def grant_loop(frontier: Frontier, clock: VirtualClock, grants: int, in_flight: int,
@@ -115,19 +117,21 @@ def grant_loop(frontier: Frontier, clock: VirtualClock, grants: int, in_flight: 
     return time.process_time() - start, granted, watched, finished_at
 
 
-def hosts_case(n_hosts: int, queued: int, grants: int, delay: float) -> dict[str, float]:
+def hosts_case(n_hosts: int, queued: int, grants: int, delay: float,
+               robots_status: int = 200) -> dict[str, float]:
     with crawl_gc():  # the collector settings a crawl runs with (app.py), set before its refills
-        return _hosts_case(n_hosts, queued, grants, delay)
+        return _hosts_case(n_hosts, queued, grants, delay, robots_status)
 
 
-def _hosts_case(n_hosts: int, queued: int, grants: int, delay: float) -> dict[str, float]:
+def _hosts_case(n_hosts: int, queued: int, grants: int, delay: float,
+                robots_status: int) -> dict[str, float]:
     clock = VirtualClock()
     frontier = make_frontier(clock, delay)
     hosts = [host_name(i) for i in range(n_hosts)]
     base, extra = divmod(queued, n_hosts)
     t0 = time.process_time()
     added = feed(frontier, hosts, [base + (1 if i < extra else 0) for i in range(n_hosts)])
-    fetch_all_robots(frontier, clock)
+    fetch_all_robots(frontier, clock, robots_status)
     setup = time.process_time() - t0
     cpu, granted, _, _ = grant_loop(frontier, clock, grants, in_flight=64, fetch_s=0.05)
     return {"hosts": n_hosts, "queued": added, "setup_s": setup, "grants": granted,
@@ -168,15 +172,20 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="grant loops per case (median)")
     ap.add_argument("--delay", type=float, default=1.0)
     ap.add_argument("--hot-urls", type=int, nargs="*", default=[10_000, 1_000_000])
+    ap.add_argument("--no-robots-hosts", type=int, nargs="*", default=[10_000],
+                    help="host counts of the case where every robots.txt answers 404")
     a = ap.parse_args()
     print(f"frontier grants/s on one core (target ≥ {TARGET:,}), delay {a.delay} s, "
           f"64 leases open, median of {a.repeat}")
-    for n in a.hosts:
-        runs = [hosts_case(n, max(a.queued, n), a.grants, a.delay) for _ in range(a.repeat)]
+    cases = [(n, 200, "") for n in a.hosts] + [(n, 404, ", robots.txt 404")
+                                               for n in a.no_robots_hosts]
+    for n, status, label in cases:
+        runs = [hosts_case(n, max(a.queued, n), a.grants, a.delay, status)
+                for _ in range(a.repeat)]
         rate = statistics.median(r["grants_per_s"] for r in runs)
         r = runs[0]
         each = ", ".join(f"{x['grants_per_s']:,.0f}" for x in runs)
-        print(f"  {n:>9,} hosts, {int(r['queued']):>10,} queued: {rate:>9,.0f} grants/s "
+        print(f"  {n:>9,} hosts{label}, {int(r['queued']):>10,} queued: {rate:>9,.0f} grants/s "
               f"(runs {each}; "
               f"setup {r['setup_s']:.1f} CPU-s) {'ok' if rate >= TARGET else 'MISSES'}")
     for hot_urls in a.hot_urls:

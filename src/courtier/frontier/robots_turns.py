@@ -50,7 +50,14 @@ def decide_head(host: HostState, rules: RobotsTxt, agent: str, path: str,
     if isinstance(pending, PendingCheck) and pending.rules is rules \
             and pending.url_key == due.url_key:
         check, fresh = pending.check, False
-    else:  # most decisions finish at once: the pending record is made only when not
+    else:
+        at_once = rules.decide_at_once(agent, path)  # most decisions: no PathCheck at all
+        if at_once is not None:
+            host.robots_check = None
+            host.pop()
+            verdict, units = at_once
+            return due, verdict is not False, units
+        # the pending record is made only when the decision does not finish at once
         check, fresh = rules.check(agent, path), True
     spent = check.advance(budget)
     if not check.done:

@@ -279,8 +279,15 @@ class Frontier:
         return host.crawl_delay
 
     def delay_for(self, host: HostState) -> float:
-        return effective_delay(self.delay_policy, host.timing, self._crawl_delay(host),
-                               host.policy.delay)
+        rules = host.robots.rules_in_force()  # _crawl_delay inlined: twice per lease
+        if rules is None:
+            crawl_delay = None
+        elif host.delay_rules is rules:
+            crawl_delay = host.crawl_delay
+        else:
+            host.delay_rules, host.crawl_delay = rules, rules.crawl_delay(self.agent)
+            crawl_delay = host.crawl_delay
+        return effective_delay(self.delay_policy, host.timing, crawl_delay, host.policy.delay)
 
     def base_delay_for(self, host: HostState) -> float:
         """The configured gap (delay or per-host override, Crawl-delay): the throttle's floor."""
@@ -322,7 +329,8 @@ class Frontier:
     def _ready_at(self, host: HostState) -> float | None:
         if not host.queue or host.robots_in_flight:
             return None
-        if host.in_flight >= self._max_in_flight(host):
+        cap = host.policy.max_in_flight or self.max_in_flight  # _max_in_flight, inlined
+        if host.in_flight >= cap and host.in_flight >= 1:
             return None
         at = host.next_allowed_at
         backoff = host.timing.backoff_until

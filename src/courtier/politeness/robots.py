@@ -269,8 +269,10 @@ class RobotsTxt:
 
     @classmethod
     def allow_all(cls) -> RobotsTxt:
-        """The rules when robots.txt is unavailable (4xx): everything is allowed."""
-        return cls(b"")
+        """The rules when robots.txt is unavailable (4xx): everything is allowed. One
+        shared instance: the frontier asks for it on every lease of such a host and
+        remembers values (Crawl-delay, compiled groups) by the rules' identity."""
+        return _ALLOW_ALL
 
     @classmethod
     def disallow_all(cls) -> RobotsTxt:
@@ -317,15 +319,28 @@ class RobotsTxt:
     def check(self, agent_token: str, path: str) -> PathCheck:
         """The decision :meth:`allowed` makes, as a :class:`PathCheck` to take in steps
         (its work is bounded per :meth:`PathCheck.advance`; see ``robots_match``)."""
+        path, rules, verdict = self._rules_for(agent_token, path)
+        return PathCheck.decided(verdict) if rules is None else rules.check(path)
+
+    def decide_at_once(self, agent_token: str, path: str) -> tuple[bool | None, int] | None:
+        """``(verdict, units)`` of :meth:`check` when the decision takes one step (no
+        rules apply, or plain prefix rules), without a :class:`PathCheck`; None when it
+        must be taken in steps. Allowed unless the verdict is False."""
+        path, rules, verdict = self._rules_for(agent_token, path)
+        return (verdict, 0) if rules is None else rules.decide_at_once(path)
+
+    def _rules_for(self, agent_token: str, path: str) -> tuple[str, RuleSet | None, bool | None]:
+        """The normalised path and the rules that decide it, or no rules and the verdict
+        (robots.txt itself is always allowed; no group for the agent allows all)."""
         if not path.startswith("/"):
             path = "/" + path
         path = normalize(path)
         if path == _ROBOTS_PATH or path.startswith(_ROBOTS_QUERY):
-            return PathCheck.decided(True)
+            return path, None, True
         group = self.group_for(agent_token)
         if group is None:
-            return PathCheck.decided(None)
-        return group.rules.check(path)
+            return path, None, None
+        return path, group.rules, None
 
     def prepare(self, agent_token: str) -> RobotsTxt:
         """Compile the group of ``agent_token`` now (it is otherwise compiled on first
@@ -343,6 +358,9 @@ class RobotsTxt:
             f"RobotsTxt(groups={len(self._groups)}, sitemaps={len(self.sitemaps)}, "
             f"digest={self.digest[:12]}…)"
         )
+
+
+_ALLOW_ALL: Final = RobotsTxt(b"")
 
 
 def _chain(rule_lists: Iterable[list[Rule]]) -> Iterable[Rule]:

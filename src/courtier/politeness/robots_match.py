@@ -249,12 +249,17 @@ class RuleSet:
         """The decision for a normalised ``path``, to be taken in steps (taken at once,
         with the same answer and units, for a set of plain prefix rules)."""
         if self._plain:
-            return self._decide_plain(path)
+            return PathCheck.decided(*self._decide_plain(path))
         return PathCheck(self._walk(path))
 
-    def _decide_plain(self, path: str) -> PathCheck:
-        """What :meth:`_walk` finds for a set without ``*`` rules, as a decided check
-        charged the units the walk would have spent (one per head length tried)."""
+    def decide_at_once(self, path: str) -> tuple[bool | None, int] | None:
+        """``(verdict, units)`` of :meth:`check` for a set decided at once (plain
+        prefix rules), without a :class:`PathCheck`; None when it must be stepped."""
+        return self._decide_plain(path) if self._plain else None
+
+    def _decide_plain(self, path: str) -> tuple[bool | None, int]:
+        """What :meth:`_walk` finds for a set without ``*`` rules, with the units the
+        walk would have spent (one per head length tried)."""
         best_length = -1
         best_allow = False
         if self._exact:
@@ -273,7 +278,7 @@ class RuleSet:
             if entry is not None and entry.plain is not None and _better(
                     head_length, entry.plain, best_length, best_allow):
                 best_length, best_allow = head_length, entry.plain
-        return PathCheck.decided(None if best_length < 0 else best_allow, units)
+        return (None if best_length < 0 else best_allow), units
 
     def _walk(self, path: str) -> Generator[int, None, bool | None]:
         """Yields the work units spent since its last yield (about every

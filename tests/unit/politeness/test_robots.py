@@ -642,6 +642,13 @@ def test_at_least_500_kib_are_parsed() -> None:
     assert not RobotsTxt.parse(body).allowed("x", "/late")
 
 
+def test_allow_all_is_one_shared_instance() -> None:
+    # the frontier remembers a host's Crawl-delay by the rules' identity: a new object per
+    # call (a 404 robots.txt) made it parse and hash b"" three times per lease
+    assert RobotsTxt.allow_all() is RobotsTxt.allow_all()
+    assert RobotsTxt.allow_all().decide_at_once("courtier", "/x") == (None, 0)
+
+
 def test_allow_all_and_disallow_all() -> None:
     assert RobotsTxt.allow_all().allowed("x", "/any/thing")
     assert RobotsTxt.allow_all().digest == hashlib.sha256(b"").hexdigest()
@@ -772,6 +779,28 @@ def test_plain_rules_are_decided_at_once_as_the_walk_decides(
     assert quick.advance(10**9) == walked_units  # charged what the walk spends
     assert quick.advance(10**9) == 0  # and only once
     assert quick.verdict == walked.verdict == _reference(rules, path)
+    assert rule_set.decide_at_once(path) == (walked.verdict, walked_units)  # no PathCheck
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.booleans(), st.text(alphabet="/ab*$", min_size=1, max_size=7)),
+             max_size=20),
+    st.text(alphabet="/ab$%2F", max_size=20),
+    st.sampled_from(["courtier", "other"]),
+)
+def test_a_decision_at_once_is_what_the_stepped_check_decides(
+        raw_rules: list[tuple[bool, str]], path: str, agent: str) -> None:
+    body = "User-agent: courtier\n" + "".join(
+        f"{'Allow' if allow else 'Disallow'}: {pattern}\n" for allow, pattern in raw_rules)
+    robots = RobotsTxt.parse(body.encode())
+    check = robots.check(agent, path)
+    units = check.advance(10**9)
+    at_once = robots.decide_at_once(agent, path)
+    if any("*" in pattern for _, pattern in raw_rules) and agent == "courtier":
+        assert at_once is None  # wildcards are stepped (bounded per turn)
+    else:
+        assert at_once == (check.verdict, units)
 
 
 def test_many_plain_head_lengths_are_still_decided_in_steps() -> None:
