@@ -1,6 +1,7 @@
 """One crawl process: the loop frontier → fetch → archive → commit.
 
-One fetch is :mod:`courtier.worker_fetch`; shards gained, lost and handed over
+One fetch is :mod:`courtier.worker_fetch`; the stop rules, the end of a crawl, the
+waits and the live figures are :mod:`courtier.worker_pacing`; shards gained, lost and handed over
 while the loop runs (many workers on one crawl) are :mod:`courtier.worker_shards`.
 Alone (no coordinator) the worker leases every shard at start and renews them;
 a shard whose lease it loses is dropped, not the whole crawl.
@@ -18,7 +19,7 @@ import contextlib
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from courtier.archive.base import ArchiveWriter
 from courtier.clock import Clock
@@ -42,7 +43,6 @@ from courtier.politeness.delays import DelayPolicy
 from courtier.politeness.robots import MAX_ROBOTS_BYTES, product_token
 from courtier.politeness.robots_state import RobotsPolicy
 from courtier.process import PageProcessor
-from courtier.progress_text import waiting_text
 from courtier.store.base import (
     DAILY_BUDGET_KEY,
     DueUrl,
@@ -54,53 +54,19 @@ from courtier.store.base import (
 from courtier.urls import SHARD_COUNT
 from courtier.worker_commit import STOP_COMMIT_WAIT, CommitSteps
 from courtier.worker_fetch import FetchSteps
-from courtier.worker_refill import REFILL_EVERY, REFILL_INLINE, STORE_RETRY, RefillSteps
-from courtier.worker_shards import ShardSteps
+from courtier.worker_pacing import COMMIT_EVERY, IDLE_POLL, CrawlStatus, PacingSteps
+from courtier.worker_refill import REFILL_INLINE, STORE_RETRY, RefillSteps
+from courtier.worker_shards import SHARD_LEASE, ShardSteps
 
 log = logging.getLogger("courtier.worker")
 
-COMMIT_EVERY = 0.5       # seconds: discovered URLs are durable within about this
 COMMIT_BATCH = 200
-SHARD_LEASE = 60.0
-MIN_WAIT = 0.001         # never spin: a host that is "ready" but cannot start waits a little
-IDLE_POLL = 5.0          # longest sleep while waiting for retries (new seeds wait at most this)
-REPORT_EVERY = 0.25      # seconds between progress figure updates
 RERANK_EVERY = 60.0      # seconds: URLs that became overdue in memory move ahead
 #: seconds between steps of the refresh planner's budget controller (frontier/planner.py)
 REPLAN_EVERY = 600.0
 POLICY_POLL = 1.0        # seconds: policy overrides from other processes apply within this
-CLUSTER_DONE_POLL = 1.0  # seconds between "is the whole crawl done?" looks of an idle worker
 
-
-@dataclass(slots=True)
-class CrawlStatus:
-    """Live figures for the progress display and the final summary."""
-
-    started_at: float = 0.0
-    now: float = 0.0
-    pages: int = 0
-    fetched: int = 0
-    errors: int = 0
-    denied: int = 0
-    bytes: int = 0
-    queued: int = 0
-    in_flight: int = 0
-    hosts_active: int = 0
-    discovered: int = 0
-    stale_commits: int = 0
-    left_for_later: bool = False   # unfinished retries remain beyond --linger
-    longest_stall: float = 0.0     # seconds: the event loop's longest lag (loopwatch.py)
-    waiting: str = ""              # what a lingering one-shot crawl waits for (progress.py)
-    #: URLs of an unfinished cycle left in the store when it ended (recrawls not counted)
-    left_unfetched: int | None = None   # never fetched
-    left_retrying: int | None = None    # retrying after a failure
-    stop_reason: str = ""
-    warc_files: list[str] = field(default_factory=list)
-
-    @property
-    def pages_per_second(self) -> float:
-        elapsed = self.now - self.started_at
-        return self.fetched / elapsed if elapsed > 0 else 0.0
+__all__ = ["COMMIT_BATCH", "COMMIT_EVERY", "SHARD_LEASE", "CrawlStatus", "Worker"]
 
 
 @dataclass(slots=True)
@@ -114,7 +80,7 @@ class _Ticks:
     policy: float = float("-inf")
 
 
-class Worker(RefillSteps, FetchSteps, ShardSteps, CommitSteps):
+class Worker(RefillSteps, FetchSteps, ShardSteps, CommitSteps, PacingSteps):
     def __init__(
         self,
         config: CrawlConfig,
@@ -162,7 +128,6 @@ class Worker(RefillSteps, FetchSteps, ShardSteps, CommitSteps):
         self.on_progress = on_progress
         self.resolve_ip = resolve_ip
         self.record_lags = record_lags
-        #: longest idle sleep; bounds how late work added from outside is noticed
         self.idle_poll = IDLE_POLL
         #: seconds from due to lease of each page lease (simulator figures only)
         self.due_lags: list[float] = []
@@ -354,94 +319,6 @@ class Worker(RefillSteps, FetchSteps, ShardSteps, CommitSteps):
         await self._wait(now)
         return False
 
-    def _check_limits(self, now: float, start: float) -> None:
-        config = self.config
-        if config.max_pages is not None and self._pages_issued >= config.max_pages:
-            self.request_stop("max pages")
-        elif config.max_seconds is not None and now - start >= config.max_seconds:
-            # a bound, not a wish: fetches in flight are cancelled and their URLs released
-            self.request_stop("max seconds")
-            self._cancel_in_flight()
-
-    async def _nothing_due(self, now: float) -> bool:
-        """A one-shot crawl ends when nothing is due now and no unfinished fetch cycle
-        (a retry, a host in back-off or with robots.txt unreachable) is due within
-        ``--linger`` seconds; later ones stay queued for the next run. Recrawls are
-        never waited for."""
-        if self.shard_state is not None and self.shard_state.rebuilding:
-            return False  # gained shards not in the refill yet
-        if self.config.continuous:
-            if self.frontier.queued == 0:
-                self._idle_until = await self.store.next_due_at(self.shards)
-            return False
-        due_at = await self.store.next_due_at(self.shards)
-        if due_at is not None and due_at <= now:
-            return False
-        pending_at = await self.store.next_due_at(self.shards, pending_only=True)
-        self.status.waiting = waiting_text(self.frontier.hosts.values(), pending_at, now)
-        if pending_at is not None and pending_at - now <= self.config.linger:
-            self._idle_until = pending_at
-            return False
-        if self.coordinator is not None and not await self._cluster_done(now):
-            self._idle_until = now + CLUSTER_DONE_POLL  # others may still find work for us
-            return False
-        self.status.left_for_later = pending_at is not None
-        if self.status.left_for_later:
-            with contextlib.suppress(StoreError):
-                self.status.left_unfetched, self.status.left_retrying = \
-                    await self.store.pending_counts(self.shards)
-        return True
-
-    async def _cluster_done(self, now: float) -> bool:
-        """Many workers: the crawl is over only when no worker holds a URL (none is
-        SCHEDULED) and no unfinished cycle of any shard is due within ``--linger``.
-        The count comes first: a URL taken after it is one that was QUEUED before, and
-        the second look sees it or the row that replaced it."""
-        if self._draining:
-            return False
-        if (await self.store.counts()).get("scheduled", 0):
-            return False
-        pending_at = await self.store.next_due_at(range(SHARD_COUNT), pending_only=True)
-        return pending_at is None or pending_at - now > self.config.linger
-
-    async def _wait(self, now: float) -> None:
-        wake = self.frontier.next_wake_at()
-        if (wake is None or len(self._tasks) >= self.config.concurrency or self._stop.is_set()
-                or not self.may_issue(now)):
-            timeout = COMMIT_EVERY  # a finishing fetch or commit wakes us sooner
-        else:
-            timeout = min(COMMIT_EVERY, max(MIN_WAIT, wake - now))
-        idle_until, self._idle_until = self._idle_until, None
-        if idle_until is not None and not self._tasks and self.frontier.queued == 0:
-            # only retries or backed-off hosts remain: sleep until the first is due
-            timeout = min(self.idle_poll, max(REFILL_EVERY, idle_until - now))
-        if self._budget_spent_until is not None and self._budget_spent_until > now:
-            # the daily budget is spent: nothing may start before it renews
-            timeout = min(self.idle_poll, self._budget_spent_until - now)
-        if self.config.max_seconds is not None and not self._stop.is_set():
-            # --max-seconds is checked when the wait ends: never sleep past it
-            deadline = self.status.started_at + self.config.max_seconds
-            timeout = min(timeout, max(MIN_WAIT, deadline - now))
-        # one event for "a fetch finished or a stop was asked": O(1) per wait, unlike
-        # asyncio.wait over every task
-        if not self._wakeup.is_set() and timeout > 0:
-            # asyncio.timeout, not wait_for: on 3.11 wait_for can drop a cancellation
-            # (see cluster/timed_store.py)
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(timeout):
-                    await self._wakeup.wait()
-        self._wakeup.clear()
-
-    async def _renew(self, now: float) -> None:
-        if not self.frontier.epochs:
-            return
-        held = await self.store.renew_shards(self.owner, self.frontier.epochs, now, SHARD_LEASE)
-        lost = set(self.frontier.epochs) - held
-        if lost:
-            self._drop_lost(lost)  # those shards only: the others go on
-            if not self.shards:
-                self.request_stop("lost shard leases")
-
     def _issue(self) -> None:
         max_pages = self.config.max_pages
         now = self.clock.now()
@@ -486,24 +363,6 @@ class Worker(RefillSteps, FetchSteps, ShardSteps, CommitSteps):
             log.error("fetch task failed", exc_info=task.exception())
 
     # ---- commits and shutdown -----------------------------------------------------------
-
-    def _report(self, now: float, force: bool = False) -> None:
-        if not force and now - self._last_report < REPORT_EVERY:
-            return
-        self._last_report = now
-        s, figures = self.status, self.processor.figures
-        s.now = now
-        s.fetched, s.errors, s.denied, s.bytes = (figures.fetched, figures.errors,
-                                                  figures.denied, figures.bytes)
-        s.pages = self._pages_issued
-        s.queued = self.frontier.queued
-        self.metrics.pending_commits.set(len(self._pending))
-        s.in_flight = len(self._tasks)
-        if self._tasks or self.frontier.queued:
-            s.waiting = ""  # fetching again: not lingering
-        s.hosts_active = self.frontier.active_hosts()
-        if self.on_progress is not None:
-            self.on_progress(s)
 
     async def _shutdown(self) -> None:
         # the end of a crawl that no stop asked for ("nothing due", an error) is bounded too

@@ -30,7 +30,7 @@ from courtier.config import CrawlConfig
 from courtier.day_counts import DayCountLedger
 from courtier.domain_policy import policy_in_force, policy_of_record
 from courtier.errors import StoreError
-from courtier.frontier.budget import DAY, DailyBudget
+from courtier.frontier.budget import DailyBudget
 from courtier.frontier.host import domain_host_key
 from courtier.frontier.lease import Lease
 from courtier.frontier.scheduler import Frontier
@@ -38,6 +38,7 @@ from courtier.intake import Intake, seed_scope_rules
 from courtier.metrics import CrawlMetrics
 from courtier.politeness.robots_offload import parse_off_loop
 from courtier.process import PageProcessor
+from courtier.records import DAY
 from courtier.store.base import DAILY_BUDGET_KEY, DueUrl, FetchCommit, NewUrl, Store
 from courtier.store.cluster import HostClock
 

@@ -36,6 +36,9 @@ from courtier.metrics import CrawlMetrics
 from courtier.store.base import DueUrl, Store
 from courtier.store.cluster import HostClock
 
+#: seconds a single process (no coordinator) leases its shards for; renewed every third
+SHARD_LEASE = 60.0
+
 log = logging.getLogger("courtier.worker")
 
 #: seconds a leaving worker waits for the coordinator's round under way: its store calls
@@ -51,6 +54,7 @@ class ShardSteps:
     frontier: Frontier
     metrics: CrawlMetrics
     shards: list[int]
+    owner: str
     coordinator: ShardCoordinator | None
     _task_leases: dict[asyncio.Task[None], Lease]
     #: shard → (local time it was gained, taken over from an expired owner)
@@ -68,6 +72,8 @@ class ShardSteps:
     shard_state: ShardStateKeeper | None
 
     if TYPE_CHECKING:  # the worker's (worker.py, worker_refill.py); no stub may shadow them
+        def request_stop(self, reason: str = "stopped") -> None: ...
+
         async def _flush(self) -> None: ...
 
         async def _release_items(self, items: list[tuple[DueUrl, float]]) -> None: ...
@@ -119,6 +125,17 @@ class ShardSteps:
         if changes.handover:
             released = self.frontier.drain_shards(changes.handover)
             await self._release_items(released)
+
+    async def _renew(self, now: float) -> None:
+        """A single process renews its own leases (a coordinator renews a cluster's)."""
+        if not self.frontier.epochs:
+            return
+        held = await self.store.renew_shards(self.owner, self.frontier.epochs, now, SHARD_LEASE)
+        lost = set(self.frontier.epochs) - held
+        if lost:
+            self._drop_lost(lost)  # those shards only: the others go on
+            if not self.shards:
+                self.request_stop("lost shard leases")
 
     def _drop_lost(self, shards: Collection[int]) -> None:
         lost = set(shards)

@@ -11,7 +11,7 @@ Pure: callers pass ``now``. The day's count survives a restart: the worker saves
 
 from __future__ import annotations
 
-DAY = 24 * 3600.0
+from courtier.records import DAY
 
 
 class DailyBudget:

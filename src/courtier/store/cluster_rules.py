@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from courtier.errors import StoreError
-from courtier.frontier.budget import DAY
+from courtier.records import DAY
 from courtier.store.cluster import SCOPE_KINDS, DayReservation, ScopeRule
 
 

@@ -10,6 +10,7 @@ Used by integration tests and ``courtier demo``::
 """
 
 from courtier.testweb.links import HtmlPage, Link
+from courtier.testweb.responses import PageResponse, normalize_path
 from courtier.testweb.server import (
     RequestRecord,
     TestWebServer,
@@ -18,7 +19,7 @@ from courtier.testweb.server import (
     run_testweb_forever,
     serve_testweb,
 )
-from courtier.testweb.site import PageResponse, TestWeb, normalize_path
+from courtier.testweb.site import TestWeb
 from courtier.testweb.spec import (
     ALL_ROBOTS_KINDS,
     MORE_ROBOTS_KINDS,

@@ -33,9 +33,9 @@ URL space of every host::
     /mirror/about.html        this second URL (both linked from the index), so a
                               crawler stores one response and one revisit
 
-:meth:`TestWeb.expected_fetches` is the oracle: the canonical URLs a correct
-polite crawler seeded with every host's ``/`` fetches with a GET;
-:meth:`TestWeb.robots_chain` the robots fetches it makes for one host.
+:meth:`TestWeb.expected_fetches` is the oracle (:mod:`courtier.testweb.oracle`): the
+canonical URLs a correct polite crawler seeded with every host's ``/`` fetches with a
+GET; :meth:`TestWeb.robots_chain` the robots fetches it makes for one host.
 
 Stateful behaviours (busy answers, slow-down) depend on request counts and
 so live in the server; :meth:`TestWeb.busy_page` is the response it sends.
@@ -44,19 +44,23 @@ so live in the server; :meth:`TestWeb.busy_page` is the response it sends.
 from __future__ import annotations
 
 import gzip
-import hashlib
-import posixpath
 import random
 import re
-import struct
-import time
-import zlib
-from collections import deque
-from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 from courtier.testweb.links import _WORDS, HtmlPage, Link, LinkWriter, leaf_page, render_html
-from courtier.testweb.spec import COURTIER_AGENT, HostSpec, WebSpec
+from courtier.testweb.oracle import CrawlOracle
+from courtier.testweb.responses import (
+    PageResponse,
+    is_robots_path,
+    normalize_path,
+    ok,
+    pdf_body,
+    plain,
+    png_body,
+    redirect,
+    w3c_datetime,
+)
+from courtier.testweb.spec import HostSpec, WebSpec
 
 #: size of the near-duplicate pages: long enough that one word moves their SimHash by at
 #: most a bit or two (a 3000-byte text can move 4-5 bits)
@@ -64,90 +68,13 @@ NEAR_PAGE_BYTES = 16_000
 #: two URLs of every host serving the very same bytes
 MIRRORED_PATHS = ("/about.html", "/mirror/about.html")
 #: RFC 9309 §2.3.1.2: a crawler follows at least this many robots.txt redirects
-ROBOTS_REDIRECT_LIMIT = 5
 _PLAIN_ROBOTS = {"404": 404, "500": 500, "401": 401, "403": 403, "429": 429, "503": 503}
 _PLAIN_BODIES = {"404": b"no robots here\n", "500": b"robots.txt is broken\n"}
 
-_ROBOTS_WITH_FILE = ("allow_all", "disallow_some", "crawl_delay", "redirect", "redirect_chain")
-_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
-_PCT_RE = re.compile(r"%([0-9A-Fa-f]{2})")
-_LAST_MODIFIED = "Mon, 01 Jan 2024 00:00:00 GMT"
 _BASE_DIR = "/p/deep/"
 
 
-@dataclass(frozen=True, slots=True)
-class PageResponse:
-    """What the server sends for one path: status, headers (in order) and body."""
-
-    status: int
-    headers: tuple[tuple[str, str], ...]
-    body: bytes
-
-    def header(self, name: str) -> str | None:
-        """The first header value named ``name`` (case-insensitive), or None."""
-        lname = name.lower()
-        return next((v for k, v in self.headers if k.lower() == lname), None)
-
-
-def is_robots_path(path: str) -> bool:
-    """True for robots files and their redirect hops (never counted as page requests)."""
-    return path == "/robots.txt" or path.startswith("/robots-")
-
-
-def normalize_path(path_qs: str) -> str:
-    """The path the model serves for a raw request target.
-
-    Drops query and fragment, decodes percent-encoded unreserved characters
-    and resolves ``.``/``..`` segments, so every equivalent spelling maps to
-    one page.
-    """
-    path = path_qs.split("#", 1)[0].split("?", 1)[0] or "/"
-
-    def _decode(m: re.Match[str]) -> str:
-        ch = chr(int(m.group(1), 16))
-        return ch if ch in _UNRESERVED else m.group(0).upper()
-
-    path = _PCT_RE.sub(_decode, path)
-    out: list[str] = []
-    segments = path.split("/")[1:]
-    for n, seg in enumerate(segments):
-        last = n == len(segments) - 1
-        if seg == "..":
-            if out:
-                out.pop()
-            if last:
-                out.append("")
-        elif seg == ".":
-            if last:
-                out.append("")
-        else:
-            out.append(seg)
-    return "/" + "/".join(out)
-
-
-def _png(i: int) -> bytes:
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        crc = zlib.crc32(kind + data) & 0xFFFFFFFF
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc)
-
-    ihdr = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
-    pixel = bytes((0, i % 256, (i * 7) % 256, (i * 13) % 256))
-    return (
-        b"\x89PNG\r\n\x1a\n"
-        + chunk(b"IHDR", ihdr)
-        + chunk(b"IDAT", zlib.compress(pixel))
-        + chunk(b"IEND", b"")
-    )
-
-
-def _pdf(host: str, i: int) -> bytes:
-    return (
-        f"%PDF-1.4\n% courtier testweb {host} file {i}\n1 0 obj << /Type /Catalog >> endobj\n"
-        "trailer << /Root 1 0 R >>\n%%EOF\n"
-    ).encode()
-
-
-class TestWeb:
+class TestWeb(CrawlOracle):
     """The site model bound to a scheme and port (see the module docstring)."""
 
     __test__ = False  # not a pytest test class
@@ -319,7 +246,7 @@ class TestWeb:
     def _respond(self, host: str, path: str) -> PageResponse:
         spec = self.spec.host(host)
         if spec is None:
-            return _plain(404, b"unknown host\n")
+            return plain(404, b"unknown host\n")
         if is_robots_path(path):
             robots = self._robots_response(spec, path)
             if robots is not None:
@@ -327,23 +254,23 @@ class TestWeb:
         if m := re.fullmatch(r"/r/(\d+)", path):
             j = int(m.group(1))
             if j >= spec.pages:
-                return _plain(404, b"no such page\n")
+                return plain(404, b"no such page\n")
             location = f"/p/{j}.html" if j % 2 == 0 else self.url(host, f"/p/{j}.html")
-            return _redirect(301, location)
+            return redirect(301, location)
         if (m := re.fullmatch(r"/out/(\d+)", path)) and int(m.group(1)) < len(spec.redirect_out):
-            return _redirect(301, spec.redirect_out[int(m.group(1))])
+            return redirect(301, spec.redirect_out[int(m.group(1))])
         sitemap = self._sitemap_response(spec, path)
         if sitemap is not None:
             return sitemap
         if path in ("/loop/a", "/loop/b"):
-            return _redirect(302, "/loop/b" if path == "/loop/a" else "/loop/a")
+            return redirect(302, "/loop/b" if path == "/loop/a" else "/loop/a")
         if m := re.fullmatch(r"/files/(\d+)\.pdf", path):
-            return _ok("application/pdf", _pdf(host, int(m.group(1))))
+            return ok("application/pdf", pdf_body(host, int(m.group(1))))
         if m := re.fullmatch(r"/img/(\d+)\.png", path):
-            return _ok("image/png", _png(int(m.group(1))))
+            return ok("image/png", png_body(int(m.group(1))))
         model = self.html_model(host, path)
         if model is None:
-            return _plain(404, b"not found\n")
+            return plain(404, b"not found\n")
         text_of = MIRRORED_PATHS[0] if path in MIRRORED_PATHS else path
         near = re.fullmatch(r"/near/(\d+)\.html", path)
         if near:
@@ -356,7 +283,7 @@ class TestWeb:
             word = _WORDS[int(near.group(1)) % len(_WORDS)]
             body = body.replace(b'<p id="section-2">end</p>',
                                 f'<p id="section-2">end {word}</p>'.encode())
-        return _ok("text/html; charset=utf-8", body)
+        return ok("text/html; charset=utf-8", body)
 
     def edition(self, host: str, path_qs: str, page: PageResponse, count: int) -> PageResponse:
         """``page`` as served for the ``count``-th request of its path: a changing page
@@ -367,7 +294,7 @@ class TestWeb:
                 or page.status != 200:
             return page
         body = page.body.replace(b"</body>", f"<p>edition {count}</p></body>".encode(), 1)
-        return _ok(page.header("Content-Type") or "text/html", body)
+        return ok(page.header("Content-Type") or "text/html", body)
 
     def sitemap_urls(self, host: str) -> list[tuple[str, float | None]]:
         """(URL, lastmod or None) of every page the host's gzipped sitemap lists."""
@@ -388,16 +315,16 @@ class TestWeb:
             child = self.url(spec.name, "/sitemaps/pages.xml.gz")
             xml = (f'<?xml version="1.0" encoding="UTF-8"?>\n<sitemapindex {ns}>'
                    f"<sitemap><loc>{child}</loc></sitemap></sitemapindex>\n")
-            return _ok("application/xml", xml.encode())
+            return ok("application/xml", xml.encode())
         if path == "/sitemaps/pages.xml.gz":
             entries = []
             for url, lastmod in self.sitemap_urls(spec.name):
                 stamp = "" if lastmod is None else (
-                    f"<lastmod>{_w3c_datetime(lastmod)}</lastmod>")
+                    f"<lastmod>{w3c_datetime(lastmod)}</lastmod>")
                 entries.append(f"<url><loc>{url}</loc>{stamp}</url>")
             xml = (f'<?xml version="1.0" encoding="UTF-8"?>\n<urlset {ns}>'
                    + "".join(entries) + "</urlset>\n")
-            return _ok("application/x-gzip", gzip.compress(xml.encode(), mtime=0))
+            return ok("application/x-gzip", gzip.compress(xml.encode(), mtime=0))
         return None
 
     def _robots_response(self, spec: HostSpec, path: str) -> PageResponse | None:
@@ -405,24 +332,24 @@ class TestWeb:
         kind, host = spec.robots, spec.name
         if path == "/robots.txt":
             if kind in _PLAIN_ROBOTS:
-                return _plain(_PLAIN_ROBOTS[kind], _PLAIN_BODIES.get(kind, b"robots.txt: no\n"))
+                return plain(_PLAIN_ROBOTS[kind], _PLAIN_BODIES.get(kind, b"robots.txt: no\n"))
             if kind in ("redirect", "redirect_chain"):
                 first = "/robots-real.txt" if kind == "redirect" else "/robots-hop/1"
-                return _redirect(301, self.url(host, first))
+                return redirect(301, self.url(host, first))
             if kind == "redirect_loop":
-                return _redirect(301, self.url(host, "/robots-loop/a"))
+                return redirect(301, self.url(host, "/robots-loop/a"))
             if kind == "redirect_cross_host":
-                return _redirect(301, self.robots_url(self.spec.robots_target(spec).name))
-            return _ok("text/plain; charset=utf-8", self._with_sitemaps(spec, spec.robots_body()))
+                return redirect(301, self.robots_url(self.spec.robots_target(spec).name))
+            return ok("text/plain; charset=utf-8", self._with_sitemaps(spec, spec.robots_body()))
         if path == "/robots-real.txt" and kind in ("redirect", "redirect_chain"):
             body = self._with_sitemaps(spec, spec.robots_body(real=True))
-            return _ok("text/plain; charset=utf-8", body)
+            return ok("text/plain; charset=utf-8", body)
         if kind == "redirect_chain" and path == "/robots-hop/1":
-            return _redirect(302, "/robots-hop/2")
+            return redirect(302, "/robots-hop/2")
         if kind == "redirect_chain" and path == "/robots-hop/2":
-            return _redirect(307, "../robots-real.txt")
+            return redirect(307, "../robots-real.txt")
         if kind == "redirect_loop" and path in ("/robots-loop/a", "/robots-loop/b"):
-            return _redirect(302, "/robots-loop/b" if path.endswith("a") else "/robots-loop/a")
+            return redirect(302, "/robots-loop/b" if path.endswith("a") else "/robots-loop/a")
         return None
 
     def _with_sitemaps(self, spec: HostSpec, body: bytes) -> bytes:
@@ -437,137 +364,8 @@ class TestWeb:
         return PageResponse(spec.busy_status, headers, b"busy, come back later\n")
 
     # ---------------------------------------------------------------- oracle
-    def robots_chain(self, host: str) -> list[tuple[str, int]]:
-        """(URL, status) of every robots fetch a correct crawler makes for ``host``, in order.
-
-        It starts at ``/robots.txt`` and follows each 3xx ``Location`` (resolved
-        against the URL it came from), ending at the first non-3xx answer or
-        after :data:`ROBOTS_REDIRECT_LIMIT` redirects have been followed.
-        """
-        url = self.robots_url(host)
-        chain: list[tuple[str, int]] = []
-        while True:
-            parts = urlsplit(url)
-            resp = self.page(parts.hostname or "", parts.path or "/")
-            chain.append((url, resp.status))
-            location = resp.header("Location")
-            if not 300 <= resp.status < 400 or location is None:
-                return chain
-            if len(chain) > ROBOTS_REDIRECT_LIMIT:
-                return chain
-            url = _resolve(url, location)
-
-    def robots_rules(self, host: str, agent: str = COURTIER_AGENT) -> tuple[str, ...] | None:
-        """Disallowed path prefixes in force on ``host``; None = nothing may be fetched.
-
-        RFC 9309 §2.3.1: 2xx → the file's rules; 4xx (429 excepted) or too
-        many redirects → allow all; 5xx or 429 → disallow all.
-        """
-        url, status = self.robots_chain(host)[-1]
-        if 200 <= status < 300:
-            owner = self.spec.host(urlsplit(url).hostname or "")
-            return () if owner is None else owner.disallowed_prefixes(agent)
-        if 300 <= status < 500 and status != 429:
-            return ()
-        return None
-
-    def _crawl(self, agent: str) -> tuple[set[str], set[str]]:
-        # a Sitemap: line is served only where robots.txt is the host's own 200 file
-        starts = self.seeds() + [self.url(h.name, "/sitemaps/index.xml")
-                                 for h in self.spec.hosts
-                                 if h.sitemap_pages and h.robots in _ROBOTS_WITH_FILE]
-        seen = set(starts)
-        queue = deque(starts)
-        fetched: set[str] = set()
-        denied: set[str] = set()
-        rules_of = {h.name: self.robots_rules(h.name, agent) for h in self.spec.hosts}
-        while queue:
-            url = queue.popleft()
-            parts = urlsplit(url)
-            spec = self.spec.host(parts.hostname or "")
-            if spec is None:
-                continue
-            path = parts.path or "/"
-            rules = rules_of[spec.name]
-            if rules is None or path.startswith(rules):
-                denied.add(url)
-                continue
-            fetched.add(url)
-            resp = self.page(spec.name, path)
-            targets: list[str] = []
-            location = resp.header("Location")
-            if 300 <= resp.status < 400 and location is not None:
-                targets.append(location if "://" in location else self.url(spec.name, location))
-            if path == "/sitemaps/index.xml" and spec.sitemap_pages:
-                targets.append(self.url(spec.name, "/sitemaps/pages.xml.gz"))
-            elif path == "/sitemaps/pages.xml.gz" and spec.sitemap_pages:
-                targets += [url for url, _ in self.sitemap_urls(spec.name)]
-            model = self.html_model(spec.name, path) if resp.status == 200 else None
-            if model is not None and not model.meta_nofollow:
-                targets += [link.target for link in model.links if link.follow]
-            for target in targets:
-                if target not in seen and "/trap/" not in target:  # unbounded: not expected
-                    seen.add(target)
-                    queue.append(target)
-        return fetched, denied
-
-    def expected_fetches(self, agent: str = COURTIER_AGENT) -> set[str]:
-        """Canonical URLs a correct polite crawler GETs, robots.txt files excluded.
-
-        Seeds are every host's ``/``. A URL counts when it is reachable through
-        followable links or redirect Locations from fetched URLs and allowed by
-        its host's robots.txt for ``agent`` (:meth:`robots_rules`); nothing of a
-        host whose robots.txt is unreachable (500, 503, 429) counts. Robots
-        fetches (:meth:`robots_chain`) are excluded. Busy answers do not change
-        the set: a patient crawler retries those URLs and gets them.
-        """
-        return self._crawl(agent)[0]
-
-    def expected_denied(self, agent: str = COURTIER_AGENT) -> set[str]:
-        """Discovered URLs a polite crawler must *not* fetch because of robots.txt."""
-        return self._crawl(agent)[1]
 
 
 def trap_path(n: int) -> str:
     """The path of the ``n``-th page of a host's trap (``HostSpec.trap_fanout``)."""
     return f"/trap/{n:06d}.html"
-
-
-def _resolve(base: str, location: str) -> str:
-    """``location`` made absolute against ``base`` (enough for the Locations served here)."""
-    if "://" in location:
-        return location
-    parts = urlsplit(base)
-    path = (
-        location
-        if location.startswith("/")
-        else posixpath.join(posixpath.dirname(parts.path), location)
-    )
-    return f"{parts.scheme}://{parts.netloc}{normalize_path(path)}"
-
-
-def _w3c_datetime(when: float) -> str:
-    """``2024-01-02T03:04:05+00:00`` (the W3C datetime form sitemaps use)."""
-    return time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(when))
-
-
-def _etag(body: bytes) -> str:
-    return '"' + hashlib.blake2b(body, digest_size=8).hexdigest() + '"'
-
-
-def _ok(content_type: str, body: bytes) -> PageResponse:
-    headers = (
-        ("Content-Type", content_type),
-        ("ETag", _etag(body)),
-        ("Last-Modified", _LAST_MODIFIED),
-    )
-    return PageResponse(200, headers, body)
-
-
-def _plain(status: int, body: bytes) -> PageResponse:
-    return PageResponse(status, (("Content-Type", "text/plain; charset=utf-8"),), body)
-
-
-def _redirect(status: int, location: str) -> PageResponse:
-    headers = (("Location", location), ("Content-Type", "text/plain; charset=utf-8"))
-    return PageResponse(status, headers, f"moved to {location}\n".encode())
