@@ -43,12 +43,10 @@ import asyncio
 import contextvars
 import socket
 import time
-import zlib
-from collections.abc import Callable, Iterator
-from typing import Any, Final
+from collections.abc import Callable
+from typing import Final
 
 import aiohttp
-import brotli
 from aiohttp.abc import AbstractResolver, ResolveResult
 from yarl import URL
 
@@ -62,13 +60,12 @@ from courtier.errors import (
     ProtocolError,
     SendRefused,
 )
+from courtier.fetch.decoding import BodyDecoder, DecodedCap
 from courtier.fetch.resolver import Resolver
 from courtier.fetch.transport import FetchLimits, FetchRequest, FetchResponse
 
 ACCEPT_ENCODING: Final = "gzip, deflate, br"
 DEFAULT_USER_AGENT: Final = f"courtier/{__version__}"
-#: largest piece a decoder emits at once (bounds memory per decoding stage)
-_PIECE: Final = 64 * 1024
 
 #: (host, port, addresses) checked by the current fetch; read by the adapter
 _PINNED: contextvars.ContextVar[tuple[str, int, list[str]] | None] = contextvars.ContextVar(
@@ -145,104 +142,6 @@ class _CleanConnector(aiohttp.TCPConnector):
                 return conn
             conn.close()
         raise aiohttp.ClientConnectionError("server sends bytes nobody asked for")
-
-
-class _Decoder:
-    """One content-coding stage; ``feed`` yields decoded pieces of ≤ ``_PIECE`` bytes."""
-
-    def __init__(self, coding: str) -> None:
-        self.coding = coding
-        self._zlib: Any = None
-        self._brotli: Any = None
-        self._head = b""
-        if coding in ("gzip", "x-gzip"):
-            self._zlib = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        elif coding == "br":
-            self._brotli = brotli.Decompressor()
-        elif coding != "deflate":
-            raise ValueError(coding)
-
-    def feed(self, data: bytes) -> Iterator[bytes]:
-        if self._brotli is not None:
-            yield from self._feed_brotli(data)
-            return
-        if self._zlib is None:  # deflate: pick zlib-wrapped or raw from the first two bytes
-            data, self._head = self._head + data, b""
-            if len(data) < 2:
-                self._head = data
-                return
-            cmf, flg = data[0], data[1]
-            wrapped = cmf & 0x0F == 8 and cmf >> 4 <= 7 and ((cmf << 8) | flg) % 31 == 0
-            self._zlib = zlib.decompressobj(zlib.MAX_WBITS if wrapped else -zlib.MAX_WBITS)
-        yield from self._feed_zlib(data)
-
-    def _feed_zlib(self, data: bytes) -> Iterator[bytes]:
-        while True:
-            if self._zlib.eof:
-                rest = self._zlib.unused_data + data
-                if self.coding == "deflate" or rest[:1] != b"\x1f":
-                    return  # bytes after the stream that start no gzip member are ignored
-                self._zlib = zlib.decompressobj(16 + zlib.MAX_WBITS)  # next gzip member
-                data = rest
-            out = self._zlib.decompress(data, _PIECE)
-            data = self._zlib.unconsumed_tail
-            if out:
-                yield out
-            if len(out) < _PIECE and not data and not self._zlib.eof:
-                return
-
-    def _feed_brotli(self, data: bytes) -> Iterator[bytes]:
-        if self._brotli.is_finished():
-            return
-        out = self._brotli.process(data, output_buffer_limit=_PIECE)
-        if out:
-            yield out
-        while not self._brotli.can_accept_more_data():
-            out = self._brotli.process(b"", output_buffer_limit=_PIECE)
-            if not out:
-                return
-            yield out
-
-
-class _DecodedCap(Exception):
-    """Internal: the decoded body reached its cap."""
-
-
-class _BodyDecoder:
-    """Undoes a Content-Encoding list (last applied first) with a cap on output.
-
-    ``feed`` appends to :attr:`parts`; it raises ``_DecodedCap`` when the output
-    would pass ``cap`` (exactly ``cap`` bytes are kept) and ``ValueError`` for
-    corrupt data. The constructor raises ``ValueError`` for an unknown coding.
-    """
-
-    def __init__(self, content_encoding: str | None, cap: int) -> None:
-        codings = [c.strip().lower() for c in (content_encoding or "").split(",")]
-        self.stages = [_Decoder(c) for c in reversed(codings) if c and c != "identity"]
-        self.cap = cap
-        self.parts: list[bytes] = []
-        self.size = 0
-
-    def feed(self, data: bytes) -> None:
-        try:
-            for piece in self._through(data, 0):
-                room = self.cap - self.size
-                if len(piece) > room:
-                    self.parts.append(piece[:room])
-                    self.size = self.cap
-                    raise _DecodedCap
-                self.parts.append(piece)
-                self.size += len(piece)
-        except (zlib.error, brotli.error) as exc:
-            raise ValueError(str(exc)) from None
-
-    def _through(self, data: bytes, index: int) -> Iterator[bytes]:
-        if index == len(self.stages):
-            if data:
-                yield data
-            return
-        for piece in self.stages[index].feed(data):
-            yield from self._through(piece, index + 1)
 
 
 def _map_error(exc: BaseException, url: str) -> FetchError:
@@ -443,9 +342,9 @@ class AiohttpTransport:
         raw_parts: list[bytes] = []
         raw_size = 0
         truncated: str | None = None
-        decoder: _BodyDecoder | None = None
+        decoder: BodyDecoder | None = None
         try:
-            decoder = _BodyDecoder(
+            decoder = BodyDecoder(
                 response.headers.get("Content-Encoding"), limits.max_decoded_bytes
             )
         except ValueError:
@@ -480,7 +379,7 @@ class AiohttpTransport:
                     if decoding and decoder is not None:
                         try:
                             decoder.feed(chunk)
-                        except _DecodedCap:
+                        except DecodedCap:
                             truncated = "decoded"
                             break
                         except ValueError:
