@@ -33,7 +33,8 @@ CHILD = r"""
 import hashlib, itertools, json, sys, tempfile, zlib
 from pathlib import Path
 import courtier.archive.warc as W
-from courtier.archive.warc import WarcWriter, sha256_digest
+from courtier.archive.warc import WarcWriter
+from courtier.archive.warc_fields import sha256_digest
 from courtier.config import build_config
 from courtier.dedup.pages import DuplicateTracker
 from courtier.events.feed import page_fields
@@ -46,7 +47,10 @@ from courtier.urls import canonicalize
 
 pages, port = sorted(str(p) for p in Path(sys.argv[1]).glob("*/p/*.html")), int(sys.argv[2])
 ids = itertools.count()
-W._record_id = lambda: f"<urn:uuid:{next(ids):032d}>"
+# the writer's record ids made deterministic: trees before the split of archive/warc_fields.py
+# call warc._record_id, later ones the record_id that warc.py imports
+for name in ("_record_id", "record_id"):
+    setattr(W, name, lambda: f"<urn:uuid:{next(ids):032d}>")
 hosts = sorted({p.split("/")[-3] for p in pages})
 config = build_config({"seeds": (), "scope": "seeds-hosts"})
 intake = Intake(Scope(config, [canonicalize(f"http://{h}:{port}/") for h in hosts]),

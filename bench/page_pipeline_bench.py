@@ -33,7 +33,8 @@ HERE_SRC = HERE.parent / "src"
 CHILD = r"""
 import json, sys, time
 from pathlib import Path
-from courtier.archive.warc import WarcWriter, sha256_digest
+from courtier.archive.warc import WarcWriter
+from courtier.archive.warc_fields import sha256_digest
 from courtier.dedup.pages import DuplicateTracker
 from courtier.errors import InvalidURL
 from courtier.fetch.transport import FetchResponse

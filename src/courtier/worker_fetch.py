@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Literal
 
-from courtier.archive.warc import sha256_digest
+from courtier.archive.warc_fields import sha256_digest
 from courtier.clock import Clock
 from courtier.cluster.ip_slots import IpSlots
 from courtier.config import CrawlConfig

@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from warcio.archiveiterator import ArchiveIterator
 
-from courtier.archive.warc import WarcWriter, sha256_digest
+from courtier.archive.warc import WarcWriter
+from courtier.archive.warc_fields import sha256_digest
 from courtier.fetch.transport import FetchResponse
 
 TOKEN_CHARS = "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"

@@ -8,9 +8,8 @@ from courtier.archive.warc import (
     ArchivedRecord,
     WarcLocation,
     WarcWriter,
-    format_warc_date,
-    sha256_digest,
 )
+from courtier.archive.warc_fields import format_warc_date, sha256_digest
 
 __all__ = [
     "REVISIT_IDENTICAL_DIGEST",

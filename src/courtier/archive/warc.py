@@ -28,22 +28,29 @@ Conventions readers of the archive rely on:
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import secrets
 import socket
 import time
 import zlib
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import IO, Any
-from urllib.parse import urlsplit
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 from isal import isal_zlib
 
+from courtier.archive.warc_fields import (
+    clean_field,
+    encode_head,
+    field_lines,
+    format_warc_date,
+    record_id,
+    request_http_head,
+    response_http_head,
+    sha256_digest,
+)
 from courtier.errors import ArchiveError, ConfigError
 from courtier.fetch.transport import FetchResponse
 
@@ -54,19 +61,11 @@ OPEN_MARKER_SUFFIX = ".open"
 WARC_SUFFIX = ".warc.gz"
 
 _RECORD_END = b"\r\n\r\n"
-_B32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
 _HTTP_RESPONSE = "application/http; msgtype=response"
-_B32_PAIRS = [a + b for a in _B32 for b in _B32]
 #: FetchResponse.truncated → WARC-Truncated (WARC 1.1 §5.13); "encoding" is absent: the
 #: payload as sent is complete, only its decoding failed
 _TRUNCATED = {"length": "length", "decoded": "length", "time": "time", "slow": "time",
               "disconnect": "disconnect"}
-_REMEMBER_BYTES = 4096
-#: recent large bodies and their digests, by id(); the body is held so the id stays its own
-_RECENT_DIGESTS: dict[int, tuple[bytes, str]] = {}
-#: more than the fetches in flight: between the worker's lookup and the write of the same
-#: body, the other fetches of the batch digest theirs
-_RECENT_LIMIT = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,109 +88,11 @@ class ArchivedRecord:
     block_digest: str
 
 
-def sha256_digest(*parts: bytes) -> str:
-    """``sha256:<BASE32>`` of the concatenated ``parts`` (RFC 4648 base32, padded;
-    equal to ``base64.b32encode`` of the digest, which is pure Python and 5× slower).
-
-    The digests of the last :data:`_RECENT_LIMIT` single large bodies are
-    remembered (by identity, holding the bodies): the worker looks a payload up
-    by its digest before the writer archives the same bytes object, which then
-    costs no second pass, however many other fetches finished in between.
-    """
-    single = parts[0] if len(parts) == 1 and type(parts[0]) is bytes else None
-    if single is not None:
-        known = _RECENT_DIGESTS.get(id(single))
-        if known is not None and known[0] is single:
-            return known[1]
-    hasher = hashlib.sha256()
-    for part in parts:
-        hasher.update(part)
-    # 32 bytes + 3 zero bytes = 280 bits = 28 pairs of base32 digits; 52 are real.
-    n = int.from_bytes(hasher.digest() + b"\0\0\0", "big")
-    text = "".join([_B32_PAIRS[(n >> shift) & 1023] for shift in range(270, -10, -10)])
-    digest = "sha256:" + text[:52] + "===="
-    if single is not None and len(single) >= _REMEMBER_BYTES:
-        _RECENT_DIGESTS[id(single)] = (single, digest)  # one tuple: a consistent pair
-        if len(_RECENT_DIGESTS) > _RECENT_LIMIT:
-            with contextlib.suppress(KeyError, StopIteration, RuntimeError):
-                del _RECENT_DIGESTS[next(iter(_RECENT_DIGESTS))]  # the oldest
-    return digest
-
-
 def _gzip_compressor(level: int) -> Any:
     """A compressor writing one gzip member (wbits 31) at ``compress_level`` ``level``."""
     if level == 0:
         return zlib.compressobj(0, zlib.DEFLATED, 31)
     return isal_zlib.compressobj((level + 2) // 3, isal_zlib.DEFLATED, 31)
-
-
-def format_warc_date(timestamp: float) -> str:
-    """WARC-Date for a POSIX time: UTC, microsecond precision (WARC 1.1),
-    ``YYYY-MM-DDThh:mm:ss.ffffffZ`` (``isoformat`` with its ``+00:00`` as ``Z``:
-    the same text as ``strftime("%Y-%m-%dT%H:%M:%S.%fZ")``, at a third of the cost)."""
-    return datetime.fromtimestamp(timestamp, UTC).isoformat(timespec="microseconds")[:-6] + "Z"
-
-
-def _record_id() -> str:
-    """``<urn:uuid:…>`` of a random (version 4) UUID, formatted without ``uuid.UUID``."""
-    h = os.urandom(16).hex()
-    variant = "89ab"[int(h[16], 16) & 3]
-    return f"<urn:uuid:{h[:8]}-{h[8:12]}-4{h[13:16]}-{variant}{h[17:20]}-{h[20:]}>"
-
-
-def _clean(text: str) -> str:
-    return text.replace("\r", " ").replace("\n", " ")
-
-
-def _encode(text: str) -> bytes:
-    # aiohttp decodes header bytes as UTF-8 with surrogateescape: undo that exactly.
-    try:
-        return text.encode("utf-8", "surrogateescape")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "replace")
-
-
-def _fields(pairs: Iterable[tuple[str, str]]) -> str:
-    pairs = list(pairs)
-    text = "".join([f"{k}: {v}\r\n" for k, v in pairs])
-    if text.count("\r") == text.count("\n") == len(pairs):  # no CR/LF inside: fast path
-        return text
-    return "".join([f"{_clean(k)}: {_clean(v)}\r\n" for k, v in pairs])
-
-
-def response_http_head(response: FetchResponse) -> bytes:
-    """The stored HTTP status line and headers of ``response`` (ending in a blank
-    line), rewritten to match ``raw_body`` as described in the module docstring."""
-    body_len = len(response.raw_body)
-    version = response.http_version or "1.1"
-    if not version.upper().startswith("HTTP/"):
-        version = "HTTP/" + version
-    pairs: list[tuple[str, str]] = []
-    original: str | None = None
-    for name, value in response.headers:
-        lname = name.lower()
-        if lname == "content-length":
-            original = value.strip() if original is None else original
-        elif lname == "transfer-encoding":
-            pairs.append(("X-Crawler-Transfer-Encoding", value))
-        else:
-            pairs.append((name, value))
-    if original is not None and original != str(body_len):
-        pairs.append(("X-Crawler-Content-Length", original))
-    pairs.append(("Content-Length", str(body_len)))
-    status_line = f"{version} {response.status} {_clean(response.reason)}"
-    return _encode(f"{status_line}\r\n{_fields(pairs)}\r\n")
-
-
-def request_http_head(response: FetchResponse) -> bytes:
-    """The stored HTTP request: ``GET <path> HTTP/1.1`` and the headers as sent;
-    a ``Host`` header is added first when the transport did not report one."""
-    parts = urlsplit(response.url)
-    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    headers = list(response.request_headers)
-    if not any(k.lower() == "host" for k, _ in headers):
-        headers.insert(0, ("Host", parts.netloc.rpartition("@")[2]))
-    return _encode(f"GET {_clean(target)} HTTP/1.1\r\n{_fields(headers)}\r\n")
 
 
 class WarcWriter:
@@ -252,8 +153,8 @@ class WarcWriter:
         """
         self._ensure_open()
         date = format_warc_date(self._when(response, warc_date))
-        uri = _clean(response.url)
-        resp_id, req_id = _record_id(), _record_id()
+        uri = clean_field(response.url)
+        resp_id, req_id = record_id(), record_id()
         body = response.raw_body
         payload_digest = sha256_digest(body)
         http_head = response_http_head(response)
@@ -309,16 +210,16 @@ class WarcWriter:
         payload_digest = sha256_digest(response.raw_body)
         fields = [
             ("WARC-Type", "revisit"),
-            ("WARC-Record-ID", _record_id()),
+            ("WARC-Record-ID", record_id()),
             ("WARC-Date", format_warc_date(when)),
-            ("WARC-Target-URI", _clean(response.url)),
-            ("WARC-Profile", _clean(profile)),
-            ("WARC-Refers-To-Target-URI", _clean(refers_to_uri)),
+            ("WARC-Target-URI", clean_field(response.url)),
+            ("WARC-Profile", clean_field(profile)),
+            ("WARC-Refers-To-Target-URI", clean_field(refers_to_uri)),
             ("WARC-Refers-To-Date", format_warc_date(refers_to_date)),
             ("WARC-Warcinfo-ID", self._warcinfo_id),
         ]
         if refers_to_record_id:
-            fields.append(("WARC-Refers-To", _clean(refers_to_record_id)))
+            fields.append(("WARC-Refers-To", clean_field(refers_to_record_id)))
         if response.remote_ip:
             fields.append(("WARC-IP-Address", response.remote_ip))
         if profile == REVISIT_IDENTICAL_DIGEST:
@@ -363,10 +264,10 @@ class WarcWriter:
     def _member(self, fields: list[tuple[str, str]], content_type: str, *block: bytes) -> bytes:
         """One record (header + block + CRLFCRLF) as a complete gzip member."""
         length = sum(len(part) for part in block)
-        head = f"WARC/1.1\r\n{_fields(fields)}Content-Type: {content_type}\r\n"
+        head = f"WARC/1.1\r\n{field_lines(fields)}Content-Type: {content_type}\r\n"
         head += f"Content-Length: {length}\r\n\r\n"
         comp = _gzip_compressor(self._level)
-        out = [comp.compress(_encode(head))]
+        out = [comp.compress(encode_head(head))]
         out.extend(comp.compress(part) for part in block)
         out.append(comp.compress(_RECORD_END))
         out.append(comp.flush())
@@ -416,7 +317,7 @@ class WarcWriter:
         except OSError as exc:
             raise ArchiveError(f"cannot create WARC file {path}: {exc}") from exc
         self._file, self._name, self._size = handle, name, 0
-        self._warcinfo_id = _record_id()
+        self._warcinfo_id = record_id()
         self._append(self._warcinfo(name))
 
     def _warcinfo(self, name: str) -> bytes:
@@ -424,7 +325,7 @@ class WarcWriter:
         info |= {"conformsTo": _WARC_11_SPEC, "hostname": socket.gethostname(), "robots": "obey"}
         if self._operator:
             info["operator"] = self._operator
-        block = _encode(_fields(info.items()))
+        block = encode_head(field_lines(info.items()))
         fields = [
             ("WARC-Type", "warcinfo"),
             ("WARC-Record-ID", self._warcinfo_id),

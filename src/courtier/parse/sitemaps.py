@@ -49,7 +49,6 @@ enforces it. ``loc`` values are returned in canonical form
 from __future__ import annotations
 
 import time
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -60,15 +59,14 @@ from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import iterparse
 
 from courtier.errors import InvalidURL
+from courtier.parse.sitemap_source import SitemapSource
 from courtier.urls import CanonicalUrl, canonicalize
 
 __all__ = ["CHANGEFREQS", "SitemapEntry", "SitemapResult", "parse_lastmod", "parse_sitemap"]
 
 CHANGEFREQS = frozenset({"always", "hourly", "daily", "weekly", "monthly", "yearly", "never"})
 MAX_ERRORS = 100  # errors listed one by one; the rest are counted in a last line
-_GZIP_MAGIC = b"\x1f\x8b"
 _BOM = b"\xef\xbb\xbf"
-_PIECE = 64 * 1024  # bytes inflated at a time
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,86 +156,6 @@ class _Scope:
             result.error(f"{where}loc outside the sitemap's directory refused: {canon.url[:200]}")
             return None
         return canon.url
-
-
-class _Source:
-    """The body as a stream for the XML parser: gzip inflated piece by piece (all
-    members), at most ``max_bytes`` of output, so memory stays at one piece."""
-
-    def __init__(self, body: bytes, max_bytes: int, result: SitemapResult) -> None:
-        self.result, self.room = result, max_bytes
-        self.max_bytes = max_bytes
-        self.gzipped = body.startswith(_GZIP_MAGIC)
-        self._tail = body  # input not yet inflated (gzip) or not yet read (plain)
-        self._inflater = zlib.decompressobj(16 + zlib.MAX_WBITS) if self.gzipped else None
-        self._buffer = b""  # peeked output
-        self._done = False
-
-    def _next(self, size: int) -> bytes:
-        if self._done:
-            return b""
-        if self._inflater is None:
-            piece, self._tail = self._tail[:size], self._tail[size:]
-            return piece
-        while True:
-            if self._inflater.eof:
-                rest = self._inflater.unused_data
-                if not rest.startswith(_GZIP_MAGIC):
-                    self._done = True  # the end, or trailing garbage after the last member
-                    return b""
-                self._inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-                self._tail = rest
-            try:
-                out = self._inflater.decompress(self._tail, size)
-            except zlib.error as exc:
-                self.result.error(f"gzip: {exc}")
-                self._done = True
-                return b""
-            self._tail = self._inflater.unconsumed_tail
-            if out:
-                return out
-            if not self._tail and not self._inflater.eof:
-                self.result.error("gzip: truncated stream")
-                self._done = True
-                return b""
-
-    def read(self, size: int = -1) -> bytes:
-        """Up to ``size`` bytes (all that is left for a negative size)."""
-        want = self.max_bytes + 1 if size < 0 else max(1, size)
-        data, self._buffer = self._buffer[:want], self._buffer[want:]
-        while len(data) < want:
-            piece = self._next(min(_PIECE, want - len(data)))
-            if not piece:
-                break
-            data += piece
-            if size >= 0:
-                break  # a short read is fine for a stream
-        if len(data) > self.room:
-            data = data[: self.room]
-            self._cut()
-        self.room -= len(data)
-        return data
-
-    def peek(self, size: int) -> bytes:
-        """The next ``size`` bytes (fewer at the end), left unread."""
-        while len(self._buffer) < size:
-            piece = self._next(size - len(self._buffer))
-            if not piece:
-                break
-            self._buffer += piece
-        return self._buffer[:size]
-
-    def skip(self, size: int) -> None:
-        self.peek(size)
-        self._buffer = self._buffer[size:]
-        self.room -= size
-
-    def _cut(self) -> None:
-        self.result.truncated = True
-        what = "decompressed sitemap" if self.gzipped else "sitemap"
-        self.result.error(f"{what} exceeds {self.max_bytes} bytes; cut")
-        self._done = True
-        self._buffer = b""
 
 
 def _local(tag: str) -> tuple[str, str]:
@@ -368,12 +286,12 @@ class _Budget:
         return True
 
 
-def _events(source: _Source) -> Iterator[tuple[str, Element]]:
+def _events(source: SitemapSource) -> Iterator[tuple[str, Element]]:
     events = iterparse(source, events=("start", "end"), forbid_dtd=True)
     return (event for event in events)  # narrow the stub's Iterator[tuple[str, Any]]
 
 
-def _parse_xml(source: _Source, reader: _XmlReader, budget: _Budget) -> None:
+def _parse_xml(source: SitemapSource, reader: _XmlReader, budget: _Budget) -> None:
     """Entries as they end; every other element is dropped when it ends (an entry keeps
     at most :data:`MAX_ENTRY_CHILDREN` direct children), so memory holds one entry."""
     result = reader.result
@@ -457,7 +375,7 @@ def parse_sitemap(
     result = SitemapResult()
     scope = _Scope(url, allow_cross_host, strict_path)
     budget = _Budget(time_budget, result)
-    source = _Source(body, max_bytes, result)
+    source = SitemapSource(body, max_bytes, result)
     if source.peek(len(_BOM)) == _BOM:
         source.skip(len(_BOM))
     head = source.peek(512).lstrip()

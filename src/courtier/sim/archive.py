@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from courtier.archive.warc import ArchivedRecord, WarcLocation, sha256_digest
+from courtier.archive.warc import ArchivedRecord, WarcLocation
+from courtier.archive.warc_fields import sha256_digest
 from courtier.fetch.transport import FetchResponse
 
 

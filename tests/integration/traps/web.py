@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs
 
-from courtier.archive.warc import sha256_digest
+from courtier.archive.warc_fields import sha256_digest
 from courtier.dedup.simhash import simhash64
 from courtier.errors import InvalidURL
 from courtier.frontier.traps import TemplateTracker, TrapRules, static_trap_reason

@@ -8,8 +8,8 @@ import hashlib
 
 import pytest
 
-import courtier.archive.warc as warc
-from courtier.archive.warc import sha256_digest
+import courtier.archive.warc_fields as warc
+from courtier.archive.warc_fields import sha256_digest
 
 
 def reference(data: bytes) -> str:

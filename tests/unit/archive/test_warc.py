@@ -25,7 +25,7 @@ from courtier.archive import (
     recover_warc_dir,
     sha256_digest,
 )
-from courtier.archive.warc import format_warc_date
+from courtier.archive.warc_fields import format_warc_date
 from courtier.errors import ArchiveError, ConfigError
 from courtier.fetch.transport import FetchResponse
 from tests.conftest import conformance_file
@@ -487,9 +487,9 @@ def test_warc_date_is_the_strftime_text(ts: float) -> None:
 def test_record_ids_are_distinct_version_4_uuids() -> None:
     import uuid
 
-    from courtier.archive.warc import _record_id
+    from courtier.archive.warc_fields import record_id
 
-    ids = [_record_id() for _ in range(2000)]
+    ids = [record_id() for _ in range(2000)]
     assert len(set(ids)) == len(ids)
     for text in ids[:200]:
         assert text.startswith("<urn:uuid:") and text.endswith(">")
