@@ -21,8 +21,8 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from courtier.api.control import WorkerControl
 from courtier.api.server import make_app, start_api
+from courtier.api.worker_control import WorkerControl
 from courtier.archive.recovery import recover_warc_dir
 from courtier.archive.spool import SpooledArchive, is_remote, storage_options
 from courtier.archive.warc import WarcWriter

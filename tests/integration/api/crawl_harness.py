@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from courtier.api.control import WorkerControl
 from courtier.api.server import make_app, start_api
+from courtier.api.worker_control import WorkerControl
 from courtier.app import collect_seeds, host_ip_lookup
 from courtier.archive.warc import WarcWriter
 from courtier.clock import RealClock
