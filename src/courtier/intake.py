@@ -19,9 +19,10 @@ from courtier.config import CrawlConfig
 from courtier.dedup.seen import SeenFilter
 from courtier.errors import InvalidURL
 from courtier.frontier.traps import TemplateTracker, TrapRules, static_trap_reason
+from courtier.link_memo import canonicalize_link
 from courtier.store.base import NewUrl
 from courtier.store.cluster import ScopeRule
-from courtier.urls import CanonicalUrl, canonicalize, canonicalize_link, registrable_domain
+from courtier.urls import CanonicalUrl, canonicalize, registrable_domain
 
 SEED_PRIORITY = 10
 LINK_PRIORITY = 0

@@ -21,8 +21,8 @@ from importlib import resources
 from typing import Any
 
 from courtier.errors import InvalidURL
+from courtier.link_memo import canonicalize_link
 from courtier.parse.html import Link, ParsedPage
-from courtier.urls import canonicalize_link
 
 __all__ = ["EVENT_VERSION", "fetch_event", "link_entries", "load_schema", "page_fields"]
 

@@ -1,4 +1,4 @@
-"""The shared link canonicalization memo (``urls.canonicalize_link``, used by the intake
+"""The shared link canonicalization memo (``link_memo.canonicalize_link``, used by the intake
 and the event feed): the same rows and values as without it, and bounded."""
 
 from __future__ import annotations
@@ -7,13 +7,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from courtier import urls
+from courtier import link_memo, urls
 from courtier.config import build_config
 from courtier.errors import InvalidURL
 from courtier.events.feed import link_entries
 from courtier.intake import Intake, Scope
+from courtier.link_memo import canonicalize_link
 from courtier.parse.html import Link
-from courtier.urls import canonicalize, canonicalize_link
+from courtier.urls import canonicalize
 
 LINKS = ["http://a.test/x", "HTTP://A.TEST:80/./x#frag", "http://a.test/y?", "not a url",
          "http://b.test/out-of-scope", "http://a.test/z"]
@@ -37,33 +38,33 @@ def test_second_page_with_the_same_links_gives_the_same_rows() -> None:
 
 
 def test_memo_stays_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(urls, "LINK_MEMO_LIMIT", 10)
+    monkeypatch.setattr(link_memo, "LINK_MEMO_LIMIT", 10)
     intake = make_intake()
     rows = intake.links([f"http://a.test/p{i}" for i in range(35)], 1, 0.0)
     assert len(rows) == 35
-    assert 0 < len(urls._LINK_MEMO) <= 20  # two generations of at most 10
+    assert 0 < len(link_memo._LINK_MEMO) <= 20  # two generations of at most 10
 
 
 def test_a_recurring_link_survives_rotations_and_a_one_off_does_not(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(urls, "LINK_MEMO_LIMIT", 10)
+    monkeypatch.setattr(link_memo, "LINK_MEMO_LIMIT", 10)
     parsed: list[str] = []
 
     def counting(raw: str) -> urls.CanonicalUrl:
         parsed.append(raw)
         return canonicalize(raw)
 
-    monkeypatch.setattr(urls, "canonicalize", counting)
-    urls._LINK_MEMO.clear()
+    monkeypatch.setattr(link_memo, "canonicalize", counting)
+    link_memo._LINK_MEMO.clear()
     canonicalize_link("http://a.test/once")
     for i in range(100):  # ten rotations, the navigation link seen every 5th link
         if i % 5 == 0:
             assert canonicalize_link("http://a.test/nav#top") == canonicalize("http://a.test/nav")
         canonicalize_link(f"http://a.test/p{i}")
     assert parsed.count("http://a.test/nav#top") == 1  # parsed once, found ever after
-    assert "http://a.test/nav" in urls._LINK_MEMO
-    assert "http://a.test/once" not in urls._LINK_MEMO
-    assert len(urls._LINK_MEMO) <= 20
+    assert "http://a.test/nav" in link_memo._LINK_MEMO
+    assert "http://a.test/once" not in link_memo._LINK_MEMO
+    assert len(link_memo._LINK_MEMO) <= 20
 
 
 @pytest.mark.parametrize("raw", [*LINKS[:3], "https://x.test:443/a/../b?%7e=1#f",
@@ -77,14 +78,14 @@ def test_failures_raise_every_time_and_are_not_remembered() -> None:
     for _ in range(2):
         with pytest.raises(InvalidURL):
             canonicalize_link("mailto:someone@a.test")
-    assert "mailto:someone@a.test" not in urls._LINK_MEMO
+    assert "mailto:someone@a.test" not in link_memo._LINK_MEMO
 
 
 def test_event_links_are_the_same_through_the_memo() -> None:
     links = [Link("http://a.test/x#1", "a", "", False, "one"),
              Link("HTTP://A.TEST/x", "a", "nofollow", True, ""),
              Link("ftp://a.test/", "a", "", False, "bad")]
-    urls._LINK_MEMO.clear()
+    link_memo._LINK_MEMO.clear()
     cold = link_entries(links)
     warm = link_entries(links)
     assert cold == warm == [{"url": "http://a.test/x", "anchor": "one", "tag": "a", "rel": [],
@@ -101,13 +102,13 @@ def test_event_links_are_the_same_through_the_memo() -> None:
     ("http://a.test/p", "http://a.test/p"),
 ])
 def test_memo_key_drops_only_a_fragment_that_cannot_matter(raw: str, key: str) -> None:
-    assert urls.link_memo_key(raw) == key
+    assert link_memo.link_memo_key(raw) == key
 
 
 def test_a_long_fragment_is_not_cut() -> None:
     raw = "http://a.test/p#" + "f" * urls.MAX_URL_LENGTH
-    assert urls.link_memo_key(raw) == raw
-    urls._LINK_MEMO.clear()
+    assert link_memo.link_memo_key(raw) == raw
+    link_memo._LINK_MEMO.clear()
     canonicalize_link("http://a.test/p#short")
     with pytest.raises(InvalidURL):  # too long as a whole, memo or not
         canonicalize_link(raw)
@@ -123,7 +124,7 @@ def test_a_long_fragment_is_not_cut() -> None:
     ("HTTP://A.TEST:80/./x#1", "http://a.test/x#2"),
 ])
 def test_links_sharing_a_key_get_what_canonicalize_gives(first: str, second: str) -> None:
-    urls._LINK_MEMO.clear()
+    link_memo._LINK_MEMO.clear()
     assert canonicalize_link(first) == canonicalize(first)
     assert canonicalize_link(second) == canonicalize(second)
 
@@ -133,7 +134,7 @@ def test_links_sharing_a_key_get_what_canonicalize_gives(first: str, second: str
                                "http://a.test/p ", "http://a.test/%7e", " http://a.test/"]),
        fragments=st.lists(st.text(max_size=12), min_size=1, max_size=4))
 def test_any_fragments_of_one_link_match_canonicalize(prefix: str, fragments: list[str]) -> None:
-    urls._LINK_MEMO.clear()
+    link_memo._LINK_MEMO.clear()
     for fragment in fragments:
         raw = prefix + "#" + fragment
         try:
