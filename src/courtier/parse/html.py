@@ -55,6 +55,7 @@ from selectolax.lexbor import LexborHTMLParser
 
 from courtier.parse.caps import MAX_CANONICAL_CHARS, MAX_TITLE_CHARS
 from courtier.parse.charset import prepare_html
+from courtier.parse.robots_tags import directive_flags, robots_directives
 from courtier.urls import is_plain_absolute
 
 __all__ = [
@@ -80,14 +81,8 @@ _NO_RELS: frozenset[str] = frozenset()
 _LINK_RELS = frozenset({"alternate", "next", "prev"})
 _NOT_PAGE_RELS = frozenset({"stylesheet", "icon"})
 _NOT_TEXT_TAGS = ["script", "style", "noscript", "template"]
-#: directives whose own syntax has a colon, so they are not "agent:" prefixes
-_COLON_DIRECTIVES = frozenset(
-    {"unavailable_after", "max-snippet", "max-image-preview", "max-video-preview"}
-)
 #: anchor texts are cut to this many characters
 MAX_ANCHOR_CHARS = 256
-_TOKEN_SPLIT = re.compile(r"[,\s]+")
-_AGENT_PREFIX = re.compile(r"\s*([A-Za-z0-9_.\-]+)\s*:(.*)", re.DOTALL)
 _NEXT_SPACE = re.compile(r"\s")
 # characters that WHATWG URL serialisation copies verbatim in path, query and fragment
 _PLAIN_REF = re.compile(r"[A-Za-z0-9\-._~/?=&%+,;:@!$()*#]+\Z")
@@ -123,44 +118,6 @@ class ParsedPage:
     text: str = field(default="")
     lang: str | None = None          # <html lang>, as written (stripped)
     robots_meta: str | None = None   # content of the robots <meta> tags that apply, joined
-
-
-def _flags(tokens: str) -> tuple[bool, bool]:
-    """(noindex, nofollow) from a comma/space separated directive list."""
-    noindex = nofollow = False
-    for token in _TOKEN_SPLIT.split(tokens.lower()):
-        if token == "noindex":
-            noindex = True
-        elif token == "nofollow":
-            nofollow = True
-        elif token == "none":
-            noindex = nofollow = True
-    return noindex, nofollow
-
-
-def robots_directives(header: str | None, agent_token: str = "courtier") -> tuple[bool, bool]:
-    """(noindex, nofollow) from an ``X-Robots-Tag`` value (several may be comma-joined).
-
-    A segment ``"agent: directives"`` scopes it and the following segments to
-    that agent until the next prefix; unprefixed segments apply to everyone.
-    Only unscoped segments and those scoped to ``agent_token`` (case-insensitive)
-    count. ``unavailable_after: …`` and ``max-…: …`` are directives, not prefixes.
-    """
-    if not header:
-        return False, False
-    me = agent_token.lower()
-    scope: str | None = None
-    noindex = nofollow = False
-    for segment in re.split(r"[,\n]", header):
-        m = _AGENT_PREFIX.match(segment)
-        if m is not None and m.group(1).lower() not in _COLON_DIRECTIVES:
-            scope = m.group(1).lower()
-            segment = m.group(2)
-        if scope is None or scope == me:
-            ni, nf = _flags(segment)
-            noindex |= ni
-            nofollow |= nf
-    return noindex, nofollow
 
 
 def collapse_whitespace(raw: str, cap: int) -> str:
@@ -322,7 +279,7 @@ def parse_html(
         if name and name.strip().lower() in names:
             content = attrs.get("content") or ""
             robots_meta.append(content.strip())
-            ni, nf = _flags(content)
+            ni, nf = directive_flags(content)
             noindex |= ni
             nofollow |= nf
 
