@@ -207,6 +207,9 @@ def run(workers: int, a: argparse.Namespace, manifest: static_web.SiteManifest,
         asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     entries = access_log.read_log(log)
     cov = access_log.check_coverage(entries, manifest.pages)
+    # the independent observer's view of the crawl: politeness at the crawl's delay (0: one
+    # request in flight per host, robots.txt first, nothing disallowed) and pages served twice
+    pol = access_log.check_politeness(entries, 0.0, disallowed_prefixes=manifest.disallowed)
     window = (cov.last_end or 0.0) - (cov.first_start or 0.0)
     first = cov.first_start or 0.0
     buckets = [0] * (int(window // 2) + 1)
@@ -222,6 +225,10 @@ def run(workers: int, a: argparse.Namespace, manifest: static_web.SiteManifest,
             "pg_ms_per_page": 1000 * servers.seconds("postgres") / max(1, cov.distinct),
             "nginx_ms_per_page": 1000 * servers.seconds("nginx") / max(1, cov.distinct),
             "other_ms_per_page": 1000 * (busy - stolen - cpu) / max(1, cov.distinct),
+            "violations": pol.total, "violations_by_kind": (pol.concurrency, pol.gap,
+                                                            pol.robots_order, pol.disallowed),
+            "dup_fetches": cov.refetches,
+            "dup_share": cov.refetches / max(1, cov.page_requests),
             "load_before": load_before, "load_after": os.getloadavg()[0]}
 
 
@@ -288,6 +295,10 @@ def report(results: list[dict[str, Any]]) -> None:
               f"{r['window_s']:.1f} s = {r['window_pages_per_s']:.1f} pages/s, ratio "
               f"{r['window_pages_per_s'] / base['window_pages_per_s']:.2f} "
               f"(load {r['load_before']:.1f} → {r['load_after']:.1f})")
+        c, g, o, d = r["violations_by_kind"]
+        print(f"    server's log: politeness violations {r['violations']} (concurrency {c}, "
+              f"gap {g}, robots order {o}, disallowed {d}); duplicate fetches "
+              f"{r['dup_fetches']} ({100 * r['dup_share']:.2f} % of page responses)")
         print("    requests per 2 s of the window:", " ".join(map(str, r["per_2s"])))
         print("    workers' cores per 2 s of the run:",
               " ".join(f"{c:.2f}" for c in r["worker_cores_per_2s"]))
