@@ -1,0 +1,137 @@
+"""Where a PostgreSQL refill's time goes, and what a refill without writes would cost.
+
+    .venv/bin/python bench/refill_floor.py --store postgresql://root@127.0.0.1:5432/DB
+
+DB is a database that ``bench/store_bench.py`` filled (100 k hosts, 1 M rows due
+within the hour before its T0; it is left in place when the bench is interrupted, or
+fill one with ``store_bench.py --sizes 1000000 --runs 1``). Nothing is changed: every
+call runs in a transaction that is rolled back. For each regime (~1 due row on each of
+10 k hosts; ~10 due rows on each of 1 k hosts) it times, alternating, ``--runs`` times:
+
+* ``shipped``: ``courtier_load_due`` as installed (walk, marking SCHEDULED, refreshing
+  ``host_levels``/``host_queue``), 10 k rows;
+* ``no writes``: the same function created in the transaction without its marking
+  ``UPDATE`` and its level refresh (the walk and the rows it returns, nothing else);
+* ``one statement``: the rows of the first 10 k (or 1 k) ready hosts in one read — the
+  host queue's range, each host's due levels, each level's best rows — which is about
+  the least a two-level refill reads; it does not rank overdue rows first.
+
+It prints each one's median and range in ms. It asserts nothing (the target: a refill
+of 10 k due URLs with p99 < 100 ms at every size).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import time
+
+import asyncpg
+
+T0 = 1_700_000_000.0  # store_bench's
+DUE = 1_000_000
+WANT = 10_000
+PER_HOST = 64
+OVERDUE_AFTER = 7 * 24 * 3600.0
+SIGNATURE = ("courtier_load_due(integer[], double precision, double precision, integer,"
+             " integer, text[])")
+
+_ONE_STATEMENT = """
+WITH hosts AS (
+  SELECT q.shard, q.host_key FROM host_queue q WHERE q.next_due_at <= $1
+  ORDER BY q.best_priority DESC, q.next_due_at, q.host_key, q.shard LIMIT $2)
+SELECT p.* FROM hosts h
+CROSS JOIN LATERAL (SELECT l.priority FROM host_levels l
+                    WHERE l.shard = h.shard AND l.host_key = h.host_key
+                      AND l.next_due_at <= $1) lv
+CROSS JOIN LATERAL (
+  SELECT u.shard, u.url_key, u.url, u.host_key, u.depth, u.priority, u.version,
+         u.next_fetch_at, u.redirect_hops, u.etag, u.last_modified, u.failure_count,
+         u.payload_digest, u.change_stats, u.last_fetch_at, u.warc_file, u.simhash,
+         u.sitemap_changefreq, u.sitemap_lastmod, u.redirect_chain
+  FROM urls u WHERE u.shard = h.shard AND u.host_key = h.host_key AND u.state = 0
+    AND u.priority = lv.priority AND u.next_fetch_at <= $1
+  ORDER BY u.next_fetch_at, u.depth, u.url_key LIMIT $3) p
+"""
+
+
+def without_writes(definition: str) -> str:
+    """The installed function's text, renamed, returning its rows without marking them
+    and without the level refresh (a ValueError when the text is not the expected one)."""
+    start = definition.index("), marked AS (")
+    end = definition.index("SELECT * FROM marked m ORDER BY m.walk;")
+    reader = """), marked AS (
+        SELECT c.walk, u.shard, u.url_key, u.url, u.host_key, u.depth, u.priority,
+               u.version, u.next_fetch_at, u.redirect_hops, u.etag, u.last_modified,
+               u.failure_count, u.payload_digest, u.change_stats, u.last_fetch_at,
+               u.warc_file, u.simhash, u.sitemap_changefreq, u.sitemap_lastmod,
+               u.redirect_chain
+        FROM found c JOIN urls u ON u.tableoid = c.toid AND u.ctid = c.tid
+    )
+    """
+    text = definition[:start] + reader + definition[end:]
+    refresh = "PERFORM courtier_levels_refresh(v_shards, v_hosts, v_prios);"
+    if refresh not in text:
+        raise ValueError("no level refresh in the installed courtier_load_due")
+    text = text.replace(refresh, "")
+    return text.replace("public.courtier_load_due(", "courtier_load_due_no_writes(", 1)
+
+
+async def one_call(conn: asyncpg.Connection, setup: str | None, query: str,
+                   *args: object) -> tuple[float, int]:
+    tr = conn.transaction()
+    await tr.start()
+    try:
+        if setup is not None:
+            await conn.execute(setup)
+        started = time.perf_counter()
+        rows = await conn.fetch(query, *args)
+        return (time.perf_counter() - started) * 1000, len(rows)
+    finally:
+        await tr.rollback()
+
+
+async def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--store", required=True, help="postgresql://…/DB filled by store_bench")
+    ap.add_argument("--runs", type=int, default=7)
+    a = ap.parse_args()
+    conn = await asyncpg.connect(a.store)
+    try:
+        definition = await conn.fetchval(
+            "SELECT pg_get_functiondef($1::regprocedure)", SIGNATURE)
+        no_writes = without_writes(definition)
+        shards = list(range(1024))
+        regimes = (("~1 due/host", T0 - 3600 + 3600 * WANT / DUE, WANT),
+                   ("~10 due/host", T0, WANT // 10))
+        for label, now, hosts in regimes:
+            args = (shards, now, now - OVERDUE_AFTER, WANT, PER_HOST, [])
+            variants = {
+                "shipped": (None, "SELECT * FROM courtier_load_due($1, $2, $3, $4, $5, $6)",
+                            args),
+                "no writes": (no_writes, "SELECT * FROM courtier_load_due_no_writes("
+                              "$1, $2, $3, $4, $5, $6)", args),
+                "one statement": ("SET LOCAL jit = off; SET LOCAL enable_hashjoin = off;"
+                                  " SET LOCAL enable_mergejoin = off",
+                                  _ONE_STATEMENT, (now, hosts, PER_HOST)),
+            }
+            times: dict[str, list[float]] = {name: [] for name in variants}
+            got: dict[str, int] = {}
+            for _ in range(a.runs):
+                for name, (setup, query, call_args) in variants.items():
+                    ms, n = await one_call(conn, setup, query, *call_args)
+                    times[name].append(ms)
+                    got[name] = n
+            for name, values in times.items():
+                print(f"{label:>13} {name:>13}: median {statistics.median(values):7.1f} ms"
+                      f"  (min {min(values):.1f}, max {max(values):.1f}; {got[name]} rows,"
+                      f" {a.runs} runs)", flush=True)
+    finally:
+        await conn.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))
