@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from courtier.politeness.delays import HostTiming
 from courtier.politeness.robots_state import RobotsState
-from courtier.store.base import OVERDUE_AFTER, DueUrl
+from courtier.records import OVERDUE_AFTER, DueUrl
 from courtier.urls import registrable_domain
 
 

@@ -17,7 +17,7 @@ from courtier.frontier.recrawl import ChangeStats, RecrawlPolicy, blended_rate, 
 from courtier.frontier.tiers import TierSet
 from courtier.frontier.value import default_value, effective_value
 from courtier.outcome import Outcome
-from courtier.store.base import DueUrl, HostTierRecord
+from courtier.records import DueUrl, HostTierRecord
 
 __all__ = ["Plan", "RefreshPlanner"]
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from courtier.frontier.host import HostState
 from courtier.politeness.robots import RobotsTxt
 from courtier.politeness.robots_match import PathCheck
-from courtier.store.base import DueUrl
+from courtier.records import DueUrl
 
 #: work units of robots decisions per turn (a few milliseconds at worst; the
 #: largest robots.txt of ordinary sites takes a few dozen units per URL)

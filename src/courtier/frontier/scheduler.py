@@ -39,7 +39,7 @@ from courtier.frontier.robots_turns import UNITS_PER_TURN, decide_head
 from courtier.politeness.delays import DelayPolicy, base_delay, effective_delay
 from courtier.politeness.robots import RobotsTxt
 from courtier.politeness.robots_state import RobotsPolicy, RobotsStatus
-from courtier.store.base import DueUrl, HostRecord
+from courtier.records import DueUrl, HostRecord
 from courtier.urls import host_key_of, shard_of
 
 #: (url row, reason "robots" | "blocked" | "robots_unreachable", robots digest)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from courtier.errors import ConfigError
 from courtier.frontier.recrawl import DAY, RecrawlPolicy
-from courtier.store.base import HostTierRecord
+from courtier.records import HostTierRecord
 
 __all__ = ["DEFAULT_TIER", "HOST_TIER", "Tier", "TierSet", "parse_tier",
            "tier_specs_from_toml"]
