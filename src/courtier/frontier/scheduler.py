@@ -36,7 +36,7 @@ from courtier.frontier.host import HostPolicy, HostState, IpState
 from courtier.frontier.lease import FetchFeedback, Lease, LeaseKind
 from courtier.frontier.ready import ReadyHosts
 from courtier.frontier.robots_turns import UNITS_PER_TURN, decide_head
-from courtier.politeness.delays import DelayPolicy, base_delay, effective_delay
+from courtier.politeness.delays import DelayPolicy, base_delay
 from courtier.politeness.robots import RobotsTxt
 from courtier.politeness.robots_state import RobotsPolicy, RobotsStatus
 from courtier.store.base import DueUrl, HostRecord
@@ -168,22 +168,17 @@ class Frontier:
         The calls up to the one returning None are one *turn*: together they spend
         at most about ``robots_turns.UNITS_PER_TURN`` of robots decisions, so the
         caller must yield to the event loop before the next turn."""
-        lease = self._next_lease()
-        if lease is None:
-            self._robots_units = UNITS_PER_TURN  # the turn ends: the caller yields now
-        return lease
-
-    def _next_lease(self) -> Lease | None:
         now = self.clock.now()
-        waiting, ready = self._waiting, self._ready
+        waiting, ready, hosts = self._waiting, self._ready, self.hosts
         while waiting and waiting[0][0] <= now:
             _, _, token, key = heapq.heappop(waiting)
-            host = self.hosts.get(key)
+            host = hosts.get(key)
             if host is not None and host.token == token:
-                ready.push(host.best_priority(), token, key)
+                queue = host.queue  # host.best_priority(), inlined
+                ready.push(-queue[0][0] if queue else 0, token, key)
         while self._robots_units > 0 and (entry := ready.pop()) is not None:
             token, key = entry
-            host = self.hosts.get(key)
+            host = hosts.get(key)
             if host is None or host.token != token:
                 continue
             ready_at = self._ready_at(host)  # shared (per-IP) limits may have changed since
@@ -191,15 +186,18 @@ class Frontier:
                 self._reschedule(host)
                 continue
             lease = self._lease_from(host, now)
-            if lease is not None and lease.kind is LeaseKind.PAGE \
-                    and host.in_flight >= self._max_in_flight(host):
-                # what _reschedule comes to here (a page lease means the host is neither
-                # blocked nor without robots rules): busy until a fetch ends
-                host.token += 1
-                return lease
+            if lease is not None and lease.kind is LeaseKind.PAGE:
+                in_flight = host.in_flight
+                if in_flight >= (host.policy.max_in_flight or self.max_in_flight) \
+                        and in_flight >= 1:  # at _max_in_flight(host)
+                    # what _reschedule comes to here (a page lease means the host is
+                    # neither blocked nor without robots rules): busy until a fetch ends
+                    host.token += 1
+                    return lease
             self._reschedule(host)
             if lease is not None:
                 return lease
+        self._robots_units = UNITS_PER_TURN  # the turn ends: the caller yields now
         return None
 
     def _deny_blocked(self, host: HostState) -> bool:
@@ -212,9 +210,12 @@ class Frontier:
         return True
 
     def _lease_from(self, host: HostState, now: float) -> Lease | None:
-        if self._deny_blocked(host):
+        if (host.policy.blocked or host.address_blocked) and self._deny_blocked(host):
             return None
-        if host.robots.needs_fetch(now):
+        robots = host.robots
+        if robots.status is RobotsStatus.OK and now < robots.expires_at:
+            rules = robots.rules  # needs_fetch(now) is False, rules_in_force() these
+        elif robots.needs_fetch(now):
             if host.in_flight > 0:
                 return None  # rescheduled when the in-flight fetches finish
             url = host.robots.fetch_url or host.host_key + "/robots.txt"
@@ -225,12 +226,25 @@ class Frontier:
                 other.next_allowed_at = max(other.next_allowed_at, now + self.delay_for(other))
                 lease.also_host = other.host_key
             return lease
-        rules = host.robots.rules_in_force()
+        else:
+            rules = robots.rules_in_force()
         if rules is None:
             return None  # unreachable robots.txt and no good copy: wait for the retry
-        while host.queue and self._robots_units > 0:  # else: on with it next turn
-            decided, allowed, spent = decide_head(host, rules, self.agent,
-                                                  path_of(host.peek().url), self._robots_units)
+        queue, agent = host.queue, self.agent
+        while queue and self._robots_units > 0:  # else: on with it next turn
+            url = queue[0][4].url
+            start = url.find("/", url.find("//") + 2)  # path_of(url), inlined
+            path = url[start:] if start >= 0 else "/"
+            if host.robots_check is None \
+                    and (at_once := rules.decide_at_once(agent, path)) is not None:
+                # decide_head's first branch, inlined: no decision under way, and this
+                # one takes one step (the usual case)
+                decided: DueUrl | None = heapq.heappop(queue)[4]
+                allowed = at_once[0] is not False
+                spent = at_once[1]
+            else:
+                decided, allowed, spent = decide_head(host, rules, agent, path,
+                                                      self._robots_units)
             self._robots_units -= spent
             self.robots_units_spent += spent
             if decided is None:
@@ -254,19 +268,22 @@ class Frontier:
         host.in_flight += 1
         self._in_flight += 1
         host.next_allowed_at = now + delay
-        if host.ip is not None:
-            ip = self.ips[host.ip]
+        address = host.ip
+        if address is not None:
+            ip = self.ips[address]
             ip.in_flight += 1
             ip.next_allowed_at = max(ip.next_allowed_at, now + self.ip_delay)
         if kind is LeaseKind.ROBOTS:
             host.robots_in_flight = True
         else:
             host.pages_issued += 1
-            if host.day_start is None or now - host.day_start >= DAY:
-                host.day_start, host.day_pages = now, 0
-            host.day_pages += 1
+            day_start = host.day_start
+            if day_start is None or now - day_start >= DAY:
+                host.day_start, host.day_pages = now, 1
+            else:
+                host.day_pages += 1
         return Lease(kind, host.host_key, url, now, self.epochs.get(host.shard, 0), delay, due,
-                     digest, host.ip)
+                     digest, address)
 
     def _crawl_delay(self, host: HostState) -> float | None:
         """The Crawl-delay of the rules in force for our agent (None: none or no rules),
@@ -279,15 +296,27 @@ class Frontier:
         return host.crawl_delay
 
     def delay_for(self, host: HostState) -> float:
-        rules = host.robots.rules_in_force()  # _crawl_delay inlined: twice per lease
+        """The gap in force: ``effective_delay`` of the host's policy, timing and
+        Crawl-delay, with everything it calls inlined (twice per lease)."""
+        robots = host.robots  # _crawl_delay and rules_in_force (when OK), inlined
+        rules = robots.rules if robots.status is RobotsStatus.OK else robots.rules_in_force()
         if rules is None:
-            crawl_delay = None
+            asked = 0.0
         elif host.delay_rules is rules:
-            crawl_delay = host.crawl_delay
+            asked = host.crawl_delay or 0.0
         else:
             host.delay_rules, host.crawl_delay = rules, rules.crawl_delay(self.agent)
-            crawl_delay = host.crawl_delay
-        return effective_delay(self.delay_policy, host.timing, crawl_delay, host.policy.delay)
+            asked = host.crawl_delay or 0.0
+        override = host.policy.delay  # base_delay and effective_delay, inlined
+        delay = self.delay_policy.delay if override is None else override
+        if asked > delay:
+            delay = asked
+        timing = host.timing
+        if timing.adaptive_delay > delay:
+            delay = timing.adaptive_delay
+        if timing.throttle_delay > delay:
+            delay = timing.throttle_delay
+        return delay
 
     def base_delay_for(self, host: HostState) -> float:
         """The configured gap (delay or per-host override, Crawl-delay): the throttle's floor."""
@@ -359,13 +388,15 @@ class Frontier:
 
     def _reschedule(self, host: HostState) -> None:
         host.token += 1
-        if host.queue and self._deny_blocked(host):
-            return  # never released to be retried: their outcome is BLOCKED
-        if host.queue and host.robots.given_up(self.robots_policy):
-            for due in host.drain():
-                self._queued -= 1
-                self._denied.append((due, "robots_unreachable", None))
-            return
+        if host.queue:
+            if (host.policy.blocked or host.address_blocked) and self._deny_blocked(host):
+                return  # never released to be retried: their outcome is BLOCKED
+            robots = host.robots  # given_up() is only ever True while unreachable
+            if robots.status is RobotsStatus.UNREACHABLE and robots.given_up(self.robots_policy):
+                for due in host.drain():
+                    self._queued -= 1
+                    self._denied.append((due, "robots_unreachable", None))
+                return
         at = self._ready_at(host)
         if at is None:
             return
@@ -385,14 +416,15 @@ class Frontier:
         host = self._release_slot(lease, feedback.ip)
         status = feedback.status
         now = self.clock.now()
+        timing = host.timing
         if status in (429, 503):  # "overloaded": lower the rate for longer than the back-off
-            host.timing.throttle(self.delay_for(host), self.delay_policy)
+            timing.throttle(self.delay_for(host), self.delay_policy)
         if status is None or status == 429 or status >= 500:
-            host.timing.record_failure(now, self.delay_policy, self.rng, feedback.retry_at)
+            timing.record_failure(now, self.delay_policy, self.rng, feedback.retry_at)
         else:
-            host.timing.record_success(feedback.elapsed, self.delay_policy)
-            if host.timing.throttle_delay > 0:  # recover() does nothing otherwise
-                host.timing.recover(self.base_delay_for(host), self.delay_policy)
+            timing.record_success(feedback.elapsed, self.delay_policy)
+            if timing.throttle_delay > 0:  # recover() does nothing otherwise
+                timing.recover(self.base_delay_for(host), self.delay_policy)
         self._space_next(host, lease)
         self._reschedule(host)
 
@@ -454,7 +486,8 @@ class Frontier:
         # our lease and this moment (connection set-up delays it by an unknown amount),
         # so the gap is counted from the end of the fetch: the next start is then at
         # least ``delay`` after the previous one as the server measures it.
-        at = (self.clock.now() if self._max_in_flight(host) == 1 else lease.issued_at) + delay
+        cap = host.policy.max_in_flight or self.max_in_flight  # _max_in_flight(host) == 1:
+        at = (self.clock.now() if cap <= 1 else lease.issued_at) + delay
         if at > host.next_allowed_at:
             host.next_allowed_at = at
 
