@@ -48,6 +48,12 @@ Denial = tuple[DueUrl, str, str | None]
 
 DAY = 24 * 3600.0
 
+# enum members the grant path compares with, bound once: ``LeaseKind.PAGE`` is a lookup
+# through the enum type's ``__getattr__`` hook, several times slower than a global's
+_PAGE = LeaseKind.PAGE
+_OK = RobotsStatus.OK
+_UNREACHABLE = RobotsStatus.UNREACHABLE
+
 
 def path_of(url: str) -> str:
     """Path and query of an absolute canonical URL (what robots.txt rules match)."""
@@ -186,7 +192,7 @@ class Frontier:
                 self._reschedule(host)
                 continue
             lease = self._lease_from(host, now)
-            if lease is not None and lease.kind is LeaseKind.PAGE:
+            if lease is not None and lease.kind is _PAGE:
                 in_flight = host.in_flight
                 if in_flight >= (host.policy.max_in_flight or self.max_in_flight) \
                         and in_flight >= 1:  # at _max_in_flight(host)
@@ -213,13 +219,13 @@ class Frontier:
         if (host.policy.blocked or host.address_blocked) and self._deny_blocked(host):
             return None
         robots = host.robots
-        if robots.status is RobotsStatus.OK and now < robots.expires_at:
+        if robots.status is _OK and now < robots.expires_at:
             rules = robots.rules  # needs_fetch(now) is False, rules_in_force() these
         elif robots.needs_fetch(now):
             if host.in_flight > 0:
                 return None  # rescheduled when the in-flight fetches finish
             url = host.robots.fetch_url or host.host_key + "/robots.txt"
-            lease = self._issue(host, now, LeaseKind.ROBOTS, url, None)
+            lease = self._issue_robots(host, now, url)
             other = self._redirect_target(host)
             if other is not None:  # the request lands on the other host: spend its tokens too
                 other.in_flight += 1
@@ -250,40 +256,43 @@ class Frontier:
             if decided is None:
                 return None  # a long decision: it goes on next turn
             self._queued -= 1
-            if allowed:
-                return self._issue(host, now, LeaseKind.PAGE, decided.url, decided, rules.digest)
-            self._denied.append((decided, "robots", rules.digest))
-        return None
-
-    def _issue(
-        self,
-        host: HostState,
-        now: float,
-        kind: LeaseKind,
-        url: str,
-        due: DueUrl | None,
-        digest: str | None = None,
-    ) -> Lease:
-        delay = self.delay_for(host)
-        host.in_flight += 1
-        self._in_flight += 1
-        host.next_allowed_at = now + delay
-        address = host.ip
-        if address is not None:
-            ip = self.ips[address]
-            ip.in_flight += 1
-            ip.next_allowed_at = max(ip.next_allowed_at, now + self.ip_delay)
-        if kind is LeaseKind.ROBOTS:
-            host.robots_in_flight = True
-        else:
+            if not allowed:
+                self._denied.append((decided, "robots", rules.digest))
+                continue
+            # the page lease: _issue_robots's accounting, the page counts (inlined here: the
+            # grant path; tests/unit/frontier/test_grant_fast_path.py checks it)
+            delay = self.delay_for(host)
+            host.in_flight += 1
+            self._in_flight += 1
+            host.next_allowed_at = now + delay
+            address = host.ip
+            if address is not None:
+                ip = self.ips[address]
+                ip.in_flight += 1
+                ip.next_allowed_at = max(ip.next_allowed_at, now + self.ip_delay)
             host.pages_issued += 1
             day_start = host.day_start
             if day_start is None or now - day_start >= DAY:
                 host.day_start, host.day_pages = now, 1
             else:
                 host.day_pages += 1
-        return Lease(kind, host.host_key, url, now, self.epochs.get(host.shard, 0), delay, due,
-                     digest, address)
+            return Lease(_PAGE, host.host_key, decided.url, now,
+                         self.epochs.get(host.shard, 0), delay, decided, rules.digest, address)
+        return None
+
+    def _issue_robots(self, host: HostState, now: float, url: str) -> Lease:
+        """A robots.txt lease (page leases are issued in :meth:`_lease_from`)."""
+        delay = self.delay_for(host)
+        host.in_flight += 1
+        self._in_flight += 1
+        host.next_allowed_at = now + delay
+        if host.ip is not None:
+            ip = self.ips[host.ip]
+            ip.in_flight += 1
+            ip.next_allowed_at = max(ip.next_allowed_at, now + self.ip_delay)
+        host.robots_in_flight = True
+        return Lease(LeaseKind.ROBOTS, host.host_key, url, now, self.epochs.get(host.shard, 0),
+                     delay, None, None, host.ip)
 
     def _crawl_delay(self, host: HostState) -> float | None:
         """The Crawl-delay of the rules in force for our agent (None: none or no rules),
@@ -299,7 +308,7 @@ class Frontier:
         """The gap in force: ``effective_delay`` of the host's policy, timing and
         Crawl-delay, with everything it calls inlined (twice per lease)."""
         robots = host.robots  # _crawl_delay and rules_in_force (when OK), inlined
-        rules = robots.rules if robots.status is RobotsStatus.OK else robots.rules_in_force()
+        rules = robots.rules if robots.status is _OK else robots.rules_in_force()
         if rules is None:
             asked = 0.0
         elif host.delay_rules is rules:
@@ -358,31 +367,33 @@ class Frontier:
     def _ready_at(self, host: HostState) -> float | None:
         if not host.queue or host.robots_in_flight:
             return None
-        cap = host.policy.max_in_flight or self.max_in_flight  # _max_in_flight, inlined
-        if host.in_flight >= cap and host.in_flight >= 1:
-            return None
+        policy = host.policy
+        in_flight = host.in_flight
+        if in_flight >= (policy.max_in_flight or self.max_in_flight) and in_flight >= 1:
+            return None  # at _max_in_flight(host)
         at = host.next_allowed_at
         backoff = host.timing.backoff_until
         if backoff > at:
             at = backoff
-        other = None if host.robots.fetch_url is None else self._redirect_target(host)
+        robots = host.robots
+        other = None if robots.fetch_url is None else self._redirect_target(host)
         if other is not None:
             if other.in_flight >= self._max_in_flight(other):
                 other.waiters.add(host.host_key)
                 return None
             at = max(at, other.next_allowed_at, other.timing.backoff_until)
-        limit = host.policy.max_pages
+        limit = policy.max_pages
         if limit is not None and host.day_start is not None and host.day_pages >= limit:
             at = max(at, host.day_start + DAY)  # this host's daily page budget is spent
-        if host.ip is not None:
-            ip = self.ips[host.ip]
+        address = host.ip
+        if address is not None:
+            ip = self.ips[address]
             if self.max_in_flight_per_ip and ip.in_flight >= self.max_in_flight_per_ip:
                 ip.waiting.add(host.host_key)
                 return None
             if ip.next_allowed_at > at:
                 at = ip.next_allowed_at
-        robots = host.robots
-        if robots.status is RobotsStatus.UNREACHABLE and robots.last_good is None:
+        if robots.status is _UNREACHABLE and robots.last_good is None:
             at = max(at, robots.retry_at)
         return at
 
@@ -392,7 +403,7 @@ class Frontier:
             if (host.policy.blocked or host.address_blocked) and self._deny_blocked(host):
                 return  # never released to be retried: their outcome is BLOCKED
             robots = host.robots  # given_up() is only ever True while unreachable
-            if robots.status is RobotsStatus.UNREACHABLE and robots.given_up(self.robots_policy):
+            if robots.status is _UNREACHABLE and robots.given_up(self.robots_policy):
                 for due in host.drain():
                     self._queued -= 1
                     self._denied.append((due, "robots_unreachable", None))

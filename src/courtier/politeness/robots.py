@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from courtier.politeness.robots_match import (
+    PATH_NEEDS_FIX,
     PathCheck,
     Rule,
     RuleSet,
@@ -329,7 +330,8 @@ class RobotsTxt:
         # _rules_for and group_for's cache hit, inlined: this runs once per page lease
         if not path.startswith("/"):
             path = "/" + path
-        path = normalize(path)
+        if _path_needs_fix(path) is not None:  # normalize()'s quick test, inlined
+            path = normalize(path)
         if path == _ROBOTS_PATH or path.startswith(_ROBOTS_QUERY):
             return True, 0
         group = self._cache.get(agent_token)
@@ -373,6 +375,7 @@ class RobotsTxt:
 
 
 _ALLOW_ALL: Final = RobotsTxt(b"")
+_path_needs_fix: Final = PATH_NEEDS_FIX.search
 
 
 def _chain(rule_lists: Iterable[list[Rule]]) -> Iterable[Rule]:

@@ -44,6 +44,8 @@ _TO_FIX = re.compile(rb"%([0-9A-Fa-f]{2})|[^\x21-\x7e]")
 #: quick tests: input that needs no rewriting at all (printable ASCII, no "%")
 _BYTES_NEED_FIX = re.compile(rb"[^\x21-\x24\x26-\x7e]")
 _STR_NEEDS_FIX = re.compile(r"[^\x21-\x24\x26-\x7e]")
+#: :func:`normalize` returns a path unchanged unless this finds something in it
+PATH_NEEDS_FIX: Final = _STR_NEEDS_FIX
 
 #: characters of path one work unit of ``str.find`` stands for
 FIND_SPAN: Final = 256
