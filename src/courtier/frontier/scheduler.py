@@ -29,9 +29,10 @@ from __future__ import annotations
 import heapq
 import itertools
 import random
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from courtier.clock import Clock
+from courtier.frontier.handoffs import Denial, FrontierHandoffs
 from courtier.frontier.host import HostPolicy, HostState, IpState
 from courtier.frontier.lease import FetchFeedback, Lease, LeaseKind
 from courtier.frontier.ready import ReadyHosts
@@ -41,10 +42,6 @@ from courtier.politeness.robots import RobotsTxt
 from courtier.politeness.robots_state import RobotsPolicy, RobotsStatus
 from courtier.store.base import DueUrl, HostRecord
 from courtier.urls import host_key_of, shard_of
-
-#: (url row, reason "robots" | "blocked" | "robots_unreachable", robots digest)
-Denial = tuple[DueUrl, str, str | None]
-
 
 DAY = 24 * 3600.0
 
@@ -61,7 +58,7 @@ def path_of(url: str) -> str:
     return url[start:] if start >= 0 else "/"
 
 
-class Frontier:
+class Frontier(FrontierHandoffs):
     """In-memory scheduling state of the shards this process owns."""
 
     def __init__(
@@ -526,104 +523,3 @@ class Frontier:
             group = self.ips[lease.ip]
             group.next_allowed_at = max(group.next_allowed_at, until)
         self._reschedule(host)
-
-    # ---- hand-offs to the worker ------------------------------------------------------------
-
-    def rerank(self) -> None:
-        """Re-rank every host's queue: URLs that became overdue while waiting in memory
-        move ahead (call every minute or so)."""
-        now = self.clock.now()
-        for host in self.hosts.values():
-            if host.queue:
-                host.rerank(now)
-                self._reschedule(host)
-
-    def take_denied(self) -> list[Denial]:
-        out, self._denied = self._denied, []
-        return out
-
-    def take_released(self) -> list[tuple[DueUrl, float]]:
-        out, self._released = self._released, []
-        return out
-
-    def release_all(self) -> list[tuple[DueUrl, float]]:
-        """Drain every queued URL (shutdown or lost shard): they go back to the store."""
-        for host in self.hosts.values():
-            for due in host.drain():
-                self._queued -= 1
-                self._released.append((due, due.next_fetch_at))
-            host.token += 1
-        return self.take_released()
-
-    def drain_shards(self, shards: Collection[int]) -> list[tuple[DueUrl, float]]:
-        """Empty the queues of the hosts of ``shards`` (a handover or a lost lease): their
-        URLs are returned, due as they were. The hosts stay known, so fetches in flight
-        finish against their state; :meth:`forget_shards` drops them afterwards."""
-        out: list[tuple[DueUrl, float]] = []
-        for host in self.hosts.values():
-            if host.shard in shards:
-                for due in host.drain():
-                    self._queued -= 1
-                    out.append((due, due.next_fetch_at))
-                host.token += 1
-        return out
-
-    def forget_shards(self, shards: Collection[int]) -> list[HostState]:
-        """Drop the state of the hosts of ``shards`` that have nothing in flight; return
-        them (their politeness clocks are saved for the next owner)."""
-        gone = [h for h in self.hosts.values()
-                if h.shard in shards and not h.in_flight and not h.robots_in_flight]
-        for host in gone:
-            del self.hosts[host.host_key]
-            for due in host.drain():  # nothing should be queued; never lose a URL
-                self._queued -= 1
-                self._released.append((due, due.next_fetch_at))
-        return gone
-
-    # ---- figures ---------------------------------------------------------------------------
-
-    def next_wake_at(self) -> float | None:
-        """Earliest time a queued host becomes ready (None: nothing waits on time)."""
-        if len(self._ready):
-            return self.clock.now()
-        while self._waiting:
-            at, _, token, key = self._waiting[0]
-            host = self.hosts.get(key)
-            if host is not None and host.token == token:
-                return at
-            heapq.heappop(self._waiting)
-        return None
-
-    @property
-    def queued(self) -> int:
-        return self._queued
-
-    @property
-    def in_flight(self) -> int:
-        return self._in_flight
-
-    def full_hosts(self, window: int) -> set[str]:
-        """Hosts whose in-memory queue holds at least ``window`` URLs (skip them on refill)."""
-        return {key for key, host in self.hosts.items() if len(host.queue) >= window}
-
-    def active_hosts(self) -> int:
-        return sum(1 for host in self.hosts.values() if host.queue or host.in_flight)
-
-    def forget_idle_hosts(self, keep: int) -> None:
-        """Drop state of idle hosts beyond ``keep`` (memory bounded by active hosts).
-
-        Only hosts whose delay and back-off have fully elapsed are dropped, so a
-        host that comes back starts from a clean slate without breaking its delay.
-        """
-        if len(self.hosts) <= keep:
-            return
-        now = self.clock.now()
-        idle = [
-            k for k, h in self.hosts.items()
-            if not h.queue and not h.in_flight
-            and h.next_allowed_at <= now and h.timing.backoff_until <= now
-        ]
-        for key in idle:
-            if len(self.hosts) <= keep:
-                break
-            del self.hosts[key]
