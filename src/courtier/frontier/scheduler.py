@@ -49,7 +49,10 @@ DAY = 24 * 3600.0
 # through the enum type's ``__getattr__`` hook, several times slower than a global's
 _PAGE = LeaseKind.PAGE
 _OK = RobotsStatus.OK
+_UNAVAILABLE = RobotsStatus.UNAVAILABLE
 _UNREACHABLE = RobotsStatus.UNREACHABLE
+#: the rules of an unavailable (4xx) robots.txt: one shared instance
+_ALLOW_ALL = RobotsTxt.allow_all()
 
 
 def path_of(url: str) -> str:
@@ -216,8 +219,11 @@ class Frontier(FrontierHandoffs):
         if (host.policy.blocked or host.address_blocked) and self._deny_blocked(host):
             return None
         robots = host.robots
-        if robots.status is _OK and now < robots.expires_at:
+        status = robots.status
+        if status is _OK and now < robots.expires_at:
             rules = robots.rules  # needs_fetch(now) is False, rules_in_force() these
+        elif status is _UNAVAILABLE and now < robots.expires_at:
+            rules = _ALLOW_ALL  # the same for a robots.txt that answered 4xx
         elif robots.needs_fetch(now):
             if host.in_flight > 0:
                 return None  # rescheduled when the in-flight fetches finish
@@ -305,7 +311,13 @@ class Frontier(FrontierHandoffs):
         """The gap in force: ``effective_delay`` of the host's policy, timing and
         Crawl-delay, with everything it calls inlined (twice per lease)."""
         robots = host.robots  # _crawl_delay and rules_in_force (when OK), inlined
-        rules = robots.rules if robots.status is _OK else robots.rules_in_force()
+        status = robots.status
+        if status is _OK:
+            rules = robots.rules
+        elif status is _UNAVAILABLE:
+            rules = _ALLOW_ALL
+        else:
+            rules = robots.rules_in_force()
         if rules is None:
             asked = 0.0
         elif host.delay_rules is rules:
