@@ -14,7 +14,7 @@ from collections.abc import Collection
 from courtier.clock import Clock
 from courtier.frontier.host import HostState
 from courtier.frontier.ready import ReadyHosts
-from courtier.store.base import DueUrl
+from courtier.records import DueUrl
 
 #: (url row, reason "robots" | "blocked" | "robots_unreachable", robots digest)
 Denial = tuple[DueUrl, str, str | None]

@@ -27,7 +27,7 @@ from courtier.politeness.delays import DelayPolicy, HostTiming, effective_delay
 from courtier.politeness.robots import RobotsTxt
 from courtier.politeness.robots_match import PathCheck
 from courtier.politeness.robots_state import RobotsPolicy, RobotsStatus
-from courtier.store.base import DueUrl
+from courtier.records import DueUrl
 from tests.unit.frontier.test_scheduler import due
 
 # ---- the reference: the grant path before the fast paths ---------------------------------
