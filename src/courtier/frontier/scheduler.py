@@ -29,24 +29,30 @@ from __future__ import annotations
 import heapq
 import itertools
 import random
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from courtier.clock import Clock
+from courtier.frontier.handoffs import Denial, FrontierHandoffs
 from courtier.frontier.host import HostPolicy, HostState, IpState
 from courtier.frontier.lease import FetchFeedback, Lease, LeaseKind
 from courtier.frontier.ready import ReadyHosts
 from courtier.frontier.robots_turns import UNITS_PER_TURN, decide_head
-from courtier.politeness.delays import DelayPolicy, base_delay, effective_delay
+from courtier.politeness.delays import DelayPolicy, base_delay
 from courtier.politeness.robots import RobotsTxt
 from courtier.politeness.robots_state import RobotsPolicy, RobotsStatus
 from courtier.records import DueUrl, HostRecord
 from courtier.urls import host_key_of, shard_of
 
-#: (url row, reason "robots" | "blocked" | "robots_unreachable", robots digest)
-Denial = tuple[DueUrl, str, str | None]
-
-
 DAY = 24 * 3600.0
+
+# enum members the grant path compares with, bound once: ``LeaseKind.PAGE`` is a lookup
+# through the enum type's ``__getattr__`` hook, several times slower than a global's
+_PAGE = LeaseKind.PAGE
+_OK = RobotsStatus.OK
+_UNAVAILABLE = RobotsStatus.UNAVAILABLE
+_UNREACHABLE = RobotsStatus.UNREACHABLE
+#: the rules of an unavailable (4xx) robots.txt: one shared instance
+_ALLOW_ALL = RobotsTxt.allow_all()
 
 
 def path_of(url: str) -> str:
@@ -55,7 +61,7 @@ def path_of(url: str) -> str:
     return url[start:] if start >= 0 else "/"
 
 
-class Frontier:
+class Frontier(FrontierHandoffs):
     """In-memory scheduling state of the shards this process owns."""
 
     def __init__(
@@ -168,22 +174,17 @@ class Frontier:
         The calls up to the one returning None are one *turn*: together they spend
         at most about ``robots_turns.UNITS_PER_TURN`` of robots decisions, so the
         caller must yield to the event loop before the next turn."""
-        lease = self._next_lease()
-        if lease is None:
-            self._robots_units = UNITS_PER_TURN  # the turn ends: the caller yields now
-        return lease
-
-    def _next_lease(self) -> Lease | None:
         now = self.clock.now()
-        waiting, ready = self._waiting, self._ready
+        waiting, ready, hosts = self._waiting, self._ready, self.hosts
         while waiting and waiting[0][0] <= now:
             _, _, token, key = heapq.heappop(waiting)
-            host = self.hosts.get(key)
+            host = hosts.get(key)
             if host is not None and host.token == token:
-                ready.push(host.best_priority(), token, key)
+                queue = host.queue  # host.best_priority(), inlined
+                ready.push(-queue[0][0] if queue else 0, token, key)
         while self._robots_units > 0 and (entry := ready.pop()) is not None:
             token, key = entry
-            host = self.hosts.get(key)
+            host = hosts.get(key)
             if host is None or host.token != token:
                 continue
             ready_at = self._ready_at(host)  # shared (per-IP) limits may have changed since
@@ -191,15 +192,18 @@ class Frontier:
                 self._reschedule(host)
                 continue
             lease = self._lease_from(host, now)
-            if lease is not None and lease.kind is LeaseKind.PAGE \
-                    and host.in_flight >= self._max_in_flight(host):
-                # what _reschedule comes to here (a page lease means the host is neither
-                # blocked nor without robots rules): busy until a fetch ends
-                host.token += 1
-                return lease
+            if lease is not None and lease.kind is _PAGE:
+                in_flight = host.in_flight
+                if in_flight >= (host.policy.max_in_flight or self.max_in_flight) \
+                        and in_flight >= 1:  # at _max_in_flight(host)
+                    # what _reschedule comes to here (a page lease means the host is
+                    # neither blocked nor without robots rules): busy until a fetch ends
+                    host.token += 1
+                    return lease
             self._reschedule(host)
             if lease is not None:
                 return lease
+        self._robots_units = UNITS_PER_TURN  # the turn ends: the caller yields now
         return None
 
     def _deny_blocked(self, host: HostState) -> bool:
@@ -212,44 +216,75 @@ class Frontier:
         return True
 
     def _lease_from(self, host: HostState, now: float) -> Lease | None:
-        if self._deny_blocked(host):
+        if (host.policy.blocked or host.address_blocked) and self._deny_blocked(host):
             return None
-        if host.robots.needs_fetch(now):
+        robots = host.robots
+        status = robots.status
+        if status is _OK and now < robots.expires_at:
+            rules = robots.rules  # needs_fetch(now) is False, rules_in_force() these
+        elif status is _UNAVAILABLE and now < robots.expires_at:
+            rules = _ALLOW_ALL  # the same for a robots.txt that answered 4xx
+        elif robots.needs_fetch(now):
             if host.in_flight > 0:
                 return None  # rescheduled when the in-flight fetches finish
             url = host.robots.fetch_url or host.host_key + "/robots.txt"
-            lease = self._issue(host, now, LeaseKind.ROBOTS, url, None)
+            lease = self._issue_robots(host, now, url)
             other = self._redirect_target(host)
             if other is not None:  # the request lands on the other host: spend its tokens too
                 other.in_flight += 1
                 other.next_allowed_at = max(other.next_allowed_at, now + self.delay_for(other))
                 lease.also_host = other.host_key
             return lease
-        rules = host.robots.rules_in_force()
+        else:
+            rules = robots.rules_in_force()
         if rules is None:
             return None  # unreachable robots.txt and no good copy: wait for the retry
-        while host.queue and self._robots_units > 0:  # else: on with it next turn
-            decided, allowed, spent = decide_head(host, rules, self.agent,
-                                                  path_of(host.peek().url), self._robots_units)
+        queue, agent = host.queue, self.agent
+        while queue and self._robots_units > 0:  # else: on with it next turn
+            url = queue[0][4].url
+            start = url.find("/", url.find("//") + 2)  # path_of(url), inlined
+            path = url[start:] if start >= 0 else "/"
+            if host.robots_check is None \
+                    and (at_once := rules.decide_at_once(agent, path)) is not None:
+                # decide_head's first branch, inlined: no decision under way, and this
+                # one takes one step (the usual case)
+                decided: DueUrl | None = heapq.heappop(queue)[4]
+                allowed = at_once[0] is not False
+                spent = at_once[1]
+            else:
+                decided, allowed, spent = decide_head(host, rules, agent, path,
+                                                      self._robots_units)
             self._robots_units -= spent
             self.robots_units_spent += spent
             if decided is None:
                 return None  # a long decision: it goes on next turn
             self._queued -= 1
-            if allowed:
-                return self._issue(host, now, LeaseKind.PAGE, decided.url, decided, rules.digest)
-            self._denied.append((decided, "robots", rules.digest))
+            if not allowed:
+                self._denied.append((decided, "robots", rules.digest))
+                continue
+            # the page lease: _issue_robots's accounting, the page counts (inlined here: the
+            # grant path; tests/unit/frontier/test_grant_fast_path.py checks it)
+            delay = self.delay_for(host)
+            host.in_flight += 1
+            self._in_flight += 1
+            host.next_allowed_at = now + delay
+            address = host.ip
+            if address is not None:
+                ip = self.ips[address]
+                ip.in_flight += 1
+                ip.next_allowed_at = max(ip.next_allowed_at, now + self.ip_delay)
+            host.pages_issued += 1
+            day_start = host.day_start
+            if day_start is None or now - day_start >= DAY:
+                host.day_start, host.day_pages = now, 1
+            else:
+                host.day_pages += 1
+            return Lease(_PAGE, host.host_key, decided.url, now,
+                         self.epochs.get(host.shard, 0), delay, decided, rules.digest, address)
         return None
 
-    def _issue(
-        self,
-        host: HostState,
-        now: float,
-        kind: LeaseKind,
-        url: str,
-        due: DueUrl | None,
-        digest: str | None = None,
-    ) -> Lease:
+    def _issue_robots(self, host: HostState, now: float, url: str) -> Lease:
+        """A robots.txt lease (page leases are issued in :meth:`_lease_from`)."""
         delay = self.delay_for(host)
         host.in_flight += 1
         self._in_flight += 1
@@ -258,15 +293,9 @@ class Frontier:
             ip = self.ips[host.ip]
             ip.in_flight += 1
             ip.next_allowed_at = max(ip.next_allowed_at, now + self.ip_delay)
-        if kind is LeaseKind.ROBOTS:
-            host.robots_in_flight = True
-        else:
-            host.pages_issued += 1
-            if host.day_start is None or now - host.day_start >= DAY:
-                host.day_start, host.day_pages = now, 0
-            host.day_pages += 1
-        return Lease(kind, host.host_key, url, now, self.epochs.get(host.shard, 0), delay, due,
-                     digest, host.ip)
+        host.robots_in_flight = True
+        return Lease(LeaseKind.ROBOTS, host.host_key, url, now, self.epochs.get(host.shard, 0),
+                     delay, None, None, host.ip)
 
     def _crawl_delay(self, host: HostState) -> float | None:
         """The Crawl-delay of the rules in force for our agent (None: none or no rules),
@@ -279,15 +308,33 @@ class Frontier:
         return host.crawl_delay
 
     def delay_for(self, host: HostState) -> float:
-        rules = host.robots.rules_in_force()  # _crawl_delay inlined: twice per lease
+        """The gap in force: ``effective_delay`` of the host's policy, timing and
+        Crawl-delay, with everything it calls inlined (twice per lease)."""
+        robots = host.robots  # _crawl_delay and rules_in_force (when OK), inlined
+        status = robots.status
+        if status is _OK:
+            rules = robots.rules
+        elif status is _UNAVAILABLE:
+            rules = _ALLOW_ALL
+        else:
+            rules = robots.rules_in_force()
         if rules is None:
-            crawl_delay = None
+            asked = 0.0
         elif host.delay_rules is rules:
-            crawl_delay = host.crawl_delay
+            asked = host.crawl_delay or 0.0
         else:
             host.delay_rules, host.crawl_delay = rules, rules.crawl_delay(self.agent)
-            crawl_delay = host.crawl_delay
-        return effective_delay(self.delay_policy, host.timing, crawl_delay, host.policy.delay)
+            asked = host.crawl_delay or 0.0
+        override = host.policy.delay  # base_delay and effective_delay, inlined
+        delay = self.delay_policy.delay if override is None else override
+        if asked > delay:
+            delay = asked
+        timing = host.timing
+        if timing.adaptive_delay > delay:
+            delay = timing.adaptive_delay
+        if timing.throttle_delay > delay:
+            delay = timing.throttle_delay
+        return delay
 
     def base_delay_for(self, host: HostState) -> float:
         """The configured gap (delay or per-host override, Crawl-delay): the throttle's floor."""
@@ -329,43 +376,47 @@ class Frontier:
     def _ready_at(self, host: HostState) -> float | None:
         if not host.queue or host.robots_in_flight:
             return None
-        cap = host.policy.max_in_flight or self.max_in_flight  # _max_in_flight, inlined
-        if host.in_flight >= cap and host.in_flight >= 1:
-            return None
+        policy = host.policy
+        in_flight = host.in_flight
+        if in_flight >= (policy.max_in_flight or self.max_in_flight) and in_flight >= 1:
+            return None  # at _max_in_flight(host)
         at = host.next_allowed_at
         backoff = host.timing.backoff_until
         if backoff > at:
             at = backoff
-        other = None if host.robots.fetch_url is None else self._redirect_target(host)
+        robots = host.robots
+        other = None if robots.fetch_url is None else self._redirect_target(host)
         if other is not None:
             if other.in_flight >= self._max_in_flight(other):
                 other.waiters.add(host.host_key)
                 return None
             at = max(at, other.next_allowed_at, other.timing.backoff_until)
-        limit = host.policy.max_pages
+        limit = policy.max_pages
         if limit is not None and host.day_start is not None and host.day_pages >= limit:
             at = max(at, host.day_start + DAY)  # this host's daily page budget is spent
-        if host.ip is not None:
-            ip = self.ips[host.ip]
+        address = host.ip
+        if address is not None:
+            ip = self.ips[address]
             if self.max_in_flight_per_ip and ip.in_flight >= self.max_in_flight_per_ip:
                 ip.waiting.add(host.host_key)
                 return None
             if ip.next_allowed_at > at:
                 at = ip.next_allowed_at
-        robots = host.robots
-        if robots.status is RobotsStatus.UNREACHABLE and robots.last_good is None:
+        if robots.status is _UNREACHABLE and robots.last_good is None:
             at = max(at, robots.retry_at)
         return at
 
     def _reschedule(self, host: HostState) -> None:
         host.token += 1
-        if host.queue and self._deny_blocked(host):
-            return  # never released to be retried: their outcome is BLOCKED
-        if host.queue and host.robots.given_up(self.robots_policy):
-            for due in host.drain():
-                self._queued -= 1
-                self._denied.append((due, "robots_unreachable", None))
-            return
+        if host.queue:
+            if (host.policy.blocked or host.address_blocked) and self._deny_blocked(host):
+                return  # never released to be retried: their outcome is BLOCKED
+            robots = host.robots  # given_up() is only ever True while unreachable
+            if robots.status is _UNREACHABLE and robots.given_up(self.robots_policy):
+                for due in host.drain():
+                    self._queued -= 1
+                    self._denied.append((due, "robots_unreachable", None))
+                return
         at = self._ready_at(host)
         if at is None:
             return
@@ -385,14 +436,15 @@ class Frontier:
         host = self._release_slot(lease, feedback.ip)
         status = feedback.status
         now = self.clock.now()
+        timing = host.timing
         if status in (429, 503):  # "overloaded": lower the rate for longer than the back-off
-            host.timing.throttle(self.delay_for(host), self.delay_policy)
+            timing.throttle(self.delay_for(host), self.delay_policy)
         if status is None or status == 429 or status >= 500:
-            host.timing.record_failure(now, self.delay_policy, self.rng, feedback.retry_at)
+            timing.record_failure(now, self.delay_policy, self.rng, feedback.retry_at)
         else:
-            host.timing.record_success(feedback.elapsed, self.delay_policy)
-            if host.timing.throttle_delay > 0:  # recover() does nothing otherwise
-                host.timing.recover(self.base_delay_for(host), self.delay_policy)
+            timing.record_success(feedback.elapsed, self.delay_policy)
+            if timing.throttle_delay > 0:  # recover() does nothing otherwise
+                timing.recover(self.base_delay_for(host), self.delay_policy)
         self._space_next(host, lease)
         self._reschedule(host)
 
@@ -454,7 +506,8 @@ class Frontier:
         # our lease and this moment (connection set-up delays it by an unknown amount),
         # so the gap is counted from the end of the fetch: the next start is then at
         # least ``delay`` after the previous one as the server measures it.
-        at = (self.clock.now() if self._max_in_flight(host) == 1 else lease.issued_at) + delay
+        cap = host.policy.max_in_flight or self.max_in_flight  # _max_in_flight(host) == 1:
+        at = (self.clock.now() if cap <= 1 else lease.issued_at) + delay
         if at > host.next_allowed_at:
             host.next_allowed_at = at
 
@@ -482,104 +535,3 @@ class Frontier:
             group = self.ips[lease.ip]
             group.next_allowed_at = max(group.next_allowed_at, until)
         self._reschedule(host)
-
-    # ---- hand-offs to the worker ------------------------------------------------------------
-
-    def rerank(self) -> None:
-        """Re-rank every host's queue: URLs that became overdue while waiting in memory
-        move ahead (call every minute or so)."""
-        now = self.clock.now()
-        for host in self.hosts.values():
-            if host.queue:
-                host.rerank(now)
-                self._reschedule(host)
-
-    def take_denied(self) -> list[Denial]:
-        out, self._denied = self._denied, []
-        return out
-
-    def take_released(self) -> list[tuple[DueUrl, float]]:
-        out, self._released = self._released, []
-        return out
-
-    def release_all(self) -> list[tuple[DueUrl, float]]:
-        """Drain every queued URL (shutdown or lost shard): they go back to the store."""
-        for host in self.hosts.values():
-            for due in host.drain():
-                self._queued -= 1
-                self._released.append((due, due.next_fetch_at))
-            host.token += 1
-        return self.take_released()
-
-    def drain_shards(self, shards: Collection[int]) -> list[tuple[DueUrl, float]]:
-        """Empty the queues of the hosts of ``shards`` (a handover or a lost lease): their
-        URLs are returned, due as they were. The hosts stay known, so fetches in flight
-        finish against their state; :meth:`forget_shards` drops them afterwards."""
-        out: list[tuple[DueUrl, float]] = []
-        for host in self.hosts.values():
-            if host.shard in shards:
-                for due in host.drain():
-                    self._queued -= 1
-                    out.append((due, due.next_fetch_at))
-                host.token += 1
-        return out
-
-    def forget_shards(self, shards: Collection[int]) -> list[HostState]:
-        """Drop the state of the hosts of ``shards`` that have nothing in flight; return
-        them (their politeness clocks are saved for the next owner)."""
-        gone = [h for h in self.hosts.values()
-                if h.shard in shards and not h.in_flight and not h.robots_in_flight]
-        for host in gone:
-            del self.hosts[host.host_key]
-            for due in host.drain():  # nothing should be queued; never lose a URL
-                self._queued -= 1
-                self._released.append((due, due.next_fetch_at))
-        return gone
-
-    # ---- figures ---------------------------------------------------------------------------
-
-    def next_wake_at(self) -> float | None:
-        """Earliest time a queued host becomes ready (None: nothing waits on time)."""
-        if len(self._ready):
-            return self.clock.now()
-        while self._waiting:
-            at, _, token, key = self._waiting[0]
-            host = self.hosts.get(key)
-            if host is not None and host.token == token:
-                return at
-            heapq.heappop(self._waiting)
-        return None
-
-    @property
-    def queued(self) -> int:
-        return self._queued
-
-    @property
-    def in_flight(self) -> int:
-        return self._in_flight
-
-    def full_hosts(self, window: int) -> set[str]:
-        """Hosts whose in-memory queue holds at least ``window`` URLs (skip them on refill)."""
-        return {key for key, host in self.hosts.items() if len(host.queue) >= window}
-
-    def active_hosts(self) -> int:
-        return sum(1 for host in self.hosts.values() if host.queue or host.in_flight)
-
-    def forget_idle_hosts(self, keep: int) -> None:
-        """Drop state of idle hosts beyond ``keep`` (memory bounded by active hosts).
-
-        Only hosts whose delay and back-off have fully elapsed are dropped, so a
-        host that comes back starts from a clean slate without breaking its delay.
-        """
-        if len(self.hosts) <= keep:
-            return
-        now = self.clock.now()
-        idle = [
-            k for k, h in self.hosts.items()
-            if not h.queue and not h.in_flight
-            and h.next_allowed_at <= now and h.timing.backoff_until <= now
-        ]
-        for key in idle:
-            if len(self.hosts) <= keep:
-                break
-            del self.hosts[key]

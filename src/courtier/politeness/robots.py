@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from courtier.politeness.robots_match import (
+    PATH_NEEDS_FIX,
     PathCheck,
     Rule,
     RuleSet,
@@ -326,8 +327,21 @@ class RobotsTxt:
         """``(verdict, units)`` of :meth:`check` when the decision takes one step (no
         rules apply, or plain prefix rules), without a :class:`PathCheck`; None when it
         must be taken in steps. Allowed unless the verdict is False."""
-        path, rules, verdict = self._rules_for(agent_token, path)
-        return (verdict, 0) if rules is None else rules.decide_at_once(path)
+        # _rules_for and group_for's cache hit, inlined: this runs once per page lease
+        if not path.startswith("/"):
+            path = "/" + path
+        if _path_needs_fix(path) is not None:  # normalize()'s quick test, inlined
+            path = normalize(path)
+        if path == _ROBOTS_PATH or path.startswith(_ROBOTS_QUERY):
+            return True, 0
+        group = self._cache.get(agent_token)
+        if group is None:
+            group = self.group_for(agent_token)
+            if group is None:
+                return None, 0
+        elif group is _MISSING:
+            return None, 0
+        return group.rules.decide_at_once(path)
 
     def _rules_for(self, agent_token: str, path: str) -> tuple[str, RuleSet | None, bool | None]:
         """The normalised path and the rules that decide it, or no rules and the verdict
@@ -361,6 +375,7 @@ class RobotsTxt:
 
 
 _ALLOW_ALL: Final = RobotsTxt(b"")
+_path_needs_fix: Final = PATH_NEEDS_FIX.search
 
 
 def _chain(rule_lists: Iterable[list[Rule]]) -> Iterable[Rule]:

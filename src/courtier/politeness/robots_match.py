@@ -44,6 +44,8 @@ _TO_FIX = re.compile(rb"%([0-9A-Fa-f]{2})|[^\x21-\x7e]")
 #: quick tests: input that needs no rewriting at all (printable ASCII, no "%")
 _BYTES_NEED_FIX = re.compile(rb"[^\x21-\x24\x26-\x7e]")
 _STR_NEEDS_FIX = re.compile(r"[^\x21-\x24\x26-\x7e]")
+#: :func:`normalize` returns a path unchanged unless this finds something in it
+PATH_NEEDS_FIX: Final = _STR_NEEDS_FIX
 
 #: characters of path one work unit of ``str.find`` stands for
 FIND_SPAN: Final = 256
@@ -248,18 +250,20 @@ class RuleSet:
     def check(self, path: str) -> PathCheck:
         """The decision for a normalised ``path``, to be taken in steps (taken at once,
         with the same answer and units, for a set of plain prefix rules)."""
-        if self._plain:
-            return PathCheck.decided(*self._decide_plain(path))
+        at_once = self.decide_at_once(path)
+        if at_once is not None:
+            return PathCheck.decided(*at_once)
         return PathCheck(self._walk(path))
 
     def decide_at_once(self, path: str) -> tuple[bool | None, int] | None:
         """``(verdict, units)`` of :meth:`check` for a set decided at once (plain
-        prefix rules), without a :class:`PathCheck`; None when it must be stepped."""
-        return self._decide_plain(path) if self._plain else None
+        prefix rules), without a :class:`PathCheck`; None when it must be stepped.
 
-    def _decide_plain(self, path: str) -> tuple[bool | None, int]:
-        """What :meth:`_walk` finds for a set without ``*`` rules, with the units the
-        walk would have spent (one per head length tried)."""
+        What :meth:`_walk` finds for a set without ``*`` rules, with the units the walk
+        would have spent (one per head length tried); once per page lease, so
+        :func:`_better` is inlined."""
+        if not self._plain:
+            return None
         best_length = -1
         best_allow = False
         if self._exact:
@@ -275,9 +279,11 @@ class RuleSet:
                 continue
             units += 1
             entry = entries.get(path[:head_length])
-            if entry is not None and entry.plain is not None and _better(
-                    head_length, entry.plain, best_length, best_allow):
-                best_length, best_allow = head_length, entry.plain
+            if entry is not None:
+                allow = entry.plain
+                if allow is not None and (head_length > best_length or (
+                        head_length == best_length and allow and not best_allow)):
+                    best_length, best_allow = head_length, allow
         return (None if best_length < 0 else best_allow), units
 
     def _walk(self, path: str) -> Generator[int, None, bool | None]:

@@ -117,3 +117,31 @@ def test_retry_after_wins_over_backoff() -> None:
 )
 def test_parse_retry_after(value: str | None, expected: float | None) -> None:
     assert parse_retry_after(value, NOW) == expected
+
+
+
+_ANY_FLOAT = st.one_of(st.floats(allow_nan=True, allow_infinity=True),
+                       st.sampled_from([0.0, -0.0, 30.0]))
+
+
+def _record_success_with_builtins(adaptive: float, elapsed: float, policy: DelayPolicy) -> float:
+    """record_success's adaptive delay as written before it compared instead of calling
+    min() and max()."""
+    sample = min(policy.max_adaptive_delay, policy.adaptive_factor * max(0.0, elapsed))
+    if sample >= adaptive:
+        return sample
+    w = policy.adaptive_recovery
+    return (1 - w) * adaptive + w * sample
+
+
+@settings(max_examples=500, deadline=None)
+@given(_ANY_FLOAT, _ANY_FLOAT, _ANY_FLOAT, _ANY_FLOAT, st.floats(0.0, 1.0))
+def test_record_success_agrees_with_the_min_max_formula(
+        elapsed: float, factor: float, cap: float, before: float, recovery: float) -> None:
+    policy = DelayPolicy(adaptive_factor=factor, max_adaptive_delay=cap,
+                         adaptive_recovery=recovery)
+    timing = HostTiming(adaptive_delay=before, failures=3)
+    timing.record_success(elapsed, policy)
+    expected = _record_success_with_builtins(before, elapsed, policy)
+    assert repr(timing.adaptive_delay) == repr(expected)  # bit for bit, NaN and -0.0 too
+    assert timing.failures == 0
