@@ -1,11 +1,14 @@
 """URL intake of the PostgreSQL store: one round trip per batch, COPY for bulk files.
 
 :func:`add_rows` passes the batch as one ``courtier_new_url[]`` parameter to
-``courtier_add_urls`` (``INSERT … SELECT FROM unnest(…) ORDER BY shard, url_key
-ON CONFLICT DO NOTHING`` plus the host-queue upsert, in one statement from the
-client's side). :func:`copy_rows` streams a big batch with COPY into a temporary
-table first (binary protocol, no per-row statement), then runs the same function
-over it, so the rules (sorting, conflicts, host queue) are the same.
+``courtier_add_urls`` (migration 0018: ``INSERT … SELECT FROM unnest(…) WHERE NOT
+EXISTS … ORDER BY shard, url_key``, falling back to ``ON CONFLICT DO NOTHING`` when
+another transaction committed one of the keys, plus the host-queue upsert), one
+statement from the client's side, sent without ``BEGIN … COMMIT`` (the store calls it
+with ``one_statement=True``). :func:`copy_rows` streams a big batch with COPY into a
+temporary table first (binary protocol, no per-row statement), then runs the same
+function over it in one transaction, so the rules (sorting, conflicts, host queue) are
+the same.
 """
 
 from __future__ import annotations

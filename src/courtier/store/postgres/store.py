@@ -112,12 +112,13 @@ class PostgresStore(_cluster.PostgresCluster):
         return StoreError(f"PostgreSQL store {self._where}: {op} failed: {_reason(exc)}")
 
     async def _run(self, op: str, fn: Callable[[Conn], Awaitable[T]],
-                   write: bool = True) -> T:
+                   write: bool = True, one_statement: bool = False) -> T:
         """Run ``fn`` on a pooled connection: a write in one transaction; a read without
         one. Every read statement sees its own snapshot either way (READ COMMITTED, the
         isolation of every courtier transaction), so an explicit BEGIN … COMMIT around a
         read adds two round trips and no guarantee; a read with a single statement is
-        one round trip (a worker reads the payload index once per page)."""
+        one round trip (a worker reads the payload index once per page). A write that is
+        ``one_statement`` (one function call, atomic by itself) also goes without one."""
         pool = self._pool
         if pool is None or self._closed:
             raise StoreError(
@@ -126,7 +127,7 @@ class PostgresStore(_cluster.PostgresCluster):
         for attempt in range(attempts):
             try:
                 async with pool.acquire() as conn:
-                    if not write:  # see the note on reads above
+                    if not write or one_statement:  # see the note above
                         return await fn(conn)
                     async with conn.transaction():
                         return await fn(conn)
@@ -197,7 +198,8 @@ class PostgresStore(_cluster.PostgresCluster):
         if not urls:
             return 0
         rows = _rows.new_url_rows(urls)
-        return await self._run("add_urls", lambda conn: _intake.add_rows(conn, rows))
+        return await self._run("add_urls", lambda conn: _intake.add_rows(conn, rows),
+                               one_statement=True)
 
     async def add_urls_bulk(self, urls: Sequence[NewUrl]) -> int:
         """Like :meth:`add_urls`, through COPY into a temporary table (big seed files)."""
