@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from courtier import __version__
 from courtier.cli_admin import add_admin_commands, run_admin
 from courtier.cli_query import add_query_commands, run_query
 from courtier.config import SCOPES, CrawlConfig, build_config
@@ -129,9 +128,28 @@ def add_crawl_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: argparse's own action needs the version when the parser is built,
+    which made every command read the package metadata (~25 ms); this reads it only when
+    asked."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
+                 default: str = argparse.SUPPRESS,
+                 help: str = "show the program's version number and exit") -> None:
+        super().__init__(option_strings=option_strings, dest=dest, default=default, nargs=0,
+                         help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        from courtier import __version__
+
+        print(f"courtier {__version__}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="courtier", description="A polite, large-scale web crawler.")
-    parser.add_argument("--version", action="version", version=f"courtier {__version__}")
+    parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     crawl = sub.add_parser("crawl", help="crawl from seeds; resumes on the same --data")
     add_crawl_flags(crawl)

@@ -125,9 +125,9 @@ async def _call_store(args: argparse.Namespace, method: str, path: str,
         if (method, path) == ("GET", "/v1/stats"):
             from courtier.api.crawl_figures import stats_answer
             from courtier.clock import RealClock
-            from courtier.config import CrawlConfig
+            from courtier.config import offline_config
 
-            return await stats_answer(store, CrawlConfig(), RealClock().now())
+            return await stats_answer(store, offline_config(), RealClock().now())
         from courtier.api.control import StoreOnlyControl
         from courtier.api.routes import invoke
 

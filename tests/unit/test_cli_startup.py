@@ -6,9 +6,11 @@ A behaviour check (which modules a fresh interpreter has loaded), not a timing:
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -48,3 +50,23 @@ def test_store_and_api_code_load_without_numpy() -> None:
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          check=True, timeout=60).stdout.strip()
     assert out == "False"
+
+
+def test_help_and_query_commands_do_not_read_the_package_version(tmp_path: Path) -> None:
+    # importlib.metadata (and the email package it loads) cost ~25 ms of every start;
+    # only --version, the crawl's User-Agent and the API's document need the version
+    from courtier.store.sqlite import SqliteStore
+
+    async def make_store() -> None:
+        store = SqliteStore(tmp_path / "courtier.db")
+        await store.open()
+        await store.close()
+
+    asyncio.run(make_store())
+    data = str(tmp_path)
+    for argv in (("--help",), ("stats", "--data", data), ("events", "--data", data),
+                 ("policy", "get", "--data", data, "a.test"),
+                 ("domain", "stats", "--data", data, "a.test")):
+        modules = loaded_after(*argv)
+        assert "courtier.cli" in modules, argv
+        assert "importlib.metadata" not in modules, argv

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from courtier.config import DEFAULT_USER_AGENT, build_config
+from courtier.config import build_config, default_user_agent
 from courtier.errors import ConfigError
 from courtier.politeness.robots import product_token
 
@@ -16,7 +16,7 @@ def test_defaults_are_polite() -> None:
     assert config.delay == 1.0
     assert config.max_in_flight_per_host == 1
     assert config.allow_network == ()
-    assert product_token(DEFAULT_USER_AGENT) == "courtier"
+    assert product_token(default_user_agent()) == "courtier"
 
 
 def test_file_then_environment_then_flags(tmp_path: Path) -> None:

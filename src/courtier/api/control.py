@@ -35,7 +35,7 @@ from courtier.api.freshness import FreshnessControl
 from courtier.api.jsonable import json_safe
 from courtier.api.views import ApiInputError, EventTally
 from courtier.clock import Clock, RealClock
-from courtier.config import CrawlConfig
+from courtier.config import CrawlConfig, offline_config
 from courtier.domain_policy import policy_in_force
 from courtier.errors import InvalidURL
 from courtier.frontier.host import HostPolicy, domain_host_key
@@ -110,7 +110,7 @@ class StoreOnlyControl(FreshnessControl):
         self, store: Store, config: CrawlConfig | None = None, clock: Clock | None = None
     ) -> None:
         self.store = store
-        self.config = config or CrawlConfig()
+        self.config = config or offline_config()
         self.clock: Clock = clock or RealClock()
         self.agent = product_token(self.config.user_agent)
         self.tally = EventTally()
