@@ -25,7 +25,7 @@ from courtier.errors import ConfigError
 def default_user_agent() -> str:
     """``courtier/<version> (…)``. The version is read from the package metadata only
     when a configuration is built: importing importlib.metadata costs every command
-    ~25 ms at start-up, and most never need it (docs/design.md, start-up)."""
+    ~25 ms at start-up, and most never need it (bench/README.md, "Start-up")."""
     from courtier import __version__
 
     return f"courtier/{__version__} (polite crawler; robots.txt token: courtier)"
