@@ -407,6 +407,33 @@ def test_registrable_domain(host: str, expected: str) -> None:
     assert registrable_domain(host) == expected
 
 
+def test_suffix_list_has_the_rules_of_the_library_default() -> None:
+    # urls._suffix_list builds the punycode rules itself (only the non-ASCII ones need
+    # encoding): the rule set must be exactly what PublicSuffixList() builds
+    from publicsuffixlist import PublicSuffixList
+
+    from courtier import urls
+
+    ours, theirs = urls._suffix_list(), PublicSuffixList()
+    assert ours._publicsuffix == theirs._publicsuffix
+    assert ours._maxlabel == theirs._maxlabel
+    assert any(rule.startswith("xn--") for rule in ours._publicsuffix)
+
+
+@pytest.mark.parametrize("host", [
+    "www.xn--bcher-kva.de",          # punycode under an ASCII suffix
+    "shop.xn--fiqs8s",               # 中国 (an IDN TLD)
+    "a.b.xn--fiqs8s",
+    "www.city.kawasaki.jp",          # an exception rule (!city.kawasaki.jp)
+    "x.y.kawasaki.jp",               # a wildcard rule (*.kawasaki.jp)
+    "a.xn--55qx5d.cn",               # 公司.cn
+])
+def test_registrable_domain_agrees_with_the_library_default(host: str) -> None:
+    from publicsuffixlist import PublicSuffixList
+
+    assert registrable_domain(host) == PublicSuffixList().privatesuffix(host)
+
+
 def test_registrable_domain_groups_hosts_of_a_site() -> None:
     hosts = [canonicalize(u).host for u in ("http://a.shop.co.uk/", "https://B.shop.co.uk/x")]
     assert {registrable_domain(h) for h in hosts} == {"shop.co.uk"}
