@@ -256,6 +256,14 @@ class ReparseEvent:
     parser_version: int
     payload: dict[str, Any]
 
+    def payload_json(self) -> str:
+        """``payload`` as compact JSON text (the stores' ``events.payload``); StoreError
+        when it is not JSON-serialisable (NaN and infinities included)."""
+        try:
+            return json.dumps(self.payload, separators=(",", ":"), allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise StoreError(f"reparse event payload is not JSON-serialisable: {exc}") from exc
+
 
 #: states of an archive segment, in order (LOST: its spool vanished before upload)
 SEGMENT_STATES = ("spooled", "uploaded", "verified", "lost")

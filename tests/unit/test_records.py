@@ -10,8 +10,11 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 import courtier.records as records
 import courtier.store.base as store_base
+from courtier.errors import StoreError
 
 
 def _loaded_after(statement: str) -> set[str]:
@@ -44,3 +47,12 @@ def test_the_store_loads_without_the_frontier_package() -> None:
     modules = _loaded_after("import courtier.store.sqlite, courtier.store.postgres")
     assert "courtier.store.sqlite" in modules
     assert sorted(m for m in modules if m.startswith("courtier.frontier")) == []
+
+
+def test_reparse_payload_json_is_compact_and_refuses_what_json_cannot_hold() -> None:
+    event = records.ReparseEvent(bytes(16), 1, 2, {"links": ["a", "b"], "title": "é"})
+    assert event.payload_json() == '{"links":["a","b"],"title":"\\u00e9"}'
+    assert json.loads(event.payload_json()) == event.payload
+    for payload in ({"score": float("nan")}, {"score": float("inf")}, {"tags": {1, 2}}):
+        with pytest.raises(StoreError, match="reparse event payload is not JSON-serialisable"):
+            records.ReparseEvent(bytes(16), 1, 2, payload).payload_json()

@@ -1,7 +1,9 @@
 """The OpenAPI 3.1 description of the admin API, as a plain Python dict.
 
 Served at ``/openapi.json``. Every route of :data:`courtier.api.server.ROUTES`
-appears here (a test checks it); keep both in step.
+appears here (a test checks it); keep both in step. The paths are here (the
+refresh-plan ones in ``openapi_freshness.py``); the shared responses and named
+schemas in ``openapi_components.py``.
 """
 
 from __future__ import annotations
@@ -10,19 +12,12 @@ import copy
 from typing import Any
 
 from courtier import __version__
-
-_JSON = "application/json"
-
-
-from courtier.api.openapi_freshness import freshness_paths  # noqa: E402
-
-
-def _ref(name: str) -> dict[str, Any]:
-    return {"$ref": f"#/components/schemas/{name}"}
+from courtier.api.openapi_components import COMPONENTS, JSON, schema_ref
+from courtier.api.openapi_freshness import freshness_paths
 
 
 def _ok(description: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
-    content = {_JSON: {"schema": schema or {"type": "object"}}}
+    content = {JSON: {"schema": schema or {"type": "object"}}}
     return {"description": description, "content": content}
 
 
@@ -58,30 +53,10 @@ def _op(
     if params:
         operation["parameters"] = params
     if body is not None:
-        operation["requestBody"] = {"required": True, "content": {_JSON: {"schema": body}}}
+        operation["requestBody"] = {"required": True, "content": {JSON: {"schema": body}}}
         operation["responses"].update(_WRITE_ERRORS)
     return operation
 
-
-_POLICY = {
-    "type": "object",
-    "additionalProperties": False,
-    "properties": {
-        "delay": {
-            "type": ["number", "null"],
-            "minimum": 0,
-            "maximum": 86400,
-            "description": "seconds between request starts (null: crawl default)",
-        },
-        "max_in_flight": {"type": ["integer", "null"], "minimum": 1, "maximum": 64},
-        "max_pages": {"type": ["integer", "null"], "minimum": 0, "maximum": 1_000_000_000},
-        "blocked": {
-            "type": "boolean",
-            "default": False,
-            "description": "fetch nothing from this host; queued URLs end as blocked",
-        },
-    },
-}
 
 _SEED_RESULT = {
     "type": "object",
@@ -165,18 +140,18 @@ _DOCUMENT: dict[str, Any] = {
         "/v1/domains/{domain}/policy": {
             "get": _op(
                 "Policy override of a domain",
-                _ok("the policy", _ref("PolicyAnswer")),
+                _ok("the policy", schema_ref("PolicyAnswer")),
                 params=[_DOMAIN],
             ),
             "put": _op(
                 "Set a domain's policy (replaces it; applied within a second)",
-                _ok("the policy now in force", _ref("PolicyAnswer")),
+                _ok("the policy now in force", schema_ref("PolicyAnswer")),
                 params=[_DOMAIN],
-                body=_ref("Policy"),
+                body=schema_ref("Policy"),
             ),
             "delete": _op(
                 "Return a domain to the crawl defaults",
-                _ok("the policy now in force", _ref("PolicyAnswer")),
+                _ok("the policy now in force", schema_ref("PolicyAnswer")),
                 params=[_DOMAIN],
             ),
         },
@@ -191,7 +166,7 @@ _DOCUMENT: dict[str, Any] = {
         "/v1/urls/{urlHash}": {
             "get": _op(
                 "State of one URL by its 128-bit key (32 hex digits)",
-                _ok("row, robots decision, fetch history", _ref("UrlState")),
+                _ok("row, robots decision, fetch history", schema_ref("UrlState")),
                 params=[
                     {
                         "name": "urlHash",
@@ -206,14 +181,14 @@ _DOCUMENT: dict[str, Any] = {
         "/v1/urls": {
             "get": _op(
                 "State of one URL by its text (canonicalized first)",
-                _ok("row, robots decision, fetch history", _ref("UrlState")),
+                _ok("row, robots decision, fetch history", schema_ref("UrlState")),
                 params=[
                     {"name": "url", "in": "query", "required": True, "schema": {"type": "string"}}
                 ],
                 extra=_NOT_FOUND,
             )
         },
-        "/v1/stats": {"get": _op("Crawl-wide figures", _ok("figures", _ref("Stats")))},
+        "/v1/stats": {"get": _op("Crawl-wide figures", _ok("figures", schema_ref("Stats")))},
         "/v1/hosts/top": {
             "get": _op(
                 "Hosts with the longest queues or the most errors",
@@ -240,7 +215,7 @@ _DOCUMENT: dict[str, Any] = {
                     {
                         "type": "object",
                         "properties": {
-                            "events": {"type": "array", "items": _ref("Event")},
+                            "events": {"type": "array", "items": schema_ref("Event")},
                             "next_after": {"type": "integer"},
                         },
                     },
@@ -328,94 +303,7 @@ _DOCUMENT: dict[str, Any] = {
             }
         },
     },
-    "components": {
-        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-        "responses": {
-            "BadRequest": {
-                "description": "wrong input",
-                "content": {_JSON: {"schema": _ref("Error")}},
-            },
-            "Unauthorized": {
-                "description": "missing or wrong bearer token",
-                "content": {_JSON: {"schema": _ref("Error")}},
-            },
-            "NotFound": {"description": "not known", "content": {_JSON: {"schema": _ref("Error")}}},
-            "ForeignOrigin": {
-                "description": "Origin is neither this API's own nor an allowed host",
-                "content": {_JSON: {"schema": _ref("Error")}},
-            },
-            "ForeignHost": {
-                "description": "without a token: Host is not loopback nor an allowed host "
-                "(DNS-rebinding defence)",
-                "content": {_JSON: {"schema": _ref("Error")}},
-            },
-            "NotJson": {
-                "description": "a write without Content-Type: application/json",
-                "content": {_JSON: {"schema": _ref("Error")}},
-            },
-        },
-        "schemas": {
-            "Error": {
-                "type": "object",
-                "required": ["error"],
-                "properties": {"error": {"type": "string"}},
-            },
-            "Policy": _POLICY,
-            "PolicyAnswer": {
-                "type": "object",
-                "properties": {
-                    "domain": {"type": "string"},
-                    "policy": _POLICY,
-                    "override": {"type": "boolean"},
-                    "hosts": {"type": "array", "items": {"type": "object"}},
-                    "defaults": {"type": "object"},
-                    "applied_live": {"type": "array", "items": {"type": "string"}},
-                },
-            },
-            "UrlState": {
-                "type": "object",
-                "properties": {
-                    "url": {"type": "object", "description": "the store row (url_key in hex)"},
-                    "robots": {
-                        "type": "object",
-                        "properties": {
-                            "source": {"enum": ["live", "store", "none"]},
-                            "decision": {"enum": ["allowed", "disallowed", "unknown"]},
-                        },
-                    },
-                    "history": {
-                        "type": "array",
-                        "description": "fetch audit trail, oldest first (at most 50)",
-                    },
-                },
-            },
-            "Stats": {
-                "type": "object",
-                "properties": {
-                    "running": {"type": "boolean"},
-                    "status": {"type": ["object", "null"]},
-                    "store": {"type": "object"},
-                    "status_mix": {"type": "object"},
-                    "outcomes": {"type": "object"},
-                    "politeness": {"type": ["object", "null"]},
-                    "budget": {"type": "object"},
-                },
-            },
-            "Event": {
-                "type": "object",
-                "properties": {
-                    "id": {"type": "integer"},
-                    "url_key": {"type": "string"},
-                    "version": {"type": "integer"},
-                    "created_at": {"type": "number"},
-                    "payload": {
-                        "type": "object",
-                        "description": "described by GET /v1/events/schema (event-v1.json)",
-                    },
-                },
-            },
-        },
-    },
+    "components": COMPONENTS,
 }
 
 

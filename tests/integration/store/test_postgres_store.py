@@ -12,7 +12,7 @@ import pytest
 
 from courtier.errors import StoreError
 from courtier.frontier.host import OVERDUE_AFTER
-from courtier.store.base import NewUrl
+from courtier.store.base import NewUrl, ReparseEvent
 from courtier.store.postgres import PostgresStore, _rows
 from tests.integration.store.rows import T0, finished, url_row
 
@@ -165,6 +165,18 @@ async def test_shard_that_disagrees_with_the_key_is_refused(store: PostgresStore
     with pytest.raises(StoreError, match="names shard"):
         await store.add_urls([wrong])
     assert (await store.counts())["urls"] == 0
+
+
+async def test_reparse_batch_with_a_payload_that_is_not_json_adds_nothing(
+    store: PostgresStore,
+) -> None:
+    good = ReparseEvent(url_row("http://a.test/").url_key, 1, 1, {"links": []})
+    bad = ReparseEvent(url_row("http://b.test/").url_key, 1, 1, {"score": float("nan")})
+    with pytest.raises(StoreError, match="not JSON-serialisable"):
+        await store.add_reparse_events([good, bad])  # the good one was inserted first
+    assert await store.read_events(0, 10) == []
+    assert (await store.event_counts()).events == 0
+    assert await store.add_reparse_events([good]) == 1
 
 
 async def test_bulk_copy_intake_matches_add_urls(store: PostgresStore) -> None:

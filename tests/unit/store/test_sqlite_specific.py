@@ -15,7 +15,7 @@ import courtier.store.sqlite as sqlite_pkg
 from courtier.clock import VirtualClock
 from courtier.errors import StoreError
 from courtier.outcome import Outcome
-from courtier.store.base import FetchCommit, HostStatsDelta, NewUrl, UrlState
+from courtier.store.base import FetchCommit, HostStatsDelta, NewUrl, ReparseEvent, UrlState
 from courtier.store.sqlite import SqliteStore
 from courtier.store.sqlite._schema import connect, load_migrations, migrate
 
@@ -203,6 +203,20 @@ async def test_full_database_raises_and_inserts_nothing(store: SqliteStore) -> N
     with pytest.raises(StoreError, match="full"):
         await store.add_urls(batch)
     assert (await store.counts())["urls"] == 1
+
+
+async def test_reparse_batch_with_a_payload_that_is_not_json_adds_nothing(
+    store: SqliteStore,
+) -> None:
+    good = ReparseEvent(key("http://a.test/"), 1, 1, {"links": []})
+    bad = ReparseEvent(key("http://b.test/"), 1, 1, {"score": float("nan")})
+    with pytest.raises(StoreError, match="not JSON-serialisable"):
+        await store.add_reparse_events([good, bad])
+    assert await store.read_events(0, 10) == []
+    assert (await store.event_counts()).events == 0
+    skipped = ReparseEvent(key("http://c.test/"), 1, 0, {"score": float("nan")})
+    assert await store.add_reparse_events([skipped, good]) == 1  # parser version 0: skipped
+    assert [e.payload for e in await store.read_events(0, 10)] == [{"links": []}]
 
 
 async def test_fetch_log_row_per_applied_commit(store: SqliteStore, tmp_path: Path) -> None:

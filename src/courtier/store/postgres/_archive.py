@@ -3,7 +3,6 @@ of a lost WARC file (migration 0004)."""
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Collection, Sequence
 from typing import Any
@@ -20,10 +19,7 @@ async def add_reparse_events(conn: Conn, events: Sequence[ReparseEvent], now: fl
     for event in events:
         if event.parser_version < 1:
             continue
-        try:
-            text = json.dumps(event.payload, separators=(",", ":"), allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise StoreError(f"reparse event payload is not JSON-serialisable: {exc}") from exc
+        text = event.payload_json()
         status = await conn.execute(
             "INSERT INTO events (shard, url_key, version, kind, created_at, payload)"
             " VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",

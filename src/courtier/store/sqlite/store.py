@@ -17,6 +17,10 @@ Durability: WAL with ``synchronous=NORMAL`` by default — an acknowledged write
 survives a process crash (kill -9); the last transactions may be lost on power
 failure or an OS crash, which at-least-once fetching tolerates.
 ``durability="full"`` sets ``synchronous=FULL``: every commit is fsynced.
+
+The class holds the plumbing, hosts, the refresh plan, the archive and the figures;
+the URL methods (intake, refill, commit) are mixed in from ``_urls.py`` and the
+cluster's from ``_cluster.py``.
 """
 
 from __future__ import annotations
@@ -24,8 +28,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-from collections import Counter
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -34,30 +37,24 @@ from courtier.clock import Clock, RealClock
 from courtier.errors import StoreError
 from courtier.store.base import (
     SEGMENT_STATES,
-    CommitResult,
     DayCount,
-    DueUrl,
     Event,
-    FetchCommit,
     HostRecord,
-    HostStatsDelta,
     HostTierRecord,
-    NewUrl,
     PayloadLocation,
     ReparseEvent,
     SegmentRecord,
 )
-from courtier.store.event_counts import EVENTS, EventCounts, payload_counter_names
+from courtier.store.event_counts import EventCounts
 from courtier.store.sqlite import (
+    _archive,
     _cluster,
-    _commit,
     _event_counts,
     _plans,
     _queries,
-    _refill,
     _schema,
+    _urls,
 )
-from courtier.urls import shard_of_key
 
 T = TypeVar("T")
 
@@ -76,7 +73,7 @@ def _describe(exc: BaseException) -> str:
     return ""
 
 
-class SqliteStore(_cluster.SqliteCluster):
+class SqliteStore(_urls.SqliteUrls, _cluster.SqliteCluster):
     """A :class:`courtier.store.base.Store` in one SQLite file.
 
     ``path`` is the database file (created with its folder on :meth:`open`);
@@ -199,110 +196,7 @@ class SqliteStore(_cluster.SqliteCluster):
             self._executor = None
             executor.shutdown(wait=False)
 
-    # -- URLs ---------------------------------------------------------------
-
-    async def add_urls(self, urls: Sequence[NewUrl]) -> int:
-        if not urls:
-            return 0
-        batch = list(urls)
-        return await self._tx("add_urls", lambda conn: _queries.insert_urls(conn, batch))
-
-    async def load_due(
-        self,
-        shards: Sequence[int],
-        now: float,
-        limit: int,
-        per_host_limit: int,
-        skip_hosts: Collection[str] = (),
-        epochs: Mapping[int, int] | None = None,
-    ) -> list[DueUrl]:
-        shard_list, skip = list(shards), list(skip_hosts)
-        fence = None if epochs is None else dict(epochs)
-
-        def job(conn: sqlite3.Connection) -> list[DueUrl]:
-            allowed = None if fence is None else _cluster.fenced_shards(conn, fence)
-            wanted = [s for s in shard_list if allowed is None or s in allowed]
-            return _refill.load_due(conn, wanted, now, limit, per_host_limit, skip)
-
-        return await self._tx("load_due", job)
-
-    async def reset_scheduled(self, shards: Sequence[int],
-                              epochs: Mapping[int, int] | None = None) -> int:
-        shard_list = list(shards)
-        fence = None if epochs is None else dict(epochs)
-
-        def job(conn: sqlite3.Connection) -> int:
-            allowed = None if fence is None else _cluster.fenced_shards(conn, fence)
-            wanted = [s for s in shard_list if allowed is None or s in allowed]
-            return _queries.reset_scheduled(conn, wanted)
-
-        return await self._tx("reset_scheduled", job)
-
-    async def release(self, items: Sequence[tuple[bytes, float]],
-                      epochs: Mapping[int, int] | None = None) -> int:
-        """SCHEDULED rows given back unfetched → QUEUED at the given time (no version bump).
-
-        Rows that are not SCHEDULED (already committed, retired, requeued) are
-        left alone and not counted.
-        """
-        if not items:
-            return 0
-        batch = list(items)
-        fence = None if epochs is None else dict(epochs)
-
-        def job(conn: sqlite3.Connection) -> int:
-            if fence is None:
-                return _queries.release(conn, batch)
-            allowed = _cluster.fenced_shards(conn, fence)
-            return _queries.release(conn, [(k, at) for k, at in batch
-                                           if shard_of_key(k) in allowed])
-
-        return await self._tx("release", job)
-
-    async def seed_urls(self, limit: int = 100_000) -> list[str]:
-        """URLs at depth 0 (seeds of every run so far), oldest first, at most ``limit``."""
-        return await self._tx(
-            "seed_urls", lambda conn: _queries.seed_urls(conn, limit), write=False
-        )
-
-    async def next_due_at(self, shards: Sequence[int], pending_only: bool = False) -> float | None:
-        shard_list = list(shards)
-        return await self._tx(
-            "next_due_at",
-            lambda conn: _queries.next_due_at(conn, shard_list, pending_only),
-            write=False,
-        )
-
-    async def pending_counts(self, shards: Sequence[int]) -> tuple[int, int]:
-        shard_list = list(shards)
-        return await self._tx(
-            "pending_counts",
-            lambda conn: _queries.pending_counts(conn, shard_list),
-            write=False,
-        )
-
-    async def commit(
-        self, commits: Sequence[FetchCommit], host_stats: Sequence[HostStatsDelta] = ()
-    ) -> CommitResult:
-        if not commits and not host_stats:
-            return CommitResult(applied=0, stale=0, new_urls=0)
-        batch, stats, now = list(commits), list(host_stats), self._clock.now()
-        return await self._tx("commit", lambda conn: _commit.apply_commits(conn, batch, stats, now))
-
-    async def get_url(self, url_key: bytes) -> dict[str, Any] | None:
-        def job(conn: sqlite3.Connection) -> dict[str, Any] | None:
-            cur = conn.execute("SELECT * FROM urls WHERE url_key = ?", (url_key,))
-            row = cur.fetchone()
-            if row is None:
-                return None
-            result = {d[0]: value for d, value in zip(cur.description, row, strict=True)}
-            result["url_key"] = bytes(result["url_key"])
-            result["url_key_hex"] = result["url_key"].hex()
-            return result
-
-        return await self._tx("get_url", job, write=False)
-
-    # -- hosts ------------------------------------------------------------------
+    # -- hosts (URLs: see _urls.py; cluster: _cluster.py) ------------------------
 
     async def load_host(self, host_key: str) -> HostRecord | None:
         return await self._tx(
@@ -327,8 +221,6 @@ class SqliteStore(_cluster.SqliteCluster):
             "set_policy", lambda conn: _queries.set_policy(conn, host_key, shard, policy, now)
         )
 
-    # -- payloads, events, figures ----------------------------------------------
-
     async def save_backoff(self, host_key: str, shard: int, until: float) -> None:
         now = self._clock.now()
         await self._tx(
@@ -343,11 +235,12 @@ class SqliteStore(_cluster.SqliteCluster):
             "load_day_counts", lambda conn: _queries.load_day_counts(conn, wanted), write=False
         )
 
-    async def due_within(self, shards: Sequence[int], until: float) -> int:
-        shard_list = list(shards)
+    async def policies_changed(self, since: float) -> list[HostRecord]:
         return await self._tx(
-            "due_within", lambda conn: _queries.due_within(conn, shard_list, until), write=False
+            "policies_changed", lambda conn: _queries.policies_changed(conn, since), write=False
         )
+
+    # -- refresh plan (values, host tiers; see _plans.py) -----------------------
 
     async def set_values(self, items: Sequence[tuple[bytes, float | None]]) -> int:
         rows = list(items)
@@ -372,10 +265,7 @@ class SqliteStore(_cluster.SqliteCluster):
         return await self._tx(
             "tier_counts", lambda conn: _plans.tier_counts(conn, shard_list, until), write=False)
 
-    async def policies_changed(self, since: float) -> list[HostRecord]:
-        return await self._tx(
-            "policies_changed", lambda conn: _queries.policies_changed(conn, since), write=False
-        )
+    # -- audit, payloads ---------------------------------------------------------
 
     async def fetch_log(
         self, after: int = 0, limit: int = 1000, url_key: bytes | None = None
@@ -394,81 +284,31 @@ class SqliteStore(_cluster.SqliteCluster):
         return await self._tx("payload_locations",
                               lambda conn: _queries.payload_locations(conn, wanted), write=False)
 
+    # -- archive (segments, a lost WARC file, re-parse events; see _archive.py) ---
+
     async def save_segment(self, name: str, owner: str, state: str, size: int) -> None:
         if state not in SEGMENT_STATES:
             raise StoreError(f"unknown segment state {state!r}")
         now = self._clock.now()
-
-        def job(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                "INSERT INTO archive_segments (name, owner, state, size, created_at, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET"
-                " owner = excluded.owner, state = excluded.state, size = excluded.size,"
-                " updated_at = excluded.updated_at", (name, owner, state, size, now, now))
-
-        await self._tx("save_segment", job)
+        await self._tx("save_segment",
+                       lambda conn: _archive.save_segment(conn, name, owner, state, size, now))
 
     async def segments(self, owner: str | None = None,
                        states: Collection[str] = ()) -> list[SegmentRecord]:
         wanted = list(states)
-
-        def job(conn: sqlite3.Connection) -> list[SegmentRecord]:
-            sql = ("SELECT name, owner, state, size, created_at, updated_at"
-                   " FROM archive_segments WHERE 1 = 1")
-            params: list[Any] = []
-            if owner is not None:
-                sql += " AND owner = ?"
-                params.append(owner)
-            if wanted:
-                sql += f" AND state IN ({', '.join('?' * len(wanted))})"
-                params += wanted
-            rows = conn.execute(sql + " ORDER BY name", params).fetchall()
-            return [SegmentRecord(*r) for r in rows]
-
-        return await self._tx("segments", job, write=False)
+        return await self._tx("segments", lambda conn: _archive.segments(conn, owner, wanted),
+                              write=False)
 
     async def requeue_archive_file(self, warc_file: str, now: float) -> int:
-        def job(conn: sqlite3.Connection) -> int:
-            cur = conn.execute(
-                "UPDATE urls SET state = ?, next_fetch_at = ?, warc_file = NULL,"
-                " warc_offset = NULL, warc_length = NULL, payload_digest = NULL, etag = NULL,"
-                " last_modified = NULL WHERE warc_file = ?"
-                " RETURNING shard, host_key, next_fetch_at, priority",
-                (_queries.QUEUED, now, warc_file))
-            changed = cur.fetchall()
-            # the host queue follows the rows that are due again
-            _refill.enter_queue(conn, changed)
-            _refill.refresh_hosts(conn, {(int(row[0]), str(row[1])) for row in changed})
-            conn.execute("DELETE FROM payloads WHERE warc_file = ?", (warc_file,))
-            return len(changed)
-
-        return await self._tx("requeue_archive_file", job)
+        return await self._tx("requeue_archive_file",
+                              lambda conn: _archive.requeue_archive_file(conn, warc_file, now))
 
     async def add_reparse_events(self, events: Sequence[ReparseEvent]) -> int:
-        now = self._clock.now()
-        rows, kept = [], []
-        for event in events:
-            if event.parser_version < 1:
-                continue
-            try:
-                text = json.dumps(event.payload, separators=(",", ":"), allow_nan=False)
-            except (TypeError, ValueError) as exc:
-                raise StoreError(f"reparse event payload is not JSON-serialisable: {exc}") \
-                    from exc
-            rows.append((event.url_key, event.version, event.parser_version, now, text))
-            kept.append(event)
+        rows = _archive.reparse_rows(events, self._clock.now())
+        return await self._tx("add_reparse_events",
+                              lambda conn: _archive.add_reparse_events(conn, rows))
 
-        def job(conn: sqlite3.Connection) -> int:
-            added: Counter[str] = Counter()
-            for row, event in zip(rows, kept, strict=True):
-                if conn.execute(
-                        "INSERT OR IGNORE INTO events (url_key, version, kind, created_at,"
-                        " payload) VALUES (?, ?, ?, ?, ?)", row).rowcount:
-                    added.update(payload_counter_names(event.payload))
-            _event_counts.add_counts(conn, added)
-            return added[EVENTS]
-
-        return await self._tx("add_reparse_events", job)
+    # -- outbox and figures -------------------------------------------------------
 
     async def read_events(self, after: int, limit: int) -> list[Event]:
         def job(conn: sqlite3.Connection) -> list[Event]:
