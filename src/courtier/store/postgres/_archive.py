@@ -1,5 +1,5 @@
 """PostgreSQL side of the archive Store methods: re-parse events, segment states, requeue
-of a lost WARC file (migration 0004)."""
+of a lost WARC file (migration 0005)."""
 
 from __future__ import annotations
 
