@@ -14,7 +14,12 @@ call runs in a transaction that is rolled back. For each regime (~1 due row on e
   ``UPDATE`` and its level refresh (the walk and the rows it returns, nothing else);
 * ``one statement``: the rows of the first 10 k (or 1 k) ready hosts in one read — the
   host queue's range, each host's due levels, each level's best rows — which is about
-  the least a two-level refill reads; it does not rank overdue rows first.
+  the least a two-level refill reads; it does not rank overdue rows first;
+* ``one probe a host``: the same without the ``host_levels`` probe — the host queue's
+  range, then one ``urls_queued_rank`` range per host read in rank order and filtered
+  on "due" (what a refill that kept each host's due levels in its host-queue row would
+  read at least; on this data a host has ~10 queued rows, so the range is short);
+* ``hosts only``: the host queue's range alone.
 
 It prints each one's median and range in ms. It asserts nothing (the target: a refill
 of 10 k due URLs with p99 < 100 ms at every size).
@@ -55,6 +60,30 @@ CROSS JOIN LATERAL (
     AND u.priority = lv.priority AND u.next_fetch_at <= $1
   ORDER BY u.next_fetch_at, u.depth, u.url_key LIMIT $3) p
 """
+
+
+_ONE_PROBE = """
+WITH hosts AS (
+  SELECT q.shard, q.host_key FROM host_queue q WHERE q.next_due_at <= $1
+  ORDER BY q.best_priority DESC, q.next_due_at, q.host_key, q.shard LIMIT $2)
+SELECT p.* FROM hosts h
+CROSS JOIN LATERAL (
+  SELECT u.shard, u.url_key, u.url, u.host_key, u.depth, u.priority, u.version,
+         u.next_fetch_at, u.redirect_hops, u.etag, u.last_modified, u.failure_count,
+         u.payload_digest, u.change_stats, u.last_fetch_at, u.warc_file, u.simhash,
+         u.sitemap_changefreq, u.sitemap_lastmod, u.redirect_chain
+  FROM urls u WHERE u.shard = h.shard AND u.host_key = h.host_key AND u.state = 0
+    AND u.next_fetch_at <= $1
+  ORDER BY u.priority DESC, u.next_fetch_at, u.depth, u.url_key LIMIT $3) p
+"""
+
+_HOSTS_ONLY = """
+SELECT q.shard, q.host_key FROM host_queue q WHERE q.next_due_at <= $1
+ORDER BY q.best_priority DESC, q.next_due_at, q.host_key, q.shard LIMIT $2
+"""
+
+_READ_SETUP = ("SET LOCAL jit = off; SET LOCAL enable_hashjoin = off;"
+               " SET LOCAL enable_mergejoin = off")
 
 
 def without_writes(definition: str) -> str:
@@ -113,9 +142,9 @@ async def main() -> int:
                             args),
                 "no writes": (no_writes, "SELECT * FROM courtier_load_due_no_writes("
                               "$1, $2, $3, $4, $5, $6)", args),
-                "one statement": ("SET LOCAL jit = off; SET LOCAL enable_hashjoin = off;"
-                                  " SET LOCAL enable_mergejoin = off",
-                                  _ONE_STATEMENT, (now, hosts, PER_HOST)),
+                "one statement": (_READ_SETUP, _ONE_STATEMENT, (now, hosts, PER_HOST)),
+                "one probe a host": (_READ_SETUP, _ONE_PROBE, (now, hosts, PER_HOST)),
+                "hosts only": (_READ_SETUP, _HOSTS_ONLY, (now, hosts)),
             }
             times: dict[str, list[float]] = {name: [] for name in variants}
             got: dict[str, int] = {}
@@ -125,7 +154,7 @@ async def main() -> int:
                     times[name].append(ms)
                     got[name] = n
             for name, values in times.items():
-                print(f"{label:>13} {name:>13}: median {statistics.median(values):7.1f} ms"
+                print(f"{label:>13} {name:>16}: median {statistics.median(values):7.1f} ms"
                       f"  (min {min(values):.1f}, max {max(values):.1f}; {got[name]} rows,"
                       f" {a.runs} runs)", flush=True)
     finally:
