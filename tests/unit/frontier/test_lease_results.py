@@ -10,11 +10,15 @@ from tests.unit.frontier.test_scheduler import add, due, make
 A, B = "http://a.test", "http://b.test"
 
 
+def robots_lease(frontier: Frontier) -> Lease:
+    lease = frontier.next_lease()
+    assert lease is not None and lease.kind is LeaseKind.ROBOTS
+    return lease
+
+
 def page_lease(clock: VirtualClock, frontier: Frontier) -> Lease:
     """The robots.txt lease answered 404, then the first page lease once it may start."""
-    robots = frontier.next_lease()
-    assert robots is not None and robots.kind is LeaseKind.ROBOTS
-    frontier.finish_robots(robots, 404)
+    frontier.finish_robots(robots_lease(frontier), 404)
     wake = frontier.next_wake_at()
     assert wake is not None
     clock.set(wake)
@@ -39,12 +43,9 @@ def test_a_returned_page_lease_releases_its_url_and_frees_the_slot() -> None:
 def test_a_returned_robots_lease_is_issued_again() -> None:
     _, frontier = make(delay=0.0)
     add(frontier, due(A + "/1"))
-    robots = frontier.next_lease()
-    assert robots is not None and robots.kind is LeaseKind.ROBOTS
-    frontier.return_lease(robots)
+    frontier.return_lease(robots_lease(frontier))
     assert frontier.take_released() == []
-    again = frontier.next_lease()
-    assert again is not None and again.kind is LeaseKind.ROBOTS
+    robots_lease(frontier)  # issued again
 
 
 def test_a_deferred_lease_goes_back_to_the_queue_and_holds_host_and_address() -> None:
@@ -53,9 +54,7 @@ def test_a_deferred_lease_goes_back_to_the_queue_and_holds_host_and_address() ->
         frontier.register_host(key, due(key + "/").shard, ip="10.0.0.1")
     add(frontier, due(A + "/1"), due(B + "/1"))
     for _ in range(2):
-        robots = frontier.next_lease()
-        assert robots is not None and robots.kind is LeaseKind.ROBOTS
-        frontier.finish_robots(robots, 404)
+        frontier.finish_robots(robots_lease(frontier), 404)
     lease = frontier.next_lease()
     assert lease is not None and lease.kind is LeaseKind.PAGE
     until = clock.now() + 50.0
@@ -113,8 +112,7 @@ def test_a_freed_address_slot_wakes_the_hosts_that_waited_for_it() -> None:
     for key in (A, B):
         frontier.register_host(key, due(key + "/").shard, ip="10.0.0.1")
     add(frontier, due(A + "/1"), due(B + "/1"))
-    first = frontier.next_lease()
-    assert first is not None
+    first = robots_lease(frontier)
     assert frontier.next_lease() is None  # the address's one slot is taken
     frontier.finish_robots(first, 404)
     second = frontier.next_lease()
@@ -124,9 +122,7 @@ def test_a_freed_address_slot_wakes_the_hosts_that_waited_for_it() -> None:
 def test_a_robots_redirect_spends_and_frees_the_target_hosts_slot() -> None:
     clock, frontier = make(delay=1.0)
     add(frontier, due(A + "/1"))
-    robots = frontier.next_lease()
-    assert robots is not None
-    frontier.finish_robots(robots, 301, location=B + "/robots.txt")
+    frontier.finish_robots(robots_lease(frontier), 301, location=B + "/robots.txt")
     clock.advance(1.0)
     redirected = frontier.next_lease()
     assert redirected is not None and redirected.url == B + "/robots.txt"
