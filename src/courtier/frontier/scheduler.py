@@ -4,11 +4,11 @@ Pure and clock-driven: every method reads time from the injected
 :class:`~courtier.clock.Clock` and does no I/O, so the simulator and the
 real worker drive the same code.
 
-Level 1 keeps hosts in two heaps: ``waiting`` ordered by the time the host may
+Level 1 keeps hosts in two orders: the ``waiting`` heap by the time the host may
 next start a request (``max(next_allowed_at, backoff_until, robots retry)``),
-and ``ready`` (due now) ordered best first (priority of the host's best URL,
-then how long it has waited). Level 2 is each host's own heap of URLs.
-Heap entries carry a per-host token; an entry whose token is stale is skipped,
+and ``ready`` (due now, ``ready.py``) best first: priority of the host's best URL,
+then the order in which hosts became ready. Level 2 is each host's own heap of URLs.
+Entries carry a per-host token; an entry whose token is stale is skipped,
 so rescheduling a host is O(log n) without searching the heaps.
 
 Invariants the frontier keeps for every host:
@@ -33,14 +33,16 @@ from collections.abc import Iterable, Mapping
 
 from courtier.clock import Clock
 from courtier.frontier.handoffs import Denial, FrontierHandoffs
-from courtier.frontier.host import HostPolicy, HostState, IpState
-from courtier.frontier.lease import FetchFeedback, Lease, LeaseKind
+from courtier.frontier.host import HostState, IpState
+from courtier.frontier.host_registry import FrontierHostRegistry
+from courtier.frontier.lease import Lease, LeaseKind
+from courtier.frontier.lease_results import FrontierLeaseResults
 from courtier.frontier.ready import ReadyHosts
 from courtier.frontier.robots_turns import UNITS_PER_TURN, decide_head
 from courtier.politeness.delays import DelayPolicy, base_delay
 from courtier.politeness.robots import RobotsTxt
 from courtier.politeness.robots_state import RobotsPolicy, RobotsStatus
-from courtier.records import DueUrl, HostRecord
+from courtier.records import DueUrl
 from courtier.urls import host_key_of, shard_of
 
 DAY = 24 * 3600.0
@@ -61,8 +63,12 @@ def path_of(url: str) -> str:
     return url[start:] if start >= 0 else "/"
 
 
-class Frontier(FrontierHandoffs):
-    """In-memory scheduling state of the shards this process owns."""
+class Frontier(FrontierHostRegistry, FrontierLeaseResults, FrontierHandoffs):
+    """In-memory scheduling state of the shards this process owns.
+
+    The grant path is here; adding hosts and changing their state
+    (``host_registry.py``), taking leases back (``lease_results.py``) and the
+    hand-offs to the worker and figures (``handoffs.py``) are inherited."""
 
     def __init__(
         self,
@@ -98,59 +104,6 @@ class Frontier(FrontierHandoffs):
         self._in_flight = 0
         self._robots_units = UNITS_PER_TURN  # robots decisions left in this turn
         self.robots_units_spent = 0  # work units of robots decisions so far (tests, bench)
-
-    # ---- host registry -------------------------------------------------------------------
-
-    def knows_host(self, host_key: str) -> bool:
-        return host_key in self.hosts
-
-    def register_host(self, host_key: str, shard: int, record: HostRecord | None = None,
-                      ip: str | None = None, robots: RobotsTxt | None = None) -> None:
-        """Create the host's state, restoring its durable part (robots copy, policy, back-off).
-
-        ``ip`` (when already resolved) puts the host in its IP group from the first
-        request on, robots.txt included. ``robots`` is the record's robots body
-        already parsed off the loop (else it is parsed here).
-        """
-        if host_key in self.hosts:
-            return
-        host = HostState(host_key=host_key, shard=shard, loaded=True, ip=ip)
-        if ip is not None:
-            self.ips.setdefault(ip, IpState())
-        if record is not None:
-            host.robots.restore(
-                record.robots_body,
-                record.robots_status,
-                record.robots_fetched_at or 0.0,
-                record.robots_expires_at or 0.0,
-                self.clock.now(),
-                robots,
-            )
-            host.policy = HostPolicy(
-                record.policy_delay, record.policy_max_in_flight, record.policy_max_pages,
-                record.blocked,
-            )
-            host.timing.backoff_until = record.backoff_until or 0.0
-            # We may have fetched from this host moments ago (a restart after a crash or
-            # a shard takeover); its last start time is unknown, so wait one delay.
-            host.next_allowed_at = self.clock.now() + self.delay_for(host)
-        self.hosts[host_key] = host
-
-    def restore_day_pages(self, host_key: str, day_start: float, pages: int) -> None:
-        """Continue a host's daily page window saved by an earlier run (max-pages-per-day
-        survives a restart); a window older than 24 h is ignored."""
-        host = self.hosts.get(host_key)
-        if host is not None and 0 <= self.clock.now() - day_start < DAY:
-            host.day_start, host.day_pages = day_start, max(0, pages)
-            self._reschedule(host)
-
-    def set_policy(self, host_key: str, policy: HostPolicy) -> None:
-        """Apply a policy override at once (the next lease already obeys it)."""
-        host = self.hosts.get(host_key)
-        if host is None:
-            return
-        host.policy = policy
-        self._reschedule(host)
 
     # ---- intake ---------------------------------------------------------------------------
 
@@ -344,19 +297,6 @@ class Frontier(FrontierHandoffs):
         """The in-flight cap in force for this host (policy override or default)."""
         return self._max_in_flight(host)
 
-    def block_address(self, host_key: str) -> None:
-        """The host's address is refused by the SSRF guard: deny its URLs (outcome BLOCKED)
-        instead of retrying them; the host is re-checked when its state is next created."""
-        host = self.hosts.get(host_key)
-        if host is not None:
-            host.address_blocked = True
-            self._reschedule(host)
-
-    def release_url(self, due: DueUrl | None, at: float) -> None:
-        """Hand one URL back to the store, due again at ``at`` (its fetch was not kept)."""
-        if due is not None:
-            self._released.append((due, at))
-
     def _max_in_flight(self, host: HostState) -> int:
         cap = host.policy.max_in_flight or self.max_in_flight
         return cap if cap > 1 else 1  # max(1, cap), without the builtin's call overhead
@@ -428,110 +368,3 @@ class Frontier(FrontierHandoffs):
                 self._released.append((due, at))
             return
         heapq.heappush(self._waiting, (at, next(self._seq), host.token, host.host_key))
-
-    # ---- results --------------------------------------------------------------------------
-
-    def finish_page(self, lease: Lease, feedback: FetchFeedback) -> None:
-        """A page fetch ended: free its slot, adapt the delay, back off on trouble."""
-        host = self._release_slot(lease, feedback.ip)
-        status = feedback.status
-        now = self.clock.now()
-        timing = host.timing
-        if status in (429, 503):  # "overloaded": lower the rate for longer than the back-off
-            timing.throttle(self.delay_for(host), self.delay_policy)
-        if status is None or status == 429 or status >= 500:
-            timing.record_failure(now, self.delay_policy, self.rng, feedback.retry_at)
-        else:
-            timing.record_success(feedback.elapsed, self.delay_policy)
-            if timing.throttle_delay > 0:  # recover() does nothing otherwise
-                timing.recover(self.base_delay_for(host), self.delay_policy)
-        self._space_next(host, lease)
-        self._reschedule(host)
-
-    def finish_robots(
-        self, lease: Lease, status: int | None, body: bytes = b"", location: str | None = None,
-        ip: str | None = None, retry_at: float | None = None, parsed: RobotsTxt | None = None,
-    ) -> None:
-        """A robots.txt fetch ended (status None = network error); ``parsed``: its body
-        already parsed off the loop."""
-        host = self._release_slot(lease, ip)
-        host.robots_in_flight = False
-        now = self.clock.now()
-        if status in (429, 503):  # overloaded, even for robots.txt: lower the rate too
-            host.timing.throttle(self.delay_for(host), self.delay_policy)
-        if status is None:
-            host.robots.on_unreachable(now, self.robots_policy)
-        else:
-            host.robots.on_response(status, body, now, self.robots_policy, location, retry_at,
-                                    parsed)
-        self._space_next(host, lease)
-        self._reschedule(host)
-
-    def _release_slot(self, lease: Lease, ip: str | None = None) -> HostState:
-        host = self.hosts[lease.host_key]
-        host.in_flight -= 1
-        self._in_flight -= 1
-        if lease.also_host is not None and lease.also_host in self.hosts:
-            other = self.hosts[lease.also_host]
-            other.in_flight -= 1
-            if self._max_in_flight(other) == 1:
-                other.next_allowed_at = max(other.next_allowed_at,
-                                            self.clock.now() + self.delay_for(other))
-            self._reschedule(other)
-        if host.waiters:
-            waiting, host.waiters = host.waiters, set()
-            for key in waiting:
-                if key in self.hosts and key != host.host_key:
-                    self._reschedule(self.hosts[key])
-        if lease.ip is not None:
-            group = self.ips[lease.ip]
-            group.in_flight -= 1
-            waiting, group.waiting = group.waiting, set()
-            for key in waiting:
-                peer = self.hosts.get(key)
-                if peer is not None and key != host.host_key:
-                    self._reschedule(peer)
-        if ip is not None and ip != host.ip:
-            host.ip = ip
-            self.ips.setdefault(ip, IpState())
-        return host
-
-    def _space_next(self, host: HostState, lease: Lease) -> None:
-        """Set the earliest next start from the delay in force *after* this response
-        (a new Crawl-delay or a slower host applies to the very next request)."""
-        delay = self.delay_for(host)
-        if lease.delay > delay:
-            delay = lease.delay
-        # With one fetch at a time the server saw the request start somewhere between
-        # our lease and this moment (connection set-up delays it by an unknown amount),
-        # so the gap is counted from the end of the fetch: the next start is then at
-        # least ``delay`` after the previous one as the server measures it.
-        cap = host.policy.max_in_flight or self.max_in_flight  # _max_in_flight(host) == 1:
-        at = (self.clock.now() if cap <= 1 else lease.issued_at) + delay
-        if at > host.next_allowed_at:
-            host.next_allowed_at = at
-
-    def return_lease(self, lease: Lease) -> None:
-        """Give an unstarted or abandoned lease back (shutdown): its URL is released."""
-        host = self._release_slot(lease)
-        if lease.kind is LeaseKind.ROBOTS:
-            host.robots_in_flight = False
-        elif lease.due is not None:
-            self._released.append((lease.due, lease.due.next_fetch_at))
-        self._reschedule(host)
-
-    def defer_lease(self, lease: Lease, until: float) -> None:
-        """A lease that may not start yet after all (the address is busy on another worker):
-        its URL goes back to the host's queue and neither the host nor its address is
-        tried again before ``until``."""
-        host = self._release_slot(lease)
-        if lease.kind is LeaseKind.ROBOTS:
-            host.robots_in_flight = False
-        elif lease.due is not None:
-            host.push(lease.due, self.clock.now())
-            self._queued += 1
-        host.next_allowed_at = max(host.next_allowed_at, until)
-        if lease.ip is not None and lease.ip in self.ips:
-            group = self.ips[lease.ip]
-            group.next_allowed_at = max(group.next_allowed_at, until)
-        self._reschedule(host)

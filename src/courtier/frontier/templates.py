@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 import xxhash
 
 if TYPE_CHECKING:
-    from courtier.frontier.traps import TrapRules
+    from courtier.frontier.trap_rules import TrapRules
 
 __all__ = [
     "MAX_TEMPLATE_CHARS",
