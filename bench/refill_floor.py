@@ -43,43 +43,38 @@ OVERDUE_AFTER = 7 * 24 * 3600.0
 SIGNATURE = ("courtier_load_due(integer[], double precision, double precision, integer,"
              " integer, text[])")
 
-_ONE_STATEMENT = """
-WITH hosts AS (
-  SELECT q.shard, q.host_key FROM host_queue q WHERE q.next_due_at <= $1
-  ORDER BY q.best_priority DESC, q.next_due_at, q.host_key, q.shard LIMIT $2)
+#: the host queue's first $2 ready hosts, best first
+_HOSTS_ONLY = """
+SELECT q.shard, q.host_key FROM host_queue q WHERE q.next_due_at <= $1
+ORDER BY q.best_priority DESC, q.next_due_at, q.host_key, q.shard LIMIT $2
+"""
+
+_ROW_COLUMNS = """u.shard, u.url_key, u.url, u.host_key, u.depth, u.priority, u.version,
+         u.next_fetch_at, u.redirect_hops, u.etag, u.last_modified, u.failure_count,
+         u.payload_digest, u.change_stats, u.last_fetch_at, u.warc_file, u.simhash,
+         u.sitemap_changefreq, u.sitemap_lastmod, u.redirect_chain"""
+
+_ONE_STATEMENT = f"""
+WITH hosts AS ({_HOSTS_ONLY})
 SELECT p.* FROM hosts h
 CROSS JOIN LATERAL (SELECT l.priority FROM host_levels l
                     WHERE l.shard = h.shard AND l.host_key = h.host_key
                       AND l.next_due_at <= $1) lv
 CROSS JOIN LATERAL (
-  SELECT u.shard, u.url_key, u.url, u.host_key, u.depth, u.priority, u.version,
-         u.next_fetch_at, u.redirect_hops, u.etag, u.last_modified, u.failure_count,
-         u.payload_digest, u.change_stats, u.last_fetch_at, u.warc_file, u.simhash,
-         u.sitemap_changefreq, u.sitemap_lastmod, u.redirect_chain
+  SELECT {_ROW_COLUMNS}
   FROM urls u WHERE u.shard = h.shard AND u.host_key = h.host_key AND u.state = 0
     AND u.priority = lv.priority AND u.next_fetch_at <= $1
   ORDER BY u.next_fetch_at, u.depth, u.url_key LIMIT $3) p
 """
 
-
-_ONE_PROBE = """
-WITH hosts AS (
-  SELECT q.shard, q.host_key FROM host_queue q WHERE q.next_due_at <= $1
-  ORDER BY q.best_priority DESC, q.next_due_at, q.host_key, q.shard LIMIT $2)
+_ONE_PROBE = f"""
+WITH hosts AS ({_HOSTS_ONLY})
 SELECT p.* FROM hosts h
 CROSS JOIN LATERAL (
-  SELECT u.shard, u.url_key, u.url, u.host_key, u.depth, u.priority, u.version,
-         u.next_fetch_at, u.redirect_hops, u.etag, u.last_modified, u.failure_count,
-         u.payload_digest, u.change_stats, u.last_fetch_at, u.warc_file, u.simhash,
-         u.sitemap_changefreq, u.sitemap_lastmod, u.redirect_chain
+  SELECT {_ROW_COLUMNS}
   FROM urls u WHERE u.shard = h.shard AND u.host_key = h.host_key AND u.state = 0
     AND u.next_fetch_at <= $1
   ORDER BY u.priority DESC, u.next_fetch_at, u.depth, u.url_key LIMIT $3) p
-"""
-
-_HOSTS_ONLY = """
-SELECT q.shard, q.host_key FROM host_queue q WHERE q.next_due_at <= $1
-ORDER BY q.best_priority DESC, q.next_due_at, q.host_key, q.shard LIMIT $2
 """
 
 _READ_SETUP = ("SET LOCAL jit = off; SET LOCAL enable_hashjoin = off;"
