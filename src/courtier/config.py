@@ -115,7 +115,7 @@ class CrawlConfig:
         for name in self.api_allowed_hosts:
             if split_authority(name) is None:
                 raise ConfigError(f"--api-allowed-host {name!r} is not a host name")
-        from courtier.frontier.traps import trap_rules_from  # the frontier loads on use
+        from courtier.frontier.trap_rules import trap_rules_from  # loaded on use
 
         trap_rules_from(self.traps)
         if self.recrawl_interval <= 0:
