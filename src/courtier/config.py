@@ -29,6 +29,8 @@ def default_user_agent() -> str:
     from courtier import __version__
 
     return f"courtier/{__version__} (polite crawler; robots.txt token: courtier)"
+
+
 SCOPES = ("seeds-hosts", "seeds-domains", "any")
 
 
