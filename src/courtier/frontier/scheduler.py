@@ -215,17 +215,7 @@ class Frontier(FrontierHostRegistry, FrontierLeaseResults, FrontierHandoffs):
             if not allowed:
                 self._denied.append((decided, "robots", rules.digest))
                 continue
-            # the page lease: _issue_robots's accounting, the page counts (inlined here: the
-            # grant path; tests/unit/frontier/test_grant_fast_path.py checks it)
-            delay = self.delay_for(host)
-            host.in_flight += 1
-            self._in_flight += 1
-            host.next_allowed_at = now + delay
-            address = host.ip
-            if address is not None:
-                ip = self.ips[address]
-                ip.in_flight += 1
-                ip.next_allowed_at = max(ip.next_allowed_at, now + self.ip_delay)
+            delay = self._charge(host, now)  # then the page counts
             host.pages_issued += 1
             day_start = host.day_start
             if day_start is None or now - day_start >= DAY:
@@ -233,19 +223,26 @@ class Frontier(FrontierHostRegistry, FrontierLeaseResults, FrontierHandoffs):
             else:
                 host.day_pages += 1
             return Lease(_PAGE, host.host_key, decided.url, now,
-                         self.epochs.get(host.shard, 0), delay, decided, rules.digest, address)
+                         self.epochs.get(host.shard, 0), delay, decided, rules.digest, host.ip)
         return None
 
-    def _issue_robots(self, host: HostState, now: float, url: str) -> Lease:
-        """A robots.txt lease (page leases are issued in :meth:`_lease_from`)."""
+    def _charge(self, host: HostState, now: float) -> float:
+        """Count one lease against the host and its IP (in flight, next allowed time);
+        return the host's delay in force. Every lease, page or robots.txt, goes through it."""
         delay = self.delay_for(host)
         host.in_flight += 1
         self._in_flight += 1
         host.next_allowed_at = now + delay
-        if host.ip is not None:
-            ip = self.ips[host.ip]
+        address = host.ip
+        if address is not None:
+            ip = self.ips[address]
             ip.in_flight += 1
             ip.next_allowed_at = max(ip.next_allowed_at, now + self.ip_delay)
+        return delay
+
+    def _issue_robots(self, host: HostState, now: float, url: str) -> Lease:
+        """A robots.txt lease (page leases are issued in :meth:`_lease_from`)."""
+        delay = self._charge(host, now)
         host.robots_in_flight = True
         return Lease(LeaseKind.ROBOTS, host.host_key, url, now, self.epochs.get(host.shard, 0),
                      delay, None, None, host.ip)
