@@ -19,6 +19,10 @@ call runs in a transaction that is rolled back. For each regime (~1 due row on e
   range, then one ``urls_queued_rank`` range per host read in rank order and filtered
   on "due" (what a refill that kept each host's due levels in its host-queue row would
   read at least; on this data a host has ~10 queued rows, so the range is short);
+* ``head key``: one primary-key probe per row for keys given in advance (one due key
+  of each ready host, shuffled) — what a refill would read at least if each host's
+  host-queue row carried the key of its best due row (a design beyond the issue's;
+  the host range comes on top);
 * ``hosts only``: the host queue's range alone.
 
 It prints each one's median and range in ms. It asserts nothing (the target: a refill
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import random
 import statistics
 import sys
 import time
@@ -77,6 +82,13 @@ CROSS JOIN LATERAL (
   ORDER BY u.priority DESC, u.next_fetch_at, u.depth, u.url_key LIMIT $3) p
 """
 
+_HEAD_KEY = f"""
+SELECT {_ROW_COLUMNS}
+FROM unnest($1::integer[], $2::bytea[]) WITH ORDINALITY AS t(s, k, i)
+CROSS JOIN LATERAL (SELECT * FROM urls x WHERE x.shard = t.s AND x.url_key = t.k) AS u
+ORDER BY t.i
+"""
+
 _READ_SETUP = ("SET LOCAL jit = off; SET LOCAL enable_hashjoin = off;"
                " SET LOCAL enable_mergejoin = off")
 
@@ -117,6 +129,17 @@ async def one_call(conn: asyncpg.Connection, setup: str | None, query: str,
         await tr.rollback()
 
 
+async def heads_of(conn: asyncpg.Connection, now: float,
+                   hosts: int) -> tuple[list[int], list[bytes]]:
+    """One due key of each of the first ``hosts`` ready hosts, shuffled."""
+    first: dict[str, tuple[int, bytes]] = {}
+    for row in await conn.fetch(_ONE_PROBE, now, hosts, 1):
+        first.setdefault(row["host_key"], (row["shard"], row["url_key"]))
+    heads = list(first.values())
+    random.Random(7).shuffle(heads)
+    return [s for s, _ in heads], [k for _, k in heads]
+
+
 async def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--store", required=True, help="postgresql://…/DB filled by store_bench")
@@ -132,6 +155,7 @@ async def main() -> int:
                    ("~10 due/host", T0, WANT // 10))
         for label, now, hosts in regimes:
             args = (shards, now, now - OVERDUE_AFTER, WANT, PER_HOST, [])
+            head_shards, head_keys = await heads_of(conn, now, hosts)
             variants = {
                 "shipped": (None, "SELECT * FROM courtier_load_due($1, $2, $3, $4, $5, $6)",
                             args),
@@ -139,6 +163,7 @@ async def main() -> int:
                               "$1, $2, $3, $4, $5, $6)", args),
                 "one statement": (_READ_SETUP, _ONE_STATEMENT, (now, hosts, PER_HOST)),
                 "one probe a host": (_READ_SETUP, _ONE_PROBE, (now, hosts, PER_HOST)),
+                "head key": (_READ_SETUP, _HEAD_KEY, (head_shards, head_keys)),
                 "hosts only": (_READ_SETUP, _HOSTS_ONLY, (now, hosts)),
             }
             times: dict[str, list[float]] = {name: [] for name in variants}
