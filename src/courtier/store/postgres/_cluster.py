@@ -68,6 +68,16 @@ async def lock_in_order(conn: Conn, shards: Sequence[int]) -> None:
                        " ORDER BY shard FOR UPDATE", sorted(shards))
 
 
+#: each shard's ``$2`` most recently fetched fingerprints: one range of
+#: ``urls_recent_simhash`` a shard (migration 0019), whatever the shard's size
+RECENT_SIMHASHES = (
+    "SELECT s.shard, u.url_key, u.simhash FROM unnest($1::integer[]) AS s(shard)"
+    " CROSS JOIN LATERAL (SELECT url_key, simhash, last_fetch_at FROM urls"
+    "   WHERE urls.shard = s.shard AND simhash IS NOT NULL"
+    "   ORDER BY last_fetch_at DESC NULLS LAST, url_key LIMIT $2) AS u"
+    " ORDER BY s.shard, u.last_fetch_at DESC NULLS LAST, u.url_key")
+
+
 class PostgresCluster:
     """Mixed into PostgresStore (which provides ``_run``)."""
 
@@ -263,13 +273,7 @@ class PostgresCluster:
             return {}
 
         async def job(conn: Conn) -> dict[int, list[tuple[bytes, int]]]:
-            rows = await conn.fetch(
-                "SELECT s.shard, u.url_key, u.simhash FROM unnest($1::integer[]) AS s(shard)"
-                " CROSS JOIN LATERAL (SELECT url_key, simhash, last_fetch_at FROM urls"
-                "   WHERE urls.shard = s.shard AND simhash IS NOT NULL"
-                "   ORDER BY last_fetch_at DESC NULLS LAST, url_key LIMIT $2) AS u"
-                " ORDER BY s.shard, u.last_fetch_at DESC NULLS LAST, u.url_key",
-                wanted, limit_per_shard)
+            rows = await conn.fetch(RECENT_SIMHASHES, wanted, limit_per_shard)
             out: dict[int, list[tuple[bytes, int]]] = {}
             for r in rows:
                 out.setdefault(int(r["shard"]), []).append(

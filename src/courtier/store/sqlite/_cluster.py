@@ -142,6 +142,12 @@ def _add_rules(conn: sqlite3.Connection, rules: Sequence[ScopeRule], now: float)
     return conn.total_changes - before
 
 
+#: one shard's most recently fetched fingerprints: one range of ``urls_recent_simhash``
+#: (migration 0017), whatever the shard's size
+RECENT_SIMHASHES = ("SELECT url_key, simhash FROM urls WHERE shard = ? AND simhash IS NOT NULL"
+                    " ORDER BY last_fetch_at DESC, url_key LIMIT ?")
+
+
 class SqliteCluster:
     """Mixed into SqliteStore (which provides ``_tx`` and ``_clock``)."""
 
@@ -258,11 +264,8 @@ class SqliteCluster:
 
         def job(conn: sqlite3.Connection) -> dict[int, list[tuple[bytes, int]]]:
             out: dict[int, list[tuple[bytes, int]]] = {}
-            for shard in wanted:  # urls_due (shard, …) narrows each scan to one shard
-                rows = conn.execute(
-                    "SELECT url_key, simhash FROM urls WHERE shard = ? AND simhash IS NOT NULL"
-                    " ORDER BY last_fetch_at DESC, url_key LIMIT ?",
-                    (shard, limit_per_shard)).fetchall()
+            for shard in wanted:
+                rows = conn.execute(RECENT_SIMHASHES, (shard, limit_per_shard)).fetchall()
                 if rows:
                     out[shard] = [(bytes(k), from_signed64(fp)) for k, fp in rows]
             return out
