@@ -1,9 +1,11 @@
 """Peak RSS of a `courtier worker` on a store filled by store_bench.py.
 
     python bench/worker_rss.py --data DIR [--seconds 40] [--hosts 100000]
+    python bench/worker_rss.py --data DIR --store postgresql://…/DB
 
 ``DIR/courtier.db`` is a SQLite database left by ``store_bench.py`` (a symlink
-to it will do). The bench hosts all resolve to 127.0.0.1 (a hosts file passed
+to it will do); with ``--store``, the PostgreSQL database it left (``DIR`` then
+holds only the worker's WARC files). The bench hosts all resolve to 127.0.0.1 (a hosts file passed
 with ``--resolve``), the SSRF guard allows loopback only, and the worker runs
 for ``--seconds``: it takes the shards, refills its frontier from the store and
 tries to fetch (nothing listens on port 80 here, so fetches fail or hang; that
@@ -15,6 +17,7 @@ Bench shard leases are cleared first (the bench holds them for years).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sqlite3
 import subprocess
 import sys
@@ -33,17 +36,43 @@ def vm_rss_kib(pid: int) -> int:
     return 0
 
 
+_FREE_SHARDS = "UPDATE shards SET owner = NULL, lease_expires_at = 0"
+
+
+def free_sqlite(data: Path) -> int:
+    """Clear the bench's shard leases; return the known URLs."""
+    db = sqlite3.connect(data / "courtier.db")
+    with db:
+        db.execute(_FREE_SHARDS)
+        known: int = db.execute("SELECT COUNT(*) FROM urls").fetchone()[0]
+    db.close()
+    return known
+
+
+async def free_postgres(dsn: str) -> int:
+    import asyncpg  # only for --store
+
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute(_FREE_SHARDS)
+        known: int = await conn.fetchval("SELECT COUNT(*) FROM urls")
+        return known
+    finally:
+        await conn.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", type=Path, required=True)
+    parser.add_argument("--store", help="a postgresql:// URL (default: DIR/courtier.db)")
     parser.add_argument("--seconds", type=float, default=40)
     parser.add_argument("--hosts", type=int, default=100_000)
     args = parser.parse_args()
-    db = sqlite3.connect(args.data / "courtier.db")
-    with db:
-        db.execute("UPDATE shards SET owner = NULL, lease_expires_at = 0")
-        known = db.execute("SELECT COUNT(*) FROM urls").fetchone()[0]
-    db.close()
+    if args.store:
+        args.data.mkdir(parents=True, exist_ok=True)
+        known = asyncio.run(free_postgres(args.store))
+    else:
+        known = free_sqlite(args.data)
     with tempfile.NamedTemporaryFile("w", suffix=".hosts", delete=False) as hosts:
         for h in range(args.hosts):
             hosts.write(f"127.0.0.1 host{h}.bench{h % 97}.example\n")
@@ -51,7 +80,7 @@ def main() -> None:
     worker = subprocess.Popen(
         [str(courtier), "worker", "--data", str(args.data), "--resolve", hosts.name,
          "--allow-network", "127.0.0.0/8", "--max-seconds", str(args.seconds),
-         "--progress", "none"],
+         "--progress", "none", *(["--store", args.store] if args.store else [])],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     peak = 0
     deadline = time.monotonic() + args.seconds + 60
