@@ -21,17 +21,19 @@ from courtier.store.postgres._rows import (
     host_shard,
 )
 
+#: a shard's SCHEDULED rows back to QUEUED: ranges of ``urls_scheduled`` (migration 0020),
+#: whatever the shards' size
+RESET_SCHEDULED = (
+    f"UPDATE urls SET state = {QUEUED} WHERE shard = ANY($1::integer[])"
+    f" AND state = {SCHEDULED} RETURNING shard, host_key, next_fetch_at, priority")
+
 
 async def reset_scheduled(conn: Conn, shards: Sequence[int]) -> int:
     """SCHEDULED → QUEUED for these shards; their hosts regain queued rows."""
     wanted = sorted(set(shards))
     if not wanted:
         return 0
-    rows = await conn.fetch(
-        f"UPDATE urls SET state = {QUEUED} WHERE shard = ANY($1::integer[])"
-        f" AND state = {SCHEDULED} RETURNING shard, host_key, next_fetch_at, priority",
-        wanted,
-    )
+    rows = await conn.fetch(RESET_SCHEDULED, wanted)
     await queue_add(conn, rows)
     return len(rows)
 

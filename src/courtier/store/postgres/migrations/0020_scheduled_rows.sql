@@ -1,0 +1,11 @@
+-- courtier PostgreSQL schema, migration 20: the SCHEDULED rows of a shard found by an
+-- index.
+--
+-- reset_scheduled (a worker's start, every shard it gains, and its recovery from a
+-- refill whose outcome is unknown) returns a shard's SCHEDULED rows to QUEUED. No
+-- index covered `state = 1` (the partial indexes of migration 1 hold QUEUED rows), so
+-- it read every row of the shards: ~1 s at 10 M known URLs with the table in memory,
+-- growing with the store. SCHEDULED rows are few — at most what the owners hold in
+-- their frontiers — so this partial index stays small, and a refill's marking adds
+-- one entry per row it marks (the marking already writes a new row version).
+CREATE INDEX urls_scheduled ON urls (shard) WHERE state = 1;
