@@ -179,6 +179,7 @@ class Worker(RefillSteps, FetchSteps, ShardSteps, CommitSteps, PacingSteps):
         self._last_report = float("-inf")
         self._pages_issued = 0
         self._idle_until: float | None = None
+        self._end_check_after = float("-inf")
         self._archive_trouble_until = float("-inf")
         self._budget: DailyBudget | None = None
         self._budget_spent_until: float | None = None

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from courtier.clock import Clock
 from courtier.cluster.coordinator import ShardCoordinator
 from courtier.cluster.shard_state import ShardStateKeeper
 from courtier.config import CrawlConfig
@@ -30,6 +31,10 @@ MIN_WAIT = 0.001         # never spin: a host that is "ready" but cannot start w
 IDLE_POLL = 5.0          # longest sleep while waiting for retries (new seeds wait at most this)
 REPORT_EVERY = 0.25      # seconds between progress figure updates
 CLUSTER_DONE_POLL = 1.0  # seconds between "is the whole crawl done?" looks of an idle worker
+#: an idle worker's look for the crawl's end spends at most about this share of its idle
+#: time in the store: after a look that took t seconds the next one waits t / share.
+#: The look scans rows (docs/design.md, "Known limits"): ~6-11 s on a 10 M-URL store
+END_CHECK_SHARE = 0.1
 
 
 @dataclass(slots=True)
@@ -79,6 +84,9 @@ class PacingSteps:
     #: longest idle sleep; bounds how late work added from outside is noticed
     idle_poll: float
     _tasks: set[asyncio.Task[None]]
+    clock: Clock
+    #: no look for the crawl's end before this time (END_CHECK_SHARE)
+    _end_check_after: float
     _pending: list[FetchCommit]
     _draining: dict[int, float]
     _stop: asyncio.Event
@@ -105,6 +113,17 @@ class PacingSteps:
             self._cancel_in_flight()
 
     async def _nothing_due(self, now: float) -> bool:
+        """:meth:`_nothing_due_now`, at most about ``END_CHECK_SHARE`` of the idle time:
+        after a look that took t seconds, False without a look for t / share seconds (the
+        crawl's end is noticed that much later; work that turns up is refilled as ever)."""
+        if now < self._end_check_after:
+            return False
+        started = self.clock.now()
+        done = await self._nothing_due_now(now)
+        self._end_check_after = started + (self.clock.now() - started) / END_CHECK_SHARE
+        return done
+
+    async def _nothing_due_now(self, now: float) -> bool:
         """A one-shot crawl ends when nothing is due now and no unfinished fetch cycle
         (a retry, a host in back-off or with robots.txt unreachable) is due within
         ``--linger`` seconds; later ones stay queued for the next run. Recrawls are
