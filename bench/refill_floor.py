@@ -140,6 +140,15 @@ async def heads_of(conn: asyncpg.Connection, now: float,
     return [s for s, _ in heads], [k for _, k in heads]
 
 
+def print_medians(label: str, times: dict[str, list[float]], got: dict[str, int],
+                  runs: int) -> None:
+    """One line a variant: its median and range in ms, and the rows it returned."""
+    for name, values in times.items():
+        print(f"{label:>13} {name:>16}: median {statistics.median(values):7.1f} ms"
+              f"  (min {min(values):.1f}, max {max(values):.1f}; {got[name]} rows,"
+              f" {runs} runs)", flush=True)
+
+
 async def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--store", required=True, help="postgresql://…/DB filled by store_bench")
@@ -173,10 +182,7 @@ async def main() -> int:
                     ms, n = await one_call(conn, setup, query, *call_args)
                     times[name].append(ms)
                     got[name] = n
-            for name, values in times.items():
-                print(f"{label:>13} {name:>16}: median {statistics.median(values):7.1f} ms"
-                      f"  (min {min(values):.1f}, max {max(values):.1f}; {got[name]} rows,"
-                      f" {a.runs} runs)", flush=True)
+            print_medians(label, times, got, a.runs)
     finally:
         await conn.close()
     return 0

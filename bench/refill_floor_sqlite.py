@@ -28,12 +28,12 @@ from __future__ import annotations
 import argparse
 import random
 import sqlite3
-import statistics
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 
-from refill_floor import DUE, PER_HOST, T0, WANT
+from refill_floor import DUE, PER_HOST, T0, WANT, print_medians
 
 from courtier.store.sqlite import _refill
 
@@ -58,6 +58,10 @@ def timed(call: Callable[[], int]) -> tuple[float, int]:
     started = time.perf_counter()
     rows = call()
     return (time.perf_counter() - started) * 1000, rows
+
+
+def rows_of(conn: sqlite3.Connection, sql: str, params: dict[str, float]) -> int:
+    return len(conn.execute(sql, params).fetchall())
 
 
 def shipped(conn: sqlite3.Connection, now: float) -> int:
@@ -94,10 +98,10 @@ def main() -> int:
         heads_of(conn, now, hosts)
         params = {"now": now, "hosts": hosts}
         variants: dict[str, Callable[[], int]] = {
-            "shipped": lambda now=now: shipped(conn, now),  # type: ignore[misc]
-            "one probe a host": lambda p=params: len(conn.execute(_ONE_PROBE, p).fetchall()),
-            "head key": lambda: len(conn.execute(_HEAD_KEY).fetchall()),
-            "hosts only": lambda p=params: len(conn.execute(_HOSTS_ONLY, p).fetchall()),
+            "shipped": partial(shipped, conn, now),
+            "one probe a host": partial(rows_of, conn, _ONE_PROBE, params),
+            "head key": partial(rows_of, conn, _HEAD_KEY, {}),
+            "hosts only": partial(rows_of, conn, _HOSTS_ONLY, params),
         }
         times: dict[str, list[float]] = {name: [] for name in variants}
         got: dict[str, int] = {}
@@ -105,10 +109,7 @@ def main() -> int:
             for name, call in variants.items():
                 ms, got[name] = timed(call)
                 times[name].append(ms)
-        for name, values in times.items():
-            print(f"{label:>13} {name:>16}: median {statistics.median(values):7.1f} ms"
-                  f"  (min {min(values):.1f}, max {max(values):.1f}; {got[name]} rows,"
-                  f" {a.runs} runs)", flush=True)
+        print_medians(label, times, got, a.runs)
     conn.close()
     return 0
 
