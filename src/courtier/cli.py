@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,7 +20,7 @@ from courtier.cli_query import add_query_commands, run_query
 from courtier.config import SCOPES, CrawlConfig, build_config
 from courtier.errors import ConfigError, CourtierError
 from courtier.progress import summary_line
-from courtier.store.open import STORE_HELP, is_shared, store_url
+from courtier.store.open import STORE_HELP, is_shared, make_data_dir, store_url
 
 if TYPE_CHECKING:
     from courtier.intake import SeedProblem
@@ -29,9 +30,29 @@ DEFAULT_WORKER_API = "127.0.0.1:8790"
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> Any:  # usage errors exit 2 with the flag named
-        self.print_usage(sys.stderr)
-        self.exit(EXIT_USAGE, f"courtier: error: {message}\n")
+    """Usage errors answer in one line naming the command and the flag, then a one-line
+    hint to ``--help`` (no usage block), exit 2."""
+
+    def error(self, message: str) -> Any:
+        self.exit(EXIT_USAGE, f"{self.prog}: {self._plain(message)}\n"
+                              f"(see '{self.prog} --help')\n")
+
+    def _plain(self, message: str) -> str:
+        """argparse's message in the project's words: ``--delay: 'fast' is not a number of
+        seconds`` for ``argument --delay: invalid float value: 'fast'``."""
+        match = re.fullmatch(r"argument (\S+): invalid (int|float|Path) value: (.*)", message)
+        if match is None:
+            message = re.sub(r"^argument (command|action): invalid choice: ",
+                             r"unknown \1 ", message)
+            return re.sub(r"^argument (\S+): ", r"\1: ", message)
+        flag, kind, value = match.groups()
+        what = {"int": "a whole number", "float": "a number", "Path": "a path"}[kind]
+        action = next((a for a in self._actions if flag.split("/")[0] in a.option_strings),
+                      None)
+        if kind == "float" and action is not None and (
+                "second" in (action.help or "") or action.metavar == "SECONDS"):
+            what = "a number of seconds"
+        return f"{flag.split('/')[0]}: {value} is not {what}"
 
 
 def add_crawl_flags(p: argparse.ArgumentParser) -> None:
@@ -200,6 +221,35 @@ def _print_problem(problem: SeedProblem) -> None:
     print(f"courtier: skipped seed {problem}", file=sys.stderr)
 
 
+def refuse_all_bad_seeds(config: CrawlConfig) -> None:
+    """ConfigError naming the seeds when seeds were given and none is a crawlable URL
+    (the crawl would end at once with nothing due). When some are good, the bad ones are
+    reported one per line while the crawl goes on (``_print_problem``)."""
+    from courtier.errors import InvalidURL
+    from courtier.intake import SeedProblem, read_seed_lines
+    from courtier.urls import canonicalize
+
+    given = [("argument", number, text) for number, text in enumerate(config.seeds, 1)]
+    if config.seeds_file is not None:
+        try:
+            lines = read_seed_lines(config.seeds_file)
+        except OSError as exc:
+            raise ConfigError(f"--seeds-file {config.seeds_file}: {exc.strerror}") from None
+        given += [(str(config.seeds_file), number, text) for number, text in lines]
+    problems: list[SeedProblem] = []
+    for source, number, text in given:
+        try:
+            canonicalize(text)
+        except InvalidURL as exc:
+            problems.append(SeedProblem(source, number, text, str(exc)))
+        else:
+            return
+    if problems:
+        shown = "; ".join(str(problem) for problem in problems[:3])
+        more = f"; … and {len(problems) - 3} more" if len(problems) > 3 else ""
+        raise ConfigError(f"no valid seed, nothing to crawl: {shown}{more}")
+
+
 def cmd_crawl(args: argparse.Namespace) -> int:
     from courtier.app import run
 
@@ -213,6 +263,8 @@ def cmd_crawl(args: argparse.Namespace) -> int:
         pass  # a service may start empty: seeds arrive through the API
     elif not config.seeds and config.seeds_file is None and not resuming:
         raise ConfigError("no seeds: give seed URLs, --seeds-file, or --data of an earlier crawl")
+    refuse_all_bad_seeds(config)
+    make_data_dir(config.data)
     if config.workers > 1:
         from courtier.cluster.local import run_local_cluster
 

@@ -71,10 +71,26 @@ def _request(args: argparse.Namespace) -> tuple[str, str, Any]:
 
         urls = list(args.urls)
         if args.file is not None:
+            from courtier.intake import SeedProblem
+            from courtier.urls import canonicalize
+
             try:
-                urls += [text for _, text in read_seed_lines(args.file)]
+                lines = read_seed_lines(args.file)
             except OSError as exc:
                 raise ConfigError(f"--file {args.file}: {exc.strerror}") from None
+            problems: list[SeedProblem] = []
+            for number, text in lines:  # what is not a URL is named by file and line
+                try:
+                    canonicalize(text)
+                except InvalidURL as exc:
+                    problems.append(SeedProblem(str(args.file), number, text, str(exc)))
+                else:
+                    urls.append(text)
+            for problem in problems:
+                print(f"courtier: skipped seed {problem}", file=sys.stderr)
+            if problems and not urls:
+                raise ConfigError(f"--file {args.file}: no valid seed ({len(problems)} "
+                                  "skipped, listed above)")
         if not urls:
             raise ConfigError("seed add: give URLs or --file")
         body: dict[str, Any] = {"urls": urls, "extend_scope": True}
@@ -120,7 +136,11 @@ async def _call_store(args: argparse.Namespace, method: str, path: str,
     views and the frontier (``api/crawl_figures.py``): most of a one-shot command's
     time is its start-up."""
     url = store_url(getattr(args, "store", None))
-    store = await open_store(url, args.data, must_exist=True)
+    # configuration commands may prepare a new crawl (folder and SQLite store, as `crawl`
+    # makes them); the read-only ones refuse a folder without a crawl
+    prepares = args.command == "seed" or (
+        args.command == "policy" and getattr(args, "action", None) in ("set", "clear"))
+    store = await open_store(url, args.data, must_exist=not prepares)
     try:
         if (method, path) == ("GET", "/v1/stats"):
             from courtier.api.crawl_figures import stats_answer

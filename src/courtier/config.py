@@ -238,7 +238,8 @@ def _coerce(name: str, value: Any, source: str) -> Any:
 def load_file(path: Path) -> dict[str, Any]:
     """Read a TOML config file; unknown keys are errors (a typo should not pass silently)."""
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        raw = tomllib.loads(text)
     except OSError as exc:
         raise ConfigError(f"--config {path}: cannot read: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
@@ -253,9 +254,33 @@ def load_file(path: Path) -> dict[str, Any]:
 
             value = tier_specs_from_toml(value, f"--config {path}")
         if name not in FIELDS:
-            raise ConfigError(f"--config {path}: unknown key {key!r}")
+            raise ConfigError(f"--config {_key_place(path, text, key)}: unknown key {key!r}"
+                              f"{did_you_mean(key)}")
         out[name] = _coerce(name, value, f"--config {path}")
     return out
+
+
+def _key_place(path: Path, text: str, key: str) -> str:
+    """``FILE:LINE`` of a top-level key's line (``FILE`` when it cannot be told)."""
+    pattern = re.compile(rf"\s*[\"']?{re.escape(key)}[\"']?\s*[=.]")
+    for number, line in enumerate(text.splitlines(), 1):
+        if pattern.match(line):
+            return f"{path}:{number}"
+    return str(path)
+
+
+def did_you_mean(key: str) -> str:
+    """``; did you mean 'concurrency'?`` for a key close to a known one (else empty), in
+    the spelling of the key given (dashes or underscores)."""
+    import difflib
+
+    dashed = key.replace("_", "-")
+    known = [name.replace("_", "-") for name in FIELDS]
+    close = difflib.get_close_matches(dashed, known, n=1, cutoff=0.75)
+    if not close:
+        return ""
+    guess = close[0].replace("-", "_") if "_" in key else close[0]
+    return f"; did you mean {guess!r}?"
 
 
 def load_env(environ: Mapping[str, str]) -> dict[str, Any]:

@@ -41,14 +41,28 @@ class SeedProblem:
         return f"{self.source}:{self.line}: {self.reason}: {self.text!r}"
 
 
+#: a ``#`` at the start of a line or after whitespace starts a comment (``http://h/#x``
+#: keeps its fragment)
+_COMMENT = re.compile(r"(?:^|\s)#")
+#: seeds on one line are separated by whitespace, or by a comma that ends a URL (followed
+#: by whitespace, the end of the line or another ``scheme://``): ``http://h/a,b`` is one URL
+_SEPARATOR = re.compile(r"\s+|,(?=\s|$)|,(?=[A-Za-z][A-Za-z0-9+.-]*://)")
+
+
+def split_seed_line(line: str) -> list[str]:
+    """The seeds of one line of a seeds file: the comment dropped, split on whitespace and
+    commas (see README, "Seed files")."""
+    text = _COMMENT.split(line, maxsplit=1)[0]
+    return [part for part in _SEPARATOR.split(text) if part]
+
+
 def read_seed_lines(path: Path) -> list[tuple[int, str]]:
-    """Non-empty, non-comment lines of a seeds file with their 1-based line numbers."""
+    """The seeds of a seeds file with their 1-based line numbers (one pair per seed: a
+    line may hold several, see :func:`split_seed_line`)."""
     out: list[tuple[int, str]] = []
     with path.open(encoding="utf-8", errors="replace") as handle:
         for number, line in enumerate(handle, start=1):
-            text = line.split("#", 1)[0].strip() if line.lstrip().startswith("#") else line.strip()
-            if text:
-                out.append((number, text))
+            out.extend((number, text) for text in split_seed_line(line))
     return out
 
 

@@ -43,7 +43,7 @@ def test_seed_file_problems_are_reported_by_line(tmp_path: Path) -> None:
         "http://good.test/\n"
         "\n"
         "ftp://bad.test/file\n"
-        "not a url at all\n"
+        "not_a_url\n"
         "  https://Second.TEST:443/path#frag  \n"
     )
     lines = read_seed_lines(path)
@@ -52,7 +52,7 @@ def test_seed_file_problems_are_reported_by_line(tmp_path: Path) -> None:
     rows, problems = intake.seed_urls(lines, str(path), now=0.0)
     assert [r.url for r in rows] == ["http://good.test/", "https://second.test/path"]
     assert [(p.line, p.text) for p in problems] == [(4, "ftp://bad.test/file"),
-                                                    (5, "not a url at all")]
+                                                    (5, "not_a_url")]
     assert str(problems[0]).startswith(f"{path}:4:")
     # seeds define the scope
     assert intake.scope.hosts == {"good.test", "second.test"}

@@ -52,6 +52,24 @@ def check_store_url(value: str) -> None:
             "or leave --store unset for SQLite under --data")
 
 
+def make_data_dir(data_dir: Path) -> None:
+    """Create ``--data`` (and its parents) if needed; one-line ConfigError naming
+    ``--data`` when it is a file, cannot be created or cannot be written to."""
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise ConfigError(f"--data {data_dir}: is a file, not a folder; name a folder "
+                          "(it is created if missing)") from None
+    except NotADirectoryError:
+        raise ConfigError(f"--data {data_dir}: cannot create the folder: a part of the path "
+                          "is a file") from None
+    except OSError as exc:
+        raise ConfigError(f"--data {data_dir}: cannot create the folder: "
+                          f"{exc.strerror or exc}") from None
+    if not os.access(data_dir, os.W_OK | os.X_OK):
+        raise ConfigError(f"--data {data_dir}: the folder is not writable")
+
+
 def is_shared(url: str | None) -> bool:
     """True when the store is a server (PostgreSQL), not the file under --data."""
     return url is not None and is_postgres_url(url)
@@ -74,12 +92,16 @@ def make_store(url: str | None, data_dir: Path, clock: Clock | None = None,
 async def open_store(url: str | None, data_dir: Path, clock: Clock | None = None,
                      *, must_exist: bool = False, durability: str = "normal") -> Store:
     """Make and open the store. ``must_exist``: a missing SQLite database is a ConfigError
-    (query commands must not create an empty crawl). Unreachable or refused PostgreSQL
+    (read-only commands must not create an empty crawl); otherwise a missing ``--data``
+    folder is created (:func:`make_data_dir`), so configuration commands (``seed add``,
+    ``policy set``) can prepare a crawl before it runs. Unreachable or refused PostgreSQL
     servers raise ConfigError naming ``--store``."""
     if url is None and must_exist:
         db = data_dir / "courtier.db"
         if not db.exists():
             raise ConfigError(f"--data {data_dir}: no crawl database here ({db} does not exist)")
+    elif url is None:
+        make_data_dir(data_dir)
     store = make_store(url, data_dir, clock, durability)
     if url is None:
         await store.open()
