@@ -123,8 +123,8 @@ def add_crawl_flags(p: argparse.ArgumentParser) -> None:
                    help="object-store segments rotate at this size (64 MiB)")
     p.add_argument("--archive-segment-age", type=float,
                    help="… or this many seconds after opening (60)")
-    p.add_argument("--api", help="serve the admin API and dashboard on HOST:PORT "
-                                 "(loopback unless --api-token is set)")
+    p.add_argument("--api", help="serve the admin API and dashboard on HOST:PORT or "
+                                 "http://HOST:PORT (loopback unless --api-token is set)")
     p.add_argument("--api-token", help="bearer token the admin API requires "
                                        "(visible in ps: prefer COURTIER_API_TOKEN or "
                                        "--api-token-file)")

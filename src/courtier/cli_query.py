@@ -86,11 +86,12 @@ def _request(args: argparse.Namespace) -> tuple[str, str, Any]:
                     problems.append(SeedProblem(str(args.file), number, text, str(exc)))
                 else:
                     urls.append(text)
+            if problems and not urls:
+                shown = "; ".join(str(problem) for problem in problems[:3])
+                more = f"; … and {len(problems) - 3} more" if len(problems) > 3 else ""
+                raise ConfigError(f"--file {args.file}: no valid seed: {shown}{more}")
             for problem in problems:
                 print(f"courtier: skipped seed {problem}", file=sys.stderr)
-            if problems and not urls:
-                raise ConfigError(f"--file {args.file}: no valid seed ({len(problems)} "
-                                  "skipped, listed above)")
         if not urls:
             raise ConfigError("seed add: give URLs or --file")
         body: dict[str, Any] = {"urls": urls, "extend_scope": True}
@@ -118,6 +119,9 @@ async def _call_api(base: str, token: str | None, method: str, path: str,
                     body: Any) -> tuple[int, Any]:
     import aiohttp
 
+    from courtier.config import api_base_url
+
+    base = api_base_url(base)  # HOST:PORT or a URL (README, "The --api address")
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     timeout = aiohttp.ClientTimeout(total=30)
     try:
@@ -176,7 +180,8 @@ def add_store_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def add_api_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--api", help="a running crawl's admin API, e.g. http://127.0.0.1:8790")
+    parser.add_argument("--api", help="a running crawl's admin API: HOST:PORT or "
+                                      "http://HOST:PORT, e.g. 127.0.0.1:8790")
     parser.add_argument("--api-token", help="bearer token (visible in ps: prefer "
                                             "COURTIER_API_TOKEN or --api-token-file)")
     parser.add_argument("--api-token-file", type=Path, help="file holding the bearer token")

@@ -180,17 +180,55 @@ class CrawlConfig:
         return self
 
 
+API_FORMS = "HOST:PORT or http://HOST:PORT, e.g. 127.0.0.1:8790 or http://[::1]:8790"
+
+
 def api_address(text: str) -> tuple[str, int]:
-    """``HOST:PORT`` (or ``[v6]:PORT``, or just ``PORT`` for loopback) of --api."""
+    """(host, port) of ``--api`` as a server binds it: ``HOST:PORT``, ``[v6]:PORT``, just
+    ``PORT`` (loopback) or the URL ``http://HOST:PORT`` (the form the query commands
+    print and take): every command takes both forms (README, "The --api address")."""
+    if "://" in text:
+        from urllib.parse import urlsplit
+
+        try:
+            parts = urlsplit(text)
+            port: int | None = parts.port
+        except ValueError:
+            raise ConfigError(f"--api {text!r}: expected {API_FORMS}") from None
+        if parts.scheme.lower() != "http" or not parts.hostname or port is None or \
+                parts.path not in ("", "/") or parts.query or parts.fragment:
+            raise ConfigError(f"--api {text!r}: expected {API_FORMS}")
+        return parts.hostname, port
     host, _, port_text = text.rpartition(":")
     host = host.strip("[]") or "127.0.0.1"
     try:
         port = int(port_text)
     except ValueError:
-        raise ConfigError(f"--api {text!r}: expected HOST:PORT, e.g. 127.0.0.1:8790") from None
+        raise ConfigError(f"--api {text!r}: expected {API_FORMS}") from None
     if not 0 <= port <= 65535:
         raise ConfigError(f"--api {text!r}: port out of range")
+    if any(c.isspace() or c in "/?#@" for c in host):
+        raise ConfigError(f"--api {text!r}: expected {API_FORMS}")
     return host, port
+
+
+def api_base_url(text: str) -> str:
+    """The base URL a client sends ``--api`` requests to: ``http://HOST:PORT`` for the
+    ``HOST:PORT`` form; an ``http://`` or ``https://`` URL as given (a reverse proxy may
+    add a path); ConfigError naming ``--api`` otherwise."""
+    if "://" in text:
+        from urllib.parse import urlsplit
+
+        try:
+            parts = urlsplit(text)
+            parts.port  # noqa: B018 - raises ValueError for a bad port
+        except ValueError:
+            raise ConfigError(f"--api {text!r}: expected {API_FORMS}") from None
+        if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+            raise ConfigError(f"--api {text!r}: expected {API_FORMS}")
+        return text.rstrip("/")
+    host, port = api_address(text)
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 FIELDS = {f.name: f for f in dataclasses.fields(CrawlConfig) if f.name != "extra"}

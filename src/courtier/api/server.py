@@ -220,7 +220,7 @@ async def start_api(
     """
     if not is_loopback(host) and app[TOKEN] is None:
         raise ConfigError(
-            f"--api-host {host}: serving the admin API beyond loopback needs a token (--api-token)"
+            f"--api {host}: serving the admin API beyond loopback needs a token (--api-token)"
         )
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
@@ -229,6 +229,7 @@ async def start_api(
         await site.start()
     except OSError as exc:
         await runner.cleanup()
-        raise ConfigError(f"--api-port {port}: cannot listen on {host}: {exc.strerror}") from None
+        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        raise ConfigError(f"--api {where}: cannot listen: {exc.strerror}") from None
     address = runner.addresses[0]
     return runner, int(address[1])
