@@ -131,7 +131,8 @@ SETTING_DOCS: dict[str, SettingDoc] = {
                              "is due (`courtier worker` always does)."),
     "probe_sitemap_xml": SettingDoc("Crawl", "Also fetch `/sitemap.xml` of every host; "
                                     "`Sitemap:` lines of robots.txt are always followed."),
-    "api": SettingDoc("Service", "`HOST:PORT` of the admin API, `/metrics` and the dashboard. "
+    "api": SettingDoc("Service", "`HOST:PORT` (or `http://HOST:PORT`, `[::1]:PORT`) of the "
+                      "admin API, `/metrics` and the dashboard. "
                       "Non-loopback addresses need `api-token`. `courtier worker` defaults to "
                       "127.0.0.1:8790."),
     "api_token": SettingDoc("Service", "Bearer token the admin API requires. Prefer the "

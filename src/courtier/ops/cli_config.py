@@ -114,7 +114,8 @@ def reference() -> str:
         "",
         "1. the default below;",
         "2. a TOML file passed with `--config FILE`, whose keys are the setting names "
-        "(`max-in-flight-per-host = 2`; underscores work too); unknown keys are errors;",
+        "(`max-in-flight-per-host = 2`; underscores work too); an unknown key is an error "
+        "naming its line and the closest known key (`did you mean 'concurrency'?`);",
         "3. the environment, `COURTIER_` + the name in capitals with underscores "
         "(`COURTIER_MAX_IN_FLIGHT_PER_HOST=2`); lists are comma-separated;",
         "4. the command-line flag, where the setting has one.",
