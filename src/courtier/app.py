@@ -109,7 +109,10 @@ async def crawl(
         warc_root.mkdir(parents=True, exist_ok=True)
         for report in recover_warc_dir(str(warc_root)):
             log.warning("repaired WARC file after an unclean stop: %s", report)
-    overrides = load_hosts_file(str(config.resolve)) if config.resolve else None
+    try:
+        overrides = load_hosts_file(str(config.resolve)) if config.resolve else None
+    except ConfigError as exc:  # the message names the file and line; add the flag
+        raise ConfigError(f"--resolve {exc}") from None
     ports = {int(p) for p in config.allowed_ports} or None
     guard = AddressGuard(allow=config.allow_network, allowed_ports=ports)
     clock = clock if clock is not None else RealClock()

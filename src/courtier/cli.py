@@ -280,6 +280,8 @@ def cmd_crawl(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from courtier.demo import run_demo
 
+    if args.data is not None:
+        make_data_dir(args.data)
     return run_demo(args.data, args.hosts, args.pages, args.delay, args.progress)
 
 

@@ -5,7 +5,8 @@ Each was seen red once by breaking the behaviour on a scratch edit (restored sin
 ``_Parser.error`` printing the usage block again, ``make_data_dir`` not called,
 ``split_seed_line`` back to one seed per line, ``refuse_all_bad_seeds`` returning at
 once, ``did_you_mean`` returning "", ``api_address`` without the URL form, the
-``--api-port``/``--api-host`` messages restored, ``must_exist=True`` for ``seed add``.
+``--api-port``/``--api-host`` messages restored, ``must_exist=True`` for ``seed add``,
+``make_data_dir`` dropped from ``cmd_demo``, the ``--resolve`` prefix dropped in app.py.
 """
 
 from __future__ import annotations
@@ -252,3 +253,21 @@ def test_read_only_commands_refuse_a_missing_crawl_in_one_line(
     assert line == (f"courtier: error: --data {data}: no crawl database here "
                     f"({data / 'courtier.db'} does not exist)")
     assert not data.exists()
+
+
+def test_demo_data_naming_a_file_is_one_line(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("x")
+    line = _config_error(["demo", "--data", str(a_file), "--progress", "none"], capsys)
+    assert line.startswith(f"courtier: error: --data {a_file}: is a file")
+
+
+def test_a_bad_hosts_file_names_resolve_file_and_line(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]
+                                                      ) -> None:
+    hosts = tmp_path / "hosts.txt"
+    hosts.write_text("# test web\n1.2.3 a.test\n")
+    line = _config_error(["crawl", "--resolve", str(hosts), "--data", str(tmp_path / "d"),
+                          "--progress", "none", "http://a.test/"], capsys)
+    assert line == f"courtier: error: --resolve {hosts}:2: '1.2.3' is not an IP address"
