@@ -30,6 +30,8 @@ from courtier.clock import Clock, RealClock
 from courtier.cluster.coordinator import LeaseSettings, ShardCoordinator
 from courtier.cluster.timed_store import with_call_timeout
 from courtier.config import CrawlConfig, api_address
+from courtier.crawl.status import CrawlStatus
+from courtier.crawl.worker import Worker
 from courtier.dedup.simhash import prepare_compiled
 from courtier.errors import ConfigError, FetchError, InvalidURL
 from courtier.fetch.aiohttp_transport import AiohttpTransport
@@ -44,7 +46,6 @@ from courtier.progress import Progress
 from courtier.store.base import NewUrl, Store
 from courtier.store.open import is_shared, open_store, store_url
 from courtier.urls import canonicalize, registrable_domain
-from courtier.worker import CrawlStatus, Worker
 
 log = logging.getLogger("courtier")
 T = TypeVar("T")

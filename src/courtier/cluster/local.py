@@ -31,10 +31,10 @@ from multiprocessing.queues import Queue
 from typing import Any
 
 from courtier.config import CrawlConfig, api_address
+from courtier.crawl.status import CrawlStatus
 from courtier.errors import ConfigError
 from courtier.intake import SeedProblem
 from courtier.store.open import is_shared, store_url
-from courtier.worker import CrawlStatus
 
 log = logging.getLogger("courtier")
 
