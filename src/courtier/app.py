@@ -17,9 +17,10 @@ import re
 import secrets
 import signal
 import socket
+import sys
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TextIO, TypeVar, cast
 
 from courtier.api.server import make_app, start_api
 from courtier.api.worker_control import WorkerControl
@@ -40,6 +41,7 @@ from courtier.fetch.resolver import Resolver, load_hosts_file
 from courtier.frontier.trap_state import ShardedTemplateTracker
 from courtier.frontier.traps import trap_rules_from
 from courtier.intake import Intake, Scope, SeedProblem, read_seed_lines
+from courtier.logs import log_event
 from courtier.loopwatch import LoopLagMonitor, log_tasks
 from courtier.metrics import CrawlMetrics
 from courtier.progress import Progress
@@ -109,7 +111,8 @@ async def crawl(
     if not remote:
         warc_root.mkdir(parents=True, exist_ok=True)
         for report in recover_warc_dir(str(warc_root)):
-            log.warning("repaired WARC file after an unclean stop: %s", report)
+            log_event(log, logging.WARNING, "warc_repaired",
+                      "repaired WARC file after an unclean stop: %s", report)
     overrides = load_hosts_file(str(config.resolve)) if config.resolve else None
     ports = {int(p) for p in config.allowed_ports} or None
     guard = AddressGuard(allow=config.allow_network, allowed_ports=ports)
@@ -129,8 +132,9 @@ async def crawl(
         if isinstance(archive, SpooledArchive):
             figures = await archive.start()
             if figures["lost"]:
-                log.error("archive: %(lost)d lost segments, %(requeued)d URLs queued again",
-                          figures)
+                log_event(log, logging.ERROR, "archive_segments_lost",
+                          "archive: %(lost)d lost segments, %(requeued)d URLs queued again",
+                          figures, reason="segment lost before its upload")
             ticks = asyncio.create_task(archive.run_ticks())
         tracker = ShardedTemplateTracker(trap_rules_from(config.traps), clock)
         intake = Intake(Scope(config, []), traps=tracker)
@@ -167,7 +171,9 @@ async def crawl(
             nonlocal interrupts
             interrupts += 1
             if interrupts == 1:
-                log.warning("stopping: finishing in-flight fetches (Ctrl-C again to exit now)")
+                log_event(log, logging.WARNING, "stopping",
+                          "stopping: finishing in-flight fetches (Ctrl-C again to exit now)",
+                          reason="interrupted")
                 worker.request_stop("interrupted")
             else:
                 worker.abort()
@@ -182,7 +188,8 @@ async def crawl(
             app = make_app(WorkerControl(worker), worker.metrics.render, config.api_token,
                            config.api_allowed_hosts)
             runner, port = await start_api(app, api_host, api_port)
-            log.warning("admin API and dashboard on http://%s:%d/", api_host, port)
+            log_event(log, logging.WARNING, "api_listening", "admin API and dashboard on http://%s:%d/",
+                      api_host, port, url=f"http://{api_host}:{port}/")
             if announce is not None:
                 announce(f"http://{api_host}:{port}/")
         lag_monitor.start()
@@ -298,10 +305,21 @@ def crawl_gc() -> Iterator[None]:
         gc.unfreeze()
 
 
+def _progress_stream(config: CrawlConfig, mode: str) -> TextIO | None:
+    """With ``--log-format json`` progress lines (``log`` mode, or ``auto`` off a terminal)
+    are JSON log lines too (``event`` ``progress``); None: stderr as it is."""
+    if config.log_format != "json" or mode not in ("auto", "log") or \
+            (mode == "auto" and sys.stderr.isatty()):
+        return None
+    from courtier.logs import JsonLineStream
+
+    return cast(TextIO, JsonLineStream(sys.stderr))
+
+
 def run(config: CrawlConfig, progress_mode: str = "auto",
         report_problem: Callable[[SeedProblem], None] | None = None) -> CrawlStatus:
     """Synchronous entry point used by the CLI."""
-    progress = Progress(progress_mode)
+    progress = Progress(progress_mode, _progress_stream(config, progress_mode))
     with data_dir_lock(config.data), crawl_gc():
         try:
             return run_async(crawl(config, progress, report_problem))

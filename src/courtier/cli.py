@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -92,6 +93,9 @@ def add_crawl_flags(p: argparse.ArgumentParser) -> None:
                         "before ending (120); later ones are kept for the next run")
     p.add_argument("--progress", choices=("auto", "bar", "log", "none"),
                    help="progress display (auto: live line on a terminal, log lines otherwise)")
+    p.add_argument("--log-format", choices=("text", "json"),
+                   help="log lines on stderr: text (default) or json, one object per line "
+                        "with stable keys (docs/operations.md)")
     p.add_argument("--archive", help="WARC root: a folder (default DATA/warc) or an fsspec "
                                      "URL such as s3://bucket/prefix (spooled, then uploaded)")
     p.add_argument("--archive-prefix", help="this worker's prefix in the object store "
@@ -200,12 +204,37 @@ def _print_problem(problem: SeedProblem) -> None:
     print(f"courtier: skipped seed {problem}", file=sys.stderr)
 
 
+def _setup_logging(args: argparse.Namespace, log_format: str | None = None) -> None:
+    """Logging before a command runs (``COURTIER_LOG_FORMAT`` or text; an invalid value
+    is reported by the crawl's configuration) and again once a crawl's is known."""
+    from courtier.logs import LOG_FORMATS, setup_logging
+
+    chosen = log_format or os.environ.get("COURTIER_LOG_FORMAT", "text")
+    setup_logging(chosen if chosen in LOG_FORMATS else "text",
+                  bool(getattr(args, "verbose", False)))
+
+
+def _seed_problem_logger(log_format: str) -> Any:
+    """How a skipped seed is reported: a stderr line, or a JSON log line with json."""
+    if log_format != "json":
+        return _print_problem
+    from courtier.logs import log_event
+
+    def report(problem: SeedProblem) -> None:
+        log_event(logging.getLogger("courtier"), logging.WARNING, "seed_skipped",
+                  "skipped seed %s", problem, reason=str(problem))
+
+    return report
+
+
 def cmd_crawl(args: argparse.Namespace) -> int:
     from courtier.app import run
 
     if args.command == "worker":
         args.continuous = True
     config = config_from_args(args)
+    _setup_logging(args, config.log_format)
+    report_problem = _seed_problem_logger(config.log_format)
     if args.command == "worker":
         config = worker_defaults(config)
     resuming = is_shared(store_url(config.store)) or (config.data / "courtier.db").exists()
@@ -216,9 +245,9 @@ def cmd_crawl(args: argparse.Namespace) -> int:
     if config.workers > 1:
         from courtier.cluster.local import run_local_cluster
 
-        status = run_local_cluster(config, _print_problem)
+        status = run_local_cluster(config, report_problem)
     else:
-        status = run(config, config.progress, _print_problem)
+        status = run(config, config.progress, report_problem)
     print(summary_line(status))
     print(f"courtier: data in {config.data} (WARC files under "
           f"{config.archive or config.data / 'warc'})")
@@ -234,10 +263,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if getattr(args, "verbose", False) else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    _setup_logging(args)
     try:
         if args.command in ("crawl", "worker"):
             return cmd_crawl(args)

@@ -13,6 +13,8 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import quote
@@ -149,6 +151,36 @@ async def call(args: argparse.Namespace, method: str, path: str,
             token = read_token_file(token_file, "--api-token-file")
         return await _call_api(args.api, token, method, path, body)
     return await _call_store(args, method, path, body)
+
+
+Caller = Callable[[str, str, Any], Awaitable[tuple[int, Any]]]
+
+
+@asynccontextmanager
+async def open_caller(args: argparse.Namespace) -> AsyncIterator[Caller]:
+    """Like :func:`call` for many calls in a row (``events`` paging through the outbox):
+    with ``--api`` each call is one HTTP request; else the store is opened once, here,
+    and every call runs the API operation in-process over it."""
+    if getattr(args, "api", None):
+        async def over_api(method: str, path: str, body: Any) -> tuple[int, Any]:
+            return await call(args, method, path, body)
+
+        yield over_api
+        return
+    from courtier.api.control import StoreOnlyControl
+    from courtier.api.routes import invoke
+
+    store = await open_store(store_url(getattr(args, "store", None)), args.data,
+                             must_exist=True)
+    try:
+        control = StoreOnlyControl(store)
+
+        async def over_store(method: str, path: str, body: Any) -> tuple[int, Any]:
+            return await invoke(control, method, path, body)
+
+        yield over_store
+    finally:
+        await store.close()
 
 
 def add_store_flag(parser: argparse.ArgumentParser) -> None:

@@ -10,15 +10,19 @@ methods, and the state they use is declared here for them.
 
 from __future__ import annotations
 
+import logging
 import random
 
 from courtier.clock import Clock
 from courtier.frontier.host import HostState, IpState
 from courtier.frontier.lease import FetchFeedback, Lease, LeaseKind
+from courtier.logs import log_event
 from courtier.politeness.delays import DelayPolicy
 from courtier.politeness.robots import RobotsTxt
 from courtier.politeness.robots_state import RobotsPolicy
 from courtier.records import DueUrl
+
+log = logging.getLogger("courtier.frontier")
 
 
 class FrontierLeaseResults:
@@ -61,7 +65,15 @@ class FrontierLeaseResults:
         if status in (429, 503):  # "overloaded": lower the rate for longer than the back-off
             timing.throttle(self.delay_for(host), self.delay_policy)
         if status is None or status == 429 or status >= 500:
-            timing.record_failure(now, self.delay_policy, self.rng, feedback.retry_at)
+            until = timing.record_failure(now, self.delay_policy, self.rng, feedback.retry_at)
+            if log.isEnabledFor(logging.INFO):
+                why = "network error" if status is None else f"status {status}"
+                log_event(log, logging.INFO, "backoff",
+                          "backing off %s for %.1f s after %s (%d in a row)", host.host_key,
+                          until - now, why, timing.failures, host=host.host_key,
+                          url=lease.url, shard=host.shard, reason=why, status=status,
+                          seconds=round(until - now, 3), failures=timing.failures,
+                          retry_after=feedback.retry_at is not None)
         else:
             timing.record_success(feedback.elapsed, self.delay_policy)
             if timing.throttle_delay > 0:  # recover() does nothing otherwise
@@ -85,6 +97,12 @@ class FrontierLeaseResults:
         else:
             host.robots.on_response(status, body, now, self.robots_policy, location, retry_at,
                                     parsed)
+        if log.isEnabledFor(logging.INFO):
+            decision = str(host.robots.status)
+            log_event(log, logging.INFO, "robots_txt", "robots.txt of %s: %s (status %s)",
+                      host.host_key, decision, status, host=host.host_key, url=lease.url,
+                      shard=host.shard, outcome=decision, status=status,
+                      reason="network error" if status is None else f"status {status}")
         self._space_next(host, lease)
         self._reschedule(host)
 
