@@ -40,6 +40,7 @@ from courtier.clock import Clock
 from courtier.crawl.status import CrawlStatus
 from courtier.errors import StoreError
 from courtier.intake import Intake
+from courtier.logs import log_event
 from courtier.metrics import CrawlMetrics
 from courtier.store.base import FetchCommit, HostStatsDelta, Store
 
@@ -209,7 +210,9 @@ class Committer:
                 if self._clock.now() >= self._give_up_at:
                     self._give_up(batch, exc)
                     return
-                log.error("store write failed, retrying in %.0f s: %s", COMMIT_RETRY, exc)
+                log_event(log, logging.ERROR, "store_pause",
+                          "store write failed, retrying in %.0f s: %s", COMMIT_RETRY, exc,
+                          reason=str(exc))
                 await asyncio.sleep(COMMIT_RETRY)
         self._status.discovered += result.new_urls
         self._status.stale_commits += result.stale
@@ -221,6 +224,7 @@ class Committer:
         """Stopping, and the store still refuses the batch: leave it (module docstring)."""
         self._flushing_from = None
         self.given_up += len(batch)
-        log.error("stopping: gave up committing %d results (the store still fails: %s);"
+        log_event(log, logging.ERROR, "commit_given_up",
+                  "stopping: gave up committing %d results (the store still fails: %s);"
                   " their URLs stay scheduled and are fetched again by the next owner",
-                  len(batch), exc)
+                  len(batch), exc, reason=str(exc))

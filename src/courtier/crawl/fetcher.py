@@ -43,6 +43,7 @@ from courtier.fetch.transport import FetchLimits, FetchRequest, FetchResponse, T
 from courtier.frontier.lease import FetchFeedback, Lease, LeaseKind
 from courtier.frontier.scheduler import Frontier
 from courtier.intake import Intake
+from courtier.logs import log_event
 from courtier.metrics import CrawlMetrics, status_class
 from courtier.parse.html import ParsedPage
 from courtier.parse.offload import OffLoopParser
@@ -232,7 +233,9 @@ class Fetcher:
             commit = self.processor.fetched(lease, resp, now, first_copy, parsed, sitemap)
         except ArchiveError as exc:
             # not archived ⇒ not committed: the URL is released and fetched again later
-            log.error("WARC write failed, pausing before the next fetches: %s", exc)
+            log_event(log, logging.ERROR, "archive_error",
+                      "WARC write failed, pausing before the next fetches: %s", exc,
+                      url=lease.url, host=lease.host_key, reason=str(exc))
             self.frontier.release_url(lease.due, now + ARCHIVE_RETRY)
             self.archive_trouble_until = now + ARCHIVE_RETRY
             return

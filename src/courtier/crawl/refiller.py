@@ -44,6 +44,7 @@ from courtier.errors import StoreError
 from courtier.frontier.host import domain_host_key
 from courtier.frontier.scheduler import Frontier
 from courtier.intake import Intake, seed_scope_rules
+from courtier.logs import log_event
 from courtier.metrics import CrawlMetrics
 from courtier.politeness.robots_offload import parse_off_loop
 from courtier.process import PageProcessor
@@ -171,8 +172,9 @@ class Refiller:
             # a lost connection, a restarting server: what the refill took is kept
             # (``_loaded``, ``_uncertain``) and handled by the next one
             self._metrics.store_pauses.inc()
-            log.error("store unavailable for a refill, retrying in %.0f s: %s",
-                      STORE_RETRY, exc)
+            log_event(log, logging.ERROR, "store_pause",
+                      "store unavailable for a refill, retrying in %.0f s: %s",
+                      STORE_RETRY, exc, reason=str(exc))
             self._retry_at = now + STORE_RETRY
 
     async def _refill(self, now: float) -> None:
@@ -226,7 +228,8 @@ class Refiller:
         frontier.drain_shards(set(epochs))
         await self._store.reset_scheduled(sorted(epochs), epochs)
         self._uncertain = False
-        log.warning("refill outcome unknown after a store error: %d shards reset", len(epochs))
+        log_event(log, logging.WARNING, "refill_reset",
+                  "refill outcome unknown after a store error: %d shards reset", len(epochs))
 
     def _not_held(self, due: list[DueUrl]) -> list[DueUrl]:
         """``due`` without the rows this worker holds already at the same version: a fetch

@@ -43,6 +43,7 @@ from courtier.crawl.releaser import Releaser
 from courtier.errors import StoreError
 from courtier.frontier.lease import Lease
 from courtier.frontier.scheduler import Frontier
+from courtier.logs import log_event
 from courtier.metrics import CrawlMetrics
 from courtier.store.base import Store
 from courtier.store.cluster import HostClock
@@ -178,7 +179,9 @@ class ShardKeeper:
     def _drop_lost(self, shards: Collection[int]) -> None:
         lost = set(shards)
         self._metrics.shard_leases_lost.inc(len(lost))
-        log.warning("lost the lease of %d shards to another worker: dropping them", len(lost))
+        log_event(log, logging.WARNING, "shards_lost",
+                  "lost the lease of %d shards to another worker: dropping them", len(lost),
+                  shards=sorted(lost), worker=self._owner)
         for shard in lost:
             self._frontier.epochs.pop(shard, None)
             self._draining.pop(shard, None)
@@ -248,7 +251,8 @@ class ShardKeeper:
             self._gained.pop(shard, None)
             self._frontier.epochs.pop(shard, None)
         self._metrics.shard_moves.labels("handover").inc(len(shards))
-        log.info("handed over %d shards (%d host clocks saved)", len(shards), len(clocks))
+        log_event(log, logging.INFO, "handover", "handed over %d shards (%d host clocks saved)",
+                  len(shards), len(clocks), shards=sorted(shards), worker=self._owner)
 
     async def _shard_state_step(self, keeper: ShardStateKeeper) -> None:
         """Gained shards join the refill once their near-duplicate index is rebuilt; the

@@ -54,6 +54,7 @@ from courtier.fetch.transport import Transport
 from courtier.frontier.lease import LeaseKind
 from courtier.frontier.scheduler import Frontier
 from courtier.intake import Intake
+from courtier.logs import log_event
 from courtier.metrics import CrawlMetrics
 from courtier.politeness.audit import LeaseAuditor
 from courtier.politeness.delays import DelayPolicy
@@ -223,7 +224,9 @@ class Worker:
                     # a lost connection, a restarting server: nothing in memory is lost
                     # (buffers are retried); pause, then go on with fresh connections
                     self.metrics.store_pauses.inc()
-                    log.error("store unavailable, pausing %.0f s: %s", STORE_RETRY, exc)
+                    log_event(log, logging.ERROR, "store_pause",
+                              "store unavailable, pausing %.0f s: %s", STORE_RETRY, exc,
+                              reason=str(exc))
                     await asyncio.sleep(STORE_RETRY)
         finally:
             if rounds is not None:
@@ -303,7 +306,9 @@ class Worker:
             if self.auditor.on_issue(lease.host_key, lease.issued_at, lease.delay,
                                      frontier.max_in_flight_of(host)):
                 self.metrics.politeness_violations.inc()
-                log.error("politeness self-check: %s", self.auditor.last[-1])
+                log_event(log, logging.ERROR, "politeness_violation",
+                          "politeness self-check: %s", self.auditor.last[-1],
+                          host=lease.host_key, url=lease.url)
             if lease.kind is LeaseKind.PAGE:
                 self._pages_issued += 1
                 self.day_limits.count_page(lease.issued_at, host)
