@@ -179,7 +179,7 @@ class ShardKeeper:
     def _drop_lost(self, shards: Collection[int]) -> None:
         lost = set(shards)
         self._metrics.shard_leases_lost.inc(len(lost))
-        log_event(log, logging.WARNING, "shards_lost",
+        log_event(log, logging.WARNING, "shards_dropped",
                   "lost the lease of %d shards to another worker: dropping them", len(lost),
                   shards=sorted(lost), worker=self._owner)
         for shard in lost:
@@ -251,7 +251,7 @@ class ShardKeeper:
             self._gained.pop(shard, None)
             self._frontier.epochs.pop(shard, None)
         self._metrics.shard_moves.labels("handover").inc(len(shards))
-        log_event(log, logging.INFO, "handover", "handed over %d shards (%d host clocks saved)",
+        log_event(log, logging.INFO, "handover_done", "handed over %d shards (%d host clocks saved)",
                   len(shards), len(clocks), shards=sorted(shards), worker=self._owner)
 
     async def _shard_state_step(self, keeper: ShardStateKeeper) -> None:
