@@ -252,7 +252,8 @@ class ShardKeeper:
             self._frontier.epochs.pop(shard, None)
         self._metrics.shard_moves.labels("handover").inc(len(shards))
         log_event(log, logging.INFO, "handover_done",
-                  "handed over %d shards (%d host clocks saved)", len(shards), len(clocks), shards=sorted(shards), worker=self._owner)
+                  "handed over %d shards (%d host clocks saved)", len(shards), len(clocks),
+                  shards=sorted(shards), worker=self._owner)
 
     async def _shard_state_step(self, keeper: ShardStateKeeper) -> None:
         """Gained shards join the refill once their near-duplicate index is rebuilt; the
