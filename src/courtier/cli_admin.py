@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import quote
 
-from courtier.cli_query import add_api_flags, add_store_flag, call
+from courtier.cli_call import add_api_flags, add_store_flag, call
 from courtier.config import SCOPES
 from courtier.errors import ConfigError, CourtierError, InvalidURL
 from courtier.store.open import open_store, store_url
@@ -185,7 +185,7 @@ async def _events(args: argparse.Namespace, out: TextIO) -> int:
                 save_cursor(cursor_file, cursor)
 
     if not args.follow:
-        from courtier.cli_query import open_caller
+        from courtier.cli_call import open_caller
         from courtier.events.drain import Page, drain
 
         async with open_caller(args) as caller:
