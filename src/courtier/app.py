@@ -17,9 +17,10 @@ import re
 import secrets
 import signal
 import socket
+import sys
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TextIO, TypeVar, cast
 
 from courtier.api.server import make_app, start_api
 from courtier.api.worker_control import WorkerControl
@@ -30,6 +31,8 @@ from courtier.clock import Clock, RealClock
 from courtier.cluster.coordinator import LeaseSettings, ShardCoordinator
 from courtier.cluster.timed_store import with_call_timeout
 from courtier.config import CrawlConfig, api_address
+from courtier.crawl.status import CrawlStatus
+from courtier.crawl.worker import Worker
 from courtier.dedup.simhash import prepare_compiled
 from courtier.errors import ConfigError, FetchError, InvalidURL
 from courtier.fetch.aiohttp_transport import AiohttpTransport
@@ -38,13 +41,13 @@ from courtier.fetch.resolver import Resolver, load_hosts_file
 from courtier.frontier.trap_state import ShardedTemplateTracker
 from courtier.frontier.traps import trap_rules_from
 from courtier.intake import Intake, Scope, SeedProblem, read_seed_lines
+from courtier.logs import log_event
 from courtier.loopwatch import LoopLagMonitor, log_tasks
 from courtier.metrics import CrawlMetrics
 from courtier.progress import Progress
 from courtier.store.base import NewUrl, Store
 from courtier.store.open import is_shared, open_store, store_url
 from courtier.urls import canonicalize, registrable_domain
-from courtier.worker import CrawlStatus, Worker
 
 log = logging.getLogger("courtier")
 T = TypeVar("T")
@@ -108,7 +111,8 @@ async def crawl(
     if not remote:
         warc_root.mkdir(parents=True, exist_ok=True)
         for report in recover_warc_dir(str(warc_root)):
-            log.warning("repaired WARC file after an unclean stop: %s", report)
+            log_event(log, logging.WARNING, "warc_repaired",
+                      "repaired WARC file after an unclean stop: %s", report)
     try:
         overrides = load_hosts_file(str(config.resolve)) if config.resolve else None
     except ConfigError as exc:  # the message names the file and line; add the flag
@@ -131,8 +135,9 @@ async def crawl(
         if isinstance(archive, SpooledArchive):
             figures = await archive.start()
             if figures["lost"]:
-                log.error("archive: %(lost)d lost segments, %(requeued)d URLs queued again",
-                          figures)
+                log_event(log, logging.ERROR, "archive_segments_lost",
+                          "archive: %(lost)d lost segments, %(requeued)d URLs queued again",
+                          figures, reason="segment lost before its upload")
             ticks = asyncio.create_task(archive.run_ticks())
         tracker = ShardedTemplateTracker(trap_rules_from(config.traps), clock)
         intake = Intake(Scope(config, []), traps=tracker)
@@ -169,7 +174,9 @@ async def crawl(
             nonlocal interrupts
             interrupts += 1
             if interrupts == 1:
-                log.warning("stopping: finishing in-flight fetches (Ctrl-C again to exit now)")
+                log_event(log, logging.WARNING, "stopping",
+                          "stopping: finishing in-flight fetches (Ctrl-C again to exit now)",
+                          reason="interrupted")
                 worker.request_stop("interrupted")
             else:
                 worker.abort()
@@ -184,7 +191,8 @@ async def crawl(
             app = make_app(WorkerControl(worker), worker.metrics.render, config.api_token,
                            config.api_allowed_hosts)
             runner, port = await start_api(app, api_host, api_port)
-            log.warning("admin API and dashboard on http://%s:%d/", api_host, port)
+            log_event(log, logging.WARNING, "api_listening", "admin API and dashboard on http://%s:%d/",
+                      api_host, port, url=f"http://{api_host}:{port}/")
             if announce is not None:
                 announce(f"http://{api_host}:{port}/")
         lag_monitor.start()
@@ -300,10 +308,21 @@ def crawl_gc() -> Iterator[None]:
         gc.unfreeze()
 
 
+def _progress_stream(config: CrawlConfig, mode: str) -> TextIO | None:
+    """With ``--log-format json`` progress lines (``log`` mode, or ``auto`` off a terminal)
+    are JSON log lines too (``event`` ``progress``); None: stderr as it is."""
+    if config.log_format != "json" or mode not in ("auto", "log") or \
+            (mode == "auto" and sys.stderr.isatty()):
+        return None
+    from courtier.logs import JsonLineStream
+
+    return cast(TextIO, JsonLineStream(sys.stderr))
+
+
 def run(config: CrawlConfig, progress_mode: str = "auto",
         report_problem: Callable[[SeedProblem], None] | None = None) -> CrawlStatus:
     """Synchronous entry point used by the CLI."""
-    progress = Progress(progress_mode)
+    progress = Progress(progress_mode, _progress_stream(config, progress_mode))
     with data_dir_lock(config.data), crawl_gc():
         try:
             return run_async(crawl(config, progress, report_problem))

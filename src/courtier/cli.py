@@ -7,8 +7,8 @@ configuration error (the message names the flag, file or line), 1 anything else.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
+import os
 import re
 import sys
 from collections.abc import Sequence
@@ -17,16 +17,17 @@ from typing import TYPE_CHECKING, Any
 
 from courtier.cli_admin import add_admin_commands, run_admin
 from courtier.cli_query import add_query_commands, run_query
-from courtier.config import SCOPES, CrawlConfig, build_config
+from courtier.crawl_flags import add_crawl_flags, config_from_args, worker_defaults
 from courtier.errors import ConfigError, CourtierError
+from courtier.ops.commands import add_ops_commands, run_ops
 from courtier.progress import summary_line
-from courtier.store.open import STORE_HELP, is_shared, make_data_dir, store_url
+from courtier.store.open import is_shared, make_data_dir, store_url
 
 if TYPE_CHECKING:
+    from courtier.config import CrawlConfig
     from courtier.intake import SeedProblem
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
-DEFAULT_WORKER_API = "127.0.0.1:8790"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -53,100 +54,6 @@ class _Parser(argparse.ArgumentParser):
                 "second" in (action.help or "") or action.metavar == "SECONDS"):
             what = "a number of seconds"
         return f"{flag.split('/')[0]}: {value} is not {what}"
-
-
-def add_crawl_flags(p: argparse.ArgumentParser) -> None:
-    """Flags shared by `crawl` (and `demo` where they make sense). Unset = None."""
-    p.add_argument("seeds", nargs="*", help="seed URLs")
-    p.add_argument("--seeds-file", type=Path, help="file with one URL per line (# comments)")
-    p.add_argument("--data", type=Path, help="crawl home: database, WARC files (resumable)")
-    p.add_argument("--store", help=STORE_HELP)
-    p.add_argument("--config", type=Path, help="TOML file whose keys are these flags' names")
-    p.add_argument("--delay", type=float, help="seconds between request starts per host (1.0)")
-    p.add_argument("--max-in-flight-per-host", type=int, help="concurrent requests per host (1)")
-    p.add_argument("--max-in-flight-per-ip", type=int,
-                   help="concurrent requests to all hosts on one IP address (8; 0: no cap)")
-    p.add_argument("--ip-delay", type=float,
-                   help="seconds between request starts to one IP address (0)")
-    p.add_argument("--concurrency", type=int, help="concurrent fetches in total (64)")
-    p.add_argument("--scope", choices=SCOPES, help="which hosts to follow (seeds-hosts)")
-    p.add_argument("--include", action="append", help="regex a URL must match (repeatable)")
-    p.add_argument("--exclude", action="append", help="regex that rejects a URL (repeatable)")
-    p.add_argument("--max-depth", type=int, help="link hops from a seed")
-    p.add_argument("--max-pages", type=int, help="stop after this many page fetches")
-    p.add_argument("--max-seconds", type=float, help="stop after this many seconds")
-    p.add_argument("--daily-budget", type=int,
-                   help="page fetches per 24 h across all hosts (every outcome counts)")
-    p.add_argument("--user-agent", help="User-Agent (its product token is matched by robots.txt)")
-    p.add_argument("--resolve", type=Path, help="hosts file (IP name…) overriding DNS")
-    p.add_argument("--allow-network", action="append",
-                   help="CIDR the SSRF guard should allow (repeatable), e.g. 127.0.0.0/8")
-    p.add_argument("--allowed-port", action="append", dest="allowed_ports",
-                   help="fetch only from these TCP ports (repeatable; default: any)")
-    p.add_argument("--parse-timeout", type=float,
-                   help="seconds to parse a page with very many tags (10; then kept without links)")
-    p.add_argument("--low-speed-limit", type=int, metavar="BYTES",
-                   help="abort a body slower than BYTES/s over --low-speed-time (1024; 0: off)")
-    p.add_argument("--low-speed-time", type=float, metavar="SECONDS",
-                   help="window of the low-speed limit (20)")
-    p.add_argument("--header-timeout", type=float, metavar="SECONDS",
-                   help="the status line and headers must be in this many seconds after a "
-                        "fetch starts (30)")
-    p.add_argument("--robots-expiry", type=float, help="seconds a robots.txt copy is used (86400)")
-    p.add_argument("--recrawl-interval", type=float, help="seconds before a page is due again")
-    p.add_argument("--tier", action="append", dest="tiers", metavar="SPEC",
-                   help="a refresh tier 'NAME min=S max=S [start=S] [value=V] [url=REGEX]' "
-                        "(repeatable; see docs/freshness.md)")
-    p.add_argument("--tail-share", type=float,
-                   help="share of --daily-budget the refresh planner keeps free for new and "
-                        "long-overdue URLs (0.1)")
-    p.add_argument("--change-distance", type=int,
-                   help="count a page as changed only when its SimHash moved more than this "
-                        "many bits (default: any change of its bytes)")
-    p.add_argument("--probe-sitemap-xml", action="store_true", default=None,
-                   help="also fetch /sitemap.xml of every host (Sitemap: lines in robots.txt "
-                        "are always followed)")
-    p.add_argument("--continuous", action="store_true", default=None,
-                   help="keep running for recrawls instead of ending when nothing is due")
-    p.add_argument("--linger", type=float,
-                   help="seconds a one-shot crawl waits for retries and backed-off hosts "
-                        "before ending (120); later ones are kept for the next run")
-    p.add_argument("--progress", choices=("auto", "bar", "log", "none"),
-                   help="progress display (auto: live line on a terminal, log lines otherwise)")
-    p.add_argument("--archive", help="WARC root: a folder (default DATA/warc) or an fsspec "
-                                     "URL such as s3://bucket/prefix (spooled, then uploaded)")
-    p.add_argument("--archive-prefix", help="this worker's prefix in the object store "
-                                            "(default: the host name)")
-    p.add_argument("--archive-endpoint", help="S3 endpoint URL (or AWS_ENDPOINT_URL)")
-    p.add_argument("--archive-region", help="S3 region (or AWS_DEFAULT_REGION)")
-    p.add_argument("--archive-segment-bytes", type=int,
-                   help="object-store segments rotate at this size (64 MiB)")
-    p.add_argument("--archive-segment-age", type=float,
-                   help="… or this many seconds after opening (60)")
-    p.add_argument("--api", help="serve the admin API and dashboard on HOST:PORT or "
-                                 "http://HOST:PORT (loopback unless --api-token is set)")
-    p.add_argument("--api-token", help="bearer token the admin API requires "
-                                       "(visible in ps: prefer COURTIER_API_TOKEN or "
-                                       "--api-token-file)")
-    p.add_argument("--api-token-file", type=Path, help="file holding the admin API's token")
-    p.add_argument("--api-allowed-host", action="append", dest="api_allowed_hosts",
-                   help="Host name the admin API answers besides loopback names "
-                        "(repeatable; e.g. behind a reverse proxy)")
-    p.add_argument("--trap", action="append", dest="traps", metavar="NAME=VALUE",
-                   help="a trap threshold, e.g. max-path-depth=30 or template-max-growth=none "
-                        "(repeatable; see docs/traps.md)")
-    p.add_argument("--durability", choices=("normal", "full"),
-                   help="SQLite commits: normal (default; the last commits may be lost on power "
-                        "loss or an OS crash, never on a process crash) or full (fsync each)")
-    p.add_argument("--lease-ttl", type=float,
-                   help="seconds a shard lease lasts without renewal (PostgreSQL store; 30)")
-    p.add_argument("--worker-id", help="this worker's id in the cluster (DATA/worker-id)")
-    p.add_argument("--worker-weight", type=float,
-                   help="this worker's share of the shards relative to the others (1)")
-    p.add_argument("--expect-workers", type=int,
-                   help="live workers to wait for (at most one lease TTL) before taking "
-                        "shards, so workers started together need no first handover (1)")
-    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
 
 
 class _VersionAction(argparse.Action):
@@ -189,32 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--progress", choices=("auto", "bar", "log", "none"), default="auto")
     add_admin_commands(sub)
     add_query_commands(sub)
-    from courtier.ops.commands import add_ops_commands
-
     add_ops_commands(sub)
     return parser
-
-
-def config_flags(args: argparse.Namespace) -> dict[str, Any]:
-    """The crawl flags of ``args`` as build_config takes them (unset: None or ())."""
-    flags = {k: v for k, v in vars(args).items() if k not in ("command", "config", "verbose")}
-    flags["seeds"] = tuple(args.seeds or ())
-    for name in ("include", "exclude", "allow_network", "allowed_ports", "api_allowed_hosts",
-                 "traps", "tiers"):
-        flags[name] = tuple(flags.get(name) or ())
-    return flags
-
-
-def config_from_args(args: argparse.Namespace) -> CrawlConfig:
-    return build_config(config_flags(args), args.config)
-
-
-def worker_defaults(config: CrawlConfig) -> CrawlConfig:
-    """`courtier worker` always serves the API: 127.0.0.1:8790 unless a flag, the
-    environment or the file names another address."""
-    if config.api is None:
-        config = dataclasses.replace(config, api=DEFAULT_WORKER_API).validate()
-    return config
 
 
 def _print_problem(problem: SeedProblem) -> None:
@@ -250,12 +133,37 @@ def refuse_all_bad_seeds(config: CrawlConfig) -> None:
         raise ConfigError(f"no valid seed, nothing to crawl: {shown}{more}")
 
 
+def _setup_logging(args: argparse.Namespace, log_format: str | None = None) -> None:
+    """Logging before a command runs (``COURTIER_LOG_FORMAT`` or text; an invalid value
+    is reported by the crawl's configuration) and again once a crawl's is known."""
+    from courtier.logs import LOG_FORMATS, setup_logging
+
+    chosen = log_format or os.environ.get("COURTIER_LOG_FORMAT", "text")
+    setup_logging(chosen if chosen in LOG_FORMATS else "text",
+                  bool(getattr(args, "verbose", False)))
+
+
+def _seed_problem_logger(log_format: str) -> Any:
+    """How a skipped seed is reported: a stderr line, or a JSON log line with json."""
+    if log_format != "json":
+        return _print_problem
+    from courtier.logs import log_event
+
+    def report(problem: SeedProblem) -> None:
+        log_event(logging.getLogger("courtier"), logging.WARNING, "seed_skipped",
+                  "skipped seed %s", problem, reason=str(problem))
+
+    return report
+
+
 def cmd_crawl(args: argparse.Namespace) -> int:
     from courtier.app import run
 
     if args.command == "worker":
         args.continuous = True
     config = config_from_args(args)
+    _setup_logging(args, config.log_format)
+    report_problem = _seed_problem_logger(config.log_format)
     if args.command == "worker":
         config = worker_defaults(config)
     resuming = is_shared(store_url(config.store)) or (config.data / "courtier.db").exists()
@@ -268,9 +176,9 @@ def cmd_crawl(args: argparse.Namespace) -> int:
     if config.workers > 1:
         from courtier.cluster.local import run_local_cluster
 
-        status = run_local_cluster(config, _print_problem)
+        status = run_local_cluster(config, report_problem)
     else:
-        status = run(config, config.progress, _print_problem)
+        status = run(config, config.progress, report_problem)
     print(summary_line(status))
     print(f"courtier: data in {config.data} (WARC files under "
           f"{config.archive or config.data / 'warc'})")
@@ -288,10 +196,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if getattr(args, "verbose", False) else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    _setup_logging(args)
     try:
         if args.command in ("crawl", "worker"):
             return cmd_crawl(args)
@@ -302,8 +207,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command in ("seed", "url", "domain", "stats", "cluster"):
             return run_query(args)
         if args.command in ("plan", "config"):
-            from courtier.ops.commands import run_ops
-
             return run_ops(args)
     except ConfigError as exc:
         print(f"courtier: error: {exc}", file=sys.stderr)

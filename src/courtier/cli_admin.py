@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import quote
 
-from courtier.cli_query import add_api_flags, add_store_flag, call
+from courtier.cli_call import add_api_flags, add_store_flag, call
 from courtier.config import SCOPES
 from courtier.errors import ConfigError, CourtierError, InvalidURL
 from courtier.store.open import open_store, store_url
@@ -54,8 +54,11 @@ def add_admin_commands(sub: Any) -> None:
     events.add_argument("--data", type=Path, default=Path("crawl-data"))
     add_store_flag(events)
     events.add_argument("--after", type=int, default=0, help="cursor: last event id seen")
-    events.add_argument("--limit", type=int, default=1000)
-    events.add_argument("--follow", action="store_true", help="keep waiting for new events")
+    events.add_argument("--limit", type=int,
+                        help="print at most this many events (default: every event up to "
+                             "now; the command pages through the outbox 1,000 at a time)")
+    events.add_argument("--follow", action="store_true",
+                        help="keep waiting for new events (until --max-seconds or --limit)")
     events.add_argument("--max-seconds", type=float, help="stop following after this long")
     events.add_argument("--cursor-file", type=Path,
                         help="resumable cursor: read at start (wins over --after), rewritten "
@@ -142,35 +145,81 @@ async def _policy(args: argparse.Namespace, out: TextIO) -> int:
     return 0 if 200 <= status < 300 else 1
 
 
+def _events_limit(args: argparse.Namespace) -> int | None:
+    limit: int | None = args.limit
+    if limit is not None and limit < 1:
+        raise ConfigError(f"--limit {limit}: give a positive number of events "
+                          "(leave it out for every event)")
+    return limit
+
+
+def _answer_error(status: int, answer: Any) -> CourtierError:
+    """A non-2xx answer of the events route, as the error the command exits with (its
+    message goes to stderr, never into the JSON-lines stream)."""
+    text = answer.get("error") if isinstance(answer, dict) else None
+    return CourtierError(f"events: answered {status}: {text or json.dumps(answer)}")
+
+
 async def _events(args: argparse.Namespace, out: TextIO) -> int:
-    """Print events after the cursor; with ``--follow`` keep going across restarts of the
-    crawl or its API (a failed call is retried), and with ``--cursor-file`` across restarts
-    of this command: the cursor is saved only after its events were printed and flushed
-    (at-least-once delivery)."""
+    """Print events after the cursor as JSON lines. Without ``--follow``: every event up
+    to now, paged (``events/drain.py``), then exit 0; ``--limit N`` caps the total.
+    With ``--follow`` keep going across restarts of the crawl or its API (a failed call
+    is retried) until ``--max-seconds`` or ``--limit``. With ``--cursor-file`` across
+    restarts of this command: the cursor is saved only after its events were printed
+    and flushed (at-least-once delivery). A failure is raised (stderr, non-zero exit)
+    after the pages already printed, whose cursor is saved."""
     cursor_file: Path | None = args.cursor_file
     from courtier.events.cursor import load_cursor, save_cursor
 
-    cursor, loop = load_cursor(cursor_file, args.after), asyncio.get_running_loop()
+    limit = _events_limit(args)
+    cursor = load_cursor(cursor_file, args.after)
+
+    def emit(events: list[dict[str, Any]], next_after: int) -> None:
+        nonlocal cursor
+        for event in events:
+            out.write(json.dumps(event, sort_keys=True) + "\n")
+        out.flush()
+        if next_after != cursor:
+            cursor = next_after
+            if cursor_file is not None:
+                save_cursor(cursor_file, cursor)
+
+    if not args.follow:
+        from courtier.cli_call import open_caller
+        from courtier.events.drain import Page, drain
+
+        async with open_caller(args) as caller:
+            async def read(after: int, size: int) -> Page:
+                status, answer = await caller("GET", f"/v1/events?after={after}&limit={size}",
+                                              None)
+                if not 200 <= status < 300:
+                    raise _answer_error(status, answer)
+                return Page(answer["events"], answer["next_after"])
+
+            async for page in drain(read, cursor, limit):
+                emit(page.events, page.next_after)
+        return 0
+    from courtier.events.drain import PAGE_SIZE
+
+    loop = asyncio.get_running_loop()
     deadline = None if args.max_seconds is None else loop.time() + args.max_seconds
+    left = limit
     while True:
+        size = PAGE_SIZE if left is None else min(PAGE_SIZE, left)
         try:
-            status, answer = await call(args, "GET",
-                                        f"/v1/events?after={cursor}&limit={args.limit}")
+            status, answer = await call(args, "GET", f"/v1/events?after={cursor}&limit={size}")
         except CourtierError as exc:
-            if not args.follow or isinstance(exc, ConfigError):
+            if isinstance(exc, ConfigError):
                 raise
             status, answer = 0, {"events": [], "next_after": cursor}  # down: try again
         if status and not 200 <= status < 300:
-            out.write(json.dumps(answer, sort_keys=True) + "\n")
-            return 1
-        for event in answer["events"]:
-            out.write(json.dumps(event, sort_keys=True) + "\n")
-        out.flush()
-        if answer.get("next_after", cursor) != cursor:
-            cursor = answer["next_after"]
-            if cursor_file is not None:
-                save_cursor(cursor_file, cursor)
-        if not args.follow or (deadline is not None and loop.time() >= deadline):
+            raise _answer_error(status, answer)
+        emit(answer["events"], answer.get("next_after", cursor))
+        if left is not None:
+            left -= len(answer["events"])
+            if left <= 0:
+                return 0
+        if deadline is not None and loop.time() >= deadline:
             return 0
         if not answer["events"]:
             await asyncio.sleep(0.5)

@@ -13,6 +13,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from courtier.cli_call import call
 from courtier.errors import ConfigError, InvalidURL
 
 #: bad lines listed in the error before the rest are only counted
@@ -59,7 +60,6 @@ def read_values(path: Path) -> list[tuple[str, float]]:
 async def import_values(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
     """Send the file in batches; (HTTP-like status, {"updated", "unknown", "lines"})."""
     from courtier.api.freshness import MAX_VALUES_PER_CALL
-    from courtier.cli_query import call
 
     if args.file is None:
         raise ConfigError("url import-values: give the FILE of url<TAB>value lines")

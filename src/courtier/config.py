@@ -94,6 +94,7 @@ class CrawlConfig:
     traps: tuple[str, ...] = ()        # NAME=VALUE trap thresholds (TOML table [traps])
     linger: float = 120.0
     progress: str = "auto"
+    log_format: str = "text"           # text, or json: one object per line (logs.py)
     durability: str = "normal"         # SQLite synchronous: normal (WAL default) or full
     lease_ttl: float = 30.0            # seconds a shard lease lasts without renewal (cluster)
     worker_id: str | None = None       # this worker's id in the cluster (DATA/worker-id)
@@ -163,6 +164,8 @@ class CrawlConfig:
             raise ConfigError(f"--durability must be normal or full, not {self.durability!r}")
         if self.progress not in ("auto", "bar", "log", "none"):
             raise ConfigError("--progress must be auto, bar, log or none")
+        if self.log_format not in ("text", "json"):
+            raise ConfigError(f"--log-format must be text or json, not {self.log_format!r}")
         for flag, patterns in (("--include", self.include), ("--exclude", self.exclude)):
             for pattern in patterns:
                 try:

@@ -151,6 +151,12 @@ SETTING_DOCS: dict[str, SettingDoc] = {
                          "seconds"),
     "progress": SettingDoc("Service", "Progress display: `auto` (a live line on a terminal, log "
                            "lines otherwise), `bar`, `log` or `none`."),
+    "log_format": SettingDoc("Service", "Log lines on stderr: `text` (`TIME LEVEL LOGGER: "
+                             "message`, the default on a terminal and off it) or `json`: one "
+                             "object per line with the stable keys `time`, `level`, `logger`, "
+                             "`event`, `message` and, when known, `host`, `url`, `shard`, "
+                             "`worker`, `outcome`, `reason` (docs/operations.md, \"Logs\"). "
+                             "Also `COURTIER_LOG_FORMAT`."),
     "durability": SettingDoc("Storage", "SQLite commits: `normal` (WAL, survives kill -9; the "
                              "last commits may be lost on power loss or an OS crash) or "
                              "`full` (fsync every commit)."),

@@ -21,6 +21,7 @@ import asyncio
 import logging
 
 from courtier.errors import StoreError
+from courtier.logs import log_event
 from courtier.store.base import Store
 from courtier.store.cluster import DayGrant, DayReservation
 
@@ -64,7 +65,8 @@ class DayCountLedger:
             try:
                 await asyncio.shield(writing)
             except StoreError as exc:
-                log.warning("could not save the daily page counts: %s", exc)
+                log_event(log, logging.WARNING, "day_counts_save_failed",
+                          "could not save the daily page counts: %s", exc, reason=str(exc))
                 return
 
     async def _write(self) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -29,12 +30,17 @@ from courtier.frontier.refresh import RefreshPlanner
 from courtier.frontier.scheduler import path_of
 from courtier.frontier.templates import url_template
 from courtier.intake import SEED_PRIORITY, Intake
+from courtier.logs import log_event
 from courtier.outcome import Outcome
 from courtier.parse.caps import MAX_HEADER_CHARS, MAX_VALIDATOR_CHARS, cap_text, whole_or_none
 from courtier.parse.html import ParsedPage, parse_html
 from courtier.parse.sitemaps import SitemapResult, parse_sitemap
 from courtier.store.base import DueUrl, FetchCommit, NewUrl
 from courtier.urls import canonicalize
+
+log = logging.getLogger("courtier.process")
+#: ``event`` of a URL's cycle in the JSON log: a fetch, or a URL refused before one
+_OUTCOME_EVENTS = {Outcome.ROBOTS_DENIED: "robots_denied", Outcome.BLOCKED: "blocked"}
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 #: truncation reasons worth another fetch (a slow or broken transfer); a body cut by a
@@ -156,6 +162,11 @@ class PageProcessor:
         commit.event["truncated"] = truncated_reason(commit.error_kind)
         commit.event["url"] = due.url
         commit.event["outcome"] = str(outcome)
+        if log.isEnabledFor(logging.DEBUG):
+            name = _OUTCOME_EVENTS.get(outcome, "fetch")
+            log_event(log, logging.DEBUG, name, "%s %s: %s", due.url, commit.status or "-",
+                      outcome, host=due.host_key, url=due.url, shard=due.shard,
+                      outcome=str(outcome), reason=commit.error_kind, status=commit.status)
         return commit
 
     def denied(self, due: DueUrl, reason: str, digest: str | None, epoch: int,

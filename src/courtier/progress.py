@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, TextIO
 from courtier.progress_text import RATE_WINDOW, RecentRate
 
 if TYPE_CHECKING:  # the CLI imports this module; the worker loads only for a crawl
-    from courtier.worker import CrawlStatus
+    from courtier.crawl.status import CrawlStatus
 
 
 def human_bytes(n: float) -> str:

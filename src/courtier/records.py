@@ -1,9 +1,12 @@
-"""Records shared by the store, the frontier and the worker: what a URL row, a lease's
-result, a host's durable state, an outbox event and an archive segment look like.
+"""Records shared by the store, the frontier, the cluster and the worker: what a URL row,
+a lease's result, a host's durable state, an outbox event, an archive segment, and a
+worker's and a shard lease's row as the cluster planning reads them look like.
 
 A neutral module, so that neither side imports the other for its types: the frontier
 reads :class:`DueUrl` and :class:`HostRecord` without loading the store package, and
-the store reads :data:`DAY` without loading the frontier. :mod:`courtier.store.base`
+the store reads :data:`DAY` without loading the frontier; the store hands
+:class:`WorkerView` and :class:`LeaseView` to the cluster planning
+(:mod:`courtier.cluster.membership`) without knowing the planning. :mod:`courtier.store.base`
 re-exports every name for the Store protocol's callers.
 """
 
@@ -279,3 +282,25 @@ class SegmentRecord:
     size: int
     created_at: float
     updated_at: float
+
+
+# ---- cluster rows, as the shard planning reads them ---------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerView:
+    """A ``workers`` row: a worker is live while ``heartbeat_at + ttl > now``."""
+
+    worker_id: str
+    weight: float
+    heartbeat_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseView:
+    """A ``shard_lease`` row; ``owner`` is None for a shard nobody has held."""
+
+    shard: int
+    owner: str | None
+    epoch: int
+    expires_at: float

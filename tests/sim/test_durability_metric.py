@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
+from courtier.crawl.committer import Committer
+from courtier.crawl.worker import Worker
 from courtier.sim.loop import LoopClock, run_virtual
 from courtier.sim.run import SimCrawl, sim_config
-from courtier.worker import Worker
 from tests.sim.test_faults import SlowStore, small_web
 
 
@@ -49,10 +50,11 @@ def test_durability_lag_counts_the_batch_being_committed_and_the_pending_ones() 
     from types import SimpleNamespace
 
     def lag(pending: list[float], flushing: float | None) -> float:
-        state = SimpleNamespace(
-            _pending=[SimpleNamespace(fetched_at=t) for t in pending],
-            _flushing_from=flushing, clock=_Clock(100.0))
-        return Worker._durability_lag(state)  # type: ignore[arg-type]
+        committer = Committer(None, None, _Clock(100.0), None, None, None,  # type: ignore[arg-type]
+                              lambda: None)
+        committer.pending = [SimpleNamespace(fetched_at=t) for t in pending]  # type: ignore[misc]
+        committer._flushing_from = flushing
+        return committer.durability_lag()
 
     assert lag([], None) == 0.0
     assert lag([99.5, 98.0], None) == 2.0

@@ -13,6 +13,7 @@ import contextlib
 from collections.abc import Sequence
 
 from courtier.archive.warc import ArchivedRecord
+from courtier.crawl.worker import SHARD_LEASE, Worker
 from courtier.errors import ArchiveError, StoreError
 from courtier.fetch.transport import FetchResponse
 from courtier.sim.archive import DigestOnlyArchive
@@ -22,7 +23,6 @@ from courtier.sim.run import SimCrawl, sim_config
 from courtier.sim.web import SimHost, SimWeb
 from courtier.store.base import CommitResult, FetchCommit, HostStatsDelta
 from courtier.store.memory import MemoryStore
-from courtier.worker import SHARD_LEASE, Worker
 
 
 def small_web(n_hosts: int = 6, pages: int = 8) -> SimWeb:
@@ -154,27 +154,44 @@ def test_archive_write_errors_release_the_url_for_a_later_fetch() -> None:
 
 
 def test_crash_after_responses_before_commit_refetches_and_emits_once() -> None:
+    class Crash(Exception):
+        pass
+
+    class KillableStore:
+        """The crawl's store until ``kill()``; after it, every call fails (kill -9: from
+        then on nothing reaches the store) until ``revive()`` (the next process)."""
+
+        def __init__(self, store: MemoryStore) -> None:
+            self.store, self.dead = store, False
+
+        def kill(self) -> None:
+            self.dead = True
+
+        def revive(self) -> None:
+            self.dead = False
+
+        def __getattr__(self, name: str) -> object:
+            if self.dead:
+                async def dead(*_: object, **__: object) -> CommitResult:
+                    raise Crash
+                return dead
+            return getattr(self.store, name)
+
     async def go() -> None:
         web = small_web()
         crawl = SimCrawl(web, sim_config(delay=0.5))
         store = crawl.store
         assert isinstance(store, MemoryStore)
-
-        class Crash(Exception):
-            pass
+        killable = KillableStore(store)
+        crawl.store = killable  # type: ignore[assignment]
 
         async def crash_at_3s(worker: Worker, clock: LoopClock) -> None:
             await asyncio.sleep(3.0)
             for _ in range(10_000):  # crash just after a response, before its commit
-                if worker._pending:
+                if worker.committer.pending:
                     break
                 await asyncio.sleep(0.01)
-            # kill -9: from now on nothing reaches the store, nothing more is fetched
-            async def dead(*_: object, **__: object) -> CommitResult:
-                raise Crash
-            worker.store = type("Dead", (), {"__getattr__": lambda s, n: dead})()
-            for task in list(worker._tasks):
-                task.cancel()
+            killable.kill()
             worker.abort()
 
         with contextlib.suppress(Crash):
@@ -182,6 +199,7 @@ def test_crash_after_responses_before_commit_refetches_and_emits_once() -> None:
             raise AssertionError("the crashed worker should not end normally")
         before = sum(page_counts(crawl).values())
         assert 0 < before < len(allowed(web))
+        killable.revive()
         await crawl.run()  # a new process on the same store
         counts = page_counts(crawl)
         assert set(counts) == allowed(web)
@@ -205,8 +223,8 @@ def test_a_usurped_owner_stops_fetching_and_its_commits_are_fenced() -> None:
         async def usurp(worker: Worker, clock: LoopClock) -> None:
             await asyncio.sleep(30.0)
             # another process believes the lease expired and takes every shard
-            await store.acquire_shards("other", worker.shards, clock.now() + SHARD_LEASE + 1,
-                                       SHARD_LEASE)
+            await store.acquire_shards("other", worker.shard_keeper.shards,
+                                       clock.now() + SHARD_LEASE + 1, SHARD_LEASE)
             taken_at.append(clock.now())
 
         report = await crawl.run(during=usurp)
@@ -316,7 +334,7 @@ def test_a_stalled_store_slows_fetching_instead_of_growing_memory() -> None:
         async def watch(worker: Worker, clock: LoopClock) -> None:
             nonlocal pending_peak
             while True:
-                pending_peak = max(pending_peak, len(worker._pending))
+                pending_peak = max(pending_peak, len(worker.committer.pending))
                 await asyncio.sleep(0.1)
 
         report = await crawl.run(during=watch)

@@ -24,6 +24,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from courtier.cluster.coordinator import LeaseSettings, ShardCoordinator
+from courtier.crawl.committer import STOP_COMMIT_WAIT
+from courtier.crawl.worker import Worker
 from courtier.errors import StoreError
 from courtier.frontier.traps import TemplateTracker, TrapRules
 from courtier.intake import Intake, Scope
@@ -32,8 +34,6 @@ from courtier.sim.loop import LoopClock, run_virtual
 from courtier.sim.run import SimCrawl, SimReport, sim_config
 from courtier.store.base import CommitResult, FetchCommit, HostStatsDelta, Store
 from courtier.store.memory import MemoryStore
-from courtier.worker import Worker
-from courtier.worker_commit import STOP_COMMIT_WAIT
 from tests.sim.test_faults import allowed, one_event_per_url_version, page_counts, small_web
 
 LEASE = 30.0
@@ -155,7 +155,7 @@ def test_a_stop_gives_up_a_commit_the_store_keeps_refusing_and_loses_nothing() -
         assert running.done(), f"still stopping after {store.refused} refused commits"
         first: SimReport = running.result()
         assert first.status.stop_reason == "stopped", first.status.stop_reason
-        assert first.worker._given_up > 0
+        assert first.worker.committer.given_up > 0
         assert store.refused > 1  # retried for a while before giving up
         assert first.virtual_seconds >= STOP_COMMIT_WAIT
 

@@ -23,7 +23,7 @@ from courtier.sim.reference import ReferenceRobots, retry_after_until
 from courtier.sim.run import sim_config, simulate
 from courtier.sim.web import SimHost, SimWeb
 
-JUDGED = ("courtier.politeness", "courtier.frontier", "courtier.fetch", "courtier.worker",
+JUDGED = ("courtier.politeness", "courtier.frontier", "courtier.fetch", "courtier.crawl",
           "courtier.process", "courtier.parse")
 
 

@@ -14,11 +14,11 @@ import asyncio
 
 import pytest
 
-from courtier import worker as worker_module
+from courtier.crawl import worker as worker_module
+from courtier.crawl.worker import Worker
 from courtier.sim.loop import run_virtual
 from courtier.sim.run import SimCrawl, sim_config
 from courtier.sim.web import SimHost, SimWeb
-from courtier.worker import Worker
 from tests.sim.test_faults import allowed, page_counts
 from tests.sim.test_refill_pacing import RefillWatch
 

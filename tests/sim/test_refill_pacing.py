@@ -10,13 +10,13 @@ from __future__ import annotations
 import itertools
 from collections.abc import Collection, Mapping, Sequence
 
+from courtier.crawl.refiller import REFILL_AMPLE, REFILL_CALM, REFILL_EVERY
+from courtier.crawl.worker import Worker
 from courtier.sim.loop import run_virtual
 from courtier.sim.run import SimCrawl, sim_config
 from courtier.sim.web import SimHost, SimWeb
 from courtier.store.base import DueUrl
 from courtier.store.memory import MemoryStore
-from courtier.worker import Worker
-from courtier.worker_refill import REFILL_AMPLE, REFILL_CALM, REFILL_EVERY
 from tests.sim.test_faults import allowed, page_counts
 
 CONCURRENCY = 4

@@ -17,13 +17,13 @@ from typing import Any
 
 from courtier.cluster.coordinator import LeaseSettings, ShardCoordinator
 from courtier.cluster.timed_store import with_call_timeout
+from courtier.crawl.worker import Worker
 from courtier.frontier.traps import TemplateTracker, TrapRules
 from courtier.intake import Intake, Scope
 from courtier.sim.archive import DigestOnlyArchive
 from courtier.sim.loop import LoopClock, run_virtual
 from courtier.sim.run import SimCrawl, sim_config
 from courtier.store.base import Store
-from courtier.worker import Worker
 from tests.sim.test_faults import allowed, one_event_per_url_version, page_counts, small_web
 
 LEASE = 30.0   # seconds: the fence falls 22.5 s after the last renewal, the lease ends at 30
@@ -77,7 +77,7 @@ def test_a_fence_while_requests_wait_for_an_ip_slot_gives_their_urls_back() -> N
 
         worker = Worker(crawl.config, store, crawl.transport, DigestOnlyArchive(),
                         crawl.clock, intake, resolve_ip=resolve_ip, coordinator=coordinator)
-        worker.idle_poll = 600.0
+        worker.pacer.idle_poll = 600.0
         rows, problems = intake.seed_urls(list(enumerate(web.seeds(), 1)), "sim",
                                           crawl.clock.now())
         assert not problems

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-HEAVY = ("aiohttp", "numpy", "numba", "asyncpg", "courtier.worker", "courtier.api.server",
+HEAVY = ("aiohttp", "numpy", "numba", "asyncpg", "courtier.crawl.worker", "courtier.api.server",
          "courtier.store.sqlite", "selectolax", "warcio")
 
 _PROBE = """

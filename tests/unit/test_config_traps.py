@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from courtier.cli import build_parser, config_from_args
+from courtier.cli import build_parser
 from courtier.config import build_config
+from courtier.crawl_flags import config_from_args
 from courtier.errors import ConfigError
 from courtier.frontier.traps import TrapRules, trap_rules_from
 

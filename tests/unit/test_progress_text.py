@@ -6,10 +6,10 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any, cast
 
+from courtier.crawl.status import CrawlStatus
 from courtier.politeness.robots_state import RobotsStatus
 from courtier.progress import status_line, summary_line
 from courtier.progress_text import RecentRate, waiting_text
-from courtier.worker import CrawlStatus
 
 
 def host(robots: RobotsStatus, backoff_until: float = 0.0) -> Any:

@@ -39,6 +39,7 @@ from courtier.api.control import CrawlControl
 from courtier.api.jsonable import json_safe
 from courtier.api.openapi import openapi_document
 from courtier.errors import ConfigError
+from courtier.logs import log_event
 
 log = logging.getLogger("courtier.api")
 
@@ -113,10 +114,12 @@ async def _checked(request: web.Request, handler: Handler) -> web.StreamResponse
     except Exception as exc:
         failure = routes.failure_of(exc)
         if failure is None:
-            log.exception("admin API: %s %s failed", request.method, request.path)
+            log_event(log, logging.ERROR, "api_error", "admin API: %s %s failed", request.method,
+                      request.path, exc_info=True, url=request.path, reason="internal error")
             return error(500, "internal error (logged)")
         if failure[0] == 503:
-            log.warning("admin API: %s", failure[1])
+            log_event(log, logging.WARNING, "api_store_unavailable", "admin API: %s", failure[1],
+                      url=request.path, reason=failure[1])
         return error(*failure)
 
 

@@ -19,7 +19,7 @@ from courtier.intake import Scope
 from courtier.store.base import NewUrl
 
 if TYPE_CHECKING:
-    from courtier.worker import Worker
+    from courtier.crawl.worker import Worker
 
 
 class WorkerControl(StoreOnlyControl):

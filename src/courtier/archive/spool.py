@@ -39,6 +39,7 @@ from courtier.archive.warc import OPEN_MARKER_SUFFIX, WARC_SUFFIX, ArchivedRecor
 from courtier.clock import Clock, RealClock
 from courtier.errors import ArchiveError, ConfigError, StoreError
 from courtier.fetch.transport import FetchResponse
+from courtier.logs import log_event
 from courtier.store.base import Store
 
 __all__ = ["SEGMENT_AGE", "SEGMENT_BYTES", "SpooledArchive", "is_remote", "storage_options"]
@@ -168,7 +169,9 @@ class SpooledArchive:
             try:
                 await self.settle()
             except StoreError as exc:
-                log.warning("archive: could not record a segment, retrying: %s", exc)
+                log_event(log, logging.WARNING, "archive_record_failed",
+                          "archive: could not record a segment, retrying: %s", exc,
+                          reason=str(exc))
 
     def _size(self, name: str) -> int:
         try:
@@ -182,7 +185,9 @@ class SpooledArchive:
             try:
                 await self._upload(name)
             except (OSError, ArchiveError, StoreError) as exc:
-                log.error("archive: upload of %s failed, retrying later: %s", name, exc)
+                log_event(log, logging.ERROR, "archive_upload_failed",
+                          "archive: upload of %s failed, retrying later: %s", name, exc,
+                          segment=name, reason=str(exc))
                 self._retry_at = self.clock.now() + UPLOAD_RETRY
                 return
             self._closed.pop(0)
@@ -232,8 +237,9 @@ class SpooledArchive:
             figures["requeued"] += await self.store.requeue_archive_file(
                 seg.name, self.clock.now())
             await self.store.save_segment(seg.name, self.owner, "lost", seg.size)
-            log.error("archive: segment %s was lost before its upload; its URLs are queued "
-                      "again", seg.name)
+            log_event(log, logging.ERROR, "archive_segment_lost",
+                      "archive: segment %s was lost before its upload; its URLs are queued "
+                      "again", seg.name, segment=seg.name, reason="lost before its upload")
         await self.drain()
         return figures
 

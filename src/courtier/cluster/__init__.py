@@ -13,14 +13,9 @@ Everything here is pure: no I/O, time passed in. The store holds the
 who actually owns a shard, the rendezvous target only who *should*.
 """
 
-from courtier.cluster.membership import (
-    LeaseView,
-    ShardPlan,
-    WorkerView,
-    fence_deadline,
-    plan_shards,
-)
+from courtier.cluster.membership import ShardPlan, fence_deadline, plan_shards
 from courtier.cluster.rendezvous import owner_of, target_owners
+from courtier.records import LeaseView, WorkerView
 
 __all__ = [
     "LeaseView",

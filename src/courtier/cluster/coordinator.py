@@ -39,6 +39,7 @@ from typing import Any
 from courtier.clock import Clock
 from courtier.cluster.membership import fence_deadline, live_weights, plan_shards
 from courtier.errors import StoreError
+from courtier.logs import log_event
 from courtier.store.base import Store
 from courtier.store.cluster import ClusterView
 from courtier.urls import SHARD_COUNT
@@ -166,7 +167,9 @@ class ShardCoordinator:
                 pause = QUORUM_POLL if self.awaiting_quorum else self.settings.renew_every
             except StoreError as exc:
                 self.failed_rounds += 1
-                log.warning("shard coordinator: store unavailable (%s); retrying", exc)
+                log_event(log, logging.WARNING, "store_unavailable",
+                          "shard coordinator: store unavailable (%s); retrying", exc,
+                          worker=self.worker_id, reason=str(exc))
                 pause = min(1.0, self.settings.renew_every)
             if self._stopping:
                 break
@@ -190,8 +193,9 @@ class ShardCoordinator:
         if not self._slots_freed:
             freed = await store.release_ip_slots_of(self.worker_id)
             if freed:
-                log.warning("freed %d per-IP slots left by an earlier process of worker %s",
-                            freed, self.worker_id)
+                log_event(log, logging.WARNING, "ip_slots_freed",
+                          "freed %d per-IP slots left by an earlier process of worker %s",
+                          freed, self.worker_id, worker=self.worker_id, slots=freed)
             self._slots_freed = True
         sent = self.clock.now()
         await store.heartbeat(self.worker_id, settings.weight, self.info, sent)
@@ -235,8 +239,23 @@ class ShardCoordinator:
                 changes.handover.add(shard)
         if self.held:
             self._fence_from(renew_sent)
+        self._log_changes(changes)
         self._merge(changes)
         return changes
+
+    def _log_changes(self, changes: ShardChanges) -> None:
+        """One line per kind of change of a round (``shard`` when it concerns one)."""
+        for event, level, shards, text in (
+                ("shards_gained", logging.INFO, set(changes.gained), "gained %d shards"),
+                ("shards_taken_over", logging.INFO, changes.taken_over,
+                 "took over %d shards held by another worker or an earlier process"),
+                ("shards_lost", logging.WARNING, changes.lost, "lost %d shards"),
+                ("handover", logging.INFO, changes.handover,
+                 "handing over %d shards to other workers")):
+            if shards:
+                ordered = sorted(shards)
+                log_event(log, level, event, text, len(ordered), worker=self.worker_id,
+                          shard=ordered[0] if len(ordered) == 1 else None, shards=ordered)
 
     def _awaiting_quorum(self, view: ClusterView) -> bool:
         """Before the first lease: fewer live workers than expected, and still time to wait
@@ -262,8 +281,10 @@ class ShardCoordinator:
         """Forget workers silent for a day that hold nothing (crashed, never back)."""
         gone = await self.store.prune_workers(DEAD_WORKER_KEPT, store_now)
         if gone:
-            log.info("forgot %d workers silent for over %.0f h: %s", len(gone),
-                     DEAD_WORKER_KEPT / 3600, ", ".join(gone[:10]))
+            log_event(log, logging.INFO, "workers_forgotten",
+                      "forgot %d workers silent for over %.0f h: %s", len(gone),
+                      DEAD_WORKER_KEPT / 3600, ", ".join(gone[:10]), worker=self.worker_id,
+                      workers=gone[:10])
 
     def _fence_from(self, renew_sent: float) -> None:
         settings = self.settings
@@ -276,8 +297,11 @@ class ShardCoordinator:
     def _fence_reached(self) -> None:
         self._timer = None
         if self.held and not self.may_start():
-            log.error("could not renew shard leases in time: fenced (no new requests, "
-                      "in-flight fetches cancelled) until the store answers again")
+            log_event(log, logging.ERROR, "fence",
+                      "could not renew shard leases in time: fenced (no new requests, "
+                      "in-flight fetches cancelled) until the store answers again",
+                      worker=self.worker_id, reason="lease renewal late",
+                      shards=sorted(self.held))
             if self.on_fence is not None:
                 self.on_fence()
 

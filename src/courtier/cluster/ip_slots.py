@@ -23,6 +23,7 @@ import logging
 from courtier.clock import Clock
 from courtier.cluster.coordinator import ShardCoordinator
 from courtier.errors import StoreError
+from courtier.logs import log_event
 from courtier.store.base import Store
 from courtier.store.cluster import IpGrant
 
@@ -63,7 +64,8 @@ class IpSlots:
             ask.add_done_callback(functools.partial(self._unwanted, ip))
             raise
         except StoreError as exc:
-            log.warning("could not ask for a slot of %s: %s", ip, exc)
+            log_event(log, logging.WARNING, "ip_slot_unavailable",
+                      "could not ask for a slot of %s: %s", ip, exc, ip=ip, reason=str(exc))
             return self.clock.now() + STORE_TROUBLE_WAIT
         if grant.granted:
             return int(grant.token)

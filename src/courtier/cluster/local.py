@@ -31,10 +31,11 @@ from multiprocessing.queues import Queue
 from typing import Any
 
 from courtier.config import CrawlConfig, api_address
+from courtier.crawl.status import CrawlStatus
 from courtier.errors import ConfigError
 from courtier.intake import SeedProblem
+from courtier.logs import log_event
 from courtier.store.open import is_shared, store_url
-from courtier.worker import CrawlStatus
 
 log = logging.getLogger("courtier")
 
@@ -58,9 +59,9 @@ def child_configs(config: CrawlConfig) -> list[CrawlConfig]:
 
 
 def _child(config: CrawlConfig, results: Queue[Any], verbose: bool) -> None:
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING,
-                        format=f"%(asctime)s %(levelname)s {config.data.name} %(name)s: "
-                               "%(message)s")
+    from courtier.logs import setup_logging
+
+    setup_logging(config.log_format, verbose, worker=config.data.name)
     from courtier.app import run
 
     status = run(config, "none")
@@ -133,8 +134,9 @@ def run_local_cluster(config: CrawlConfig,
             signal.signal(sig, handler)
     failed = [c.name for c in children if c.exitcode not in (0, None)]
     if failed:
-        log.error("worker processes %s ended abnormally; their shards went to the others",
-                  ", ".join(failed))
+        log_event(log, logging.ERROR, "worker_failed",
+                  "worker processes %s ended abnormally; their shards went to the others",
+                  ", ".join(failed), worker=", ".join(failed), reason="abnormal exit")
     return _summed(statuses, failed)
 
 

@@ -16,8 +16,11 @@ store's ``now``. The output says what this worker should do next:
   still holds: it is handing them over, or it will be declared dead when its
   lease expires.
 
-Nothing here touches the network or a clock: the same function runs in the
-worker, in ``courtier cluster`` and in the tests.
+The row types (:class:`~courtier.records.WorkerView`,
+:class:`~courtier.records.LeaseView`) live in the core :mod:`courtier.records`, so
+that the store, which builds them, knows nothing of this planning. Nothing here
+touches the network or a clock: the same function runs in the worker, in
+``courtier cluster`` and in the tests.
 """
 
 from __future__ import annotations
@@ -26,27 +29,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from courtier.cluster.rendezvous import target_owners
+from courtier.records import LeaseView, WorkerView
 
 __all__ = ["LeaseView", "ShardPlan", "WorkerView", "fence_deadline", "live_weights", "plan_shards"]
-
-
-@dataclass(frozen=True, slots=True)
-class WorkerView:
-    """A ``workers`` row: a worker is live while ``heartbeat_at + ttl > now``."""
-
-    worker_id: str
-    weight: float
-    heartbeat_at: float
-
-
-@dataclass(frozen=True, slots=True)
-class LeaseView:
-    """A ``shard_lease`` row; ``owner`` is None for a shard nobody has held."""
-
-    shard: int
-    owner: str | None
-    epoch: int
-    expires_at: float
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,6 +33,7 @@ from courtier.dedup.pages import DuplicateTracker, with_pages
 from courtier.errors import StoreError
 from courtier.frontier.trap_state import ShardedTemplateTracker
 from courtier.frontier.traps import TemplateTracker
+from courtier.logs import log_event
 from courtier.store.base import Store
 from courtier.store.cluster import TrapStats
 from courtier.urls import shard_of
@@ -89,7 +90,9 @@ class ShardStateKeeper:
             try:
                 tracker.restore_host(key, item.data)
             except ValueError as exc:  # a row this version cannot read: learned again
-                log.warning("trap statistics of %s not restored: %s", key, exc)
+                log_event(log, logging.WARNING, "trap_state_not_restored",
+                          "trap statistics of %s not restored: %s", key, exc, host=key,
+                          reason=str(exc))
                 continue
             self.hosts_restored += 1
 
@@ -135,7 +138,9 @@ class ShardStateKeeper:
         try:
             saved = await self.save_hosts(lambda key: shard_of(key) in moving)
         except StoreError as exc:
-            log.warning("could not save the trap statistics of a handover: %s", exc)
+            log_event(log, logging.WARNING, "handover_save_failed",
+                      "could not save the trap statistics of a handover: %s", exc,
+                      reason=str(exc), shards=sorted(moving))
         tracker.forget_hosts([k for k in tracker.hosts() if shard_of(k) in moving])
         return saved
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 
 from courtier.intake import Scope
+from courtier.logs import log_event
 from courtier.store.cluster import ClusterStore
 
 log = logging.getLogger("courtier.cluster")
@@ -34,7 +35,8 @@ class ScopeFollower:
         for rule in rules:
             if not self.scope.apply_rule(rule):
                 self.ignored += 1
-                log.warning("scope rule %d (%s %r) cannot be applied; ignored",
-                            rule.id, rule.kind, rule.value)
+                log_event(log, logging.WARNING, "scope_rule_ignored",
+                          "scope rule %d (%s %r) cannot be applied; ignored",
+                          rule.id, rule.kind, rule.value, reason="cannot be applied")
             self.after = rule.id
         return len(rules)

@@ -25,6 +25,7 @@ import asyncio
 import logging
 
 from courtier.errors import StoreError
+from courtier.logs import log_event
 from courtier.store.base import PayloadLocation, Store
 
 __all__ = ["CALLER_TASK_NAME", "MAX_LOOKUP_BATCH", "PayloadLookups"]
@@ -103,8 +104,9 @@ class PayloadLookups:
         try:
             found = await self._store.payload_locations(list(batch))
         except StoreError as exc:
-            log.warning("payload lookup of %d digests failed; archived as full records: %s",
-                        len(batch), exc)
+            log_event(log, logging.WARNING, "payload_lookup_failed",
+                      "payload lookup of %d digests failed; archived as full records: %s",
+                      len(batch), exc, reason=str(exc))
         except Exception as exc:  # a bug, not the store's absence: its waiters see it
             for answers in batch.values():
                 for answer in answers:

@@ -4,6 +4,17 @@ Pure and clock-driven: every method reads time from the injected
 :class:`~courtier.clock.Clock` and does no I/O, so the simulator and the
 real worker drive the same code.
 
+One class, :class:`Frontier`, owns all of the scheduling state: the host table
+(``hosts``: :class:`~courtier.frontier.host.HostState` by host key) and the address
+groups (``ips``), the two level-1 orders, the shard ``epochs`` stamped on leases, the
+counts of queued URLs and leases out, and the URLs on their way back to the worker
+(denied, released). Every method that changes a host reschedules it, and the grant
+path, the results of leases and the host registry all move the same counters and
+heaps, so they are one object in one module (sections: hosts, intake, the grant
+path, leases that end, hand-offs, figures), not parts sharing ``self``. The per-host
+and per-address state lives in ``host.py``, the ready order in ``ready.py``, the
+robots decisions' work budget in ``robots_turns.py``.
+
 Level 1 keeps hosts in two orders: the ``waiting`` heap by the time the host may
 next start a request (``max(next_allowed_at, backoff_until, robots retry)``),
 and ``ready`` (due now, ``ready.py``) best first: priority of the host's best URL,
@@ -28,24 +39,26 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import logging
 import random
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 from courtier.clock import Clock
-from courtier.frontier.handoffs import Denial, FrontierHandoffs
-from courtier.frontier.host import HostState, IpState
-from courtier.frontier.host_registry import FrontierHostRegistry
-from courtier.frontier.lease import Lease, LeaseKind
-from courtier.frontier.lease_results import FrontierLeaseResults
+from courtier.frontier.host import HostPolicy, HostState, IpState
+from courtier.frontier.lease import FetchFeedback, Lease, LeaseKind
 from courtier.frontier.ready import ReadyHosts
 from courtier.frontier.robots_turns import UNITS_PER_TURN, decide_head
+from courtier.logs import log_event
 from courtier.politeness.delays import DelayPolicy, base_delay
 from courtier.politeness.robots import RobotsTxt
 from courtier.politeness.robots_state import RobotsPolicy, RobotsStatus
-from courtier.records import DueUrl
+from courtier.records import DAY, DueUrl, HostRecord
 from courtier.urls import host_key_of, shard_of
 
-DAY = 24 * 3600.0
+log = logging.getLogger("courtier.frontier")
+
+#: (url row, reason "robots" | "blocked" | "robots_unreachable", robots digest)
+Denial = tuple[DueUrl, str, str | None]
 
 # enum members the grant path compares with, bound once: ``LeaseKind.PAGE`` is a lookup
 # through the enum type's ``__getattr__`` hook, several times slower than a global's
@@ -63,12 +76,11 @@ def path_of(url: str) -> str:
     return url[start:] if start >= 0 else "/"
 
 
-class Frontier(FrontierHostRegistry, FrontierLeaseResults, FrontierHandoffs):
+class Frontier:
     """In-memory scheduling state of the shards this process owns.
 
-    The grant path is here; adding hosts and changing their state
-    (``host_registry.py``), taking leases back (``lease_results.py``) and the
-    hand-offs to the worker and figures (``handoffs.py``) are inherited."""
+    One object owns all of it (see the module docstring); its sections are the host
+    registry, intake, the grant path, leases that end, the hand-offs and the figures."""
 
     def __init__(
         self,
@@ -104,6 +116,67 @@ class Frontier(FrontierHostRegistry, FrontierLeaseResults, FrontierHandoffs):
         self._in_flight = 0
         self._robots_units = UNITS_PER_TURN  # robots decisions left in this turn
         self.robots_units_spent = 0  # work units of robots decisions so far (tests, bench)
+
+    # ---- hosts: registration and changes from outside ---------------------------------
+
+    def knows_host(self, host_key: str) -> bool:
+        return host_key in self.hosts
+
+    def register_host(self, host_key: str, shard: int, record: HostRecord | None = None,
+                      ip: str | None = None, robots: RobotsTxt | None = None) -> None:
+        """Create the host's state, restoring its durable part (robots copy, policy, back-off).
+
+        ``ip`` (when already resolved) puts the host in its IP group from the first
+        request on, robots.txt included. ``robots`` is the record's robots body
+        already parsed off the loop (else it is parsed here).
+        """
+        if host_key in self.hosts:
+            return
+        host = HostState(host_key=host_key, shard=shard, loaded=True, ip=ip)
+        if ip is not None:
+            self.ips.setdefault(ip, IpState())
+        if record is not None:
+            host.robots.restore(
+                record.robots_body,
+                record.robots_status,
+                record.robots_fetched_at or 0.0,
+                record.robots_expires_at or 0.0,
+                self.clock.now(),
+                robots,
+            )
+            host.policy = HostPolicy(
+                record.policy_delay, record.policy_max_in_flight, record.policy_max_pages,
+                record.blocked,
+            )
+            host.timing.backoff_until = record.backoff_until or 0.0
+            # We may have fetched from this host moments ago (a restart after a crash or
+            # a shard takeover); its last start time is unknown, so wait one delay.
+            host.next_allowed_at = self.clock.now() + self.delay_for(host)
+        self.hosts[host_key] = host
+
+    def restore_day_pages(self, host_key: str, day_start: float, pages: int) -> None:
+        """Continue a host's daily page window saved by an earlier run (max-pages-per-day
+        survives a restart); a window older than 24 h is ignored."""
+        host = self.hosts.get(host_key)
+        if host is not None and 0 <= self.clock.now() - day_start < DAY:
+            host.day_start, host.day_pages = day_start, max(0, pages)
+            self._reschedule(host)
+
+    def set_policy(self, host_key: str, policy: HostPolicy) -> None:
+        """Apply a policy override at once (the next lease already obeys it)."""
+        host = self.hosts.get(host_key)
+        if host is None:
+            return
+        host.policy = policy
+        self._reschedule(host)
+
+    def block_address(self, host_key: str) -> None:
+        """The host's address is refused by the SSRF guard: deny its URLs (outcome BLOCKED)
+        instead of retrying them; the host is re-checked when its state is next created."""
+        host = self.hosts.get(host_key)
+        if host is not None:
+            host.address_blocked = True
+            self._reschedule(host)
 
     # ---- intake ---------------------------------------------------------------------------
 
@@ -365,3 +438,230 @@ class Frontier(FrontierHostRegistry, FrontierLeaseResults, FrontierHandoffs):
                 self._released.append((due, at))
             return
         heapq.heappush(self._waiting, (at, next(self._seq), host.token, host.host_key))
+
+    # ---- leases that end: results, hand-backs, deferrals ------------------------------
+
+    def release_url(self, due: DueUrl | None, at: float) -> None:
+        """Hand one URL back to the store, due again at ``at`` (its fetch was not kept)."""
+        if due is not None:
+            self._released.append((due, at))
+
+    def finish_page(self, lease: Lease, feedback: FetchFeedback) -> None:
+        """A page fetch ended: free its slot, adapt the delay, back off on trouble."""
+        host = self._release_slot(lease, feedback.ip)
+        status = feedback.status
+        now = self.clock.now()
+        timing = host.timing
+        if status in (429, 503):  # "overloaded": lower the rate for longer than the back-off
+            timing.throttle(self.delay_for(host), self.delay_policy)
+        if status is None or status == 429 or status >= 500:
+            until = timing.record_failure(now, self.delay_policy, self.rng, feedback.retry_at)
+            if log.isEnabledFor(logging.INFO):
+                why = "network error" if status is None else f"status {status}"
+                log_event(log, logging.INFO, "backoff",
+                          "backing off %s for %.1f s after %s (%d in a row)", host.host_key,
+                          until - now, why, timing.failures, host=host.host_key,
+                          url=lease.url, shard=host.shard, reason=why, status=status,
+                          seconds=round(until - now, 3), failures=timing.failures,
+                          retry_after=feedback.retry_at is not None)
+        else:
+            timing.record_success(feedback.elapsed, self.delay_policy)
+            if timing.throttle_delay > 0:  # recover() does nothing otherwise
+                timing.recover(self.base_delay_for(host), self.delay_policy)
+        self._space_next(host, lease)
+        self._reschedule(host)
+
+    def finish_robots(
+        self, lease: Lease, status: int | None, body: bytes = b"", location: str | None = None,
+        ip: str | None = None, retry_at: float | None = None, parsed: RobotsTxt | None = None,
+    ) -> None:
+        """A robots.txt fetch ended (status None = network error); ``parsed``: its body
+        already parsed off the loop."""
+        host = self._release_slot(lease, ip)
+        host.robots_in_flight = False
+        now = self.clock.now()
+        if status in (429, 503):  # overloaded, even for robots.txt: lower the rate too
+            host.timing.throttle(self.delay_for(host), self.delay_policy)
+        if status is None:
+            host.robots.on_unreachable(now, self.robots_policy)
+        else:
+            host.robots.on_response(status, body, now, self.robots_policy, location, retry_at,
+                                    parsed)
+        if log.isEnabledFor(logging.INFO):
+            decision = str(host.robots.status)
+            log_event(log, logging.INFO, "robots_txt", "robots.txt of %s: %s (status %s)",
+                      host.host_key, decision, status, host=host.host_key, url=lease.url,
+                      shard=host.shard, outcome=decision, status=status,
+                      reason="network error" if status is None else f"status {status}")
+        self._space_next(host, lease)
+        self._reschedule(host)
+
+    def _release_slot(self, lease: Lease, ip: str | None = None) -> HostState:
+        host = self.hosts[lease.host_key]
+        host.in_flight -= 1
+        self._in_flight -= 1
+        if lease.also_host is not None and lease.also_host in self.hosts:
+            other = self.hosts[lease.also_host]
+            other.in_flight -= 1
+            if self._max_in_flight(other) == 1:
+                other.next_allowed_at = max(other.next_allowed_at,
+                                            self.clock.now() + self.delay_for(other))
+            self._reschedule(other)
+        if host.waiters:
+            waiting, host.waiters = host.waiters, set()
+            for key in waiting:
+                if key in self.hosts and key != host.host_key:
+                    self._reschedule(self.hosts[key])
+        if lease.ip is not None:
+            group = self.ips[lease.ip]
+            group.in_flight -= 1
+            waiting, group.waiting = group.waiting, set()
+            for key in waiting:
+                peer = self.hosts.get(key)
+                if peer is not None and key != host.host_key:
+                    self._reschedule(peer)
+        if ip is not None and ip != host.ip:
+            host.ip = ip
+            self.ips.setdefault(ip, IpState())
+        return host
+
+    def _space_next(self, host: HostState, lease: Lease) -> None:
+        """Set the earliest next start from the delay in force *after* this response
+        (a new Crawl-delay or a slower host applies to the very next request)."""
+        delay = self.delay_for(host)
+        if lease.delay > delay:
+            delay = lease.delay
+        # With one fetch at a time the server saw the request start somewhere between
+        # our lease and this moment (connection set-up delays it by an unknown amount),
+        # so the gap is counted from the end of the fetch: the next start is then at
+        # least ``delay`` after the previous one as the server measures it.
+        cap = host.policy.max_in_flight or self.max_in_flight  # _max_in_flight(host) == 1:
+        at = (self.clock.now() if cap <= 1 else lease.issued_at) + delay
+        if at > host.next_allowed_at:
+            host.next_allowed_at = at
+
+    def return_lease(self, lease: Lease) -> None:
+        """Give an unstarted or abandoned lease back (shutdown): its URL is released."""
+        host = self._release_slot(lease)
+        if lease.kind is LeaseKind.ROBOTS:
+            host.robots_in_flight = False
+        elif lease.due is not None:
+            self._released.append((lease.due, lease.due.next_fetch_at))
+        self._reschedule(host)
+
+    def defer_lease(self, lease: Lease, until: float) -> None:
+        """A lease that may not start yet after all (the address is busy on another worker):
+        its URL goes back to the host's queue and neither the host nor its address is
+        tried again before ``until``."""
+        host = self._release_slot(lease)
+        if lease.kind is LeaseKind.ROBOTS:
+            host.robots_in_flight = False
+        elif lease.due is not None:
+            host.push(lease.due, self.clock.now())
+            self._queued += 1
+        host.next_allowed_at = max(host.next_allowed_at, until)
+        if lease.ip is not None and lease.ip in self.ips:
+            group = self.ips[lease.ip]
+            group.next_allowed_at = max(group.next_allowed_at, until)
+        self._reschedule(host)
+
+    # ---- hand-offs to the worker ------------------------------------------------------------
+
+    def rerank(self) -> None:
+        """Re-rank every host's queue: URLs that became overdue while waiting in memory
+        move ahead (call every minute or so)."""
+        now = self.clock.now()
+        for host in self.hosts.values():
+            if host.queue:
+                host.rerank(now)
+                self._reschedule(host)
+
+    def take_denied(self) -> list[Denial]:
+        out, self._denied = self._denied, []
+        return out
+
+    def take_released(self) -> list[tuple[DueUrl, float]]:
+        out, self._released = self._released, []
+        return out
+
+    def release_all(self) -> list[tuple[DueUrl, float]]:
+        """Drain every queued URL (shutdown or lost shard): they go back to the store."""
+        for host in self.hosts.values():
+            for due in host.drain():
+                self._queued -= 1
+                self._released.append((due, due.next_fetch_at))
+            host.token += 1
+        return self.take_released()
+
+    def drain_shards(self, shards: Collection[int]) -> list[tuple[DueUrl, float]]:
+        """Empty the queues of the hosts of ``shards`` (a handover or a lost lease): their
+        URLs are returned, due as they were. The hosts stay known, so fetches in flight
+        finish against their state; :meth:`forget_shards` drops them afterwards."""
+        out: list[tuple[DueUrl, float]] = []
+        for host in self.hosts.values():
+            if host.shard in shards:
+                for due in host.drain():
+                    self._queued -= 1
+                    out.append((due, due.next_fetch_at))
+                host.token += 1
+        return out
+
+    def forget_shards(self, shards: Collection[int]) -> list[HostState]:
+        """Drop the state of the hosts of ``shards`` that have nothing in flight; return
+        them (their politeness clocks are saved for the next owner)."""
+        gone = [h for h in self.hosts.values()
+                if h.shard in shards and not h.in_flight and not h.robots_in_flight]
+        for host in gone:
+            del self.hosts[host.host_key]
+            for due in host.drain():  # nothing should be queued; never lose a URL
+                self._queued -= 1
+                self._released.append((due, due.next_fetch_at))
+        return gone
+
+    # ---- figures ---------------------------------------------------------------------------
+
+    def next_wake_at(self) -> float | None:
+        """Earliest time a queued host becomes ready (None: nothing waits on time)."""
+        if len(self._ready):
+            return self.clock.now()
+        while self._waiting:
+            at, _, token, key = self._waiting[0]
+            host = self.hosts.get(key)
+            if host is not None and host.token == token:
+                return at
+            heapq.heappop(self._waiting)
+        return None
+
+    @property
+    def queued(self) -> int:
+        return self._queued
+
+    @property
+    def in_flight(self) -> int:
+        return self._in_flight
+
+    def full_hosts(self, window: int) -> set[str]:
+        """Hosts whose in-memory queue holds at least ``window`` URLs (skip them on refill)."""
+        return {key for key, host in self.hosts.items() if len(host.queue) >= window}
+
+    def active_hosts(self) -> int:
+        return sum(1 for host in self.hosts.values() if host.queue or host.in_flight)
+
+    def forget_idle_hosts(self, keep: int) -> None:
+        """Drop state of idle hosts beyond ``keep`` (memory bounded by active hosts).
+
+        Only hosts whose delay and back-off have fully elapsed are dropped, so a
+        host that comes back starts from a clean slate without breaking its delay.
+        """
+        if len(self.hosts) <= keep:
+            return
+        now = self.clock.now()
+        idle = [
+            k for k, h in self.hosts.items()
+            if not h.queue and not h.in_flight
+            and h.next_allowed_at <= now and h.timing.backoff_until <= now
+        ]
+        for key in idle:
+            if len(self.hosts) <= keep:
+                break
+            del self.hosts[key]

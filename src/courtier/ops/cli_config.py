@@ -18,6 +18,7 @@ from typing import Any
 from courtier import __version__
 from courtier.config import FIELDS, CrawlConfig, build_config, load_env, load_file
 from courtier.config_docs import SECTIONS, SETTING_DOCS
+from courtier.crawl_flags import add_crawl_flags, config_flags, worker_defaults
 from courtier.errors import ConfigError
 
 REGENERATE = "courtier config reference > docs/configuration.md"
@@ -32,8 +33,6 @@ def undocumented() -> list[str]:
 
 def crawl_flags() -> dict[str, str]:
     """Setting name → the flag that sets it on ``courtier crawl``/``worker``."""
-    from courtier.cli import add_crawl_flags
-
     parser = argparse.ArgumentParser(add_help=False)
     add_crawl_flags(parser)
     flags: dict[str, str] = {}
@@ -154,8 +153,6 @@ def run_config(args: argparse.Namespace) -> int:
     if args.config_command == "reference":
         print(reference(), end="")
         return 0
-    from courtier.cli import config_flags, worker_defaults
-
     flags = config_flags(args)
     worker = args.for_command == "worker"
     if worker:  # exactly what `courtier worker` does to its configuration

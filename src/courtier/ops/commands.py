@@ -1,13 +1,16 @@
 """Registration of the operators' commands (``plan``, ``config``) on the main parser.
 
-Only argparse is imported here; each command's module is imported when that
-command runs, so ``courtier --help`` and other commands pay nothing for them.
+Only argparse and the crawl flags (:mod:`courtier.crawl_flags`, which the main parser
+loads anyway) are imported here; each command's module is imported when that command
+runs, so ``courtier --help`` and other commands pay nothing for them.
 """
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
+
+from courtier.crawl_flags import add_crawl_flags
 
 OPS_COMMANDS = ("plan", "config")
 
@@ -26,8 +29,6 @@ def add_ops_commands(sub: Any) -> None:
     show = actions.add_parser(
         "show", help="print the effective settings and where each came from "
                      "(default < file < environment < flags); takes the crawl flags")
-    from courtier.cli import add_crawl_flags
-
     add_crawl_flags(show)
     show.add_argument("--json", action="store_true", help="print as JSON")
     show.add_argument("--for", dest="for_command", choices=("crawl", "worker"), default="crawl",

@@ -23,6 +23,7 @@ import resource
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from courtier.logs import log_event
 from courtier.parse.html import ParsedPage, parse_html
 
 log = logging.getLogger("courtier.parse")
@@ -115,14 +116,17 @@ class GuardedParser:
                 return await future
         except TimeoutError:
             self.timeouts += 1
-            log.warning("parse of %s exceeded %.1f s; kept without links", url, self.timeout)
+            log_event(log, logging.WARNING, "parse_timeout", "parse of %s exceeded %.1f s; kept "
+                      "without links", url, self.timeout, url=url, reason="time")
         except concurrent.futures.process.BrokenProcessPool:
             self.failures += 1
-            log.warning("parse of %s killed its child process; kept without links", url)
+            log_event(log, logging.WARNING, "parse_crashed",
+                      "parse of %s killed its child process; kept without links", url,
+                      url=url, reason="child process died")
         except MemoryError:
             self.failures += 1
-            log.warning("parse of %s exceeded %d bytes; kept without links", url,
-                        self.memory_bytes)
+            log_event(log, logging.WARNING, "parse_memory", "parse of %s exceeded %d bytes; kept "
+                      "without links", url, self.memory_bytes, url=url, reason="memory")
         self._kill()
         return None
 

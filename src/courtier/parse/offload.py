@@ -38,6 +38,7 @@ import os
 import threading
 from typing import Literal
 
+from courtier.logs import log_event
 from courtier.parse.guard import PARSE_NICENESS, GuardedParser, needs_guard
 from courtier.parse.html import ParsedPage, parse_html
 from courtier.parse.sitemaps import SitemapResult, parse_sitemap
@@ -118,8 +119,9 @@ class OffLoopParser:
             # a thread cannot be killed: it finishes on its own (pathological pages go
             # to the child process, so this is rare) and its result is dropped
             self.thread_timeouts += 1
-            log.warning("parse of %s exceeded %.1f s in a thread; kept without links",
-                        url, self.timeout)
+            log_event(log, logging.WARNING, "parse_timeout",
+                      "parse of %s exceeded %.1f s in a thread; kept without links",
+                      url, self.timeout, url=url, reason="time")
             return None
 
     async def sitemap(self, body: bytes, url: str) -> SitemapResult:

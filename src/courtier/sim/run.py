@@ -20,6 +20,8 @@ from typing import Any
 
 from courtier.archive.base import ArchiveWriter
 from courtier.config import CrawlConfig
+from courtier.crawl.status import CrawlStatus
+from courtier.crawl.worker import Worker
 from courtier.frontier.traps import TemplateTracker, TrapRules
 from courtier.intake import Intake, Scope
 from courtier.politeness.robots import product_token
@@ -30,7 +32,6 @@ from courtier.sim.transport import SimTransport
 from courtier.sim.web import SimWeb
 from courtier.store.base import Store
 from courtier.store.memory import MemoryStore
-from courtier.worker import CrawlStatus, Worker
 
 During = Callable[[Worker, LoopClock], Coroutine[Any, Any, None]]
 
@@ -77,7 +78,7 @@ class SimCrawl:
         worker = Worker(self.config, self.store, self.transport,
                         archive or DigestOnlyArchive(), self.clock, intake,
                         resolve_ip=self._resolve_ip, record_lags=True)
-        worker.idle_poll = 600.0  # nothing arrives from outside a simulation
+        worker.pacer.idle_poll = 600.0  # nothing arrives from outside a simulation
         return worker
 
     async def run(self, archive: ArchiveWriter | None = None,

@@ -36,11 +36,13 @@ from courtier.records import (
     HostRecord,
     HostStatsDelta,
     HostTierRecord,
+    LeaseView,
     NewUrl,
     PayloadLocation,
     ReparseEvent,
     SegmentRecord,
     UrlState,
+    WorkerView,
 )
 from courtier.store.cluster import ClusterStore
 from courtier.store.event_counts import EventCounts
@@ -59,12 +61,14 @@ __all__ = [
     "HostRecord",
     "HostStatsDelta",
     "HostTierRecord",
+    "LeaseView",
     "NewUrl",
     "PayloadLocation",
     "ReparseEvent",
     "SegmentRecord",
     "Store",
     "UrlState",
+    "WorkerView",
 ]
 
 

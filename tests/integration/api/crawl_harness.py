@@ -21,13 +21,13 @@ from courtier.app import collect_seeds, host_ip_lookup
 from courtier.archive.warc import WarcWriter
 from courtier.clock import RealClock
 from courtier.config import build_config
+from courtier.crawl.worker import Worker
 from courtier.fetch.aiohttp_transport import AiohttpTransport
 from courtier.fetch.guard import AddressGuard
 from courtier.fetch.resolver import Resolver, load_hosts_file
 from courtier.intake import Intake, Scope
 from courtier.store.sqlite import SqliteStore
 from courtier.testweb import TestWebServer, WebSpec
-from courtier.worker import Worker
 
 
 @dataclass

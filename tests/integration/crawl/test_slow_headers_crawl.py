@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from courtier import worker as worker_module
 from courtier.app import crawl
 from courtier.config import build_config
+from courtier.crawl import worker as worker_module
 from courtier.politeness.delays import DelayPolicy
 from courtier.store.sqlite import SqliteStore
 from courtier.urls import canonicalize

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from courtier.app import crawl
 from courtier.config import CrawlConfig, build_config
+from courtier.crawl.status import CrawlStatus
 from courtier.testweb import RequestRecord, TestWebServer
-from courtier.worker import CrawlStatus
 
 
 def config_for(server: TestWebServer, data: Path, **extra: object) -> CrawlConfig:

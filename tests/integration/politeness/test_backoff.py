@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from courtier import worker as worker_module
+from courtier.crawl import worker as worker_module
 from courtier.politeness.delays import DelayPolicy
 from courtier.testweb import HostSpec, RequestRecord, TestWebServer, WebSpec, politeness_violations
 from tests.integration.politeness.helpers import host_log, pages, run_crawl, start_gaps

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from courtier.crawl.status import CrawlStatus
 from courtier.testweb import (
     HostSpec,
     RequestRecord,
@@ -23,7 +24,6 @@ from courtier.testweb import (
     WebSpec,
     politeness_violations,
 )
-from courtier.worker import CrawlStatus
 from tests.integration.politeness.helpers import host_log, pages, run_crawl
 
 DELAY = 0.1

@@ -12,41 +12,74 @@ asyncpg, PostgreSQL and OS errors are raised as :class:`StoreError` naming the
 operation and the server (never the password); nothing of a failed call is
 applied. Schema set-up and migration happen in :meth:`open` (see ``_schema``).
 
-The class holds the pool, hosts, the refresh plan, the archive and the figures; the
-URL methods (intake, refill, commit) are mixed in from ``_urls.py`` and the cluster's
-from ``_cluster.py``.
+One class holds the state (the pool, the clock, the schema version) and every method
+of the contract, each one transaction through :meth:`PostgresStore._run`; the
+transaction bodies that are more than a statement or two are functions taking the
+connection in the private modules: ``_intake`` (URL intake), ``_queries`` (hosts,
+requeues, figures), ``_plans`` (the refresh plan), ``_archive``, ``_event_counts``
+and ``_cluster`` (epoch fencing, lease-row lock order, the cluster statements).
+
+URL calls: rows are keyed ``(shard, url_key)``, the shard read from the key. A call
+given shard ``epochs`` is fenced: it acts only on the shards whose stored epoch is
+still the given one (:func:`~courtier.store.postgres._cluster.fenced_shards` locks
+them for the rest of its transaction). Cluster calls: every lease, heartbeat and
+IP-slot time is the server's ``clock_timestamp()`` (``courtier_now()``); the ``now``
+arguments of the protocol are ignored, so workers with skewed clocks still agree on
+who owns what. Decisions that read then write (an acquisition, a day-count grant, an
+IP slot) lock their rows first, in a fixed order, inside one transaction.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from dataclasses import astuple, replace
+from itertools import chain
 from typing import Any, TypeVar
 
 import asyncpg
 
 from courtier.clock import Clock, RealClock
+from courtier.dedup.fingerprint64 import from_signed64
 from courtier.errors import StoreError
 from courtier.store.base import (
+    OVERDUE_AFTER,
+    CommitResult,
     DayCount,
+    DueUrl,
     Event,
+    FetchCommit,
     HostRecord,
+    HostStatsDelta,
     HostTierRecord,
+    NewUrl,
     PayloadLocation,
     ReparseEvent,
     SegmentRecord,
 )
+from courtier.store.cluster import (
+    ClusterView,
+    DayGrant,
+    DayReservation,
+    HostClock,
+    IpGrant,
+    LeaseRecord,
+    ScopeRule,
+    TrapStats,
+    WorkerRecord,
+)
+from courtier.store.cluster_rules import check_scope_kinds
 from courtier.store.event_counts import EventCounts
 from courtier.store.postgres import (
     _archive,
     _cluster,
     _event_counts,
+    _intake,
     _plans,
     _queries,
     _rows,
     _schema,
-    _urls,
 )
 from courtier.store.postgres._rows import Conn
 from courtier.store.postgres.dsn import describe_dsn
@@ -75,7 +108,7 @@ CONNECTION_LOST: tuple[type[BaseException], ...] = (
 )
 
 
-class PostgresStore(_urls.PostgresUrls, _cluster.PostgresCluster):
+class PostgresStore:
     """A Store in one PostgreSQL database, shared by any number of processes.
 
     ``dsn`` is a ``postgresql://`` URL. ``clock`` stamps events and host updates.
@@ -185,7 +218,398 @@ class PostgresStore(_urls.PostgresUrls, _cluster.PostgresCluster):
             except DRIVER_ERRORS as exc:
                 raise self._fail("close", exc) from exc
 
-    # -- refresh plan (URLs: see _urls.py; cluster: _cluster.py; plan: _plans.py) ------
+    # -- URLs: intake, refill, hand-backs, commit, one URL's row --------------------------
+
+    async def add_urls(self, urls: Sequence[NewUrl]) -> int:
+        """One round trip per batch; batches of ``COPY_THRESHOLD`` rows or more (seed files)
+        go through COPY instead (same rules, see ``_intake``)."""
+        if len(urls) >= _intake.COPY_THRESHOLD:
+            return await self.add_urls_bulk(urls)
+        if not urls:
+            return 0
+        rows = _rows.new_url_rows(urls)
+        return await self._run("add_urls", lambda conn: _intake.add_rows(conn, rows),
+                               one_statement=True)
+
+    async def add_urls_bulk(self, urls: Sequence[NewUrl]) -> int:
+        """Like :meth:`add_urls`, through COPY into a temporary table (big seed files)."""
+        if not urls:
+            return 0
+        rows = _rows.new_url_rows(urls)
+        return await self._run("add_urls_bulk", lambda conn: _intake.copy_rows(conn, rows))
+
+    async def load_due(self, shards: Sequence[int], now: float, limit: int, per_host_limit: int,
+                       skip_hosts: Collection[str] = (),
+                       epochs: Mapping[int, int] | None = None) -> list[DueUrl]:
+        if limit <= 0 or per_host_limit <= 0 or not shards:
+            return []
+        wanted, skip = sorted(set(shards)), sorted(set(skip_hosts))
+
+        async def job(conn: Conn) -> list[DueUrl]:
+            mine = wanted if epochs is None else sorted(
+                set(wanted) & await _cluster.fenced_shards(conn, epochs))
+            rows = await conn.fetch(
+                "SELECT * FROM courtier_load_due($1, $2, $3, $4, $5, $6) ORDER BY walk",
+                mine, now, now - OVERDUE_AFTER, limit, per_host_limit, skip)
+            return [_rows.due_url(r) for r in rows]
+
+        return await self._run("load_due", job)
+
+    async def reset_scheduled(self, shards: Sequence[int],
+                              epochs: Mapping[int, int] | None = None) -> int:
+        async def job(conn: Conn) -> int:
+            mine = list(shards) if epochs is None else sorted(
+                set(shards) & await _cluster.fenced_shards(conn, epochs))
+            return await _queries.reset_scheduled(conn, mine)
+
+        return await self._run("reset_scheduled", job)
+
+    async def release(self, items: Sequence[tuple[bytes, float]],
+                      epochs: Mapping[int, int] | None = None) -> int:
+        if not items:
+            return 0
+        ordered = sorted((_rows.key_shard(k), k, at) for k, at in items)
+
+        async def job(conn: Conn) -> int:
+            mine = ordered
+            if epochs is not None:
+                allowed = await _cluster.fenced_shards(conn, epochs)
+                mine = [item for item in ordered if item[0] in allowed]
+            rows = await conn.fetch(
+                f"UPDATE urls u SET state = {_rows.QUEUED}, next_fetch_at = t.at"
+                " FROM unnest($1::integer[], $2::bytea[], $3::float8[]) AS t(shard, url_key, at)"
+                " WHERE u.shard = t.shard AND u.url_key = t.url_key"
+                f" AND u.state = {_rows.SCHEDULED}"
+                " RETURNING u.shard, u.host_key, u.next_fetch_at, u.priority",
+                [s for s, _, _ in mine], [k for _, k, _ in mine], [at for _, _, at in mine])
+            await _queries.queue_add(conn, rows)
+            return len(rows)
+
+        return await self._run("release", job)
+
+    async def seed_urls(self, limit: int = 100_000) -> list[str]:
+        async def job(conn: Conn) -> list[str]:
+            rows = await conn.fetch(
+                "SELECT url FROM urls WHERE depth = 0 ORDER BY discovered_at, url LIMIT $1",
+                max(0, limit))
+            return [r["url"] for r in rows]
+
+        return await self._run("seed_urls", job, write=False)
+
+    async def next_due_at(self, shards: Sequence[int], pending_only: bool = False) -> float | None:
+        pending = " AND (u.version = 0 OR u.failure_count > 0)" if pending_only else ""
+        sql = ("SELECT min((SELECT u.next_fetch_at FROM urls u WHERE u.shard = s"
+               f" AND u.state = {_rows.QUEUED}{pending} ORDER BY u.next_fetch_at LIMIT 1))"
+               " FROM unnest($1::integer[]) AS s")
+
+        async def job(conn: Conn) -> float | None:
+            value = await conn.fetchval(sql, sorted(set(shards)))
+            return None if value is None else float(value)
+
+        return await self._run("next_due_at", job, write=False)
+
+    async def pending_counts(self, shards: Sequence[int]) -> tuple[int, int]:
+        async def job(conn: Conn) -> tuple[int, int]:
+            row = await conn.fetchrow(
+                "SELECT count(*) FILTER (WHERE version = 0),"
+                " count(*) FILTER (WHERE version > 0 AND failure_count > 0)"
+                " FROM urls WHERE shard = ANY($1::integer[])"
+                f" AND state = {_rows.QUEUED}", sorted(set(shards)))
+            return (0, 0) if row is None else (int(row[0]), int(row[1]))
+
+        return await self._run("pending_counts", job, write=False)
+
+    async def due_within(self, shards: Sequence[int], until: float) -> int:
+        async def job(conn: Conn) -> int:
+            value = await conn.fetchval(
+                "SELECT count(*) FROM urls WHERE shard = ANY($1::integer[])"
+                f" AND state = {_rows.QUEUED} AND next_fetch_at < $2",
+                sorted(set(shards)), until)
+            return int(value or 0)
+
+        return await self._run("due_within", job, write=False)
+
+    async def commit(self, commits: Sequence[FetchCommit],
+                     host_stats: Sequence[HostStatsDelta] = ()) -> CommitResult:
+        if not commits and not host_stats:
+            return CommitResult(applied=0, stale=0, new_urls=0)
+        rows = _rows.commit_rows(commits)
+        new = _rows.new_url_rows(chain.from_iterable(c.new_urls for c in commits))
+        stats, now = _rows.host_delta_rows(host_stats), self._clock.now()
+
+        async def job(conn: Conn) -> CommitResult:
+            applied, stale, added = await conn.fetchval(
+                "SELECT courtier_commit($1::courtier_commit[], $2::courtier_new_url[],"
+                " $3::courtier_host_delta[], $4)", rows, new, stats, now)
+            await _event_counts.add_commit_counts(conn, commits)
+            return CommitResult(applied=applied, stale=stale, new_urls=added)
+
+        return await self._run("commit", job)
+
+    async def get_url(self, url_key: bytes) -> dict[str, Any] | None:
+        shard = _rows.key_shard(url_key)
+
+        async def job(conn: Conn) -> dict[str, Any] | None:
+            row = await conn.fetchrow(
+                "SELECT * FROM urls WHERE shard = $1 AND url_key = $2", shard, url_key)
+            if row is None:
+                return None
+            result = dict(row)
+            result["url_key"] = bytes(result["url_key"])
+            result["url_key_hex"] = result["url_key"].hex()
+            return result
+
+        return await self._run("get_url", job, write=False)
+
+    # -- cluster: workers, shard leases, shared budgets (contract: store/cluster.py) -----
+
+    async def store_now(self) -> float:
+        async def job(conn: Conn) -> float:
+            return float(await conn.fetchval("SELECT courtier_now()"))
+
+        return await self._run("store_now", job, write=False)
+
+    async def heartbeat(self, worker_id: str, weight: float, info: Mapping[str, Any],
+                        now: float) -> float:
+        text = json.dumps(dict(info), separators=(",", ":"))
+
+        async def job(conn: Conn) -> float:
+            return float(await conn.fetchval(
+                "INSERT INTO workers AS w (worker_id, weight, heartbeat_at, started_at, info)"
+                " SELECT $1, $2, t.now, t.now, $3::jsonb FROM (SELECT courtier_now() AS now) t"
+                " ON CONFLICT (worker_id) DO UPDATE SET weight = EXCLUDED.weight,"
+                " heartbeat_at = EXCLUDED.heartbeat_at, info = EXCLUDED.info"
+                " RETURNING heartbeat_at", worker_id, weight, text))
+
+        return await self._run("heartbeat", job)
+
+    async def leave(self, worker_id: str) -> None:
+        async def job(conn: Conn) -> None:
+            await conn.execute("DELETE FROM workers WHERE worker_id = $1", worker_id)
+
+        await self._run("leave", job)
+
+    async def prune_workers(self, max_age: float, now: float) -> list[str]:
+        async def job(conn: Conn) -> list[str]:
+            rows = await conn.fetch(
+                "DELETE FROM workers w WHERE w.heartbeat_at < courtier_now() - $1"
+                " AND NOT EXISTS (SELECT 1 FROM shards s WHERE s.owner = w.worker_id"
+                " AND s.lease_expires_at > courtier_now()) RETURNING w.worker_id",
+                float(max_age))
+            return sorted(str(r["worker_id"]) for r in rows)
+
+        return await self._run("prune_workers", job)
+
+    async def cluster_view(self, shards: Collection[int] | None = None) -> ClusterView:
+        wanted = None if shards is None else sorted(set(shards))
+
+        async def job(conn: Conn) -> ClusterView:
+            row = _cluster.one_row(await conn.fetchrow(_cluster.VIEW_SQL, wanted))
+            workers = [WorkerRecord(w, float(weight), float(beat), float(start), info)
+                       for w, weight, beat, start, info in json.loads(row["workers"])]
+            leases = [LeaseRecord(int(s), o, int(e), float(x), float(a))
+                      for s, o, e, x, a in json.loads(row["leases"])]
+            counters = {k: int(v) for k, v in json.loads(row["counters"] or "{}").items()}
+            return ClusterView(float(row["now"]), workers, leases, counters)
+
+        return await self._run("cluster_view", job, write=False)
+
+    async def acquire_shards(self, owner: str, shards: Sequence[int], now: float,
+                             lease_seconds: float) -> dict[int, int]:
+        wanted = sorted(set(shards))
+        if not wanted:
+            return {}
+
+        async def job(conn: Conn) -> dict[int, int]:
+            rows = await conn.fetch("SELECT * FROM courtier_acquire_shards($1, $2, $3)",
+                                    owner, wanted, float(lease_seconds))
+            return {int(r["shard"]): int(r["epoch"]) for r in rows}
+
+        return await self._run("acquire_shards", job)
+
+    async def renew_shards(self, owner: str, epochs: dict[int, int], now: float,
+                           lease_seconds: float) -> set[int]:
+        items = sorted(epochs.items())
+        if not items:
+            return set()
+
+        async def job(conn: Conn) -> set[int]:
+            await _cluster.lock_in_order(conn, [s for s, _ in items])
+            rows = await conn.fetch(
+                "UPDATE shards s SET lease_expires_at = courtier_now() + $3"
+                " FROM unnest($1::integer[], $2::bigint[]) AS t(shard, epoch)"
+                " WHERE s.shard = t.shard AND s.epoch = t.epoch AND s.owner = $4"
+                " RETURNING s.shard", [s for s, _ in items], [e for _, e in items],
+                float(lease_seconds), owner)
+            return {int(r["shard"]) for r in rows}
+
+        return await self._run("renew_shards", job)
+
+    async def release_shards(self, owner: str, shards: Sequence[int],
+                             epochs: Mapping[int, int] | None = None) -> None:
+        wanted = sorted(set(shards) if epochs is None else set(shards) & set(epochs))
+        fence = [0 if epochs is None else epochs[s] for s in wanted]
+
+        async def job(conn: Conn) -> None:
+            await _cluster.lock_in_order(conn, wanted)
+            rows = await conn.fetch(
+                "UPDATE shards s SET owner = NULL, epoch = s.epoch + 1, lease_expires_at = 0,"
+                " acquired_at = 0 FROM unnest($1::integer[], $2::bigint[]) AS t(shard, epoch)"
+                " WHERE s.shard = t.shard AND s.owner = $3 AND ($4 OR s.epoch = t.epoch)"
+                " RETURNING s.shard", wanted, fence, owner, epochs is None)
+            await _queries.reset_scheduled(conn, [int(r["shard"]) for r in rows])
+
+        if wanted:
+            await self._run("release_shards", job)
+
+    async def reserve_day_counts(self, reservations: Sequence[DayReservation]
+                                 ) -> dict[str, DayGrant]:
+        asks = sorted(reservations, key=lambda a: a.key)  # stable: one key keeps its order
+        if not asks:
+            return {}
+
+        async def job(conn: Conn) -> dict[str, DayGrant]:
+            rows = await conn.fetch(
+                "SELECT * FROM courtier_reserve_day_counts($1, $2, $3, $4)",
+                [a.key for a in asks], [float(a.day_start) for a in asks],
+                [a.n for a in asks], [a.limit for a in asks])
+            return {r["budget_key"]: DayGrant(r["budget_key"], float(r["day_start"]),
+                                              int(r["granted"]), int(r["used"])) for r in rows}
+
+        return await self._run("reserve_day_counts", job)
+
+    async def save_host_clocks(self, clocks: Sequence[HostClock]) -> None:
+        # one row per host (the last given), keyed by the shard its key names
+        latest = {c.host_key: replace(c, shard=_rows.host_shard(c.host_key)) for c in clocks}
+        rows = [astuple(latest[k])[:-1] for k in sorted(latest)]
+        if not rows:
+            return
+        names = _cluster.CLOCK_COLUMNS[:-1]
+        columns = ", ".join((*names, "saved_at"))
+        casts = ", ".join(f"${i + 1}::{_cluster.pg_type(n)}[]" for i, n in enumerate(names))
+        updates = ", ".join(f"{n} = EXCLUDED.{n}" for n in (*names, "saved_at")
+                            if n != "host_key")
+
+        async def job(conn: Conn) -> None:
+            await conn.execute(
+                f"INSERT INTO host_clocks ({columns}) SELECT *, courtier_now()"
+                f" FROM unnest({casts}) ON CONFLICT (shard, host_key) DO UPDATE SET {updates}",
+                *[list(col) for col in zip(*rows, strict=True)])
+
+        await self._run("save_host_clocks", job)
+
+    async def load_host_clocks(self, host_keys: Collection[str]) -> dict[str, HostClock]:
+        keys = sorted(set(host_keys))
+        if not keys:
+            return {}
+
+        async def job(conn: Conn) -> dict[str, HostClock]:
+            rows = await conn.fetch(
+                f"SELECT {', '.join(_cluster.CLOCK_COLUMNS)} FROM host_clocks"
+                " WHERE (shard, host_key) IN (SELECT * FROM unnest($1::integer[], $2::text[]))",
+                [_rows.host_shard(k) for k in keys], keys)
+            return {r["host_key"]: HostClock(*r) for r in rows}
+
+        return await self._run("load_host_clocks", job, write=False)
+
+    async def save_trap_stats(self, stats: Sequence[TrapStats]) -> None:
+        latest = {s.host_key: s for s in stats}  # one row per host: the last given
+        keys = sorted(latest)
+        if not keys:
+            return
+
+        async def job(conn: Conn) -> None:
+            await conn.execute(
+                "INSERT INTO trap_stats (shard, host_key, data, saved_at)"
+                " SELECT s, h, d, courtier_now()"
+                " FROM unnest($1::integer[], $2::text[], $3::bytea[]) AS t(s, h, d)"
+                " ON CONFLICT (shard, host_key) DO UPDATE"
+                " SET data = EXCLUDED.data, saved_at = EXCLUDED.saved_at",
+                [_rows.host_shard(k) for k in keys], keys, [bytes(latest[k].data) for k in keys])
+
+        await self._run("save_trap_stats", job)
+
+    async def load_trap_stats(self, host_keys: Collection[str]) -> dict[str, TrapStats]:
+        keys = sorted(set(host_keys))
+        if not keys:
+            return {}
+
+        async def job(conn: Conn) -> dict[str, TrapStats]:
+            rows = await conn.fetch(
+                "SELECT host_key, shard, data, saved_at FROM trap_stats"
+                " WHERE (shard, host_key) IN (SELECT * FROM unnest($1::integer[], $2::text[]))",
+                [_rows.host_shard(k) for k in keys], keys)
+            return {r["host_key"]: TrapStats(r["host_key"], int(r["shard"]), bytes(r["data"]),
+                                             float(r["saved_at"])) for r in rows}
+
+        return await self._run("load_trap_stats", job, write=False)
+
+    async def load_simhashes(self, shards: Collection[int], limit_per_shard: int
+                             ) -> dict[int, list[tuple[bytes, int]]]:
+        wanted = sorted(set(shards))
+        if not wanted or limit_per_shard <= 0:
+            return {}
+
+        async def job(conn: Conn) -> dict[int, list[tuple[bytes, int]]]:
+            rows = await conn.fetch(_cluster.RECENT_SIMHASHES, wanted, limit_per_shard)
+            out: dict[int, list[tuple[bytes, int]]] = {}
+            for r in rows:
+                out.setdefault(int(r["shard"]), []).append(
+                    (bytes(r["url_key"]), from_signed64(int(r["simhash"]))))
+            return out
+
+        return await self._run("load_simhashes", job, write=False)
+
+    async def acquire_ip_slot(self, ip: str, owner: str, max_concurrent: int,
+                              min_gap: float, ttl: float, now: float) -> IpGrant:
+        async def job(conn: Conn) -> IpGrant:
+            r = _cluster.one_row(await conn.fetchrow(
+                "SELECT * FROM courtier_acquire_ip_slot($1, $2, $3, $4, $5)",
+                ip, owner, max_concurrent, float(min_gap), float(ttl)))
+            return IpGrant(bool(r["granted"]), float(r["now"]), int(r["token"]),
+                           float(r["expires_at"]), float(r["retry_at"]))
+
+        return await self._run("acquire_ip_slot", job)
+
+    async def release_ip_slot(self, ip: str, token: int) -> None:
+        async def job(conn: Conn) -> None:
+            await conn.execute("DELETE FROM ip_slots WHERE ip = $1 AND token = $2", ip, token)
+
+        await self._run("release_ip_slot", job)
+
+    async def release_ip_slots_of(self, owner: str) -> int:
+        async def job(conn: Conn) -> int:
+            status = await conn.execute("DELETE FROM ip_slots WHERE owner = $1", owner)
+            return int(status.split()[-1])
+
+        return await self._run("release_ip_slots_of", job)
+
+    async def add_scope_rules(self, rules: Sequence[ScopeRule]) -> int:
+        check_scope_kinds(rules)
+        batch = list(dict.fromkeys((r.kind, r.value) for r in rules))
+        if not batch:
+            return 0
+
+        async def job(conn: Conn) -> int:
+            rows = await conn.fetch(
+                "INSERT INTO scope_rules (kind, value, added_at)"
+                " SELECT k, v, courtier_now() FROM unnest($1::text[], $2::text[])"
+                " WITH ORDINALITY AS t(k, v, n) ORDER BY n"
+                " ON CONFLICT (kind, value) DO NOTHING RETURNING id",
+                [k for k, _ in batch], [v for _, v in batch])
+            return len(rows)
+
+        return await self._run("add_scope_rules", job)
+
+    async def scope_rules(self, after: int = 0) -> list[ScopeRule]:
+        async def job(conn: Conn) -> list[ScopeRule]:
+            rows = await conn.fetch(
+                "SELECT id, kind, value FROM scope_rules WHERE id > $1 ORDER BY id", after)
+            return [ScopeRule(r["kind"], r["value"], int(r["id"])) for r in rows]
+
+        return await self._run("scope_rules", job, write=False)
+
+    # -- refresh plan (see _plans.py) ----------------------------------------------------
 
     async def set_values(self, items: Sequence[tuple[bytes, float | None]]) -> int:
         rows = list(items)

@@ -18,9 +18,21 @@ survives a process crash (kill -9); the last transactions may be lost on power
 failure or an OS crash, which at-least-once fetching tolerates.
 ``durability="full"`` sets ``synchronous=FULL``: every commit is fsynced.
 
-The class holds the plumbing, hosts, the refresh plan, the archive and the figures;
-the URL methods (intake, refill, commit) are mixed in from ``_urls.py`` and the
-cluster's from ``_cluster.py``.
+One class holds the state (the connection, its thread, the clock, the schema version)
+and every method of the contract, each one transaction through :meth:`SqliteStore._tx`;
+the transaction bodies that are more than a statement or two are functions taking the
+connection in the private modules: ``_queries`` (intake, hosts, hand-backs, figures),
+``_refill`` (``load_due``), ``_commit``, ``_plans`` (the refresh plan), ``_archive``,
+``_event_counts`` and ``_cluster`` (epoch fencing and the cluster's read-decide-writes).
+
+A URL call given shard ``epochs`` is fenced: it acts only on the shards whose stored
+epoch is still the given one (:func:`~courtier.store.sqlite._cluster.fenced_shards`),
+in the same transaction. The cluster: several processes may share one SQLite file on
+one machine; every write runs in one ``BEGIN IMMEDIATE`` transaction, which takes the
+database's write lock before reading, so a read-decide-write (an acquisition, a
+day-count grant, an IP slot) is atomic across processes as well as across coroutines.
+Times are the caller's ``now`` (one machine: one wall clock); :meth:`store_now` is the
+store's clock.
 """
 
 from __future__ import annotations
@@ -28,33 +40,52 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import astuple
 from pathlib import Path
 from typing import Any, TypeVar
 
 from courtier.clock import Clock, RealClock
+from courtier.dedup.fingerprint64 import from_signed64
 from courtier.errors import StoreError
 from courtier.store.base import (
     SEGMENT_STATES,
+    CommitResult,
     DayCount,
+    DueUrl,
     Event,
+    FetchCommit,
     HostRecord,
+    HostStatsDelta,
     HostTierRecord,
+    NewUrl,
     PayloadLocation,
     ReparseEvent,
     SegmentRecord,
 )
+from courtier.store.cluster import (
+    ClusterView,
+    DayGrant,
+    DayReservation,
+    HostClock,
+    IpGrant,
+    ScopeRule,
+    TrapStats,
+)
+from courtier.store.cluster_rules import check_scope_kinds
 from courtier.store.event_counts import EventCounts
 from courtier.store.sqlite import (
     _archive,
     _cluster,
+    _commit,
     _event_counts,
     _plans,
     _queries,
+    _refill,
     _schema,
-    _urls,
 )
+from courtier.urls import shard_of_key
 
 T = TypeVar("T")
 
@@ -73,7 +104,7 @@ def _describe(exc: BaseException) -> str:
     return ""
 
 
-class SqliteStore(_urls.SqliteUrls, _cluster.SqliteCluster):
+class SqliteStore:
     """A :class:`courtier.store.base.Store` in one SQLite file.
 
     ``path`` is the database file (created with its folder on :meth:`open`);
@@ -196,7 +227,261 @@ class SqliteStore(_urls.SqliteUrls, _cluster.SqliteCluster):
             self._executor = None
             executor.shutdown(wait=False)
 
-    # -- hosts (URLs: see _urls.py; cluster: _cluster.py) ------------------------
+    # -- URLs: intake, refill, hand-backs, commit, one URL's row ---------------------
+
+    async def add_urls(self, urls: Sequence[NewUrl]) -> int:
+        if not urls:
+            return 0
+        batch = list(urls)
+        return await self._tx("add_urls", lambda conn: _queries.insert_urls(conn, batch))
+
+    async def load_due(
+        self,
+        shards: Sequence[int],
+        now: float,
+        limit: int,
+        per_host_limit: int,
+        skip_hosts: Collection[str] = (),
+        epochs: Mapping[int, int] | None = None,
+    ) -> list[DueUrl]:
+        shard_list, skip = list(shards), list(skip_hosts)
+        fence = None if epochs is None else dict(epochs)
+
+        def job(conn: sqlite3.Connection) -> list[DueUrl]:
+            allowed = None if fence is None else _cluster.fenced_shards(conn, fence)
+            wanted = [s for s in shard_list if allowed is None or s in allowed]
+            return _refill.load_due(conn, wanted, now, limit, per_host_limit, skip)
+
+        return await self._tx("load_due", job)
+
+    async def reset_scheduled(self, shards: Sequence[int],
+                              epochs: Mapping[int, int] | None = None) -> int:
+        shard_list = list(shards)
+        fence = None if epochs is None else dict(epochs)
+
+        def job(conn: sqlite3.Connection) -> int:
+            allowed = None if fence is None else _cluster.fenced_shards(conn, fence)
+            wanted = [s for s in shard_list if allowed is None or s in allowed]
+            return _queries.reset_scheduled(conn, wanted)
+
+        return await self._tx("reset_scheduled", job)
+
+    async def release(self, items: Sequence[tuple[bytes, float]],
+                      epochs: Mapping[int, int] | None = None) -> int:
+        """SCHEDULED rows given back unfetched → QUEUED at the given time (no version bump).
+
+        Rows that are not SCHEDULED (already committed, retired, requeued) are
+        left alone and not counted.
+        """
+        if not items:
+            return 0
+        batch = list(items)
+        fence = None if epochs is None else dict(epochs)
+
+        def job(conn: sqlite3.Connection) -> int:
+            if fence is None:
+                return _queries.release(conn, batch)
+            allowed = _cluster.fenced_shards(conn, fence)
+            return _queries.release(conn, [(k, at) for k, at in batch
+                                           if shard_of_key(k) in allowed])
+
+        return await self._tx("release", job)
+
+    async def seed_urls(self, limit: int = 100_000) -> list[str]:
+        """URLs at depth 0 (seeds of every run so far), oldest first, at most ``limit``."""
+        return await self._tx(
+            "seed_urls", lambda conn: _queries.seed_urls(conn, limit), write=False
+        )
+
+    async def next_due_at(self, shards: Sequence[int], pending_only: bool = False) -> float | None:
+        shard_list = list(shards)
+        return await self._tx(
+            "next_due_at",
+            lambda conn: _queries.next_due_at(conn, shard_list, pending_only),
+            write=False,
+        )
+
+    async def pending_counts(self, shards: Sequence[int]) -> tuple[int, int]:
+        shard_list = list(shards)
+        return await self._tx(
+            "pending_counts",
+            lambda conn: _queries.pending_counts(conn, shard_list),
+            write=False,
+        )
+
+    async def commit(
+        self, commits: Sequence[FetchCommit], host_stats: Sequence[HostStatsDelta] = ()
+    ) -> CommitResult:
+        if not commits and not host_stats:
+            return CommitResult(applied=0, stale=0, new_urls=0)
+        batch, stats, now = list(commits), list(host_stats), self._clock.now()
+        return await self._tx("commit", lambda conn: _commit.apply_commits(conn, batch, stats, now))
+
+    async def get_url(self, url_key: bytes) -> dict[str, Any] | None:
+        def job(conn: sqlite3.Connection) -> dict[str, Any] | None:
+            cur = conn.execute("SELECT * FROM urls WHERE url_key = ?", (url_key,))
+            row = cur.fetchone()
+            if row is None:
+                return None
+            result = {d[0]: value for d, value in zip(cur.description, row, strict=True)}
+            result["url_key"] = bytes(result["url_key"])
+            result["url_key_hex"] = result["url_key"].hex()
+            return result
+
+        return await self._tx("get_url", job, write=False)
+
+    async def due_within(self, shards: Sequence[int], until: float) -> int:
+        shard_list = list(shards)
+        return await self._tx(
+            "due_within", lambda conn: _queries.due_within(conn, shard_list, until), write=False
+        )
+
+    # -- cluster: workers, shard leases, shared budgets (contract: store/cluster.py) -
+
+    async def store_now(self) -> float:
+        return self._clock.now()
+
+    async def heartbeat(self, worker_id: str, weight: float, info: Mapping[str, Any],
+                        now: float) -> float:
+        text = json.dumps(dict(info), separators=(",", ":"))
+        await self._tx("heartbeat", lambda conn: conn.execute(
+            "INSERT INTO workers (worker_id, weight, heartbeat_at, started_at, info)"
+            " VALUES (?1, ?2, ?3, ?3, ?4) ON CONFLICT (worker_id) DO UPDATE SET weight = ?2,"
+            " heartbeat_at = ?3, info = ?4", (worker_id, weight, now, text)))
+        return now
+
+    async def leave(self, worker_id: str) -> None:
+        await self._tx("leave", lambda conn: conn.execute(
+            "DELETE FROM workers WHERE worker_id = ?", (worker_id,)))
+
+    async def prune_workers(self, max_age: float, now: float) -> list[str]:
+        def job(conn: sqlite3.Connection) -> list[str]:
+            rows = conn.execute(
+                "DELETE FROM workers WHERE heartbeat_at < ?1 AND NOT EXISTS (SELECT 1 FROM"
+                " shards s WHERE s.owner = workers.worker_id AND s.lease_expires_at > ?2)"
+                " RETURNING worker_id", (now - max_age, now)).fetchall()
+            return sorted(str(r[0]) for r in rows)
+
+        return await self._tx("prune_workers", job)
+
+    async def cluster_view(self, shards: Collection[int] | None = None) -> ClusterView:
+        now = self._clock.now()
+        return await self._tx("cluster_view", lambda conn: _cluster.view(conn, shards, now),
+                              write=False)
+
+    async def acquire_shards(self, owner: str, shards: Sequence[int], now: float,
+                             lease_seconds: float) -> dict[int, int]:
+        wanted = list(shards)
+        return await self._tx("acquire_shards", lambda conn: _cluster.acquire(
+            conn, owner, wanted, now, lease_seconds))
+
+    async def renew_shards(self, owner: str, epochs: dict[int, int], now: float,
+                           lease_seconds: float) -> set[int]:
+        held = dict(epochs)
+
+        def job(conn: sqlite3.Connection) -> set[int]:
+            return {shard for shard, epoch in held.items() if conn.execute(
+                "UPDATE shards SET lease_expires_at = ? WHERE shard = ? AND owner = ?"
+                " AND epoch = ?", (now + lease_seconds, shard, owner, epoch)).rowcount}
+
+        return await self._tx("renew_shards", job)
+
+    async def release_shards(self, owner: str, shards: Sequence[int],
+                             epochs: Mapping[int, int] | None = None) -> None:
+        wanted, fence = list(shards), None if epochs is None else dict(epochs)
+        await self._tx("release_shards", lambda conn: _cluster.release(conn, owner, wanted, fence))
+
+    async def reserve_day_counts(self, reservations: Sequence[DayReservation]
+                                 ) -> dict[str, DayGrant]:
+        asks = list(reservations)
+        if not asks:
+            return {}
+        return await self._tx("reserve_day_counts", lambda conn: _cluster.reserve(conn, asks))
+
+    async def save_host_clocks(self, clocks: Sequence[HostClock]) -> None:
+        now = self._clock.now()
+        rows = [(*astuple(c)[:-1], now) for c in clocks]
+        if not rows:
+            return
+        columns = _cluster.CLOCK_COLUMNS
+        marks = ", ".join("?" * len(columns))
+        await self._tx("save_host_clocks", lambda conn: conn.executemany(
+            f"INSERT OR REPLACE INTO host_clocks ({', '.join(columns)}) VALUES ({marks})",
+            rows))
+
+    async def load_host_clocks(self, host_keys: Collection[str]) -> dict[str, HostClock]:
+        keys = list(host_keys)
+
+        def job(conn: sqlite3.Connection) -> dict[str, HostClock]:
+            rows = conn.execute(
+                f"SELECT {', '.join(_cluster.CLOCK_COLUMNS)} FROM host_clocks"
+                " WHERE host_key IN (SELECT value FROM json_each(?))", (json.dumps(keys),))
+            return {row[0]: HostClock(*row) for row in rows}
+
+        return await self._tx("load_host_clocks", job, write=False) if keys else {}
+
+    async def save_trap_stats(self, stats: Sequence[TrapStats]) -> None:
+        now = self._clock.now()
+        rows = [(s.host_key, s.shard, bytes(s.data), now) for s in stats]
+        if not rows:
+            return
+        await self._tx("save_trap_stats", lambda conn: conn.executemany(
+            "INSERT OR REPLACE INTO trap_stats (host_key, shard, data, saved_at)"
+            " VALUES (?, ?, ?, ?)", rows))
+
+    async def load_trap_stats(self, host_keys: Collection[str]) -> dict[str, TrapStats]:
+        keys = list(host_keys)
+
+        def job(conn: sqlite3.Connection) -> dict[str, TrapStats]:
+            rows = conn.execute(
+                "SELECT host_key, shard, data, saved_at FROM trap_stats"
+                " WHERE host_key IN (SELECT value FROM json_each(?))", (json.dumps(keys),))
+            return {r[0]: TrapStats(r[0], r[1], bytes(r[2]), r[3]) for r in rows}
+
+        return await self._tx("load_trap_stats", job, write=False) if keys else {}
+
+    async def load_simhashes(self, shards: Collection[int], limit_per_shard: int
+                             ) -> dict[int, list[tuple[bytes, int]]]:
+        wanted = sorted(set(shards))
+
+        def job(conn: sqlite3.Connection) -> dict[int, list[tuple[bytes, int]]]:
+            out: dict[int, list[tuple[bytes, int]]] = {}
+            for shard in wanted:
+                rows = conn.execute(_cluster.RECENT_SIMHASHES, (shard, limit_per_shard)).fetchall()
+                if rows:
+                    out[shard] = [(bytes(k), from_signed64(fp)) for k, fp in rows]
+            return out
+
+        if not wanted or limit_per_shard <= 0:
+            return {}
+        return await self._tx("load_simhashes", job, write=False)
+
+    async def acquire_ip_slot(self, ip: str, owner: str, max_concurrent: int,
+                              min_gap: float, ttl: float, now: float) -> IpGrant:
+        return await self._tx("acquire_ip_slot", lambda conn: _cluster.acquire_ip(
+            conn, ip, owner, max_concurrent, min_gap, ttl, now))
+
+    async def release_ip_slot(self, ip: str, token: int) -> None:
+        await self._tx("release_ip_slot", lambda conn: conn.execute(
+            "DELETE FROM ip_slots WHERE ip = ? AND token = ?", (ip, token)))
+
+    async def release_ip_slots_of(self, owner: str) -> int:
+        return int(await self._tx("release_ip_slots_of", lambda conn: conn.execute(
+            "DELETE FROM ip_slots WHERE owner = ?", (owner,)).rowcount))
+
+    async def add_scope_rules(self, rules: Sequence[ScopeRule]) -> int:
+        check_scope_kinds(rules)
+        batch, now = list(rules), self._clock.now()
+        return await self._tx("add_scope_rules", lambda conn: _cluster.add_rules(conn, batch, now))
+
+    async def scope_rules(self, after: int = 0) -> list[ScopeRule]:
+        def job(conn: sqlite3.Connection) -> list[ScopeRule]:
+            return [ScopeRule(kind, value, rid) for rid, kind, value in conn.execute(
+                "SELECT id, kind, value FROM scope_rules WHERE id > ? ORDER BY id", (after,))]
+
+        return await self._tx("scope_rules", job, write=False)
+
+    # -- hosts -----------------------------------------------------------------------
 
     async def load_host(self, host_key: str) -> HostRecord | None:
         return await self._tx(

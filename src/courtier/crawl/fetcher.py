@@ -1,14 +1,24 @@
-"""The steps of one fetch (page or robots.txt), as a mixin of :class:`~courtier.worker.Worker`.
+"""The fetch of one lease, page or robots.txt (:class:`Fetcher`).
 
 A page fetch: write-ahead day counts, the fencing check, the request, the
 frontier's feedback (delay, back-off, Retry-After), then off-loop parsing and the
-commit record appended to the worker's batch. A cancelled fetch (stop, lost or
-drained shard, self-fencing) gives its URL back to the frontier unchanged.
+commit record handed to the :class:`~courtier.crawl.committer.Committer`. A cancelled
+fetch (stop, lost or drained shard, self-fencing) gives its URL back to the frontier
+unchanged.
+
+Owns: the fetch limits (pages and robots.txt), the store's payload index lookups, the
+off-loop parsers, until when a WARC write error pauses new fetches, and discovered rows
+whose intake failed (queued again by :meth:`requeue`).
+
+Invariants: every lease handed to :meth:`fetch` ends in exactly one of a result handed to
+the committer, a URL released or returned to the frontier (with its host's in-flight slot
+freed), or a deferral; nothing is archived without being committed or released.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from typing import Literal
@@ -17,7 +27,8 @@ from courtier.archive.warc_fields import sha256_digest
 from courtier.clock import Clock
 from courtier.cluster.ip_slots import IpSlots
 from courtier.config import CrawlConfig
-from courtier.day_counts import DayCountLedger
+from courtier.crawl.committer import Committer
+from courtier.crawl.day_limits import DayLimits
 from courtier.dedup.pages import FirstCopy
 from courtier.dedup.payload_lookups import PayloadLookups
 from courtier.errors import (
@@ -32,6 +43,7 @@ from courtier.fetch.transport import FetchLimits, FetchRequest, FetchResponse, T
 from courtier.frontier.lease import FetchFeedback, Lease, LeaseKind
 from courtier.frontier.scheduler import Frontier
 from courtier.intake import Intake
+from courtier.logs import log_event
 from courtier.metrics import CrawlMetrics, status_class
 from courtier.parse.html import ParsedPage
 from courtier.parse.offload import OffLoopParser
@@ -42,7 +54,7 @@ from courtier.politeness.robots import MAX_ROBOTS_BYTES
 from courtier.politeness.robots_offload import parse_off_loop
 from courtier.politeness.robots_state import INCOMPLETE_ROBOTS
 from courtier.process import SITEMAP_PRIORITY, PageProcessor, is_html, looks_like_sitemap
-from courtier.store.base import FetchCommit, HostRecord, HostStatsDelta, NewUrl, Store
+from courtier.store.base import HostRecord, NewUrl, Store
 from courtier.urls import canonicalize
 
 log = logging.getLogger("courtier.worker")
@@ -50,36 +62,69 @@ log = logging.getLogger("courtier.worker")
 ARCHIVE_RETRY = 5.0      # seconds to wait after a WARC write error (disk full…)
 
 
-class FetchSteps:
-    """One fetch; the attributes are the worker's (see :class:`courtier.worker.Worker`)."""
+def fetch_limits(config: CrawlConfig) -> FetchLimits:
+    """The caps of one page fetch, from the configuration."""
+    return FetchLimits(
+        connect_timeout=config.connect_timeout, read_timeout=config.read_timeout,
+        total_timeout=config.total_timeout, max_body_bytes=config.max_body_bytes,
+        max_decoded_bytes=config.max_decoded_bytes,
+        low_speed_limit=config.low_speed_limit, low_speed_time=config.low_speed_time,
+        header_timeout=config.header_timeout,
+    )
 
-    config: CrawlConfig
-    store: Store
-    transport: Transport
-    clock: Clock
-    intake: Intake
-    agent: str
-    frontier: Frontier
-    processor: PageProcessor
-    #: the store's payload index, asked for many fetches at once (dedup/payload_lookups.py)
-    payload_lookups: PayloadLookups
-    metrics: CrawlMetrics
-    auditor: LeaseAuditor
-    parsers: OffLoopParser
-    limits: FetchLimits
-    robots_limits: FetchLimits
-    _pending: list[FetchCommit]
-    _host_stats: dict[str, HostStatsDelta]
-    _day_counts: DayCountLedger
-    _archive_trouble_until: float
-    #: discovered rows whose intake failed (store error), queued again by the loop
-    _unqueued: list[NewUrl]
-    #: False once this worker may not start a request (self-fencing; always True alone)
-    may_start: Callable[[], bool]
-    #: the store's per-IP slots (many workers), or None (one process: the frontier's cap)
-    ip_slots: IpSlots | None
 
-    # ---- one fetch ----------------------------------------------------------------------
+class Fetcher:
+    """Fetches leases and hands their results on."""
+
+    def __init__(self, config: CrawlConfig, store: Store, transport: Transport, clock: Clock,
+                 intake: Intake, agent: str, frontier: Frontier, processor: PageProcessor,
+                 committer: Committer, day_limits: DayLimits, auditor: LeaseAuditor,
+                 metrics: CrawlMetrics, may_start: Callable[[], bool],
+                 ip_slots: IpSlots | None) -> None:
+        self.config = config
+        self.store = store
+        self.transport = transport
+        self.clock = clock
+        self.intake = intake
+        self.agent = agent
+        self.frontier = frontier
+        self.processor = processor
+        self.committer = committer
+        self.day_limits = day_limits
+        self.auditor = auditor
+        self.metrics = metrics
+        #: False once this worker may not start a request (self-fencing; always True alone)
+        self.may_start = may_start
+        #: the store's per-IP slots (many workers), or None (one process: the frontier's cap)
+        self.ip_slots = ip_slots
+        self.limits = fetch_limits(config)
+        self.robots_limits = dataclasses.replace(
+            self.limits, max_body_bytes=MAX_ROBOTS_BYTES, max_decoded_bytes=MAX_ROBOTS_BYTES)
+        #: the store's payload index, asked for many fetches at once
+        self.payload_lookups = PayloadLookups(store)
+        self.parsers = OffLoopParser(timeout=config.parse_timeout)
+        #: no new fetch before this (a WARC write failed)
+        self.archive_trouble_until = float("-inf")
+        #: discovered rows whose intake failed (store error), queued again by :meth:`requeue`
+        self._unqueued: list[NewUrl] = []
+
+    async def requeue(self) -> None:
+        """Queue the rows an earlier intake failed to (kept again if this fails too)."""
+        if self._unqueued:
+            rows, self._unqueued = self._unqueued, []
+            try:
+                await self.store.add_urls(rows)
+            except StoreError:
+                self._unqueued = rows + self._unqueued
+                raise
+
+    async def close(self) -> None:
+        """No fetch asks any more: the payload lookups end (the parsers end with
+        :meth:`close_parsers`, after the last commit)."""
+        await self.payload_lookups.close()
+
+    def close_parsers(self) -> None:
+        self.parsers.close()
 
     def _give_back(self, lease: Lease) -> None:
         """A lease not sent (fenced): its slot is freed and its URL returned unchanged."""
@@ -97,7 +142,8 @@ class FetchSteps:
                 headers.append(("If-Modified-Since", due.last_modified))
         return FetchRequest(lease.url, headers)
 
-    async def _fetch(self, lease: Lease) -> None:
+    async def fetch(self, lease: Lease) -> None:
+        """Fetch ``lease`` (robots.txt or page) and hand its result on."""
         token = await self._ip_slot(lease) if self.ip_slots is not None else 0
         if token is None:
             return  # the address is busy on other workers: deferred
@@ -135,8 +181,7 @@ class FetchSteps:
 
     async def _fetch_page(self, lease: Lease) -> None:
         try:
-            if self._day_counts.pending:  # write-ahead: the count is saved before the request
-                await self._day_counts.saved()
+            await self.day_limits.write_ahead()  # the count is saved before the request
             if not self.may_start():
                 raise SendRefused(f"{lease.url}: fenced before the request")
             resp = await self.transport.fetch(self._request(lease), self.limits)
@@ -150,7 +195,7 @@ class FetchSteps:
             self.frontier.finish_page(lease, FetchFeedback(None, 0.0, None, lease.ip))
             self._count(lease, None)
             commit = self.processor.failed(lease, exc, self.clock.now())
-            self._pending.append(commit)
+            self.committer.add(commit)
             self.metrics.fetches.labels(str(commit.outcome), "error").inc()
             return
         except asyncio.CancelledError:
@@ -188,11 +233,13 @@ class FetchSteps:
             commit = self.processor.fetched(lease, resp, now, first_copy, parsed, sitemap)
         except ArchiveError as exc:
             # not archived ⇒ not committed: the URL is released and fetched again later
-            log.error("WARC write failed, pausing before the next fetches: %s", exc)
+            log_event(log, logging.ERROR, "archive_error",
+                      "WARC write failed, pausing before the next fetches: %s", exc,
+                      url=lease.url, host=lease.host_key, reason=str(exc))
             self.frontier.release_url(lease.due, now + ARCHIVE_RETRY)
-            self._archive_trouble_until = now + ARCHIVE_RETRY
+            self.archive_trouble_until = now + ARCHIVE_RETRY
             return
-        self._pending.append(commit)
+        self.committer.add(commit)
         self._count(lease, resp)
         self.metrics.fetches.labels(str(commit.outcome), status_class(resp.status)).inc()
         self.metrics.bytes.inc(len(resp.raw_body))
@@ -230,9 +277,7 @@ class FetchSteps:
         due = lease.due
         if due is None:
             return
-        stats = self._host_stats.get(due.host_key)
-        if stats is None:
-            stats = self._host_stats[due.host_key] = HostStatsDelta(due.host_key, due.shard)
+        stats = self.committer.host_stats(due.host_key, due.shard)
         if resp is None:
             stats.errors += 1
             return

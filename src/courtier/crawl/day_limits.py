@@ -1,0 +1,93 @@
+"""The day's limits of one worker (:class:`DayLimits`): the crawl-wide daily budget
+(``--daily-budget``) and the per-host max-pages-per-day counts, shared by every worker of
+a crawl through the store's write-ahead counts (:mod:`courtier.day_counts`).
+
+Owns: the :class:`~courtier.frontier.budget.DailyBudget` (paced), the write-ahead
+:class:`~courtier.day_counts.DayCountLedger`, and until when the budget is spent.
+
+Invariants:
+
+* a page lease's count is noted when the lease is issued and is in the store before its
+  request is sent (:meth:`write_ahead`): a crash never spends a budget twice;
+* the store's counts (every worker's fetches) replace ours when they are higher
+  (:meth:`adopt`), so N workers share one budget and one count per host;
+* a one-shot crawl whose budget is spent for the day stops (``request_stop``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from courtier.config import CrawlConfig
+from courtier.day_counts import DayCountLedger
+from courtier.frontier.budget import DailyBudget
+from courtier.frontier.host import HostState
+from courtier.frontier.scheduler import Frontier
+from courtier.records import DAY
+from courtier.store.base import DAILY_BUDGET_KEY, Store
+
+
+class DayLimits:
+    """The daily budget and the per-host day counts of one worker."""
+
+    def __init__(self, config: CrawlConfig, store: Store, frontier: Frontier,
+                 request_stop: Callable[[str], None]) -> None:
+        self._config = config
+        self._store = store
+        self._frontier = frontier
+        self._request_stop = request_stop
+        self._ledger = DayCountLedger(store)
+        self._budget: DailyBudget | None = None
+        #: the budget is spent until this time (None: it is not)
+        self.spent_until: float | None = None
+
+    async def restore(self, now: float) -> None:
+        """The global daily budget continues the window an earlier run saved."""
+        if self._config.daily_budget is None:
+            return
+        self._budget = DailyBudget(self._config.daily_budget, now)
+        saved = (await self._store.load_day_counts([DAILY_BUDGET_KEY])).get(DAILY_BUDGET_KEY)
+        if saved is not None:
+            self._budget.restore(saved.day_start, saved.used, now)
+
+    def allows(self, now: float) -> bool:
+        """The global daily fetch budget, paced (see frontier/budget.py)."""
+        if self._config.daily_budget is None:
+            return True
+        if self._budget is None:
+            self._budget = DailyBudget(self._config.daily_budget, now)
+        if self._budget.allows(now):
+            self.spent_until = None
+            return True
+        self.spent_until = self._budget.next_allowed(now)
+        if self._budget.spent_for_today(now) and not self._config.continuous:
+            self._request_stop("daily budget spent")
+        return False
+
+    def count_page(self, issued_at: float, host: HostState) -> None:
+        """A page lease was issued: count it against the budget and its host's day."""
+        if self._budget is not None:
+            self._budget.spend(issued_at)
+            self._ledger.add(DAILY_BUDGET_KEY, self._budget.day_start)
+        if host.policy.max_pages is not None and host.day_start is not None:
+            self._ledger.add(host.host_key, host.day_start)
+
+    async def write_ahead(self) -> None:
+        """Return once every count noted so far is in the store (before a request)."""
+        if self._ledger.pending:
+            await self._ledger.saved()
+
+    def adopt(self, now: float) -> None:
+        """The store's counts (every worker's fetches) replace ours when they are higher."""
+        grants, self._ledger.grants = self._ledger.grants, {}
+        for key, grant in grants.items():
+            if key == DAILY_BUDGET_KEY:
+                budget = self._budget
+                if budget is not None and 0 <= now - grant.day_start < DAY and (
+                        grant.day_start != budget.day_start or grant.used > budget.used):
+                    budget.day_start = grant.day_start
+                    budget.used = max(budget.used, grant.used)
+                continue
+            host = self._frontier.hosts.get(key)
+            if host is not None and host.day_start is not None and grant.used > host.day_pages:
+                self._frontier.restore_day_pages(key, grant.day_start, grant.used)

@@ -1,0 +1,75 @@
+"""The fetches under way (:class:`InFlight`).
+
+Owns: each running fetch task and the lease it serves. Nothing else starts, cancels or
+counts fetches.
+
+Invariants:
+
+* a task is listed from its start until it is done (its done-callback removes it and
+  wakes the loop), so ``len(in_flight)`` is what counts against ``--concurrency``;
+* a cancelled task gives its lease back itself (the fetch pipeline's ``finally``
+  paths): cancelling here never loses a URL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Collection, Coroutine, Iterable
+from typing import Any
+
+from courtier.frontier.lease import Lease
+
+log = logging.getLogger("courtier.worker")
+
+
+class InFlight:
+    """Fetch tasks and their leases."""
+
+    def __init__(self, wake: Callable[[], None]) -> None:
+        self._wake = wake
+        self._leases: dict[asyncio.Task[None], Lease] = {}
+
+    def __len__(self) -> int:
+        return len(self._leases)
+
+    def __bool__(self) -> bool:
+        return bool(self._leases)
+
+    def start(self, lease: Lease, fetch: Coroutine[Any, Any, None]) -> None:
+        """Run ``fetch`` (the fetch of ``lease``) as a task of its own."""
+        task = asyncio.create_task(fetch)
+        self._leases[task] = lease
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._leases.pop(task, None)
+        self._wake()
+        if not task.cancelled() and task.exception() is not None:
+            log.error("fetch task failed", exc_info=task.exception())
+
+    def leases(self) -> Iterable[Lease]:
+        """The lease of every fetch under way."""
+        return self._leases.values()
+
+    def host_keys(self) -> set[str]:
+        return {lease.host_key for lease in self._leases.values()}
+
+    def running(self) -> int:
+        """Tasks not done yet (a cancelled one may still be unwinding)."""
+        return sum(not t.done() for t in self._leases)
+
+    def of_hosts(self, shard_of: Callable[[str], int | None],
+                 shards: Collection[int]) -> list[tuple[asyncio.Task[None], Lease]]:
+        """The fetches whose host (``shard_of(host_key)``) is in ``shards``."""
+        return [(task, lease) for task, lease in self._leases.items()
+                if shard_of(lease.host_key) in shards]
+
+    def cancel_all(self) -> None:
+        for task in list(self._leases):
+            task.cancel()
+
+    async def settle(self) -> None:
+        """Wait until every task listed now has ended (cancelled ones included)."""
+        if self._leases:
+            await asyncio.gather(*self._leases, return_exceptions=True)

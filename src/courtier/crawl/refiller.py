@@ -1,0 +1,281 @@
+"""What a worker reads from the store around the fetches (:class:`Refiller`): seeds and
+shared scope rules, policy overrides, and the refill (rows, then each new host's robots
+copy, policy, day counts and politeness clock, all read before any of them is
+registered).
+
+Owns: the refill task (one at a time) and when the next may start after a store error,
+the rows a failed refill took but could not hand to the frontier (``_loaded``), whether
+the last refill's outcome is unknown (``_uncertain``), and the scope rules followed from
+the store.
+
+Invariants:
+
+* every row taken out of the store reaches the frontier, goes back (the
+  :class:`~courtier.crawl.releaser.Releaser`), or is reset by :meth:`_recover`: a store
+  error never strands a row SCHEDULED;
+* a host is registered only once everything about it has been read, and before any
+  request to it (its politeness clock from an earlier owner included);
+* a refill adds rows only of shards still held: while it runs the loop applies no shard
+  moves (``busy``);
+* a refill never adds a row this worker already holds at the same version (a fetch in
+  flight, a result not committed yet).
+
+The refill runs as a task beside the loop: a refill is a store round trip or several,
+which took up to seconds on PostgreSQL with thousands of rows, and the loop issued
+nothing while it waited. A store error pauses refills for ``STORE_RETRY`` while fetches
+and commits go on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+
+from courtier import planning
+from courtier.cluster.shared_scope import ScopeFollower
+from courtier.config import CrawlConfig
+from courtier.crawl.committer import Committer
+from courtier.crawl.in_flight import InFlight
+from courtier.crawl.releaser import Releaser
+from courtier.crawl.shard_keeper import ShardKeeper
+from courtier.domain_policy import policy_in_force, policy_of_record
+from courtier.errors import StoreError
+from courtier.frontier.host import domain_host_key
+from courtier.frontier.scheduler import Frontier
+from courtier.intake import Intake, seed_scope_rules
+from courtier.logs import log_event
+from courtier.metrics import CrawlMetrics
+from courtier.politeness.robots_offload import parse_off_loop
+from courtier.process import PageProcessor
+from courtier.store.base import DueUrl, NewUrl, Store
+
+log = logging.getLogger("courtier.worker")
+
+#: rows one refill takes at most. The loop waits for the refill (a store round trip
+#: plus the plan values of the rows); 10,000 rows at once held the dispatch for seconds
+#: on PostgreSQL, while a refill every REFILL_EVERY of this many keeps ~8,000 rows/s
+#: coming, several times what one worker fetches.
+REFILL_MAX_ROWS = 2_000
+#: seconds between refills while the frontier runs short of URLs in memory
+REFILL_EVERY = 0.25
+#: seconds between refills while it holds ample work (REFILL_AMPLE leases' worth)
+REFILL_CALM = 1.0
+REFILL_AMPLE = 16
+#: seconds to pause after a store error (the loop, or the refills after a failed one)
+STORE_RETRY = 1.0
+
+
+class Refiller:
+    """Seeds, policies, scope rules and the refill of one worker."""
+
+    def __init__(self, config: CrawlConfig, store: Store, frontier: Frontier,
+                 processor: PageProcessor, intake: Intake, shards: ShardKeeper,
+                 in_flight: InFlight, committer: Committer, releaser: Releaser,
+                 metrics: CrawlMetrics, agent: str,
+                 resolve_ip: Callable[[str], Awaitable[str | None]] | None,
+                 wake: Callable[[], None]) -> None:
+        self._config = config
+        self._store = store
+        self._frontier = frontier
+        self._processor = processor
+        self._intake = intake
+        self._shards = shards
+        self._in_flight = in_flight
+        self._committer = committer
+        self._releaser = releaser
+        self._metrics = metrics
+        self._agent = agent
+        self._resolve_ip = resolve_ip
+        self._wake = wake
+        self._scope_rules = ScopeFollower(intake.scope)  # rules stored by any process
+        self._task: asyncio.Task[None] | None = None
+        self._retry_at = float("-inf")
+        self._loaded: list[DueUrl] = []   # refilled, hosts not registered yet
+        self._uncertain = False           # the last refill's answer was lost
+
+    # ---- seeds, scope rules and policies ---------------------------------------------------
+
+    async def add_seeds(self, rows: Sequence[NewUrl]) -> int:
+        """Queue seed rows; their hosts join the scope of every worker of the crawl."""
+        # the rules first: a worker that loads one of these rows has the rule to load too
+        await self._store.add_scope_rules(seed_scope_rules(rows))
+        added = await self._store.add_urls(rows)
+        self._intake.remember(r.url_key for r in rows)
+        return added
+
+    async def apply_scope_rules(self) -> None:
+        """Scope rules added by any process (seeds given to another worker) apply here."""
+        await self._scope_rules.poll(self._store)
+
+    async def apply_policies(self, since: float) -> None:
+        """Apply policy overrides set by another process (CLI, API) to known hosts."""
+        frontier = self._frontier
+        for record in await self._store.policies_changed(since):
+            key = record.host_key
+            if frontier.knows_host(key):
+                policy, inherited = await policy_in_force(self._store, key, record)
+                frontier.set_policy(key, policy)
+                frontier.hosts[key].inherited_policy = inherited
+            own = policy_of_record(record)
+            for host in list(frontier.hosts.values()):  # subdomains without their own policy
+                if domain_host_key(host.host_key) == key and (
+                        host.inherited_policy or host.policy.is_default()):
+                    frontier.set_policy(host.host_key, own)
+                    host.inherited_policy = not own.is_default()
+
+    # ---- the refill ----------------------------------------------------------------------------
+
+    @property
+    def busy(self) -> bool:
+        """A refill is under way."""
+        return self._task is not None
+
+    @property
+    def held_back(self) -> bool:
+        """Rows of a failed refill wait in memory, or its outcome is unknown."""
+        return bool(self._loaded) or self._uncertain
+
+    def due(self, now: float, last: float) -> bool:
+        """Time for a refill: none runs, none failed just now, and the interval since
+        ``last`` has passed. Each refill is a store round trip with a cost of its own
+        besides the rows; with ``REFILL_AMPLE`` times the concurrency queued in memory,
+        one a second brings what became due at a quarter of that cost."""
+        ample = self._frontier.queued >= REFILL_AMPLE * self._config.concurrency
+        interval = REFILL_CALM if ample else REFILL_EVERY
+        return self._task is None and now - last >= interval and now >= self._retry_at
+
+    def start(self, now: float) -> asyncio.Task[None]:
+        """Run a refill as a task of its own."""
+        task = asyncio.create_task(self._refill_beside(now))
+        self._task = task
+        task.add_done_callback(self._done)
+        return task
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        if self._task is task:
+            self._task = None
+        self._wake()
+        if not task.cancelled() and task.exception() is not None:
+            log.error("refill task failed", exc_info=task.exception())
+
+    async def settle(self) -> None:
+        """Wait for the refill under way, if any (without cancelling it if we are)."""
+        task = self._task
+        if task is not None:
+            await asyncio.wait({task})
+
+    async def _refill_beside(self, now: float) -> None:
+        try:
+            await self._refill(now)
+        except StoreError as exc:
+            # a lost connection, a restarting server: what the refill took is kept
+            # (``_loaded``, ``_uncertain``) and handled by the next one
+            self._metrics.store_pauses.inc()
+            log_event(log, logging.ERROR, "store_pause",
+                      "store unavailable for a refill, retrying in %.0f s: %s",
+                      STORE_RETRY, exc, reason=str(exc))
+            self._retry_at = now + STORE_RETRY
+
+    async def _refill(self, now: float) -> None:
+        config, frontier, shards = self._config, self._frontier, self._shards.shards
+        room = config.memory_window - frontier.queued
+        if room < config.memory_window // 2 or not shards:
+            return
+        if self._loaded:  # rows a failed refill took but could not hand to the frontier
+            ours = set(shards)
+            others = [(d, d.next_fetch_at) for d in self._loaded if d.shard not in ours]
+            due = self._loaded = [d for d in self._loaded if d.shard in ours]
+            await self._releaser.release(others)  # kept for the next call if this fails
+        else:
+            if self._uncertain:
+                await self._recover()
+            epochs = {s: frontier.epochs[s] for s in shards if s in frontier.epochs}
+            try:
+                due = await self._store.load_due(
+                    shards, now, min(room, REFILL_MAX_ROWS), config.host_window,
+                    skip_hosts=frontier.full_hosts(config.host_window // 2), epochs=epochs)
+            except StoreError:
+                # the refill may have been applied with its answer lost: rows SCHEDULED
+                # that this worker never saw; recovered before the next refill
+                self._uncertain = True
+                raise
+            due = self._not_held(due)
+        # from here the rows are SCHEDULED in the store: a store error keeps them in
+        # memory (the next refill starts again from here), never stranded
+        try:
+            await planning.prepare(self._store, self._processor.planner, due)
+            if due:  # scope rules stored with these rows' seeds apply before their links
+                await self.apply_scope_rules()
+            await self._register_hosts(due)
+        except StoreError:
+            self._loaded = due
+            raise
+        self._loaded = []
+        frontier.add(due)
+        frontier.forget_idle_hosts(keep=max(1000, config.memory_window // 4))
+
+    async def _recover(self) -> None:
+        """After a refill whose outcome is unknown: return every SCHEDULED row of our
+        shards to QUEUED (fenced by our epochs) and drop the queued copies in memory, so
+        no row stays SCHEDULED unseen. Fetches in flight go on (their commits still
+        apply), and the next refill leaves their rows to them (:meth:`_not_held`)."""
+        frontier = self._frontier
+        epochs = {s: frontier.epochs[s] for s in self._shards.shards if s in frontier.epochs}
+        # releases still owed go first: made after the reset, they would return to QUEUED
+        # a row that the next refill has just handed to the frontier again
+        await self._releaser.release([])
+        frontier.drain_shards(set(epochs))
+        await self._store.reset_scheduled(sorted(epochs), epochs)
+        self._uncertain = False
+        log_event(log, logging.WARNING, "refill_reset",
+                  "refill outcome unknown after a store error: %d shards reset", len(epochs))
+
+    def _not_held(self, due: list[DueUrl]) -> list[DueUrl]:
+        """``due`` without the rows this worker holds already at the same version: a fetch
+        in flight, a result waiting for its commit or in the commit under way. Such a row
+        comes back after :meth:`_recover` reset it; a copy in the frontier would be
+        fetched once more after the first fetch, and usually after its commit. The holder
+        settles the row as before: its commit applies (version and epoch still match), or
+        a release of the lease returned finds it SCHEDULED; if the epoch moves on before,
+        the shard's next owner resets the row."""
+        held = self._committer.held()
+        held.update((lease.due.url_key, (lease.due.version, lease.epoch))
+                    for lease in self._in_flight.leases() if lease.due is not None)
+        if not held:
+            return due
+        epochs = self._frontier.epochs  # a holder of an older epoch would commit nothing
+        kept = [d for d in due if held.get(d.url_key) != (d.version, epochs.get(d.shard, 0))]
+        if len(kept) < len(due):
+            log.info("refill: %d rows held by fetches or commits of ours left to them",
+                     len(due) - len(kept))
+        return kept
+
+    async def _register_hosts(self, due: list[DueUrl]) -> None:
+        """Register the hosts of ``due`` not known yet: robots copy, policy, day counts and
+        politeness clocks from the store (none is requested before this is done)."""
+        frontier, store = self._frontier, self._store
+        new_hosts = {d.host_key: d.shard for d in due if not frontier.knows_host(d.host_key)}
+        if not new_hosts:
+            return
+        # every store read first: a failure registers nothing, and the retry does it all
+        found = []
+        for host_key, shard in new_hosts.items():
+            record = await store.load_host(host_key)
+            policy, inherited = await policy_in_force(store, host_key, record)
+            found.append((host_key, shard, record, policy, inherited))
+        budgeted = [key for key, _, _, policy, _ in found if policy.max_pages is not None]
+        counts = await store.load_day_counts(budgeted) if budgeted else {}
+        clocks = await self._shards.load_host_clocks(list(new_hosts))
+        await self._shards.restore_trap_stats(list(new_hosts))  # before any link is read
+        for host_key, shard, record, policy, inherited in found:
+            ip = await self._resolve_ip(host_key) if self._resolve_ip is not None else None
+            robots = (await parse_off_loop(record.robots_body, self._agent)
+                      if record is not None and record.robots_body is not None else None)
+            frontier.register_host(host_key, shard, record, ip, robots)
+            if inherited:  # the registrable domain's policy covers this subdomain
+                frontier.set_policy(host_key, policy)
+                frontier.hosts[host_key].inherited_policy = True
+        for count in counts.values():  # max-pages-per-day windows continue across restarts
+            frontier.restore_day_pages(count.key, count.day_start, count.used)
+        self._shards.restore_host_clocks(list(new_hosts), clocks)  # before any request

@@ -1,0 +1,332 @@
+"""The shards one worker holds, and how they come and go (:class:`ShardKeeper`).
+
+Owns: the shards this worker refills from (``shards``), when each held shard was gained
+and whether it was taken over, the shards being drained for a graceful handover, lost
+shards whose hosts are forgotten once their cancelled fetches have ended, hosts whose
+fetch a drain cancelled, drained shards whose release failed; and, in a cluster, the
+:class:`~courtier.cluster.coordinator.ShardCoordinator` that decides and the
+:class:`~courtier.cluster.shard_state.ShardStateKeeper` that moves trap statistics and
+near-duplicate pages with the shards.
+
+Alone (no coordinator) the worker leases every shard at start (:meth:`acquire_alone`)
+and renews them (:meth:`renew`); a shard whose lease it loses is dropped, not the whole
+crawl. In a cluster the loop applies the coordinator's changes at the top of each turn
+(:meth:`apply_changes`):
+
+* **gained** — the shard's SCHEDULED rows go back to QUEUED (fenced by the new
+  epoch), it joins the refill (once its near-duplicate pages are indexed), and each of
+  its hosts gets its politeness clock from the store (:mod:`courtier.cluster.host_clocks`)
+  when the refill first registers it, before any request to it;
+* **lost** (another owner holds it now) — its queued URLs are dropped from memory
+  without a write (the new owner resets them), its fetches are cancelled, and
+  their late commits are rejected by the store as stale;
+* **handover** (graceful) — a drain: no new leases of the shard, its queued URLs
+  released, fetches in flight finish (cancelled after ``drain_timeout``), the
+  batch committed, each host's clock saved, the hosts forgotten, then the lease
+  released. The coordinator renews a draining lease until it is released.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Collection, Sequence
+
+from courtier.clock import Clock
+from courtier.cluster.coordinator import ShardChanges, ShardCoordinator
+from courtier.cluster.host_clocks import clock_of, restore_clock
+from courtier.cluster.shard_state import ShardStateKeeper
+from courtier.cluster.timed_store import STORE_CALL_TIMEOUT
+from courtier.crawl.committer import Committer
+from courtier.crawl.in_flight import InFlight
+from courtier.crawl.releaser import Releaser
+from courtier.errors import StoreError
+from courtier.frontier.lease import Lease
+from courtier.frontier.scheduler import Frontier
+from courtier.logs import log_event
+from courtier.metrics import CrawlMetrics
+from courtier.store.base import Store
+from courtier.store.cluster import HostClock
+from courtier.urls import SHARD_COUNT
+
+log = logging.getLogger("courtier.worker")
+
+#: seconds a single process (no coordinator) leases its shards for; renewed every third
+SHARD_LEASE = 60.0
+
+#: seconds a leaving worker waits for the coordinator's round under way: its store calls
+#: (heartbeat, then cluster view) are bounded by STORE_CALL_TIMEOUT each
+ROUNDS_END_WAIT = 2 * STORE_CALL_TIMEOUT + 5.0
+
+
+class ShardKeeper:
+    """The held shards: leased alone, or moved by a coordinator."""
+
+    def __init__(self, store: Store, clock: Clock, frontier: Frontier, metrics: CrawlMetrics,
+                 in_flight: InFlight, committer: Committer, releaser: Releaser,
+                 request_stop: Callable[[str], None], owner: str,
+                 coordinator: ShardCoordinator | None, shard_state: ShardStateKeeper | None,
+                 shards: Sequence[int] | None, drain_timeout: float) -> None:
+        self._store = store
+        self._clock = clock
+        self._frontier = frontier
+        self._metrics = metrics
+        self._in_flight = in_flight
+        self._committer = committer
+        self._releaser = releaser
+        self._request_stop = request_stop
+        self._owner = owner
+        self.coordinator = coordinator
+        #: trap statistics and near-duplicate index of the shards (None without a coordinator)
+        self.shard_state = shard_state
+        #: shards this worker refills from (held, not draining); the coordinator's in a cluster
+        self.shards: list[int] = [] if coordinator is not None else (
+            list(range(SHARD_COUNT)) if shards is None else list(shards))
+        #: a drain cancels fetches still running after this (before the lease is at risk)
+        self.drain_timeout = drain_timeout
+        #: shard → (local time it was gained, taken over from an expired owner)
+        self._gained: dict[int, tuple[float, bool]] = {}
+        #: shard → local time its drain began
+        self._draining: dict[int, float] = {}
+        #: lost shards whose hosts are forgotten once their cancelled fetches have ended
+        self._forgetting: set[int] = set()
+        #: host → local time a drain cancelled its fetch
+        self._drain_cancels: dict[str, float] = {}
+        #: drained shards whose release failed (store error): retried each turn
+        self._unreleased: set[int] = set()
+
+    @property
+    def draining(self) -> bool:
+        """A graceful handover is under way."""
+        return bool(self._draining)
+
+    @property
+    def rebuilding(self) -> bool:
+        """Gained shards wait for their near-duplicate pages before they join the refill."""
+        return self.shard_state is not None and bool(self.shard_state.rebuilding)
+
+    # ---- alone ---------------------------------------------------------------------------
+
+    async def acquire_alone(self, now: float) -> None:
+        """A single process leases its shards and resets what an earlier run left
+        SCHEDULED in them."""
+        epochs = await self._store.acquire_shards(self._owner, self.shards, now, SHARD_LEASE)
+        self._frontier.epochs = dict(epochs)
+        self.shards = sorted(epochs)
+        await self._store.reset_scheduled(self.shards, epochs)
+
+    async def renew(self, now: float) -> None:
+        """A single process renews its own leases (a coordinator renews a cluster's)."""
+        if not self._frontier.epochs:
+            return
+        held = await self._store.renew_shards(self._owner, self._frontier.epochs, now,
+                                              SHARD_LEASE)
+        lost = set(self._frontier.epochs) - held
+        if lost:
+            self._drop_lost(lost)  # those shards only: the others go on
+            if not self.shards:
+                self._request_stop("lost shard leases")
+
+    # ---- applying the coordinator's decisions ------------------------------------------------
+
+    async def apply_changes(self) -> None:
+        """The coordinator's decisions since the last turn, drains and forgetting."""
+        if self.coordinator is None:
+            return
+        changes = self.coordinator.take_changes()
+        if changes:
+            await self._apply(changes)
+        if self._unreleased:
+            await self.coordinator.release(self._unreleased)
+            self._unreleased = set()
+        keeper = self.shard_state
+        if keeper is not None:
+            await self._shard_state_step(keeper)
+        if self._draining:
+            await self._progress_drains()
+        if self._forgetting and not self._fetches_of(self._forgetting):
+            self._frontier.forget_shards(self._forgetting)
+            self._forgetting.clear()
+
+    async def _apply(self, changes: ShardChanges) -> None:
+        if changes.lost:
+            self._drop_lost(changes.lost)
+            changes.lost = set()
+        if changes.gained:
+            now = self._clock.now()
+            try:
+                await self._store.reset_scheduled(sorted(changes.gained), changes.gained)
+            except StoreError:
+                assert self.coordinator is not None
+                self.coordinator.requeue(changes)  # applied on a later turn
+                raise
+            for shard, epoch in changes.gained.items():
+                self._frontier.epochs[shard] = epoch
+                self._gained[shard] = (now, shard in changes.taken_over)
+                kind = "takeover" if shard in changes.taken_over else "gained"
+                self._metrics.shard_moves.labels(kind).inc()
+            if self.shard_state is None:
+                self.shards = sorted(set(self.shards) | set(changes.gained))
+            else:  # they join the refill once their near-duplicate pages are indexed
+                self.shard_state.gained(changes.gained)
+        for shard in sorted(changes.handover):
+            if shard in self._frontier.epochs and shard not in self._draining:
+                self._start_drain(shard)
+        if changes.handover:
+            released = self._frontier.drain_shards(changes.handover)
+            await self._releaser.release(released)
+
+    def _drop_lost(self, shards: Collection[int]) -> None:
+        lost = set(shards)
+        self._metrics.shard_leases_lost.inc(len(lost))
+        log_event(log, logging.WARNING, "shards_dropped",
+                  "lost the lease of %d shards to another worker: dropping them", len(lost),
+                  shards=sorted(lost), worker=self._owner)
+        for shard in lost:
+            self._frontier.epochs.pop(shard, None)
+            self._draining.pop(shard, None)
+            self._gained.pop(shard, None)
+        if self.shard_state is not None:
+            self.shard_state.dropped(lost)
+        self.shards = [s for s in self.shards if s not in lost]
+        self._frontier.drain_shards(lost)  # not released: the new owner resets them
+        for task, _ in self._fetches_of(lost):
+            if not task.done():
+                self._metrics.fenced_requests.inc()
+            task.cancel()
+        self._forgetting |= lost
+
+    def _start_drain(self, shard: int) -> None:
+        self._draining[shard] = self._clock.now()
+        if self.shard_state is not None:
+            self.shard_state.dropped({shard})
+        self.shards = [s for s in self.shards if s != shard]
+
+    def _shard_of(self, host_key: str) -> int | None:
+        host = self._frontier.hosts.get(host_key)
+        return None if host is None else host.shard
+
+    def _fetches_of(self, shards: Collection[int]) -> list[tuple[asyncio.Task[None], Lease]]:
+        return self._in_flight.of_hosts(self._shard_of, shards)
+
+    async def _progress_drains(self) -> None:
+        now = self._clock.now()
+        busy = self._fetches_of(self._draining)
+        if busy:
+            late = {s for s, began in self._draining.items() if now - began >= self.drain_timeout}
+            for task, lease in self._fetches_of(late):
+                # the request may have reached the server: its end is counted as now
+                self._drain_cancels[lease.host_key] = now
+                task.cancel()
+            return
+        shards = set(self._draining)
+        await self._committer.flush()  # the drained fetches' results, under the epoch held
+        await self._releaser.release_returned()
+        hosts = self._frontier.forget_shards(shards)
+        await self._releaser.release_returned()
+        coordinator = self.coordinator
+        assert coordinator is not None
+        clocks = []
+        for host in hosts:
+            delay = self._frontier.delay_for(host)
+            cancelled_at = self._drain_cancels.pop(host.host_key, None)
+            if cancelled_at is not None:
+                host.next_allowed_at = max(host.next_allowed_at, cancelled_at + delay)
+            clocks.append(clock_of(host, delay, coordinator.offset + coordinator.offset_error))
+        try:
+            if clocks:
+                await self._store.save_host_clocks(clocks)
+        except StoreError as exc:
+            # without their clocks the next owner waits one delay per host (see
+            # host_clocks.restore_clock: no clock → the restorer's own arithmetic)
+            log.warning("could not save %d host clocks of a handover: %s", len(clocks), exc)
+        if self.shard_state is not None:
+            await self.shard_state.hand_over(shards)  # before the release, like the clocks
+        try:
+            await coordinator.release(shards)
+        except StoreError:
+            self._unreleased |= shards  # renewed meanwhile; released on a later turn
+        for shard in shards:
+            self._draining.pop(shard, None)
+            self._gained.pop(shard, None)
+            self._frontier.epochs.pop(shard, None)
+        self._metrics.shard_moves.labels("handover").inc(len(shards))
+        log_event(log, logging.INFO, "handover_done",
+                  "handed over %d shards (%d host clocks saved)", len(shards), len(clocks),
+                  shards=sorted(shards), worker=self._owner)
+
+    async def _shard_state_step(self, keeper: ShardStateKeeper) -> None:
+        """Gained shards join the refill once their near-duplicate index is rebuilt; the
+        trap statistics of held shards are saved every few seconds."""
+        if keeper.rebuilding:
+            ready = await keeper.rebuild()
+            ready = {s for s in ready if s in self._frontier.epochs and s not in self._draining}
+            if ready:
+                self.shards = sorted(set(self.shards) | ready)
+        held = set(self._frontier.epochs) - set(self._draining)
+        await keeper.tick(held)
+
+    # ---- leaving -----------------------------------------------------------------------------
+
+    async def end_rounds(self, rounds: asyncio.Task[None]) -> None:
+        """End the coordinator's rounds task before leaving: halted first (no further
+        round), then cancelled. A lost cancellation (see ``ShardCoordinator.halt``) costs
+        at most the round under way; the wait is bounded all the same, and a round still
+        running past it is left to end by itself."""
+        coordinator = self.coordinator
+        assert coordinator is not None
+        coordinator.halt()
+        rounds.cancel()
+        await asyncio.wait({rounds}, timeout=ROUNDS_END_WAIT)
+        if not rounds.done():
+            log.error("the shard coordinator's round did not end within %.0f s of the stop;"
+                      " leaving without it", ROUNDS_END_WAIT)
+        elif not rounds.cancelled() and rounds.exception() is not None:
+            log.error("the shard coordinator failed", exc_info=rounds.exception())
+
+    async def hand_over_all(self, cut: Collection[str]) -> None:
+        """Leaving: save every host's clock (``cut``: hosts whose fetch was cancelled just
+        now), release every lease and leave the membership. Store trouble is logged:
+        the leases then expire and the next owners treat the shards as taken over."""
+        coordinator = self.coordinator
+        assert coordinator is not None
+        now = self._clock.now()
+        hosts = self._frontier.forget_shards(set(coordinator.held))
+        clocks = []
+        for host in hosts:
+            delay = self._frontier.delay_for(host)
+            if host.host_key in cut:
+                host.next_allowed_at = max(host.next_allowed_at, now + delay)
+            clocks.append(clock_of(host, delay, coordinator.offset + coordinator.offset_error))
+        try:
+            if clocks:
+                await self._store.save_host_clocks(clocks)
+        except StoreError as exc:
+            log.warning("could not save %d host clocks on leaving: %s", len(clocks), exc)
+        if self.shard_state is not None:
+            await self.shard_state.hand_over(set(coordinator.held))
+        await coordinator.stop(leave=True)
+
+    # ---- what the refill asks when it registers new hosts ----------------------------------
+
+    async def restore_trap_stats(self, host_keys: list[str]) -> None:
+        if self.shard_state is not None:
+            await self.shard_state.restore_hosts(host_keys)
+
+    async def load_host_clocks(self, host_keys: list[str]) -> dict[str, HostClock]:
+        if self.coordinator is None or not host_keys:
+            return {}
+        return await self._store.load_host_clocks(host_keys)
+
+    def restore_host_clocks(self, host_keys: list[str], clocks: dict[str, HostClock]) -> None:
+        """Newly registered hosts continue the politeness clocks saved by earlier owners."""
+        coordinator = self.coordinator
+        if coordinator is None:
+            return
+        for key in host_keys:
+            host = self._frontier.hosts.get(key)
+            if host is None:
+                continue
+            gained_at, taken_over = self._gained.get(host.shard, (self._clock.now(), True))
+            restore_clock(host, clocks.get(key), coordinator.offset, coordinator.offset_error,
+                          gained_at, taken_over, self._frontier.delay_for(host))
