@@ -1,6 +1,6 @@
 """One admin API call from a command-line command, and the flags that say where it goes.
 
-``call`` sends the request to a running crawl's API (``--api HOST:PORT`` or ``--api URL``, with
+``call`` sends the request to a running crawl's API (``--api HOST:PORT`` or a URL, with
 ``--api-token``/``--api-token-file``/``COURTIER_API_TOKEN``) or, without ``--api``, runs
 the same API operation in this process over the crawl's store (``--store``, or the
 SQLite database under ``--data``): :func:`courtier.api.routes.invoke`, no server, no

@@ -1,5 +1,5 @@
 """``seed add``, ``url``, ``domain stats``, ``stats`` and ``cluster``: the same answers from the
-store of a crawl (``--data``) or from a running crawl's admin API (``--api URL``).
+store of a crawl (``--data``) or from a running crawl's admin API (``--api HOST:PORT`` or a URL).
 
 Both paths go through the API's own code: ``--data`` builds a store-only
 control in this process and runs the same operation in-process
@@ -34,7 +34,8 @@ def add_query_commands(sub: Any) -> None:
     seed_sub = seed.add_subparsers(dest="action", required=True)
     add = seed_sub.add_parser("add", help="add seed URLs (each checked on its own)")
     add.add_argument("urls", nargs="*")
-    add.add_argument("--file", type=Path, help="one URL per line, # comments")
+    add.add_argument("--file", type=Path, help="file of seed URLs: whitespace or commas "
+                                               "between them, # comments (README)")
     add.add_argument("--priority", type=int,
                      help="rank of these seeds, 0-99 (default 20: ahead of links and of "
                           "seeds given at start)")

@@ -23,7 +23,9 @@ DEFAULT_WORKER_API = "127.0.0.1:8790"
 def add_crawl_flags(p: argparse.ArgumentParser) -> None:
     """Flags shared by `crawl` (and `demo` where they make sense). Unset = None."""
     p.add_argument("seeds", nargs="*", help="seed URLs")
-    p.add_argument("--seeds-file", type=Path, help="file with one URL per line (# comments)")
+    p.add_argument("--seeds-file", type=Path,
+                   help="file of seed URLs: whitespace or commas between them, # comments "
+                        "(README, \"Seed files\")")
     p.add_argument("--data", type=Path, help="crawl home: database, WARC files (resumable)")
     p.add_argument("--store", help=STORE_HELP)
     p.add_argument("--config", type=Path, help="TOML file whose keys are these flags' names")
