@@ -307,8 +307,9 @@ class AiohttpTransport:
     ``limit_per_host`` and ``limit`` bound pooled connections per host and in
     total; ``ca_file`` is a private CA (PEM) trusted besides the system store;
     ``ssl_verify=False`` disables certificate checks (test setups only). The
-    TLS context is built here, once (a bad ``ca_file`` raises ConfigError). The session is created on the first fetch, inside the running loop.
-    The ``resolver`` stays the caller's: :meth:`close` does not close it.
+    TLS context is built here, once (a bad ``ca_file`` raises ConfigError). The
+    session is created on the first fetch, inside the running loop. The ``resolver``
+    stays the caller's: :meth:`close` does not close it.
     """
 
     def __init__(
