@@ -16,8 +16,17 @@ from courtier.frontier.host import HostState
 from courtier.frontier.ready import ReadyHosts
 from courtier.records import DueUrl
 
-#: (url row, reason "robots" | "blocked" | "robots_unreachable", robots digest)
+#: (url row, reason "robots" | "blocked" | "robots_unreachable[:KIND]", robots digest)
 Denial = tuple[DueUrl, str, str | None]
+
+
+def robots_unreachable_kind(last_error: str | None) -> str:
+    """The error_kind of a URL given up because its host's robots.txt stayed
+    unreachable: ``robots_unreachable:<why>`` (``:dns``, ``:http_503``, ``:tls_expired``…),
+    plain ``robots_unreachable`` when the reason is not known."""
+    if last_error is None or last_error == "error":
+        return "robots_unreachable"
+    return f"robots_unreachable:{last_error}"
 
 
 class FrontierHandoffs:

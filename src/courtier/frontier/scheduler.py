@@ -32,7 +32,7 @@ import random
 from collections.abc import Iterable, Mapping
 
 from courtier.clock import Clock
-from courtier.frontier.handoffs import Denial, FrontierHandoffs
+from courtier.frontier.handoffs import Denial, FrontierHandoffs, robots_unreachable_kind
 from courtier.frontier.host import HostState, IpState
 from courtier.frontier.host_registry import FrontierHostRegistry
 from courtier.frontier.lease import Lease, LeaseKind
@@ -350,9 +350,10 @@ class Frontier(FrontierHostRegistry, FrontierLeaseResults, FrontierHandoffs):
                 return  # never released to be retried: their outcome is BLOCKED
             robots = host.robots  # given_up() is only ever True while unreachable
             if robots.status is _UNREACHABLE and robots.given_up(self.robots_policy):
+                why = robots_unreachable_kind(robots.last_error)
                 for due in host.drain():
                     self._queued -= 1
-                    self._denied.append((due, "robots_unreachable", None))
+                    self._denied.append((due, why, None))
                 return
         at = self._ready_at(host)
         if at is None:

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from courtier.clock import VirtualClock
 from courtier.frontier import FetchFeedback, Frontier, HostPolicy, Lease, LeaseKind
+from courtier.frontier.handoffs import robots_unreachable_kind
 from courtier.frontier.host import HostState
 from courtier.frontier.robots_turns import UNITS_PER_TURN, PendingCheck
 from courtier.frontier.scheduler import DAY, path_of
@@ -188,7 +189,8 @@ class SlowFrontier(Frontier):
         if host.queue and host.robots.given_up(self.robots_policy):
             for item in host.drain():
                 self._queued -= 1
-                self._denied.append((item, "robots_unreachable", None))
+                self._denied.append(
+                    (item, robots_unreachable_kind(host.robots.last_error), None))
             return
         at = self._ready_at(host)
         if at is None:
