@@ -24,6 +24,8 @@ def waiting_text(hosts: Iterable[HostState], next_retry_at: float | None, now: f
     robots = backoff = 0
     why: dict[str, int] = {}
     for host in hosts:
+        if host.address_blocked:
+            continue  # refused by the network guard: its URLs end "blocked", no retry
         if host.robots.status is RobotsStatus.UNREACHABLE:
             robots += 1
             reason = host.robots.last_error or "error"

@@ -42,3 +42,16 @@ def test_a_url_given_up_on_its_robots_txt_says_why() -> None:
     assert commit.outcome is Outcome.ERROR
     assert commit.error_kind == "robots_unreachable:dns"
     assert commit.event["error_kind"] == "robots_unreachable:dns"
+
+
+@pytest.mark.parametrize(("reason", "outcome", "kind"), [
+    ("robots", Outcome.ROBOTS_DENIED, None),
+    ("blocked", Outcome.BLOCKED, "policy_blocked"),
+    ("blocked_address", Outcome.BLOCKED, "blocked"),
+    ("robots_unreachable", Outcome.ERROR, "robots_unreachable"),
+])
+def test_denials_say_why(reason: str, outcome: Outcome, kind: str | None) -> None:
+    lease = page_lease()
+    assert lease.due is not None
+    commit = make_processor().denied(lease.due, reason, None, 1, 1000.0)
+    assert (commit.outcome, commit.error_kind) == (outcome, kind)

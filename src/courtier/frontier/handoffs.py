@@ -16,7 +16,8 @@ from courtier.frontier.host import HostState
 from courtier.frontier.ready import ReadyHosts
 from courtier.records import DueUrl
 
-#: (url row, reason "robots" | "blocked" | "robots_unreachable[:KIND]", robots digest)
+#: (url row, reason, robots digest); reason: "robots", "blocked" (domain policy),
+#: "blocked_address" (the SSRF guard refused its address), "robots_unreachable[:KIND]"
 Denial = tuple[DueUrl, str, str | None]
 
 

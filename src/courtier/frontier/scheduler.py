@@ -163,9 +163,10 @@ class Frontier(FrontierHostRegistry, FrontierLeaseResults, FrontierHandoffs):
         """A blocked host (policy or SSRF guard): deny its queued URLs; True if blocked."""
         if not (host.policy.blocked or host.address_blocked):
             return False
+        why = "blocked" if host.policy.blocked else "blocked_address"
         for due in host.drain():
             self._queued -= 1
-            self._denied.append((due, "blocked", None))
+            self._denied.append((due, why, None))
         return True
 
     def _lease_from(self, host: HostState, now: float) -> Lease | None:
