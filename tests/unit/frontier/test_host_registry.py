@@ -125,7 +125,8 @@ def test_urls_added_to_an_address_blocked_host_are_denied_without_a_fetch() -> N
     frontier.block_address("http://a.test")
     add(frontier, due("http://a.test/2"))
     assert frontier.next_lease() is None
-    assert sorted(d.url for d, reason, _ in frontier.take_denied() if reason == "blocked_address") == [
+    denied = frontier.take_denied()
+    assert sorted(d.url for d, reason, _ in denied if reason == "blocked_address") == [
         "http://a.test/1", "http://a.test/2"]
 
 
