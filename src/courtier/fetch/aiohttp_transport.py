@@ -26,7 +26,9 @@ Contract beyond the protocol:
   timeout),
   ``"disconnect"`` (the connection broke mid-body),
   ``"encoding"`` (unknown or corrupt Content-Encoding; ``body`` holds what
-  decoded before the error, empty for an unknown coding).
+  decoded before the error, empty for an unknown coding), ``"type"`` (a 2xx
+  whose Content-Type is outside ``FetchRequest.only_types``: the body is not
+  read and the connection is closed, not pooled).
 * HTTPS is verified (system trust store plus ``ca_file``, host names checked,
   TLS >= 1.2) through one :class:`ssl.SSLContext` per transport, so TLS
   sessions are resumed across connections (``courtier.fetch.tls``).
@@ -266,6 +268,16 @@ def _map_error(exc: BaseException, url: str, phase: _Phase | None = None) -> Fet
     return ProtocolError(f"{url}: {type(exc).__name__}: {exc}")
 
 
+def _unwanted_type(request: FetchRequest, response: aiohttp.ClientResponse) -> bool:
+    """True when ``request.only_types`` rules out this 2xx response's declared type."""
+    if request.only_types is None or not 200 <= response.status < 300:
+        return False
+    declared = response.headers.get("Content-Type")
+    if not declared:
+        return False
+    return declared.split(";", 1)[0].strip().lower() not in request.only_types
+
+
 def _ssl_reason(exc: aiohttp.ClientSSLError) -> str:
     inner = getattr(exc, "os_error", None)
     if isinstance(inner, ssl.SSLError):
@@ -428,7 +440,11 @@ class AiohttpTransport:
                     f" over the {limits.max_header_bytes}-byte cap"
                 )
             remote_ip = _peer_ip(response) or addresses[0]
-            raw_body, body, truncated = await self._read_body(response, limits, deadline)
+            truncated: str | None
+            if _unwanted_type(request, response):
+                raw_body, body, truncated = b"", b"", "type"
+            else:
+                raw_body, body, truncated = await self._read_body(response, limits, deadline)
         except BaseException:
             response.close()
             raise

@@ -284,3 +284,60 @@ def test_bad_ca_file_is_a_config_error(tmp_path: Path, content: str | None) -> N
 def test_expired_window_is_in_the_past() -> None:
     _, not_after = expired_window()
     assert not_after < datetime.datetime.now(datetime.UTC)
+
+
+HTML_ONLY = frozenset({"text/html", "application/xhtml+xml"})
+
+
+async def test_a_non_html_body_is_not_read_when_only_html_is_wanted() -> None:
+    """``only_types``: a 2xx PDF stops after its headers (``truncated="type"``, nothing
+    of its 2 MiB body kept); an HTML page, a response without Content-Type and a 404 are
+    read as before. Checked red with _unwanted_type returning False: the PDF came back
+    whole."""
+    from aiohttp import web
+
+    pdf = b"%PDF-1.4 " + b"x" * (2 << 20)
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        if request.path == "/doc.pdf":
+            return web.Response(body=pdf, content_type="application/pdf")
+        if request.path == "/missing":
+            return web.Response(status=404, text="gone", content_type="text/plain")
+        return web.Response(text="<html>page</html>", content_type="text/html",
+                            charset="utf-8")
+
+    runner = web.AppRunner(web.Application(handler_args=None))
+    runner.app.router.add_route("GET", "/{tail:.*}", handle)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    client = transport()
+    try:
+        async def get(path: str) -> FetchResponse:
+            request = FetchRequest(f"http://a.tls.test:{port}{path}", only_types=HTML_ONLY)
+            return await asyncio.wait_for(client.fetch(request, LIMITS), 20)
+
+        doc = await get("/doc.pdf")
+        assert (doc.status, doc.truncated, doc.raw_body) == (200, "type", b"")
+        assert doc.header("content-type") == "application/pdf"
+        page = await get("/")
+        assert (page.truncated, page.body) == (None, b"<html>page</html>")
+        async def untyped(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 20\r\nConnection: close"
+                         b"\r\n\r\n<html>untyped</html>")
+            await writer.drain()
+
+        async with raw_server(untyped) as raw_port:
+            raw = await asyncio.wait_for(client.fetch(FetchRequest(
+                f"http://a.tls.test:{raw_port}/", only_types=HTML_ONLY), LIMITS), 20)
+        assert raw.truncated is None and raw.body == b"<html>untyped</html>"
+        missing = await get("/missing")
+        assert (missing.status, missing.body) == (404, b"gone")
+        whole = await asyncio.wait_for(client.fetch(
+            FetchRequest(f"http://a.tls.test:{port}/doc.pdf"), LIMITS), 20)
+        assert whole.truncated is None and whole.raw_body == pdf  # not asked: read as before
+    finally:
+        await client.close()
+        await runner.cleanup()
