@@ -30,8 +30,8 @@ Contract beyond the protocol:
   whose Content-Type is outside ``FetchRequest.only_types``: the body is not
   read and the connection is closed, not pooled).
 * HTTPS is verified (system trust store plus ``ca_file``, host names checked,
-  TLS >= 1.2) through one :class:`ssl.SSLContext` per transport, so TLS
-  sessions are resumed across connections (``courtier.fetch.tls``).
+  TLS >= 1.2) through one :class:`ssl.SSLContext` per transport
+  (``courtier.fetch.tls``); pooled keep-alive connections spare handshakes.
 * Failures before a usable response raise, each with a stable ``kind``:
   :class:`DNSError` (``dns``), :class:`BlockedAddressError` (``blocked``),
   :class:`RefusedError` (``refused``), :class:`ResetError` (``reset``: reset,
@@ -335,7 +335,7 @@ class AiohttpTransport:
         self._resolver = resolver
         self._limit_per_host = limit_per_host
         self._limit = limit
-        #: one context for every connection: its session cache resumes TLS sessions
+        #: one context for every connection (trust store loaded once)
         self.ssl_context: ssl.SSLContext | None = client_context(ca_file) if ssl_verify \
             else None
         self._session: aiohttp.ClientSession | None = None

@@ -3,9 +3,11 @@
 Certificates are verified against the system trust store (OpenSSL's default
 paths, which honour ``SSL_CERT_FILE``/``SSL_CERT_DIR``), plus the private CA of
 ``--ca-file`` when given. Host names are checked and TLS 1.2 is the oldest
-protocol offered. One context serves every connection of a transport, so
-OpenSSL's session cache lets later connections to a host resume their session
-instead of a full handshake.
+protocol offered. One context serves every connection of a transport (the trust
+store is loaded once). Handshakes are saved by keeping connections alive in the
+transport's pool; a *new* connection runs a full handshake: Python's asyncio
+gives a client connection no way to resume an earlier TLS session (no
+``session=`` argument; a shared context alone does not resume, measured).
 
 A ``--ca-file`` that cannot be read or holds no PEM certificate is a
 :class:`~courtier.errors.ConfigError` naming the flag and the file.
