@@ -121,7 +121,8 @@ async def crawl(
     guard = AddressGuard(allow=config.allow_network, allowed_ports=ports)
     clock = clock if clock is not None else RealClock()
     resolver = Resolver(guard, overrides=overrides, clock=clock)
-    transport = AiohttpTransport(resolver, limit_per_host=config.max_in_flight_per_host)
+    transport = AiohttpTransport(resolver, limit_per_host=config.max_in_flight_per_host,
+                                 ca_file=config.ca_file)
     try:
         store = await open_store(store_url(config.store), data, clock,
                                  durability=config.durability)

@@ -58,6 +58,7 @@ class CrawlConfig:
     resolve: Path | None = None
     allow_network: tuple[str, ...] = ()
     allowed_ports: tuple[str, ...] = ()   # when set, the only TCP ports fetched (e.g. 80, 443)
+    ca_file: Path | None = None        # a private CA (PEM) trusted besides the system store
     robots_expiry: float = 24 * 3600.0
     max_redirect_hops: int = 5
     recrawl_interval: float = 24 * 3600.0
@@ -175,6 +176,10 @@ class CrawlConfig:
         for port in self.allowed_ports:
             if not port.isdigit() or not 0 < int(port) < 65536:
                 raise ConfigError(f"--allowed-port {port!r} is not a TCP port")
+        if self.ca_file is not None:
+            from courtier.fetch.tls import read_ca_file  # ssl: only when a CA file is set
+
+            read_ca_file(self.ca_file)
         for cidr in self.allow_network:
             try:
                 ipaddress.ip_network(cidr, strict=False)

@@ -67,6 +67,9 @@ SETTING_DOCS: dict[str, SettingDoc] = {
                                 "`127.0.0.0/8` for a test web."),
     "allowed_ports": SettingDoc("Fetching", "When set, the only TCP ports fetched from "
                                 "(repeatable), e.g. 80 and 443."),
+    "ca_file": SettingDoc("Fetching", "A private CA certificate (PEM file) trusted for "
+                          "HTTPS besides the system trust store; certificates are always "
+                          "verified (docs/fetch.md)."),
     "robots_expiry": SettingDoc("Politeness", "How long a robots.txt copy is used before it is "
                                 "fetched again; at most 86,400 (RFC 9309).", "seconds"),
     "max_redirect_hops": SettingDoc("Fetching", "Redirects followed from one URL (each hop is "

@@ -50,6 +50,8 @@ def add_crawl_flags(p: argparse.ArgumentParser) -> None:
                    help="CIDR the SSRF guard should allow (repeatable), e.g. 127.0.0.0/8")
     p.add_argument("--allowed-port", action="append", dest="allowed_ports",
                    help="fetch only from these TCP ports (repeatable; default: any)")
+    p.add_argument("--ca-file", type=Path, metavar="PEM",
+                   help="private CA certificate trusted for HTTPS besides the system store")
     p.add_argument("--parse-timeout", type=float,
                    help="seconds to parse a page with very many tags (10; then kept without links)")
     p.add_argument("--low-speed-limit", type=int, metavar="BYTES",

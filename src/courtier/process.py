@@ -89,6 +89,14 @@ def names_another(canonical: str | None, url_key: bytes) -> bool:
         return False
 
 
+#: the frontier's denial reasons (frontier/scheduler.py) → outcome, and → error_kind
+_DENIED_OUTCOMES: dict[str, Outcome] = {
+    "robots": Outcome.ROBOTS_DENIED, "blocked": Outcome.BLOCKED,
+    "blocked_address": Outcome.BLOCKED}
+_DENIED_KINDS: dict[str, str | None] = {
+    "robots": None, "blocked": "policy_blocked", "blocked_address": "blocked"}
+
+
 def truncated_reason(error_kind: str | None) -> str | None:
     """"length", "time"… when the commit's body was cut short (see FetchResponse)."""
     if error_kind is None or not error_kind.startswith("truncated_"):
@@ -171,14 +179,15 @@ class PageProcessor:
 
     def denied(self, due: DueUrl, reason: str, digest: str | None, epoch: int,
                now: float) -> FetchCommit:
-        """A URL not fetched: robots.txt disallows it, a policy blocks its host, or its
-        host's robots.txt stayed unreachable (the cycle ends; it returns at recrawl)."""
+        """A URL not fetched: robots.txt disallows it (no error_kind), a policy blocks its
+        host (``policy_blocked``), the SSRF guard refused its address (``blocked``), or its
+        host's robots.txt stayed unreachable (``robots_unreachable:<why>``; the cycle ends,
+        it returns at recrawl)."""
         self.figures.denied += 1
-        outcome = {"robots": Outcome.ROBOTS_DENIED, "blocked": Outcome.BLOCKED}.get(
-            reason, Outcome.ERROR)
+        outcome = _DENIED_OUTCOMES.get(reason, Outcome.ERROR)
         lease = Lease(kind=LeaseKind.PAGE, host_key=due.host_key, url=due.url, issued_at=now,
                       epoch=epoch, delay=0.0, due=due, robots_digest=digest)
-        error_kind = None if outcome is not Outcome.ERROR else reason
+        error_kind = _DENIED_KINDS.get(reason, reason)
         return self._commit(lease, due, outcome, now, error_kind=error_kind)
 
     def failed(self, lease: Lease, exc: FetchError, now: float) -> FetchCommit:

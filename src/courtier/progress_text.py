@@ -16,18 +16,27 @@ RATE_WINDOW = 10.0  # seconds of history behind the "recent rate"
 
 
 def waiting_text(hosts: Iterable[HostState], next_retry_at: float | None, now: float) -> str:
-    """E.g. ``"waiting: 12 hosts (robots.txt 5xx: 5, back-off: 7), next retry in 40 s"``;
-    empty when nothing waits."""
+    """E.g. ``"waiting: 12 hosts (robots.txt unreachable: 5 [dns 3, http_503 2], back-off
+    429/5xx: 7), next retry in 40 s"``: the robots.txt reasons are the hosts' last errors
+    (``RobotsState.last_error``), most frequent first; empty when nothing waits."""
     from courtier.politeness.robots_state import RobotsStatus  # loaded by the crawl already
 
     robots = backoff = 0
+    why: dict[str, int] = {}
     for host in hosts:
+        if host.address_blocked:
+            continue  # refused by the network guard: its URLs end "blocked", no retry
         if host.robots.status is RobotsStatus.UNREACHABLE:
             robots += 1
+            reason = host.robots.last_error or "error"
+            why[reason] = why.get(reason, 0) + 1
         elif host.timing.backoff_until > now:
             backoff += 1
-    reasons = [f"{label}: {n}" for label, n in
-               (("robots.txt 5xx/unreachable", robots), ("back-off 429/5xx", backoff)) if n]
+    kinds = " [" + ", ".join(f"{k} {n}" for k, n in sorted(
+        why.items(), key=lambda item: (-item[1], item[0]))) + "]" if why else ""
+    reasons = [f"{label}: {n}{extra}" for label, n, extra in
+               (("robots.txt unreachable", robots, kinds), ("back-off 429/5xx", backoff, ""))
+               if n]
     parts = []
     if robots or backoff:
         parts.append(f"{robots + backoff} hosts ({', '.join(reasons)})")

@@ -56,3 +56,30 @@ def test_seed_file_problems_are_reported_by_line(tmp_path: Path) -> None:
     assert str(problems[0]).startswith(f"{path}:4:")
     # seeds define the scope
     assert intake.scope.hosts == {"good.test", "second.test"}
+
+
+@pytest.mark.parametrize("content", [None, "junk\n"])
+def test_bad_ca_file_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                        content: str | None) -> None:
+    """A missing or non-PEM --ca-file: one line naming the flag and file, exit 2 (red
+    when CrawlConfig.validate does not check the file: the crawl started)."""
+    pem = tmp_path / "ca.pem"
+    if content is not None:
+        pem.write_text(content)
+    code = main(["crawl", "--data", str(tmp_path / "d"), "--ca-file", str(pem),
+                 "--progress", "none", "http://a.test/"])
+    assert code == EXIT_USAGE
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"courtier: error: --ca-file {pem}:") and "\n" not in err
+    assert not (tmp_path / "d").exists()
+
+
+def test_ca_file_from_toml_and_environment(tmp_path: Path) -> None:
+    from courtier.config import build_config
+    from courtier.testweb.tls import TestCA
+
+    pem = TestCA().write_pem(tmp_path / "ca.pem")
+    toml = tmp_path / "c.toml"
+    toml.write_text(f'ca-file = "{pem}"\n')
+    assert build_config({}, toml, environ={}).ca_file == pem
+    assert build_config({}, environ={"COURTIER_CA_FILE": str(pem)}).ca_file == pem

@@ -12,17 +12,22 @@ from courtier.progress import status_line, summary_line
 from courtier.progress_text import RecentRate, waiting_text
 
 
-def host(robots: RobotsStatus, backoff_until: float = 0.0) -> Any:
-    return SimpleNamespace(robots=SimpleNamespace(status=robots),
-                           timing=SimpleNamespace(backoff_until=backoff_until))
+def host(robots: RobotsStatus, backoff_until: float = 0.0, why: str | None = None) -> Any:
+    return SimpleNamespace(robots=SimpleNamespace(status=robots, last_error=why),
+                           timing=SimpleNamespace(backoff_until=backoff_until),
+                           address_blocked=False)
 
 
 def test_waiting_names_hosts_reasons_and_the_next_retry() -> None:
-    hosts = ([host(RobotsStatus.UNREACHABLE)] * 5 + [host(RobotsStatus.OK, 1060.0)] * 7
-             + [host(RobotsStatus.OK, 900.0)] * 3)  # back-off over: not waiting
+    hosts = ([host(RobotsStatus.UNREACHABLE, why="dns")] * 3
+             + [host(RobotsStatus.UNREACHABLE, why="http_503")] * 2
+             + [host(RobotsStatus.OK, 1060.0)] * 7
+             + [host(RobotsStatus.OK, 900.0)] * 3  # back-off over: not waiting
+             + [SimpleNamespace(robots=SimpleNamespace(status=RobotsStatus.UNREACHABLE),
+                                address_blocked=True)])  # guard-blocked: not waiting
     text = waiting_text(cast(Any, hosts), 1040.0, 1000.0)
-    assert text == ("waiting: 12 hosts (robots.txt 5xx/unreachable: 5, back-off 429/5xx: 7),"
-                    " next retry in 40 s")
+    assert text == ("waiting: 12 hosts (robots.txt unreachable: 5 [dns 3, http_503 2],"
+                    " back-off 429/5xx: 7), next retry in 40 s")
     assert waiting_text([], None, 1000.0) == ""
 
 

@@ -39,6 +39,7 @@ from courtier.errors import (
     SendRefused,
     StoreError,
 )
+from courtier.fetch.accept import page_accept
 from courtier.fetch.transport import FetchLimits, FetchRequest, FetchResponse, Transport
 from courtier.frontier.lease import FetchFeedback, Lease, LeaseKind
 from courtier.frontier.scheduler import Frontier
@@ -134,6 +135,8 @@ class Fetcher:
 
     def _request(self, lease: Lease) -> FetchRequest:
         headers = [("User-Agent", self.config.user_agent)]
+        if lease.kind is LeaseKind.PAGE and (accept := page_accept(lease.url)) is not None:
+            headers.append(("Accept", accept))
         due = lease.due
         if due is not None:
             if due.etag:
@@ -331,7 +334,7 @@ class Fetcher:
             self.metrics.robots_fetches.labels("error").inc()
             if isinstance(exc, BlockedAddressError):  # first: its URLs are denied, not released
                 frontier.block_address(lease.host_key)
-            frontier.finish_robots(lease, None)
+            frontier.finish_robots(lease, None, error_kind=exc.kind)
         except asyncio.CancelledError:
             self.auditor.on_finish(lease.host_key)
             frontier.return_lease(lease)

@@ -26,11 +26,23 @@ Contract beyond the protocol:
   timeout),
   ``"disconnect"`` (the connection broke mid-body),
   ``"encoding"`` (unknown or corrupt Content-Encoding; ``body`` holds what
-  decoded before the error, empty for an unknown coding).
-* Failures before a usable response raise: :class:`DNSError`,
-  :class:`BlockedAddressError`, :class:`ConnectError` (refused, reset, TLS,
-  server closed without answering), :class:`FetchTimeout` (connect, read or
-  total timeout before the headers), :class:`HeaderTimeout` (the status line
+  decoded before the error, empty for an unknown coding), ``"type"`` (a 2xx
+  whose Content-Type is outside ``FetchRequest.only_types``: the body is not
+  read and the connection is closed, not pooled).
+* HTTPS is verified (system trust store plus ``ca_file``, host names checked,
+  TLS >= 1.2) through one :class:`ssl.SSLContext` per transport
+  (``courtier.fetch.tls``); pooled keep-alive connections spare handshakes.
+* Failures before a usable response raise, each with a stable ``kind``:
+  :class:`DNSError` (``dns``), :class:`BlockedAddressError` (``blocked``),
+  :class:`RefusedError` (``refused``), :class:`ResetError` (``reset``: reset,
+  or closed without answering), :class:`ConnectTimeout` (``connect_timeout``:
+  no TCP connection in time), the :class:`TLSError` classes
+  (``tls_expired``, ``tls_wrong_name``, ``tls_unknown_issuer``,
+  ``tls_certificate`` for another certificate fault, ``tls_handshake``: failed,
+  too old a protocol, closed or not finished within the connect timeout),
+  :class:`ConnectError` (``connect``, any other connection failure),
+  :class:`FetchTimeout` (``timeout``: read or total timeout before the
+  headers), :class:`HeaderTimeout` (the status line
   and headers were not all there ``header_timeout`` seconds after the fetch
   began: a server dripping its headers, which the low-speed limit cannot
   judge because headers are a few hundred bytes), :class:`ProtocolError`
@@ -41,10 +53,13 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import errno
 import socket
+import ssl
 import time
 from collections.abc import Callable
-from typing import Final
+from pathlib import Path
+from typing import Any, Final
 
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
@@ -54,14 +69,23 @@ from courtier import __version__
 from courtier.errors import (
     BlockedAddressError,
     ConnectError,
+    ConnectTimeout,
     FetchError,
     FetchTimeout,
     HeaderTimeout,
     ProtocolError,
+    RefusedError,
+    ResetError,
     SendRefused,
+    TLSBadCertificate,
+    TLSExpired,
+    TLSHandshakeError,
+    TLSUnknownIssuer,
+    TLSWrongName,
 )
 from courtier.fetch.decoding import BodyDecoder, DecodedCap
 from courtier.fetch.resolver import Resolver
+from courtier.fetch.tls import client_context
 from courtier.fetch.transport import FetchLimits, FetchRequest, FetchResponse
 
 ACCEPT_ENCODING: Final = "gzip, deflate, br"
@@ -70,6 +94,25 @@ DEFAULT_USER_AGENT: Final = f"courtier/{__version__}"
 #: (host, port, addresses) checked by the current fetch; read by the adapter
 _PINNED: contextvars.ContextVar[tuple[str, int, list[str]] | None] = contextvars.ContextVar(
     "courtier_pinned_addresses", default=None
+)
+
+
+
+class _Phase:
+    """How far the current fetch's connection got: ``tls_started`` once the TCP
+    connection stood and the TLS handshake began, ``connected`` once a connection
+    (new or pooled) was handed to the request. Tells a connect timeout from a
+    handshake that never ended, and a reset before TLS from one during it."""
+
+    __slots__ = ("connected", "tls_started")
+
+    def __init__(self) -> None:
+        self.tls_started = False
+        self.connected = False
+
+
+_PHASE: contextvars.ContextVar[_Phase | None] = contextvars.ContextVar(
+    "courtier_connect_phase", default=None
 )
 
 
@@ -139,23 +182,83 @@ class _CleanConnector(aiohttp.TCPConnector):
                 raise SendRefused(f"{req.url}: not sent: this worker's shard leases "
                                   "may have expired (self-fencing)")
             if conn.protocol is None or not conn.protocol.should_close:
+                phase = _PHASE.get()
+                if phase is not None:
+                    phase.connected = True
                 return conn
             conn.close()
         raise aiohttp.ClientConnectionError("server sends bytes nobody asked for")
 
+    async def _wrap_create_connection(self, *args: Any, **kwargs: Any) -> Any:
+        """aiohttp opens the TCP connection, then asks asyncio for the TLS layer,
+        which calls the protocol factory once TCP stands: that call marks the
+        handshake's start in the fetch's :class:`_Phase`."""
+        phase = _PHASE.get()
+        if phase is not None and kwargs.get("ssl") and args:
+            factory = args[0]
 
-def _map_error(exc: BaseException, url: str) -> FetchError:
-    """Map an aiohttp/OS/asyncio failure before the headers into courtier's tree."""
+            def marked() -> Any:
+                phase.tls_started = True
+                return factory()
+
+            args = (marked, *args[1:])
+        return await super()._wrap_create_connection(*args, **kwargs)
+
+
+#: OpenSSL verify codes (X509_V_ERR_*) by the TLS error class they mean
+_EXPIRED_CODES: Final = frozenset({9, 10})  # not yet valid, expired
+_WRONG_NAME_CODES: Final = frozenset({62, 63, 64})  # host name, e-mail, IP mismatch
+_ISSUER_CODES: Final = frozenset({2, 18, 19, 20, 21})  # unknown issuer, self-signed
+
+
+def _tls_certificate_error(exc: aiohttp.ClientConnectorCertificateError,
+                           url: str) -> FetchError:
+    cert_error = exc.certificate_error
+    code = getattr(cert_error, "verify_code", None)
+    why = getattr(cert_error, "verify_message", None) or str(cert_error)
+    if code in _EXPIRED_CODES:
+        return TLSExpired(f"{url}: TLS certificate not valid now: {why}")
+    if code in _WRONG_NAME_CODES:
+        return TLSWrongName(f"{url}: TLS certificate is for another name: {why}")
+    if code in _ISSUER_CODES:
+        return TLSUnknownIssuer(f"{url}: TLS certificate issuer not trusted ({why}); "
+                                "a private CA can be added with --ca-file")
+    return TLSBadCertificate(f"{url}: TLS certificate refused: {why}")
+
+
+def _map_error(exc: BaseException, url: str, phase: _Phase | None = None) -> FetchError:
+    """Map an aiohttp/OS/asyncio failure before the headers into courtier's tree;
+    ``phase`` says how far the connection got (see :class:`_Phase`)."""
     if isinstance(exc, FetchError):
         return exc
-    if isinstance(exc, aiohttp.ClientConnectorCertificateError | aiohttp.ClientSSLError):
-        return ConnectError(f"{url}: TLS failed: {exc}")
-    if isinstance(exc, aiohttp.ClientConnectorError):
-        return ConnectError(f"{url}: cannot connect: {exc.os_error or exc}")
+    handshaking = phase is not None and phase.tls_started and not phase.connected
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+        return _tls_certificate_error(exc, url)
+    if isinstance(exc, aiohttp.ClientSSLError):
+        return TLSHandshakeError(f"{url}: TLS handshake failed: {_ssl_reason(exc)}")
     if isinstance(exc, TimeoutError):
+        if handshaking:
+            return TLSHandshakeError(f"{url}: TLS handshake not finished within the "
+                                     "connect timeout")
+        if phase is not None and not phase.connected and not phase.tls_started:
+            return ConnectTimeout(f"{url}: no TCP connection within the connect timeout")
         return FetchTimeout(f"{url}: timed out before the response headers ({exc or 'total'})")
-    if isinstance(exc, aiohttp.ServerDisconnectedError):
-        return ConnectError(f"{url}: server closed the connection without a response")
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        os_error = exc.os_error
+        if handshaking:
+            return TLSHandshakeError(f"{url}: the server closed the connection during the "
+                                     f"TLS handshake ({os_error or exc})")
+        if isinstance(os_error, ConnectionRefusedError) or getattr(
+                os_error, "errno", None) == errno.ECONNREFUSED:
+            return RefusedError(f"{url}: connection refused (nothing listens on the port)")
+        if isinstance(os_error, ConnectionResetError | ConnectionAbortedError):
+            return ResetError(f"{url}: connection reset while connecting ({os_error})")
+        return ConnectError(f"{url}: cannot connect: {os_error or exc}")
+    if isinstance(exc, aiohttp.ServerDisconnectedError | ConnectionResetError):
+        if handshaking:
+            return TLSHandshakeError(f"{url}: the server closed the connection during the "
+                                     "TLS handshake")
+        return ResetError(f"{url}: server closed the connection without a response")
     if isinstance(exc, aiohttp.ClientResponseError):
         return ProtocolError(f"{url}: invalid response: {exc.message}")
     if isinstance(exc, aiohttp.InvalidURL):
@@ -163,6 +266,23 @@ def _map_error(exc: BaseException, url: str) -> FetchError:
     if isinstance(exc, aiohttp.ClientOSError | OSError):
         return ConnectError(f"{url}: connection failed: {exc}")
     return ProtocolError(f"{url}: {type(exc).__name__}: {exc}")
+
+
+def _unwanted_type(request: FetchRequest, response: aiohttp.ClientResponse) -> bool:
+    """True when ``request.only_types`` rules out this 2xx response's declared type."""
+    if request.only_types is None or not 200 <= response.status < 300:
+        return False
+    declared = response.headers.get("Content-Type")
+    if not declared:
+        return False
+    return declared.split(";", 1)[0].strip().lower() not in request.only_types
+
+
+def _ssl_reason(exc: aiohttp.ClientSSLError) -> str:
+    inner = getattr(exc, "os_error", None)
+    if isinstance(inner, ssl.SSLError):
+        return str(inner.reason or inner)
+    return str(inner or exc)
 
 
 def _peer_ip(response: aiohttp.ClientResponse) -> str | None:
@@ -197,9 +317,11 @@ class AiohttpTransport:
     """HTTP/1.1 GETs over one pooled aiohttp session (see the module contract).
 
     ``limit_per_host`` and ``limit`` bound pooled connections per host and in
-    total; ``ssl_verify=False`` disables certificate checks (test setups
-    only). The session is created on the first fetch, inside the running loop.
-    The ``resolver`` stays the caller's: :meth:`close` does not close it.
+    total; ``ca_file`` is a private CA (PEM) trusted besides the system store;
+    ``ssl_verify=False`` disables certificate checks (test setups only). The
+    TLS context is built here, once (a bad ``ca_file`` raises ConfigError). The
+    session is created on the first fetch, inside the running loop. The ``resolver``
+    stays the caller's: :meth:`close` does not close it.
     """
 
     def __init__(
@@ -208,11 +330,14 @@ class AiohttpTransport:
         limit_per_host: int = 2,
         limit: int = 256,
         ssl_verify: bool = True,
+        ca_file: Path | None = None,
     ) -> None:
         self._resolver = resolver
         self._limit_per_host = limit_per_host
         self._limit = limit
-        self._ssl_verify = ssl_verify
+        #: one context for every connection (trust store loaded once)
+        self.ssl_context: ssl.SSLContext | None = client_context(ca_file) if ssl_verify \
+            else None
         self._session: aiohttp.ClientSession | None = None
         self._closed = False
         #: asked right before each request is written (see _CleanConnector)
@@ -227,7 +352,7 @@ class AiohttpTransport:
                 use_dns_cache=False,
                 limit=self._limit,
                 limit_per_host=self._limit_per_host,
-                ssl=self._ssl_verify,
+                ssl=self.ssl_context if self.ssl_context is not None else False,
             )
             connector.send_gate = self._gate_open
             self._session = aiohttp.ClientSession(
@@ -271,6 +396,8 @@ class AiohttpTransport:
         line_cap = max(1024, limits.max_header_bytes)
         header_deadline = min(deadline, start + limits.header_timeout)
         token = None
+        phase = _Phase()
+        phase_token = _PHASE.set(phase)
         try:
             async with asyncio.timeout_at(header_deadline):
                 host = url.raw_host  # the ASCII (punycode) name aiohttp asks for
@@ -289,14 +416,16 @@ class AiohttpTransport:
                     ),
                 )
         except TimeoutError as exc:
-            if header_deadline < deadline and loop.time() >= header_deadline:
+            if header_deadline < deadline and loop.time() >= header_deadline \
+                    and not (phase.tls_started and not phase.connected):
                 raise HeaderTimeout(
                     f"{request.url}: status line and headers not complete after"
                     f" {limits.header_timeout:g} s (header deadline)") from exc
-            raise _map_error(exc, request.url) from exc
+            raise _map_error(exc, request.url, phase) from exc
         except (aiohttp.ClientError, OSError, FetchError) as exc:
-            raise _map_error(exc, request.url) from exc
+            raise _map_error(exc, request.url, phase) from exc
         finally:
+            _PHASE.reset(phase_token)
             if token is not None:
                 _PINNED.reset(token)
         ttfb = loop.time() - start
@@ -311,7 +440,11 @@ class AiohttpTransport:
                     f" over the {limits.max_header_bytes}-byte cap"
                 )
             remote_ip = _peer_ip(response) or addresses[0]
-            raw_body, body, truncated = await self._read_body(response, limits, deadline)
+            truncated: str | None
+            if _unwanted_type(request, response):
+                raw_body, body, truncated = b"", b"", "type"
+            else:
+                raw_body, body, truncated = await self._read_body(response, limits, deadline)
         except BaseException:
             response.close()
             raise

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import logging
 import os
 import re
 import socket
@@ -36,6 +37,10 @@ import ada_url
 from courtier.clock import Clock, RealClock
 from courtier.errors import BlockedAddressError, ConfigError, DNSError
 from courtier.fetch.guard import AddressGuard
+
+log = logging.getLogger(__name__)
+#: names whose refusal by the guard was logged (one WARNING per name, bounded)
+_MAX_WARNED: Final = 1024
 
 try:
     import aiodns
@@ -158,6 +163,7 @@ class Resolver:
         self._negative: OrderedDict[str, float] = OrderedDict()
         self._pending: dict[str, asyncio.Future[list[str]]] = {}
         self._dns: Any = None
+        self._warned: set[str] = set()  # names whose guard refusal was logged
 
     async def resolve(self, host: str, port: int) -> list[str]:
         """The addresses of ``host`` that may be connected to on ``port``.
@@ -166,6 +172,23 @@ class Resolver:
         :class:`DNSError` when the name has no address and
         :class:`BlockedAddressError` when every address is blocked.
         """
+        try:
+            return await self._resolve(host, port)
+        except BlockedAddressError as exc:
+            self._warn_blocked(host, exc)
+            raise
+
+    def _warn_blocked(self, host: str, exc: BlockedAddressError) -> None:
+        """Say once per name why the guard refused it (the message names
+        ``--allow-network``): a crawl of a private address otherwise only shows
+        ``blocked`` outcomes."""
+        warned = self._warned
+        if host in warned or len(warned) >= _MAX_WARNED:
+            return
+        warned.add(host)
+        log.warning("network guard: %s", exc)
+
+    async def _resolve(self, host: str, port: int) -> list[str]:
         name = _normalize_host(host)
         literal = _ip_literal(name)
         if literal is not None:

@@ -39,6 +39,11 @@ class FetchRequest:
 
     url: str
     headers: Sequence[tuple[str, str]] = ()
+    #: media types whose body is read (e.g. ``("text/html", "application/xhtml+xml")``);
+    #: a 2xx response that declares another Content-Type stops after its headers:
+    #: empty body, ``truncated="type"``. None (the default): every body is read. A
+    #: response without Content-Type is read.
+    only_types: frozenset[str] | None = None
 
 
 @dataclass(slots=True)
@@ -52,7 +57,9 @@ class FetchResponse:
     cap), "decoded" (decompressed-size cap), "time" (timeout after the
     headers), "slow" (below the low-speed limit), "disconnect" (the
     connection broke mid-body), "encoding" (unknown or corrupt
-    Content-Encoding); a truncated body is never parsed as complete.
+    Content-Encoding), "type" (a Content-Type outside the request's
+    ``only_types``: the body was not read); a truncated body is never parsed
+    as complete.
     """
 
     url: str

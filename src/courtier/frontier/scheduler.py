@@ -57,8 +57,18 @@ from courtier.urls import host_key_of, shard_of
 
 log = logging.getLogger("courtier.frontier")
 
-#: (url row, reason "robots" | "blocked" | "robots_unreachable", robots digest)
+#: (url row, reason, robots digest); reason: "robots", "blocked" (domain policy),
+#: "blocked_address" (the SSRF guard refused its address), "robots_unreachable[:KIND]"
 Denial = tuple[DueUrl, str, str | None]
+
+
+def robots_unreachable_kind(last_error: str | None) -> str:
+    """The error_kind of a URL given up because its host's robots.txt stayed
+    unreachable: ``robots_unreachable:<why>`` (``:dns``, ``:http_503``, ``:tls_expired``…),
+    plain ``robots_unreachable`` when the reason is not known."""
+    if last_error is None or last_error == "error":
+        return "robots_unreachable"
+    return f"robots_unreachable:{last_error}"
 
 # enum members the grant path compares with, bound once: ``LeaseKind.PAGE`` is a lookup
 # through the enum type's ``__getattr__`` hook, several times slower than a global's
@@ -236,9 +246,10 @@ class Frontier:
         """A blocked host (policy or SSRF guard): deny its queued URLs; True if blocked."""
         if not (host.policy.blocked or host.address_blocked):
             return False
+        why = "blocked" if host.policy.blocked else "blocked_address"
         for due in host.drain():
             self._queued -= 1
-            self._denied.append((due, "blocked", None))
+            self._denied.append((due, why, None))
         return True
 
     def _lease_from(self, host: HostState, now: float) -> Lease | None:
@@ -423,9 +434,10 @@ class Frontier:
                 return  # never released to be retried: their outcome is BLOCKED
             robots = host.robots  # given_up() is only ever True while unreachable
             if robots.status is _UNREACHABLE and robots.given_up(self.robots_policy):
+                why = robots_unreachable_kind(robots.last_error)
                 for due in host.drain():
                     self._queued -= 1
-                    self._denied.append((due, "robots_unreachable", None))
+                    self._denied.append((due, why, None))
                 return
         at = self._ready_at(host)
         if at is None:
@@ -474,16 +486,18 @@ class Frontier:
     def finish_robots(
         self, lease: Lease, status: int | None, body: bytes = b"", location: str | None = None,
         ip: str | None = None, retry_at: float | None = None, parsed: RobotsTxt | None = None,
+        error_kind: str | None = None,
     ) -> None:
-        """A robots.txt fetch ended (status None = network error); ``parsed``: its body
-        already parsed off the loop."""
+        """A robots.txt fetch ended (status None = network error, ``error_kind`` its
+        FetchError kind: the host's robots state keeps it); ``parsed``: its body already
+        parsed off the loop."""
         host = self._release_slot(lease, ip)
         host.robots_in_flight = False
         now = self.clock.now()
         if status in (429, 503):  # overloaded, even for robots.txt: lower the rate too
             host.timing.throttle(self.delay_for(host), self.delay_policy)
         if status is None:
-            host.robots.on_unreachable(now, self.robots_policy)
+            host.robots.on_unreachable(now, self.robots_policy, error_kind or "error")
         else:
             host.robots.on_response(status, body, now, self.robots_policy, location, retry_at,
                                     parsed)

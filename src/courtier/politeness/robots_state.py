@@ -10,6 +10,8 @@ robots fetch       what the host's URLs get
 > 5 hops           "unavailable": allow all (RFC 9309 §2.3.1.2)
 4xx (401/403 too)  "unavailable": allow all, until ``expires_at``
 5xx, 429, error    "unreachable": disallow all and retry with back-off; the
+                   reason is kept (``last_error``: ``http_503``, ``dns``,
+                   ``tls_expired``…); the
                    last good copy, if any, keeps being obeyed meanwhile (a
                    2xx whose body was cut short by time or the server, and
                    a header deadline overrun, count as errors)
@@ -62,6 +64,10 @@ class RobotsState:
     redirects: int = 0
     fetch_url: str | None = None  # a redirect target to fetch instead of /robots.txt
     last_status: int | None = None
+    #: why the last fetch left it unreachable: a FetchError kind ("dns", "refused",
+    #: "tls_unknown_issuer", …), "http_503" for a status, "error" when not told; None
+    #: once a fetch succeeds
+    last_error: str | None = None
 
     def needs_fetch(self, now: float) -> bool:
         """True when the next request to this host must be a robots.txt fetch."""
@@ -124,13 +130,15 @@ class RobotsState:
             self._settle(RobotsStatus.UNAVAILABLE, now, policy)
             return None
         # 5xx, 429, a 3xx without Location, or anything odd: unreachable
-        self.on_unreachable(now, policy)
+        self.on_unreachable(now, policy, f"http_{status}")
         if retry_at is not None:
             self.retry_at = max(self.retry_at, retry_at)
         return None
 
-    def on_unreachable(self, now: float, policy: RobotsPolicy) -> None:
-        """A network error, 5xx or 429: disallow (or keep the last good copy) and retry later."""
+    def on_unreachable(self, now: float, policy: RobotsPolicy, reason: str = "error") -> None:
+        """A network error, 5xx or 429: disallow (or keep the last good copy) and retry
+        later; ``reason`` (a FetchError kind, ``http_<status>``) is kept in ``last_error``."""
+        self.last_error = reason
         self.failures += 1
         self.status = RobotsStatus.UNREACHABLE
         self.redirects = 0
@@ -175,6 +183,7 @@ class RobotsState:
         self.status = status
         self.fetched_at = now
         self.expires_at = now + policy.expiry
+        self.last_error = None
         self.failures = 0
         self.redirects = 0
         self.fetch_url = None

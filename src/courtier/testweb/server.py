@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 import sys
 import time
 from collections import defaultdict
@@ -65,13 +66,19 @@ class TestWebServer:
     had ``slow_after`` requests); every ``busy_every``-th page request of a
     host answers busy; ``If-None-Match`` with the current ETag answers 304. A
     host's ``changing_pages`` get a new text and ETag at every request.
+
+    With ``ssl_context`` (see :mod:`courtier.testweb.tls`) the server speaks
+    HTTPS only and every URL of :attr:`web` is ``https://``; a request whose TLS
+    handshake fails never reaches the handler, so it is not in :attr:`log`.
     """
 
     __test__ = False  # not a pytest test class
 
-    def __init__(self, spec: WebSpec, port: int = 0, host: str = "127.0.0.1") -> None:
+    def __init__(self, spec: WebSpec, port: int = 0, host: str = "127.0.0.1",
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self.spec = spec
         self.bind_host = host
+        self.ssl_context = ssl_context
         self._requested_port = port
         self._port: int | None = None
         self._web: TestWeb | None = None
@@ -94,7 +101,7 @@ class TestWebServer:
         return self._web
 
     def base_url(self, host: str) -> str:
-        """``http://host:port`` of a virtual host."""
+        """``http(s)://host:port`` of a virtual host."""
         return self.web.base_url(host)
 
     def url(self, host: str, path: str) -> str:
@@ -106,7 +113,8 @@ class TestWebServer:
             return
         runner = web.ServerRunner(web.Server(self._handle), access_log=None)
         await runner.setup()
-        site = web.TCPSite(runner, self.bind_host, self._requested_port)
+        site = web.TCPSite(runner, self.bind_host, self._requested_port,
+                           ssl_context=self.ssl_context)
         try:
             await site.start()
         except OSError as exc:
@@ -124,7 +132,8 @@ class TestWebServer:
             raise ConfigError("testweb server did not report a listening port")
         self._runner = runner
         self._port = port
-        self._web = TestWeb(self.spec, port)
+        self._web = TestWeb(self.spec, port,
+                            scheme="http" if self.ssl_context is None else "https")
 
     async def stop(self) -> None:
         """Stop serving and close connections; idempotent."""

@@ -45,4 +45,4 @@ async def test_a_crawl_ending_with_retries_pending_says_so(tmp_path: Path) -> No
     text = summary_line(status)
     assert "left for later: 2 URLs unfinished (1 never fetched, 1 retrying); 2 hosts" in text, \
         text
-    assert "robots.txt 5xx/unreachable: 1" in text and "back-off 429/5xx: 1" in text, text
+    assert "robots.txt unreachable: 1 [http_503 1]" in text and "back-off 429/5xx: 1" in text, text

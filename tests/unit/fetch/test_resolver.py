@@ -292,3 +292,17 @@ async def test_override_matches_either_form_of_an_internationalised_name() -> No
     resolver = Resolver(LOOPBACK, overrides={"bücher.test": ["127.0.0.1"]})
     assert await resolver.resolve("xn--bcher-kva.test", 80) == ["127.0.0.1"]
     assert await resolver.resolve("BÜCHER.test.", 80) == ["127.0.0.1"]
+
+
+async def test_a_guard_refusal_is_logged_once_per_name_naming_the_flag(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Checked red: without _warn_blocked, no record names --allow-network."""
+    resolver = Resolver(AddressGuard(), overrides={"private.test": ["10.0.0.5"]})
+    with caplog.at_level("WARNING", logger="courtier.fetch.resolver"):
+        for _ in range(3):
+            with pytest.raises(BlockedAddressError):
+                await resolver.resolve("private.test", 80)
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1
+    assert "--allow-network" in lines[0] and "private.test" in lines[0]

@@ -22,7 +22,7 @@ from courtier.clock import VirtualClock
 from courtier.frontier import FetchFeedback, Frontier, HostPolicy, Lease, LeaseKind
 from courtier.frontier.host import HostState
 from courtier.frontier.robots_turns import UNITS_PER_TURN, PendingCheck
-from courtier.frontier.scheduler import DAY, path_of
+from courtier.frontier.scheduler import DAY, path_of, robots_unreachable_kind
 from courtier.politeness.delays import DelayPolicy, HostTiming, effective_delay
 from courtier.politeness.robots import RobotsTxt
 from courtier.politeness.robots_match import PathCheck
@@ -188,7 +188,8 @@ class SlowFrontier(Frontier):
         if host.queue and host.robots.given_up(self.robots_policy):
             for item in host.drain():
                 self._queued -= 1
-                self._denied.append((item, "robots_unreachable", None))
+                self._denied.append(
+                    (item, robots_unreachable_kind(host.robots.last_error), None))
             return
         at = self._ready_at(host)
         if at is None:

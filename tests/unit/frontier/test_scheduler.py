@@ -233,3 +233,41 @@ def test_policy_delay_override_applies_to_the_next_lease() -> None:
     leases = run(clock, frontier, {})
     starts = [lease.issued_at for lease in leases]
     assert all(b - a >= 10.0 for a, b in itertools.pairwise(starts))
+
+
+def test_a_given_up_robots_txt_denies_its_urls_with_the_reason() -> None:
+    """The host's robots state keeps why its robots.txt failed (the FetchError kind the
+    worker passes); URLs given up after ``give_up_after`` failures carry it in their
+    denial reason, which becomes their ``error_kind``. Checked red: without passing
+    ``error_kind`` on, the reason reads plain ``robots_unreachable``."""
+    clock = VirtualClock(1000.0)
+    frontier = Frontier(clock, "courtier", DelayPolicy(delay=1.0, adaptive_factor=0.0),
+                        RobotsPolicy(retry_base=1.0, retry_max=1.0, give_up_after=2),
+                        release_horizon=10_000.0)
+    add(frontier, due("https://a.test/1"), due("https://a.test/2"))
+    for _ in range(2):
+        lease = frontier.next_lease()
+        assert lease is not None and lease.kind is LeaseKind.ROBOTS
+        frontier.finish_robots(lease, None, error_kind="tls_unknown_issuer")
+        assert frontier.hosts["https://a.test"].robots.last_error == "tls_unknown_issuer"
+        clock.advance(2.0)
+    assert frontier.next_lease() is None
+    denied = frontier.take_denied()
+    assert sorted((d.url, why) for d, why, _ in denied) == [
+        ("https://a.test/1", "robots_unreachable:tls_unknown_issuer"),
+        ("https://a.test/2", "robots_unreachable:tls_unknown_issuer")]
+
+
+def test_robots_5xx_reason_is_the_status_and_a_success_clears_it() -> None:
+    clock, frontier = make(release_horizon=10_000.0)
+    add(frontier, due("http://a.test/1"))
+    robots = frontier.next_lease()
+    assert robots is not None
+    frontier.finish_robots(robots, 503)
+    state = frontier.hosts["http://a.test"].robots
+    assert state.last_error == "http_503"
+    clock.advance(90)
+    retry = frontier.next_lease()
+    assert retry is not None and retry.kind is LeaseKind.ROBOTS
+    frontier.finish_robots(retry, 200, b"User-agent: *\nAllow: /\n")
+    assert state.last_error is None

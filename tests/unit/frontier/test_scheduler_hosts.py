@@ -114,7 +114,7 @@ def test_a_host_whose_robots_fetch_hit_a_blocked_address_denies_its_urls_as_bloc
     frontier.finish_robots(robots, None)
     denied = frontier.take_denied()
     assert sorted((d.url, reason) for d, reason, _ in denied) == [
-        ("http://a.test/1", "blocked"), ("http://a.test/2", "blocked")]
+        ("http://a.test/1", "blocked_address"), ("http://a.test/2", "blocked_address")]
     assert frontier.take_released() == []  # not handed back to be retried later
     assert frontier.queued == 0
 
@@ -125,7 +125,8 @@ def test_urls_added_to_an_address_blocked_host_are_denied_without_a_fetch() -> N
     frontier.block_address("http://a.test")
     add(frontier, due("http://a.test/2"))
     assert frontier.next_lease() is None
-    assert sorted(d.url for d, reason, _ in frontier.take_denied() if reason == "blocked") == [
+    denied = frontier.take_denied()
+    assert sorted(d.url for d, reason, _ in denied if reason == "blocked_address") == [
         "http://a.test/1", "http://a.test/2"]
 
 
@@ -140,5 +141,5 @@ def test_a_page_fetch_that_hit_a_blocked_address_denies_the_rest_of_the_host() -
     assert page is not None and page.kind is LeaseKind.PAGE
     frontier.block_address(page.host_key)  # the worker's order: block, then finish
     frontier.finish_page(page, FetchFeedback(None, 0.0))
-    assert len([1 for _, reason, _ in frontier.take_denied() if reason == "blocked"]) == 3
+    assert len([1 for _, reason, _ in frontier.take_denied() if reason == "blocked_address"]) == 3
     assert frontier.take_released() == [] and frontier.queued == 0

@@ -1,0 +1,341 @@
+"""HTTPS through AiohttpTransport: verification on by default, ``ca_file``, and every
+failure class with its stable ``kind`` (issue 31, issue 36).
+
+Servers are the test web over TLS (``courtier.testweb.tls``, a CA made per test) or
+raw asyncio servers on 127.0.0.1 that misbehave during the handshake. Names reach
+127.0.0.1 through resolver overrides; nothing is resolved for real. Each kind was
+checked red by breaking its mapping in ``_map_error``/``_tls_certificate_error``
+once (e.g. expired mapped to the unknown-issuer class: ``test_expired`` failed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import ssl
+import warnings
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+
+from courtier.errors import ConfigError, FetchError
+from courtier.fetch.aiohttp_transport import AiohttpTransport
+from courtier.fetch.guard import AddressGuard
+from courtier.fetch.resolver import Resolver
+from courtier.fetch.transport import FetchLimits, FetchRequest, FetchResponse
+from courtier.testweb import HostSpec, TestWebServer, WebSpec
+from courtier.testweb.tls import TestCA, expired_window
+from tests.unit.test_process_hostile import make_processor, page_lease
+
+LOOPBACK = ["127.0.0.0/8"]
+NAMES = ("a.tls.test", "b.tls.test", "other.tls.test")
+LIMITS = FetchLimits(connect_timeout=1.0, read_timeout=2.0, total_timeout=10.0,
+                     header_timeout=8.0)
+SPEC = WebSpec(hosts=[HostSpec("a.tls.test", pages=2)])
+
+
+def transport(ca_file: Path | None = None, allow: list[str] | None = None) -> AiohttpTransport:
+    overrides = {name: ["127.0.0.1"] for name in NAMES}
+    resolver = Resolver(AddressGuard(allow=LOOPBACK if allow is None else allow),
+                        overrides=overrides)
+    return AiohttpTransport(resolver, ca_file=ca_file)
+
+
+async def fetch(client: AiohttpTransport, url: str) -> FetchResponse:
+    """One fetch, bounded in time whatever the transport does."""
+    return await asyncio.wait_for(client.fetch(FetchRequest(url), LIMITS), 20)
+
+
+async def failure_kind(client: AiohttpTransport, url: str) -> str:
+    try:
+        await fetch(client, url)
+    except FetchError as exc:
+        return exc.kind
+    raise AssertionError(f"{url}: fetched, a failure was expected")
+
+
+@pytest.fixture
+def ca() -> TestCA:
+    return TestCA()
+
+
+@asynccontextmanager
+async def tls_web(context: ssl.SSLContext) -> AsyncIterator[TestWebServer]:
+    async with TestWebServer(SPEC, ssl_context=context) as server:
+        yield server
+
+
+async def test_verified_fetch_with_ca_file(ca: TestCA, tmp_path: Path) -> None:
+    """With the CA given, https pages come back 200 over one verifying context
+    (TLS >= 1.2, host names checked) and one kept-alive connection."""
+    ca_file = ca.write_pem(tmp_path / "ca.pem")
+    async with tls_web(ca.server_context(["a.tls.test"])) as server:
+        client = transport(ca_file)
+        try:
+            first = await fetch(client, server.url("a.tls.test", "/"))
+            second = await fetch(client, server.url("a.tls.test", "/robots.txt"))
+        finally:
+            await client.close()
+        assert (first.status, second.status) == (200, 200)
+        assert first.url.startswith("https://")
+        assert client.ssl_context is not None
+        assert client.ssl_context.minimum_version is ssl.TLSVersion.TLSv1_2
+        assert client.ssl_context.check_hostname
+        assert [r.path_qs for r in server.log] == ["/", "/robots.txt"]
+        assert server.log[0].peer_port == server.log[1].peer_port  # one TLS connection
+
+
+async def test_unknown_issuer_without_ca_file(ca: TestCA) -> None:
+    """Default verification: a private CA's certificate is refused (self-signed too)."""
+    async with tls_web(ca.server_context(["a.tls.test"])) as server:
+        client = transport()
+        try:
+            assert await failure_kind(client, server.url("a.tls.test", "/")) \
+                == "tls_unknown_issuer"
+        finally:
+            await client.close()
+        assert server.log == []  # no request got through the handshake
+
+
+async def test_self_signed(tmp_path: Path) -> None:
+    """A server's own self-signed certificate: unknown issuer, even with another CA given."""
+    own = TestCA()  # a CA certificate served as the leaf: self-signed
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    (tmp_path / "self.pem").write_bytes(own._ca.private_key_pem.bytes() + own.pem)
+    context.load_cert_chain(str(tmp_path / "self.pem"))
+    other_ca = TestCA().write_pem(tmp_path / "other.pem")
+    async with tls_web(context) as server:
+        client = transport(other_ca)
+        try:
+            assert await failure_kind(client, server.url("a.tls.test", "/")) \
+                == "tls_unknown_issuer"
+        finally:
+            await client.close()
+
+
+async def test_expired(ca: TestCA, tmp_path: Path) -> None:
+    not_before, not_after = expired_window()
+    context = ca.server_context(["a.tls.test"], not_before=not_before, not_after=not_after)
+    async with tls_web(context) as server:
+        client = transport(ca.write_pem(tmp_path / "ca.pem"))
+        try:
+            assert await failure_kind(client, server.url("a.tls.test", "/")) == "tls_expired"
+        finally:
+            await client.close()
+
+
+async def test_wrong_name(ca: TestCA, tmp_path: Path) -> None:
+    async with tls_web(ca.server_context(["other.tls.test"])) as server:
+        client = transport(ca.write_pem(tmp_path / "ca.pem"))
+        try:
+            assert await failure_kind(client, server.url("a.tls.test", "/")) \
+                == "tls_wrong_name"
+        finally:
+            await client.close()
+
+
+async def test_tls10_only_server(ca: TestCA, tmp_path: Path) -> None:
+    """A server that speaks only TLS 1.0 (it does: an old client completes a handshake
+    with it, checked first) is a handshake failure: courtier offers TLS >= 1.2."""
+    with warnings.catch_warnings():  # TLSVersion.TLSv1 is deprecated, which is the point
+        warnings.simplefilter("ignore", DeprecationWarning)
+        old = ca.server_context(["a.tls.test"], min_version=ssl.TLSVersion.TLSv1,
+                                max_version=ssl.TLSVersion.TLSv1)
+        old.set_ciphers("DEFAULT:@SECLEVEL=0")
+        legacy_client = ssl.create_default_context()
+        legacy_client.set_ciphers("DEFAULT:@SECLEVEL=0")
+        legacy_client.minimum_version = ssl.TLSVersion.TLSv1
+    legacy_client.load_verify_locations(cadata=ca.pem.decode())
+    async with tls_web(old) as server:
+        _, writer = await asyncio.open_connection("127.0.0.1", server.port, ssl=legacy_client,
+                                                  server_hostname="a.tls.test")
+        assert writer.get_extra_info("ssl_object").version() == "TLSv1"
+        writer.close()
+        client = transport(ca.write_pem(tmp_path / "ca.pem"))
+        try:
+            assert await failure_kind(client, server.url("a.tls.test", "/")) == "tls_handshake"
+        finally:
+            await client.close()
+
+
+@asynccontextmanager
+async def raw_server(handler: Callable[[asyncio.StreamReader, asyncio.StreamWriter],
+                                       Awaitable[None]]) -> AsyncIterator[int]:
+    async def closing(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await handler(reader, writer)
+        finally:
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+
+    server = await asyncio.start_server(closing, "127.0.0.1", 0)
+    try:
+        yield int(server.sockets[0].getsockname()[1])
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+async def test_server_that_never_finishes_the_handshake() -> None:
+    """TCP accepted, ClientHello read, nothing answered: a handshake failure once the
+    connect timeout runs out; the event loop keeps turning meanwhile."""
+    hello = asyncio.Event()
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(1)
+        hello.set()
+        await reader.read()  # until the client gives up and closes
+
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.05)
+            ticks += 1
+
+    async with raw_server(silent) as port:
+        client = transport()
+        beat = asyncio.create_task(ticker())
+        try:
+            kind = await failure_kind(client, f"https://a.tls.test:{port}/")
+        finally:
+            beat.cancel()
+            await client.close()
+    assert hello.is_set()  # the handshake did begin
+    assert kind == "tls_handshake"
+    assert ticks >= 5  # ~1 s of connect timeout at 50 ms a tick: the loop was not stalled
+
+
+async def test_server_that_closes_mid_handshake() -> None:
+    async def closer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(1)  # the ClientHello has begun
+
+    async with raw_server(closer) as port:
+        client = transport()
+        try:
+            assert await failure_kind(client, f"https://a.tls.test:{port}/") == "tls_handshake"
+        finally:
+            await client.close()
+
+
+async def test_plain_server_closing_is_a_reset_not_tls() -> None:
+    """The same close on plain http, after the request: ``reset`` (no handshake began)."""
+    async def closer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(1)
+
+    async with raw_server(closer) as port:
+        client = transport()
+        try:
+            assert await failure_kind(client, f"http://a.tls.test:{port}/") == "reset"
+        finally:
+            await client.close()
+
+
+async def test_refused_dns_and_blocked() -> None:
+    async with raw_server(lambda r, w: asyncio.sleep(0)) as port:
+        pass  # the port is closed again: nothing listens on it
+    client = transport()
+    blocked = transport(allow=[])
+    try:
+        assert await failure_kind(client, f"https://a.tls.test:{port}/") == "refused"
+        assert await failure_kind(client, "https://typo.tls.test/") == "dns"
+        with pytest.raises(FetchError) as info:
+            await fetch(blocked, f"https://a.tls.test:{port}/")
+        assert info.value.kind == "blocked" and "--allow-network" in str(info.value)
+    finally:
+        await client.close()
+        await blocked.close()
+
+
+async def test_failure_kind_reaches_the_commit_and_event(ca: TestCA) -> None:
+    """The processor writes the transport's kind into the URL's commit and event."""
+    async with tls_web(ca.server_context(["a.tls.test"])) as server:
+        client = transport()
+        url = server.url("a.tls.test", "/")
+        try:
+            with pytest.raises(FetchError) as info:
+                await fetch(client, url)
+        finally:
+            await client.close()
+    commit = make_processor().failed(page_lease(url), info.value, 1000.0)
+    assert commit.error_kind == "tls_unknown_issuer"
+    assert commit.event["error_kind"] == "tls_unknown_issuer"
+
+
+@pytest.mark.parametrize("content", [None, "not a certificate\n", "-----BEGIN CERTIFICATE-----\n"
+                                     "garbage\n-----END CERTIFICATE-----\n"])
+def test_bad_ca_file_is_a_config_error(tmp_path: Path, content: str | None) -> None:
+    path = tmp_path / "ca.pem"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(ConfigError) as info:
+        transport(path)
+    assert str(info.value).startswith(f"--ca-file {path}:")
+    assert "\n" not in str(info.value)
+
+
+def test_expired_window_is_in_the_past() -> None:
+    _, not_after = expired_window()
+    assert not_after < datetime.datetime.now(datetime.UTC)
+
+
+HTML_ONLY = frozenset({"text/html", "application/xhtml+xml"})
+
+
+async def test_a_non_html_body_is_not_read_when_only_html_is_wanted() -> None:
+    """``only_types``: a 2xx PDF stops after its headers (``truncated="type"``, nothing
+    of its 2 MiB body kept); an HTML page, a response without Content-Type and a 404 are
+    read as before. Checked red with _unwanted_type returning False: the PDF came back
+    whole."""
+    from aiohttp import web
+
+    pdf = b"%PDF-1.4 " + b"x" * (2 << 20)
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        if request.path == "/doc.pdf":
+            return web.Response(body=pdf, content_type="application/pdf")
+        if request.path == "/missing":
+            return web.Response(status=404, text="gone", content_type="text/plain")
+        return web.Response(text="<html>page</html>", content_type="text/html",
+                            charset="utf-8")
+
+    runner = web.AppRunner(web.Application(handler_args=None))
+    runner.app.router.add_route("GET", "/{tail:.*}", handle)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    client = transport()
+    try:
+        async def get(path: str) -> FetchResponse:
+            request = FetchRequest(f"http://a.tls.test:{port}{path}", only_types=HTML_ONLY)
+            return await asyncio.wait_for(client.fetch(request, LIMITS), 20)
+
+        doc = await get("/doc.pdf")
+        assert (doc.status, doc.truncated, doc.raw_body) == (200, "type", b"")
+        assert doc.header("content-type") == "application/pdf"
+        page = await get("/")
+        assert (page.truncated, page.body) == (None, b"<html>page</html>")
+        async def untyped(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 20\r\nConnection: close"
+                         b"\r\n\r\n<html>untyped</html>")
+            await writer.drain()
+
+        async with raw_server(untyped) as raw_port:
+            raw = await asyncio.wait_for(client.fetch(FetchRequest(
+                f"http://a.tls.test:{raw_port}/", only_types=HTML_ONLY), LIMITS), 20)
+        assert raw.truncated is None and raw.body == b"<html>untyped</html>"
+        missing = await get("/missing")
+        assert (missing.status, missing.body) == (404, b"gone")
+        whole = await asyncio.wait_for(client.fetch(
+            FetchRequest(f"http://a.tls.test:{port}/doc.pdf"), LIMITS), 20)
+        assert whole.truncated is None and whole.raw_body == pdf  # not asked: read as before
+    finally:
+        await client.close()
+        await runner.cleanup()
