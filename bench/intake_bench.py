@@ -24,14 +24,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from courtier.clock import VirtualClock
-from courtier.config import build_config
+from courtier.core.clock import VirtualClock
+from courtier.core.config import build_config
 from courtier.frontier.traps import TemplateTracker, TrapRules
-from courtier.intake import Intake, Scope
+from courtier.crawl.intake import Intake, Scope
 from courtier.store.sqlite import SqliteStore
 from courtier.store.sqlite._queries import insert_urls
 from courtier.store.sqlite._schema import connect
-from courtier.urls import canonicalize
+from courtier.core.urls import canonicalize
 
 TARGET = 100_000
 LINKS_PER_PAGE = 50

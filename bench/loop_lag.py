@@ -12,7 +12,7 @@ import gzip
 import time
 from collections.abc import Awaitable
 
-from courtier.loopwatch import LoopLagMonitor
+from courtier.crawl.loopwatch import LoopLagMonitor
 from courtier.parse.offload import OffLoopParser
 
 ATTRS = (b"<html><body><div " + b" ".join(b"a%d=1" % i for i in range(20_000))

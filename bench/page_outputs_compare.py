@@ -35,15 +35,15 @@ from pathlib import Path
 import courtier.archive.warc as W
 from courtier.archive.warc import WarcWriter
 from courtier.archive.warc_fields import sha256_digest
-from courtier.config import build_config
+from courtier.core.config import build_config
 from courtier.dedup.pages import DuplicateTracker
 from courtier.events.feed import page_fields
 from courtier.fetch.transport import FetchResponse
 from courtier.frontier.traps import TemplateTracker
-from courtier.intake import Intake, Scope
+from courtier.crawl.intake import Intake, Scope
 from courtier.parse.guard import needs_guard
 from courtier.parse.html import parse_html
-from courtier.urls import canonicalize
+from courtier.core.urls import canonicalize
 
 pages, port = sorted(str(p) for p in Path(sys.argv[1]).glob("*/p/*.html")), int(sys.argv[2])
 ids = itertools.count()

@@ -36,10 +36,10 @@ from pathlib import Path
 from courtier.archive.warc import WarcWriter
 from courtier.archive.warc_fields import sha256_digest
 from courtier.dedup.pages import DuplicateTracker
-from courtier.errors import InvalidURL
+from courtier.core.errors import InvalidURL
 from courtier.fetch.transport import FetchResponse
 from courtier.parse.html import parse_html
-from courtier.urls import canonicalize
+from courtier.core.urls import canonicalize
 
 pages, warc_dir, port = json.loads(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 bodies = [(Path(p).read_bytes(), p.split("/")[-3], "/p/" + p.split("/")[-1]) for p in pages]

@@ -11,7 +11,7 @@ figures and asserts nothing (targets: intake >= 50 k rows/s, refill of 10 k due
 URLs p99 < 100 ms at every size, commit >= 5 k results/s).
 
 Data: ``--hosts`` hosts (100 k); a host's key prefix, host_key and shard come
-from ``courtier.urls.canonicalize`` (keys are host-clustered exactly as in a
+from ``courtier.core.urls.canonicalize`` (keys are host-clustered exactly as in a
 crawl), the 12-byte URL part of each bulk-loaded key is random (it is a hash in
 a crawl too). Known URLs are bulk-loaded to each size (``bench/store_fill.py``,
 not timed); ``--due`` of them (1 M) are due within the last hour, the rest later;
@@ -35,11 +35,11 @@ from pathlib import Path
 
 from store_fill import HostRow, bulk_fill, prepare_target
 
-from courtier.outcome import Outcome
+from courtier.core.outcome import Outcome
 from courtier.store.base import FetchCommit, NewUrl, Store
 from courtier.store.postgres import PostgresStore
 from courtier.store.sqlite import SqliteStore
-from courtier.urls import SHARD_COUNT, canonicalize
+from courtier.core.urls import SHARD_COUNT, canonicalize
 
 T0 = 1_700_000_000.0
 WANT = 10_000  # due URLs per refill

@@ -215,7 +215,7 @@ def test_record_figures_from_a_real_crawl_directory(tmp_path: Path) -> None:
 
     import record_figures
 
-    from courtier.demo import run_demo
+    from courtier.cli.demo import run_demo
     from courtier.ops.figures import load_figures
 
     data = tmp_path / "demo"

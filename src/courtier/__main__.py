@@ -2,6 +2,6 @@
 
 import sys
 
-from courtier.cli import main
+from courtier.cli.main import main
 
 sys.exit(main())

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from courtier.clock import VirtualClock
+from courtier.core.clock import VirtualClock
 from courtier.store.base import Store
 from courtier.store.memory import MemoryStore
 from courtier.store.postgres import PostgresStore

@@ -13,7 +13,7 @@ import math
 
 import pytest
 
-from courtier.errors import StoreError
+from courtier.core.errors import StoreError
 from courtier.store.base import DAILY_BUDGET_KEY, DayCount, Store
 from courtier.store.cluster import DayReservation, HostClock, ScopeRule
 from tests.contract.conftest import T0, StoreMaker

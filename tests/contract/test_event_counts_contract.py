@@ -4,7 +4,7 @@ events added twice, and after the store is closed and opened again."""
 
 from __future__ import annotations
 
-from courtier.outcome import Outcome
+from courtier.core.outcome import Outcome
 from courtier.store.base import ReparseEvent, Store
 from courtier.store.event_counts import EventCounts
 from tests.contract.conftest import T0, StoreMaker

@@ -23,13 +23,13 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from courtier.core.outcome import Outcome
+from courtier.core.urls import canonicalize, shard_of_key
 from courtier.frontier.host import OVERDUE_AFTER
-from courtier.outcome import Outcome
 from courtier.store.base import FetchCommit, NewUrl, Store, UrlState
 from courtier.store.memory import MemoryStore
 from courtier.store.postgres import PostgresStore
 from courtier.store.sqlite import SqliteStore, _refill
-from courtier.urls import canonicalize, shard_of_key
 from tests.pg import truncate
 
 T0 = 1_700_000_000.0

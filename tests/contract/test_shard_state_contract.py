@@ -4,9 +4,9 @@ it rebuilds its near-duplicate index from (store/cluster.py) — against every s
 
 from __future__ import annotations
 
+from courtier.core.urls import shard_of
 from courtier.store.base import Store
 from courtier.store.cluster import TrapStats
-from courtier.urls import shard_of
 from tests.contract.conftest import T0
 from tests.contract.test_store_contract import done, key, new
 

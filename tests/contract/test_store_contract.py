@@ -3,7 +3,7 @@
 Tests use only the :class:`courtier.store.base.Store` protocol; the ``store`` and
 ``make_store`` fixtures (tests/contract/conftest.py) run each test against memory,
 SQLite and PostgreSQL. Keys carry their shard in their leading bits, as
-``courtier.urls.shard_of_key`` reads them.
+``courtier.core.urls.shard_of_key`` reads them.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from courtier.errors import StoreError
-from courtier.outcome import Outcome
+from courtier.core.errors import StoreError
+from courtier.core.outcome import Outcome
+from courtier.core.urls import SHARD_COUNT, shard_of, shard_of_key
 from courtier.store.base import (
     FetchCommit,
     HostRecord,
@@ -25,7 +26,6 @@ from courtier.store.base import (
     Store,
     UrlState,
 )
-from courtier.urls import SHARD_COUNT, shard_of, shard_of_key
 from tests.contract.conftest import T0, StoreMaker
 
 

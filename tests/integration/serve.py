@@ -9,7 +9,7 @@ from typing import Any
 
 from aiohttp import web
 
-from courtier.config import CrawlConfig, build_config
+from courtier.core.config import CrawlConfig, build_config
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 

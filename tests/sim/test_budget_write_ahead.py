@@ -3,6 +3,7 @@ holds a count that includes it, so a crash at any moment cannot un-count a fetch
 
 from __future__ import annotations
 
+from courtier.core.urls import canonicalize
 from courtier.fetch.transport import FetchLimits, FetchRequest, FetchResponse
 from courtier.sim.loop import run_virtual
 from courtier.sim.run import SimCrawl, sim_config
@@ -10,7 +11,6 @@ from courtier.sim.transport import SimTransport
 from courtier.sim.web import SimHost, SimWeb
 from courtier.store.base import DAILY_BUDGET_KEY
 from courtier.store.memory import MemoryStore
-from courtier.urls import canonicalize
 
 
 class CheckingTransport:

@@ -13,8 +13,8 @@ import contextlib
 from collections.abc import Sequence
 
 from courtier.archive.warc import ArchivedRecord
+from courtier.core.errors import ArchiveError, StoreError
 from courtier.crawl.worker import SHARD_LEASE, Worker
-from courtier.errors import ArchiveError, StoreError
 from courtier.fetch.transport import FetchResponse
 from courtier.sim.archive import DigestOnlyArchive
 from courtier.sim.dns import PRIVATE_ADDRESS, SIM_TTL

@@ -8,8 +8,8 @@ import json
 import statistics
 from collections.abc import Sequence
 
+from courtier.core.errors import StoreError
 from courtier.dedup.payload_lookups import CALLER_TASK_NAME
-from courtier.errors import StoreError
 from courtier.sim.loop import LoopClock, run_virtual
 from courtier.sim.run import SimCrawl, sim_config, simulate
 from courtier.sim.web import SimHost, SimWeb

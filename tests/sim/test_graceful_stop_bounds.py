@@ -24,11 +24,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from courtier.cluster.coordinator import LeaseSettings, ShardCoordinator
+from courtier.core.errors import StoreError
 from courtier.crawl.committer import STOP_COMMIT_WAIT
+from courtier.crawl.intake import Intake, Scope
 from courtier.crawl.worker import Worker
-from courtier.errors import StoreError
 from courtier.frontier.traps import TemplateTracker, TrapRules
-from courtier.intake import Intake, Scope
 from courtier.sim.archive import DigestOnlyArchive
 from courtier.sim.loop import LoopClock, run_virtual
 from courtier.sim.run import SimCrawl, SimReport, sim_config

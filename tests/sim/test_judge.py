@@ -24,7 +24,7 @@ from courtier.sim.run import sim_config, simulate
 from courtier.sim.web import SimHost, SimWeb
 
 JUDGED = ("courtier.politeness", "courtier.frontier", "courtier.fetch", "courtier.crawl",
-          "courtier.process", "courtier.parse")
+          "courtier.crawl.process", "courtier.parse")
 
 
 def courtier_imports(path: str) -> set[str]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 
-from courtier.errors import StoreError
+from courtier.core.errors import StoreError
 from courtier.sim.loop import run_virtual
 from courtier.sim.run import SimCrawl, sim_config
 from courtier.store.base import CommitResult, DueUrl, FetchCommit, HostStatsDelta

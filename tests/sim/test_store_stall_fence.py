@@ -17,9 +17,9 @@ from typing import Any
 
 from courtier.cluster.coordinator import LeaseSettings, ShardCoordinator
 from courtier.cluster.timed_store import with_call_timeout
+from courtier.crawl.intake import Intake, Scope
 from courtier.crawl.worker import Worker
 from courtier.frontier.traps import TemplateTracker, TrapRules
-from courtier.intake import Intake, Scope
 from courtier.sim.archive import DigestOnlyArchive
 from courtier.sim.loop import LoopClock, run_virtual
 from courtier.sim.run import SimCrawl, sim_config

@@ -175,7 +175,7 @@ def _closed_path(graph: Mapping[str, set[str]], component: set[str]) -> list[str
 
 def test_no_import_cycles_between_courtier_modules() -> None:
     modules = module_names(SRC, "courtier")
-    assert "courtier.cli" in modules and "courtier.frontier" in modules  # it found them
+    assert "courtier.cli.main" in modules and "courtier.frontier" in modules  # it found them
     graph = import_graph(modules, "courtier")
     components = [frozenset(c) for c in strong_components(graph)]
     stale = [sorted(allowed) for allowed in ALLOWED_CYCLES if allowed not in components]
@@ -211,3 +211,57 @@ def test_the_graph_sees_function_level_imports_and_skips_type_checking_ones(
     assert graph["pkg.b"] == {"pkg.a"}  # pkg.d only under TYPE_CHECKING
     assert graph["pkg.sub"] == {"pkg.sub.c"} and graph["pkg.sub.c"] == {"pkg.sub"}
     assert cycles(graph) == [["pkg.a", "pkg.b", "pkg.a"], ["pkg.sub", "pkg.sub.c", "pkg.sub"]]
+
+
+#: The layers a package may not import (module level or inside a function). The core
+#: (URLs, records, clock, errors, configuration, logging) is at the bottom: it imports
+#: nothing of courtier outside itself, save the exceptions below. Storage knows no
+#: coordination and no crawl process; no stage imports the command line.
+FORBIDDEN: dict[str, tuple[str, ...]] = {
+    "courtier.core": ("courtier.",),  # anything outside courtier.core (checked below)
+    "courtier.store": ("courtier.cluster", "courtier.crawl", "courtier.cli", "courtier.api"),
+    "courtier.frontier": ("courtier.crawl", "courtier.cli", "courtier.api", "courtier.store",
+                          "courtier.cluster"),
+    "courtier.politeness": ("courtier.crawl", "courtier.cli", "courtier.store"),
+    "courtier.fetch": ("courtier.crawl", "courtier.cli", "courtier.store"),
+    "courtier.parse": ("courtier.crawl", "courtier.cli", "courtier.store"),
+}
+#: (importer, imported) pairs allowed across a layer, each with its reason:
+#: the configuration validates the trap and tier settings with the grammar their owner
+#: (the frontier) defines, and a --ca-file with the fetch stage's PEM reader, each loaded
+#: on use (docs/design.md, "Where the code lives").
+LAYER_EXCEPTIONS = {
+    ("courtier.core.config", "courtier.frontier.trap_rules"),
+    ("courtier.core.config", "courtier.frontier.tiers"),
+    ("courtier.core.config", "courtier.fetch.tls"),
+}
+
+
+def layer_violations(graph: Mapping[str, set[str]]) -> list[str]:
+    found = []
+    for importer, imported_all in sorted(graph.items()):
+        for layer, banned in FORBIDDEN.items():
+            if not (importer == layer or importer.startswith(layer + ".")):
+                continue
+            for imported in sorted(imported_all):
+                if (importer, imported) in LAYER_EXCEPTIONS:
+                    continue
+                if layer == "courtier.core":
+                    bad = imported != "courtier" and not (
+                        imported == layer or imported.startswith(layer + "."))
+                else:
+                    bad = any(imported == b or imported.startswith(b + ".") for b in banned)
+                if bad:
+                    found.append(f"{importer} -> {imported}")
+    return found
+
+
+def test_each_layer_imports_nothing_above_it() -> None:
+    """Checked by breaking it: an import of ``courtier.api.browser`` in core/config.py
+    (as before the authority parser moved to core/authority.py) fails it."""
+    modules = module_names(SRC, "courtier")
+    assert "courtier.core.config" in modules and "courtier.store.base" in modules
+    graph = import_graph(modules, "courtier")
+    assert layer_violations(graph) == []
+    stale = sorted(pair for pair in LAYER_EXCEPTIONS if pair[1] not in graph.get(pair[0], ()))
+    assert stale == [], f"LAYER_EXCEPTIONS lists imports that are gone: {stale}"

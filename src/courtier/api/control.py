@@ -14,12 +14,12 @@ Policies are stored per host key â€” the unit the frontier enforces delays on â€
 a policy put on ``example.com`` is stored on ``http://example.com`` and
 ``https://example.com``; as the registrable domain's policy it also covers
 ``www.example.com`` and every other subdomain without a policy of its own
-(:mod:`courtier.domain_policy`).
+(:mod:`courtier.crawl.domain_policy`).
 
 Every method is a coroutine that returns JSON-able data. Wrong input raises
 :class:`~courtier.api.views.ApiInputError`, an unknown URL or host
 :class:`~courtier.api.views.ApiNotFound`, a store failure
-:class:`~courtier.errors.StoreError`.
+:class:`~courtier.core.errors.StoreError`.
 """
 
 from __future__ import annotations
@@ -34,15 +34,15 @@ from courtier.api.crawl_figures import idle_figures, store_figures
 from courtier.api.freshness import FreshnessControl
 from courtier.api.jsonable import json_safe
 from courtier.api.views import ApiInputError, EventTally
-from courtier.clock import Clock, RealClock
-from courtier.config import CrawlConfig, offline_config
-from courtier.domain_policy import policy_in_force
-from courtier.errors import InvalidURL
+from courtier.core.clock import Clock, RealClock
+from courtier.core.config import CrawlConfig, offline_config
+from courtier.core.errors import InvalidURL
+from courtier.core.urls import canonicalize, shard_of
+from courtier.crawl.domain_policy import policy_in_force
+from courtier.crawl.intake import SEED_PRIORITY, Scope
 from courtier.frontier.host import HostPolicy, domain_host_key
-from courtier.intake import SEED_PRIORITY, Scope
 from courtier.politeness.robots import product_token
 from courtier.store.base import HostTierRecord, NewUrl, Store
-from courtier.urls import canonicalize, shard_of
 
 #: priority of URLs added through the API: ahead of seeds given at start and of links
 API_SEED_PRIORITY = SEED_PRIORITY + 10

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from courtier.config import CrawlConfig
-from courtier.errors import StoreError
+from courtier.core.config import CrawlConfig
+from courtier.core.errors import StoreError
+from courtier.core.urls import SHARD_COUNT
 from courtier.store.base import Store
-from courtier.urls import SHARD_COUNT
 
 DAY = 86_400.0
 

@@ -13,12 +13,12 @@ from typing import Any, Protocol
 
 from courtier.api.crawl_figures import tier_budget
 from courtier.api.views import ApiInputError, host_keys_for
-from courtier.clock import Clock
-from courtier.config import CrawlConfig
-from courtier.errors import ConfigError, InvalidURL
+from courtier.core.clock import Clock
+from courtier.core.config import CrawlConfig
+from courtier.core.errors import ConfigError, InvalidURL
+from courtier.core.urls import canonicalize
 from courtier.frontier.value import parse_value
 from courtier.store.base import HostTierRecord, Store
-from courtier.urls import canonicalize
 
 MAX_VALUES_PER_CALL = 10_000
 #: longest interval bound accepted (a year)

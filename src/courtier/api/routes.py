@@ -24,9 +24,9 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from courtier.api import freshness, views
 from courtier.api.control import MAX_EVENTS_PER_CALL, CrawlControl
 from courtier.api.jsonable import json_safe
-from courtier.errors import InvalidURL, StoreError
+from courtier.core.errors import InvalidURL, StoreError
+from courtier.core.urls import canonicalize
 from courtier.store.base import HostTierRecord
-from courtier.urls import canonicalize
 
 URL_KEY_HEX_LENGTH = 32
 #: a request body nested deeper than this is refused (no answer needs more than 4)

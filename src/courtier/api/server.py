@@ -38,8 +38,8 @@ from courtier.api import browser, routes, views
 from courtier.api.control import CrawlControl
 from courtier.api.jsonable import json_safe
 from courtier.api.openapi import openapi_document
-from courtier.errors import ConfigError
-from courtier.logs import log_event
+from courtier.core.errors import ConfigError
+from courtier.core.logs import log_event
 
 log = logging.getLogger("courtier.api")
 

@@ -15,14 +15,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from courtier.api.jsonable import json_safe
-from courtier.errors import CourtierError, InvalidURL
+from courtier.core.errors import CourtierError, InvalidURL
+from courtier.core.urls import canonicalize, host_key_of
 from courtier.frontier.host import HostPolicy, HostState
 from courtier.frontier.scheduler import Frontier
 from courtier.politeness.robots import RobotsTxt
 from courtier.politeness.robots_state import RobotsStatus
 from courtier.store.base import Event, HostRecord, UrlState
 from courtier.store.event_counts import status_class_of
-from courtier.urls import canonicalize, host_key_of
 
 #: largest per-host delay an API caller may set (one day)
 MAX_POLICY_DELAY = 86_400.0

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from courtier.api import views
 from courtier.api.control import CONSUMER_LAG_CAP, StoreOnlyControl
+from courtier.crawl.intake import Scope
 from courtier.frontier.host import HostPolicy
-from courtier.intake import Scope
 from courtier.store.base import NewUrl
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ class ArchiveWriter(Protocol):
     ``write_exchange`` returns where the response record is and its digests;
     the record need not be durable until ``flush`` returns. A caller commits
     rows that reference records only after ``flush``. Errors raise
-    :class:`courtier.errors.ArchiveError`; a failed write leaves earlier
+    :class:`courtier.core.errors.ArchiveError`; a failed write leaves earlier
     records intact.
     """
 

@@ -24,7 +24,7 @@ import fsspec
 from cdxj_indexer.main import CDXJIndexer
 
 from courtier.archive.warc import OPEN_MARKER_SUFFIX, WARC_SUFFIX
-from courtier.errors import ArchiveError
+from courtier.core.errors import ArchiveError
 
 __all__ = ["CdxjReport", "warc_files", "write_cdxj"]
 

@@ -16,7 +16,7 @@ import fsspec
 from warcio.archiveiterator import ArchiveIterator
 
 from courtier.archive.warc import WarcLocation
-from courtier.errors import ArchiveError
+from courtier.core.errors import ArchiveError
 
 __all__ = ["StoredResponse", "read_member", "read_response"]
 

@@ -37,7 +37,7 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 from courtier.archive.warc import OPEN_MARKER_SUFFIX, WARC_SUFFIX
-from courtier.errors import ArchiveError
+from courtier.core.errors import ArchiveError
 
 _CHUNK = 1 << 20
 _OUT_CAP = 4 << 20

@@ -29,7 +29,7 @@ from typing import Any
 import fsspec
 
 from courtier.archive.cdxj import warc_files
-from courtier.errors import ArchiveError
+from courtier.core.errors import ArchiveError
 from courtier.store.base import Store
 
 __all__ = ["GcReport", "RetentionRule", "collect_garbage"]

@@ -36,10 +36,10 @@ import fsspec
 
 from courtier.archive.recovery import recover_warc_dir
 from courtier.archive.warc import OPEN_MARKER_SUFFIX, WARC_SUFFIX, ArchivedRecord, WarcWriter
-from courtier.clock import Clock, RealClock
-from courtier.errors import ArchiveError, ConfigError, StoreError
+from courtier.core.clock import Clock, RealClock
+from courtier.core.errors import ArchiveError, ConfigError, StoreError
+from courtier.core.logs import log_event
 from courtier.fetch.transport import FetchResponse
-from courtier.logs import log_event
 from courtier.store.base import Store
 
 __all__ = ["SEGMENT_AGE", "SEGMENT_BYTES", "SpooledArchive", "is_remote", "storage_options"]

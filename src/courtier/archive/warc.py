@@ -51,7 +51,7 @@ from courtier.archive.warc_fields import (
     response_http_head,
     sha256_digest,
 )
-from courtier.errors import ArchiveError, ConfigError
+from courtier.core.errors import ArchiveError, ConfigError
 from courtier.fetch.transport import FetchResponse
 
 REVISIT_IDENTICAL_DIGEST = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"

@@ -15,7 +15,7 @@ who actually owns a shard, the rendezvous target only who *should*.
 
 from courtier.cluster.membership import ShardPlan, fence_deadline, plan_shards
 from courtier.cluster.rendezvous import owner_of, target_owners
-from courtier.records import LeaseView, WorkerView
+from courtier.core.records import LeaseView, WorkerView
 
 __all__ = [
     "LeaseView",

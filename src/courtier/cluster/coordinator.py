@@ -36,13 +36,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from courtier.clock import Clock
 from courtier.cluster.membership import fence_deadline, live_weights, plan_shards
-from courtier.errors import StoreError
-from courtier.logs import log_event
+from courtier.core.clock import Clock
+from courtier.core.errors import StoreError
+from courtier.core.logs import log_event
+from courtier.core.urls import SHARD_COUNT
 from courtier.store.base import Store
 from courtier.store.cluster import ClusterView
-from courtier.urls import SHARD_COUNT
 
 log = logging.getLogger("courtier.cluster")
 

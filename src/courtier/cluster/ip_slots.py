@@ -20,10 +20,10 @@ import contextlib
 import functools
 import logging
 
-from courtier.clock import Clock
 from courtier.cluster.coordinator import ShardCoordinator
-from courtier.errors import StoreError
-from courtier.logs import log_event
+from courtier.core.clock import Clock
+from courtier.core.errors import StoreError
+from courtier.core.logs import log_event
 from courtier.store.base import Store
 from courtier.store.cluster import IpGrant
 

@@ -30,11 +30,11 @@ from multiprocessing.process import BaseProcess
 from multiprocessing.queues import Queue
 from typing import Any
 
-from courtier.config import CrawlConfig, api_address
+from courtier.core.config import CrawlConfig, api_address
+from courtier.core.errors import ConfigError
+from courtier.core.logs import log_event
+from courtier.crawl.intake import SeedProblem
 from courtier.crawl.status import CrawlStatus
-from courtier.errors import ConfigError
-from courtier.intake import SeedProblem
-from courtier.logs import log_event
 from courtier.store.open import is_shared, store_url
 
 log = logging.getLogger("courtier")
@@ -59,10 +59,10 @@ def child_configs(config: CrawlConfig) -> list[CrawlConfig]:
 
 
 def _child(config: CrawlConfig, results: Queue[Any], verbose: bool) -> None:
-    from courtier.logs import setup_logging
+    from courtier.core.logs import setup_logging
 
     setup_logging(config.log_format, verbose, worker=config.data.name)
-    from courtier.app import run
+    from courtier.crawl.app import run
 
     status = run(config, "none")
     results.put(dataclasses.asdict(status))
@@ -70,9 +70,9 @@ def _child(config: CrawlConfig, results: Queue[Any], verbose: bool) -> None:
 
 async def _queue_seeds(config: CrawlConfig,
                        report_problem: Callable[[SeedProblem], None] | None) -> None:
-    from courtier.app import collect_seeds
-    from courtier.clock import RealClock
-    from courtier.intake import Intake, Scope
+    from courtier.core.clock import RealClock
+    from courtier.crawl.app import collect_seeds
+    from courtier.crawl.intake import Intake, Scope
     from courtier.store.open import open_store
 
     clock = RealClock()

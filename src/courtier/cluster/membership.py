@@ -16,8 +16,8 @@ store's ``now``. The output says what this worker should do next:
   still holds: it is handing them over, or it will be declared dead when its
   lease expires.
 
-The row types (:class:`~courtier.records.WorkerView`,
-:class:`~courtier.records.LeaseView`) live in the core :mod:`courtier.records`, so
+The row types (:class:`~courtier.core.records.WorkerView`,
+:class:`~courtier.core.records.LeaseView`) live in the core :mod:`courtier.core.records`, so
 that the store, which builds them, knows nothing of this planning. Nothing here
 touches the network or a clock: the same function runs in the worker, in
 ``courtier cluster`` and in the tests.
@@ -29,7 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from courtier.cluster.rendezvous import target_owners
-from courtier.records import LeaseView, WorkerView
+from courtier.core.records import LeaseView, WorkerView
 
 __all__ = ["LeaseView", "ShardPlan", "WorkerView", "fence_deadline", "live_weights", "plan_shards"]
 

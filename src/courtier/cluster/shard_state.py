@@ -28,15 +28,15 @@ import asyncio
 import logging
 from collections.abc import Callable, Collection
 
-from courtier.clock import Clock
+from courtier.core.clock import Clock
+from courtier.core.errors import StoreError
+from courtier.core.logs import log_event
+from courtier.core.urls import shard_of
 from courtier.dedup.pages import DuplicateTracker, with_pages
-from courtier.errors import StoreError
 from courtier.frontier.trap_state import ShardedTemplateTracker
 from courtier.frontier.traps import TemplateTracker
-from courtier.logs import log_event
 from courtier.store.base import Store
 from courtier.store.cluster import TrapStats
-from courtier.urls import shard_of
 
 __all__ = [
     "ROWS_PER_QUERY", "ROWS_PER_TURN", "SAVE_EVERY", "SIMHASHES_PER_SHARD", "ShardStateKeeper",

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import logging
 
-from courtier.intake import Scope
-from courtier.logs import log_event
+from courtier.core.logs import log_event
+from courtier.crawl.intake import Scope
 from courtier.store.cluster import ClusterStore
 
 log = logging.getLogger("courtier.cluster")

@@ -3,7 +3,7 @@
 A connection the server dropped mid-operation (a restart, a failover,
 ``pg_terminate_backend``) can leave a driver call waiting for an answer that
 never comes, up to the driver's command timeout (minutes). The worker loop
-treats a :class:`~courtier.errors.StoreError` as "pause, keep everything in
+treats a :class:`~courtier.core.errors.StoreError` as "pause, keep everything in
 memory, retry" (worker.py), so turning a hang into one after ``seconds`` is
 enough to make it go on. A write that timed out may still have been applied:
 every write the worker makes is idempotent or fenced (a repeated commit is
@@ -26,7 +26,7 @@ import functools
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
-from courtier.errors import StoreError
+from courtier.core.errors import StoreError
 from courtier.store.base import Store
 
 __all__ = ["STORE_CALL_TIMEOUT", "with_call_timeout"]

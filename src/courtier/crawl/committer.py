@@ -36,12 +36,12 @@ import logging
 from collections.abc import Callable
 from typing import Protocol
 
-from courtier.clock import Clock
+from courtier.core.clock import Clock
+from courtier.core.errors import StoreError
+from courtier.core.logs import log_event
+from courtier.crawl.intake import Intake
+from courtier.crawl.metrics import CrawlMetrics
 from courtier.crawl.status import CrawlStatus
-from courtier.errors import StoreError
-from courtier.intake import Intake
-from courtier.logs import log_event
-from courtier.metrics import CrawlMetrics
 from courtier.store.base import FetchCommit, HostStatsDelta, Store
 
 log = logging.getLogger("courtier.worker")

@@ -1,9 +1,9 @@
 """The day's limits of one worker (:class:`DayLimits`): the crawl-wide daily budget
 (``--daily-budget``) and the per-host max-pages-per-day counts, shared by every worker of
-a crawl through the store's write-ahead counts (:mod:`courtier.day_counts`).
+a crawl through the store's write-ahead counts (:mod:`courtier.crawl.day_counts`).
 
 Owns: the :class:`~courtier.frontier.budget.DailyBudget` (paced), the write-ahead
-:class:`~courtier.day_counts.DayCountLedger`, and until when the budget is spent.
+:class:`~courtier.crawl.day_counts.DayCountLedger`, and until when the budget is spent.
 
 Invariants:
 
@@ -18,12 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from courtier.config import CrawlConfig
-from courtier.day_counts import DayCountLedger
+from courtier.core.config import CrawlConfig
+from courtier.core.records import DAY
+from courtier.crawl.day_counts import DayCountLedger
 from courtier.frontier.budget import DailyBudget
 from courtier.frontier.host import HostState
 from courtier.frontier.scheduler import Frontier
-from courtier.records import DAY
 from courtier.store.base import DAILY_BUDGET_KEY, Store
 
 

@@ -24,14 +24,10 @@ from collections.abc import Callable, Sequence
 from typing import Literal
 
 from courtier.archive.warc_fields import sha256_digest
-from courtier.clock import Clock
 from courtier.cluster.ip_slots import IpSlots
-from courtier.config import CrawlConfig
-from courtier.crawl.committer import Committer
-from courtier.crawl.day_limits import DayLimits
-from courtier.dedup.pages import FirstCopy
-from courtier.dedup.payload_lookups import PayloadLookups
-from courtier.errors import (
+from courtier.core.clock import Clock
+from courtier.core.config import CrawlConfig
+from courtier.core.errors import (
     ArchiveError,
     BlockedAddressError,
     FetchError,
@@ -39,13 +35,19 @@ from courtier.errors import (
     SendRefused,
     StoreError,
 )
+from courtier.core.logs import log_event
+from courtier.core.urls import canonicalize
+from courtier.crawl.committer import Committer
+from courtier.crawl.day_limits import DayLimits
+from courtier.crawl.intake import Intake
+from courtier.crawl.metrics import CrawlMetrics, status_class
+from courtier.crawl.process import SITEMAP_PRIORITY, PageProcessor, is_html, looks_like_sitemap
+from courtier.dedup.pages import FirstCopy
+from courtier.dedup.payload_lookups import PayloadLookups
 from courtier.fetch.accept import page_accept
 from courtier.fetch.transport import FetchLimits, FetchRequest, FetchResponse, Transport
 from courtier.frontier.lease import FetchFeedback, Lease, LeaseKind
 from courtier.frontier.scheduler import Frontier
-from courtier.intake import Intake
-from courtier.logs import log_event
-from courtier.metrics import CrawlMetrics, status_class
 from courtier.parse.html import ParsedPage
 from courtier.parse.offload import OffLoopParser
 from courtier.parse.sitemaps import SitemapResult
@@ -54,9 +56,7 @@ from courtier.politeness.delays import parse_retry_after
 from courtier.politeness.robots import MAX_ROBOTS_BYTES
 from courtier.politeness.robots_offload import parse_off_loop
 from courtier.politeness.robots_state import INCOMPLETE_ROBOTS
-from courtier.process import SITEMAP_PRIORITY, PageProcessor, is_html, looks_like_sitemap
 from courtier.store.base import HostRecord, NewUrl, Store
-from courtier.urls import canonicalize
 
 log = logging.getLogger("courtier.worker")
 

@@ -20,22 +20,22 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 
-from courtier.clock import Clock
-from courtier.config import CrawlConfig
+from courtier.core.clock import Clock
+from courtier.core.config import CrawlConfig
+from courtier.core.errors import StoreError
+from courtier.core.urls import SHARD_COUNT
 from courtier.crawl.committer import COMMIT_EVERY, Committer
 from courtier.crawl.day_limits import DayLimits
 from courtier.crawl.in_flight import InFlight
+from courtier.crawl.metrics import CrawlMetrics
+from courtier.crawl.process import PageProcessor
+from courtier.crawl.progress_text import waiting_text
 from courtier.crawl.refiller import REFILL_EVERY
 from courtier.crawl.shard_keeper import ShardKeeper
 from courtier.crawl.signals import LoopSignals
 from courtier.crawl.status import CrawlStatus
-from courtier.errors import StoreError
 from courtier.frontier.scheduler import Frontier
-from courtier.metrics import CrawlMetrics
-from courtier.process import PageProcessor
-from courtier.progress_text import waiting_text
 from courtier.store.base import Store
-from courtier.urls import SHARD_COUNT
 
 MIN_WAIT = 0.001         # never spin: a host that is "ready" but cannot start waits a little
 IDLE_POLL = 5.0          # longest sleep while waiting for retries (new seeds wait at most this)

@@ -32,22 +32,22 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
-from courtier import planning
 from courtier.cluster.shared_scope import ScopeFollower
-from courtier.config import CrawlConfig
+from courtier.core.config import CrawlConfig
+from courtier.core.errors import StoreError
+from courtier.core.logs import log_event
+from courtier.crawl import planning
 from courtier.crawl.committer import Committer
+from courtier.crawl.domain_policy import policy_in_force, policy_of_record
 from courtier.crawl.in_flight import InFlight
+from courtier.crawl.intake import Intake, seed_scope_rules
+from courtier.crawl.metrics import CrawlMetrics
+from courtier.crawl.process import PageProcessor
 from courtier.crawl.releaser import Releaser
 from courtier.crawl.shard_keeper import ShardKeeper
-from courtier.domain_policy import policy_in_force, policy_of_record
-from courtier.errors import StoreError
 from courtier.frontier.host import domain_host_key
 from courtier.frontier.scheduler import Frontier
-from courtier.intake import Intake, seed_scope_rules
-from courtier.logs import log_event
-from courtier.metrics import CrawlMetrics
 from courtier.politeness.robots_offload import parse_off_loop
-from courtier.process import PageProcessor
 from courtier.store.base import DueUrl, NewUrl, Store
 
 log = logging.getLogger("courtier.worker")

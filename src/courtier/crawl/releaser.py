@@ -11,7 +11,7 @@ anything newer: a store error never strands a row SCHEDULED.
 
 from __future__ import annotations
 
-from courtier.errors import StoreError
+from courtier.core.errors import StoreError
 from courtier.frontier.scheduler import Frontier
 from courtier.store.base import DueUrl, Store
 

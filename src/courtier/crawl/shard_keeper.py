@@ -32,22 +32,22 @@ import asyncio
 import logging
 from collections.abc import Callable, Collection, Sequence
 
-from courtier.clock import Clock
 from courtier.cluster.coordinator import ShardChanges, ShardCoordinator
 from courtier.cluster.host_clocks import clock_of, restore_clock
 from courtier.cluster.shard_state import ShardStateKeeper
 from courtier.cluster.timed_store import STORE_CALL_TIMEOUT
+from courtier.core.clock import Clock
+from courtier.core.errors import StoreError
+from courtier.core.logs import log_event
+from courtier.core.urls import SHARD_COUNT
 from courtier.crawl.committer import Committer
 from courtier.crawl.in_flight import InFlight
+from courtier.crawl.metrics import CrawlMetrics
 from courtier.crawl.releaser import Releaser
-from courtier.errors import StoreError
 from courtier.frontier.lease import Lease
 from courtier.frontier.scheduler import Frontier
-from courtier.logs import log_event
-from courtier.metrics import CrawlMetrics
 from courtier.store.base import Store
 from courtier.store.cluster import HostClock
-from courtier.urls import SHARD_COUNT
 
 log = logging.getLogger("courtier.worker")
 

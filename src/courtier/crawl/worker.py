@@ -34,35 +34,35 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from courtier.archive.base import ArchiveWriter
-from courtier.clock import Clock
 from courtier.cluster.coordinator import ShardCoordinator
 from courtier.cluster.ip_slots import IpSlots
 from courtier.cluster.shard_state import ShardStateKeeper
-from courtier.config import CrawlConfig
+from courtier.core.clock import Clock
+from courtier.core.config import CrawlConfig
+from courtier.core.errors import StoreError
+from courtier.core.logs import log_event
+from courtier.core.urls import SHARD_COUNT
 from courtier.crawl.committer import STOP_COMMIT_WAIT, Committer
 from courtier.crawl.day_limits import DayLimits
 from courtier.crawl.fetcher import Fetcher
 from courtier.crawl.in_flight import InFlight
+from courtier.crawl.intake import Intake
+from courtier.crawl.metrics import CrawlMetrics
 from courtier.crawl.pacer import Pacer
+from courtier.crawl.process import PageProcessor
 from courtier.crawl.refiller import STORE_RETRY, Refiller
 from courtier.crawl.releaser import Releaser
 from courtier.crawl.shard_keeper import SHARD_LEASE, ShardKeeper
 from courtier.crawl.signals import LoopSignals
 from courtier.crawl.status import CrawlStatus
-from courtier.errors import StoreError
 from courtier.fetch.transport import Transport
 from courtier.frontier.lease import LeaseKind
 from courtier.frontier.scheduler import Frontier
-from courtier.intake import Intake
-from courtier.logs import log_event
-from courtier.metrics import CrawlMetrics
 from courtier.politeness.audit import LeaseAuditor
 from courtier.politeness.delays import DelayPolicy
 from courtier.politeness.robots import product_token
 from courtier.politeness.robots_state import RobotsPolicy
-from courtier.process import PageProcessor
 from courtier.store.base import NewUrl, Store
-from courtier.urls import SHARD_COUNT
 
 log = logging.getLogger("courtier.worker")
 

@@ -12,7 +12,7 @@ after). When the crawl is quiet there is no added latency: the first digest star
 the call task, which runs on the next turn of the event loop, so digests asked in
 the same turn share its call and no timer is ever waited for.
 
-A failed call (:class:`~courtier.errors.StoreError`) answers "not found" to every
+A failed call (:class:`~courtier.core.errors.StoreError`) answers "not found" to every
 digest of its batch: the page is archived as a full response record, never lost.
 A waiter that is cancelled (a fenced or stopped fetch) leaves the batch running for
 the others. :meth:`close` ends the call task and answers "not found" to whoever is
@@ -24,8 +24,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from courtier.errors import StoreError
-from courtier.logs import log_event
+from courtier.core.errors import StoreError
+from courtier.core.logs import log_event
 from courtier.store.base import PayloadLocation, Store
 
 __all__ = ["CALLER_TASK_NAME", "MAX_LOOKUP_BATCH", "PayloadLookups"]

@@ -14,7 +14,7 @@ Because a ``True`` answer always leads to a store lookup, adding a key that
 later fails to reach the store loses nothing: the next sighting asks the
 store, finds nothing and inserts it.
 
-Keys are the 16-byte ``url_key`` values of :mod:`courtier.urls`; the filter
+Keys are the 16-byte ``url_key`` values of :mod:`courtier.core.urls`; the filter
 hashes them with ``xxh3_64`` (a C function handed to rbloom directly, so no
 Python frame per lookup). Memory is about 1.2 bytes per expected item at 1 %
 (≈12 MB for 10 million), independent of how many items are then added;
@@ -29,7 +29,7 @@ from collections.abc import Iterable
 import xxhash
 from rbloom import Bloom
 
-from courtier.errors import ConfigError
+from courtier.core.errors import ConfigError
 
 __all__ = ["SeenFilter"]
 
@@ -45,7 +45,7 @@ class SeenFilter:
     def __init__(self, expected_items: int = 10_000_000, false_positive_rate: float = 0.01) -> None:
         """Size the filter for ``expected_items`` keys at ``false_positive_rate``.
 
-        Raises :class:`~courtier.errors.ConfigError` when ``expected_items``
+        Raises :class:`~courtier.core.errors.ConfigError` when ``expected_items``
         is not positive or ``false_positive_rate`` is not strictly between
         0 and 1.
         """

@@ -52,7 +52,7 @@ from itertools import combinations
 import numpy as np
 import numpy.typing as npt
 
-from courtier.errors import ConfigError
+from courtier.core.errors import ConfigError
 
 __all__ = ["SimHashIndex"]
 
@@ -139,7 +139,7 @@ class SimHashIndex:
 
     ``max_distance`` (default 3, DESIGN.md invariant 5) must be in
     ``0 … 31``; ``blocks`` defaults to ``max_distance + 1`` and must be in
-    ``max_distance + 1 … 64``. Raises :class:`~courtier.errors.ConfigError`
+    ``max_distance + 1 … 64``. Raises :class:`~courtier.core.errors.ConfigError`
     otherwise. Holds at most ``2**32 - 1`` items.
     """
 

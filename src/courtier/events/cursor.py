@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from courtier.errors import ConfigError
+from courtier.core.errors import ConfigError
 
 __all__ = ["load_cursor", "save_cursor"]
 

@@ -20,8 +20,8 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from courtier.errors import InvalidURL
-from courtier.link_memo import canonicalize_link
+from courtier.core.errors import InvalidURL
+from courtier.crawl.link_memo import canonicalize_link
 from courtier.parse.html import Link, ParsedPage
 
 __all__ = ["EVENT_VERSION", "fetch_event", "link_entries", "load_schema", "page_fields"]

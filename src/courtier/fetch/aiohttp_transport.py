@@ -66,7 +66,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from yarl import URL
 
 from courtier import __version__
-from courtier.errors import (
+from courtier.core.errors import (
     BlockedAddressError,
     ConnectError,
     ConnectTimeout,
@@ -160,7 +160,7 @@ class _CleanConnector(aiohttp.TCPConnector):
 
     ``send_gate`` (when set) is asked once the connection is ready, the last
     moment before the request bytes are written: False refuses the request
-    (:class:`~courtier.errors.SendRefused`) — the self-fencing check of a
+    (:class:`~courtier.core.errors.SendRefused`) — the self-fencing check of a
     worker that may have been paused since it decided to fetch.
     """
 

@@ -33,7 +33,7 @@ import ipaddress
 from collections.abc import Collection, Sequence
 from typing import Final
 
-from courtier.errors import BlockedAddressError, ConfigError
+from courtier.core.errors import BlockedAddressError, ConfigError
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network

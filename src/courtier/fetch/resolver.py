@@ -34,8 +34,8 @@ from typing import Any, Final
 
 import ada_url
 
-from courtier.clock import Clock, RealClock
-from courtier.errors import BlockedAddressError, ConfigError, DNSError
+from courtier.core.clock import Clock, RealClock
+from courtier.core.errors import BlockedAddressError, ConfigError, DNSError
 from courtier.fetch.guard import AddressGuard
 
 log = logging.getLogger(__name__)

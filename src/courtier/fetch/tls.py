@@ -10,7 +10,7 @@ gives a client connection no way to resume an earlier TLS session (no
 ``session=`` argument; a shared context alone does not resume, measured).
 
 A ``--ca-file`` that cannot be read or holds no PEM certificate is a
-:class:`~courtier.errors.ConfigError` naming the flag and the file.
+:class:`~courtier.core.errors.ConfigError` naming the flag and the file.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 import ssl
 from pathlib import Path
 
-from courtier.errors import ConfigError
+from courtier.core.errors import ConfigError
 
 CA_FLAG = "--ca-file"
 

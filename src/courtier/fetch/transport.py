@@ -89,7 +89,7 @@ class Transport(Protocol):
     """Performs single HTTP GETs.
 
     ``fetch`` returns a :class:`FetchResponse` for any HTTP status (including
-    3xx, 4xx, 5xx) and raises a :class:`courtier.errors.FetchError` subclass
+    3xx, 4xx, 5xx) and raises a :class:`courtier.core.errors.FetchError` subclass
     when no usable response arrived (DNS failure, blocked address, refused
     connection, timeout before the headers, invalid status line). It must not
     follow redirects. ``close`` releases pooled connections; the transport is

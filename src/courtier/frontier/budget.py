@@ -11,7 +11,7 @@ Pure: callers pass ``now``. The day's count survives a restart: the worker saves
 
 from __future__ import annotations
 
-from courtier.records import DAY
+from courtier.core.records import DAY
 
 
 class DailyBudget:

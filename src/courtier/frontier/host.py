@@ -5,10 +5,10 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 
+from courtier.core.records import OVERDUE_AFTER, DueUrl
+from courtier.core.urls import registrable_domain
 from courtier.politeness.delays import HostTiming
 from courtier.politeness.robots_state import RobotsState
-from courtier.records import OVERDUE_AFTER, DueUrl
-from courtier.urls import registrable_domain
 
 
 @dataclass(slots=True)

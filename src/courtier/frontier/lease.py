@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from courtier.records import DueUrl
+from courtier.core.records import DueUrl
 
 
 class LeaseKind(StrEnum):

@@ -37,14 +37,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from courtier.errors import ConfigError
+from courtier.core.errors import ConfigError
+from courtier.core.outcome import Outcome
 from courtier.frontier.refresh_budget import (
     RefreshCandidate,
     expected_gain,
     plan_refresh,
     refresh_load,
 )
-from courtier.outcome import Outcome
 
 __all__ = [
     "CHANGEFREQ_SECONDS",
@@ -84,7 +84,7 @@ _ACCESS_REFUSED = frozenset({401, 403, 407, 451})
 class RecrawlPolicy:
     """Crawl-wide recrawl settings (seconds unless noted).
 
-    Raises :class:`~courtier.errors.ConfigError` when the bounds are not
+    Raises :class:`~courtier.core.errors.ConfigError` when the bounds are not
     ``0 < min_interval <= default_interval <= max_interval`` or another
     value is out of range.
     """

@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from courtier.core.outcome import Outcome
+from courtier.core.records import DueUrl, HostTierRecord
 from courtier.frontier.planner import BudgetController, GainScale, budget_interval
 from courtier.frontier.recrawl import ChangeStats, RecrawlPolicy, blended_rate, schedule_after
 from courtier.frontier.tiers import TierSet
 from courtier.frontier.value import default_value, effective_value
-from courtier.outcome import Outcome
-from courtier.records import DueUrl, HostTierRecord
 
 __all__ = ["Plan", "RefreshPlanner"]
 

@@ -16,7 +16,7 @@ import math
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from courtier.records import DAY
+from courtier.core.records import DAY
 
 __all__ = ["RefreshCandidate", "expected_gain", "plan_refresh", "refresh_load"]
 

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from courtier.core.records import DueUrl
 from courtier.frontier.host import HostState
 from courtier.politeness.robots import RobotsTxt
 from courtier.politeness.robots_match import PathCheck
-from courtier.records import DueUrl
 
 #: work units of robots decisions per turn (a few milliseconds at worst; the
 #: largest robots.txt of ordinary sites takes a few dozen units per URL)

@@ -1,7 +1,7 @@
 """The two-level frontier: pick a host that may be fetched now, then its best URL.
 
 Pure and clock-driven: every method reads time from the injected
-:class:`~courtier.clock.Clock` and does no I/O, so the simulator and the
+:class:`~courtier.core.clock.Clock` and does no I/O, so the simulator and the
 real worker drive the same code.
 
 One class, :class:`Frontier`, owns all of the scheduling state: the host table
@@ -43,17 +43,17 @@ import logging
 import random
 from collections.abc import Collection, Iterable, Mapping
 
-from courtier.clock import Clock
+from courtier.core.clock import Clock
+from courtier.core.logs import log_event
+from courtier.core.records import DAY, DueUrl, HostRecord
+from courtier.core.urls import host_key_of, shard_of
 from courtier.frontier.host import HostPolicy, HostState, IpState
 from courtier.frontier.lease import FetchFeedback, Lease, LeaseKind
 from courtier.frontier.ready import ReadyHosts
 from courtier.frontier.robots_turns import UNITS_PER_TURN, decide_head
-from courtier.logs import log_event
 from courtier.politeness.delays import DelayPolicy, base_delay
 from courtier.politeness.robots import RobotsTxt
 from courtier.politeness.robots_state import RobotsPolicy, RobotsStatus
-from courtier.records import DAY, DueUrl, HostRecord
-from courtier.urls import host_key_of, shard_of
 
 log = logging.getLogger("courtier.frontier")
 

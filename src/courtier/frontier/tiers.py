@@ -22,9 +22,9 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from courtier.errors import ConfigError
+from courtier.core.errors import ConfigError
+from courtier.core.records import HostTierRecord
 from courtier.frontier.recrawl import DAY, RecrawlPolicy
-from courtier.records import HostTierRecord
 
 __all__ = ["DEFAULT_TIER", "HOST_TIER", "Tier", "TierSet", "parse_tier",
            "tier_specs_from_toml"]

@@ -15,8 +15,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from courtier.errors import ConfigError
-from courtier.urls import CanonicalUrl
+from courtier.core.errors import ConfigError
+from courtier.core.urls import CanonicalUrl
 
 __all__ = ["TrapRules", "static_trap_reason", "trap_rules_from"]
 

@@ -28,7 +28,7 @@ import struct
 import zlib
 from collections.abc import Callable, Iterable
 
-from courtier.clock import Clock
+from courtier.core.clock import Clock
 from courtier.frontier.templates import DistinctCounter, TemplateStats
 from courtier.frontier.traps import TemplateTracker, TrapRules, _Host
 

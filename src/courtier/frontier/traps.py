@@ -50,7 +50,8 @@ import enum
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from courtier.clock import Clock, RealClock
+from courtier.core.clock import Clock, RealClock
+from courtier.core.urls import CanonicalUrl
 from courtier.frontier.templates import (
     TemplateStats,
     hash64,
@@ -59,7 +60,6 @@ from courtier.frontier.templates import (
     url_template,
 )
 from courtier.frontier.trap_rules import TrapRules, static_trap_reason, trap_rules_from
-from courtier.urls import CanonicalUrl
 
 __all__ = [
     "Decision",

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 
-from courtier.errors import ConfigError
+from courtier.core.errors import ConfigError
 
 __all__ = [
     "DEPTH_DECAY",

@@ -12,7 +12,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from courtier.errors import ConfigError
+from courtier.core.errors import ConfigError
 from courtier.ops.plan import Figures
 
 SHIPPED_NAME = "measured_figures.json"

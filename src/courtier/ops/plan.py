@@ -3,7 +3,7 @@
 Nothing here reads a file or a clock. :func:`plan` takes the crawl's shape
 (:class:`CrawlShape`) and courtier's own measured per-core figures
 (:class:`Figures`, read by :mod:`courtier.ops.figures`) and returns a
-:class:`Plan` of plain numbers; :mod:`courtier.ops.cli_plan` prints it.
+:class:`Plan` of plain numbers; :mod:`courtier.cli.plan_command` prints it.
 
 Units: rates per second, sizes in bytes (decimal: 1 TB = 10**12 bytes),
 ``page_kb`` in decimal kilobytes (1 KB = 1,000 bytes), so that 10**9 pages of
@@ -18,7 +18,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from courtier.errors import ConfigError
+from courtier.core.errors import ConfigError
 
 DAY = 86_400.0
 DEFAULT_PEAK_FACTOR = 2.16     # 1e9/day x 2.16 / 86,400 s = 25,000 fetches/s planned peak

@@ -5,12 +5,12 @@ Text is cut (whitespace collapsed first for titles); values that would be wrong
 when cut — a validator sent back in a conditional request, a URL — are dropped
 instead. URLs are bounded elsewhere: every link, redirect target and sitemap
 ``loc`` is canonicalized, and a canonical URL over
-:data:`courtier.urls.MAX_URL_LENGTH` (2048) characters is refused.
+:data:`courtier.core.urls.MAX_URL_LENGTH` (2048) characters is refused.
 """
 
 from __future__ import annotations
 
-from courtier.urls import MAX_URL_LENGTH
+from courtier.core.urls import MAX_URL_LENGTH
 
 #: characters of a page title kept (after collapsing whitespace)
 MAX_TITLE_CHARS = 512

@@ -23,7 +23,7 @@ import resource
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from courtier.logs import log_event
+from courtier.core.logs import log_event
 from courtier.parse.html import ParsedPage, parse_html
 
 log = logging.getLogger("courtier.parse")

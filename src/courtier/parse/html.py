@@ -53,10 +53,10 @@ from typing import NamedTuple
 from ada_url import join_url, normalize_url
 from selectolax.lexbor import LexborHTMLParser
 
+from courtier.core.urls import is_plain_absolute
 from courtier.parse.caps import MAX_CANONICAL_CHARS, MAX_TITLE_CHARS
 from courtier.parse.charset import prepare_html
 from courtier.parse.robots_tags import directive_flags, robots_directives
-from courtier.urls import is_plain_absolute
 
 __all__ = [
     "PARSER_VERSION", "Link", "ParsedPage", "collapse_whitespace", "parse_html",
@@ -165,7 +165,7 @@ class _Resolver:
     dot segment (``.``, ``..``, ``%2e``) in the path, the WHATWG result is plain
     concatenation onto the (ada-normalized) base, which is ~10× cheaper than a
     full parse; an absolute URL of another origin already in normal form
-    (:func:`courtier.urls.is_plain_absolute`, before any fragment) is its own
+    (:func:`courtier.core.urls.is_plain_absolute`, before any fragment) is its own
     result; everything else goes through ada's ``join_url``. The fast path
     is property-tested against ``join_url``.
     """

@@ -38,7 +38,7 @@ import os
 import threading
 from typing import Literal
 
-from courtier.logs import log_event
+from courtier.core.logs import log_event
 from courtier.parse.guard import PARSE_NICENESS, GuardedParser, needs_guard
 from courtier.parse.html import ParsedPage, parse_html
 from courtier.parse.sitemaps import SitemapResult, parse_sitemap

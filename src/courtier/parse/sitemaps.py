@@ -43,7 +43,7 @@ that rule is **not** applied by default, because sitemaps listed in
 robots.txt may cover the whole host (as the large search engines accept)
 and many sites keep them under ``/sitemaps/``; ``strict_path=True``
 enforces it. ``loc`` values are returned in canonical form
-(:func:`courtier.urls.canonicalize`).
+(:func:`courtier.core.urls.canonicalize`).
 """
 
 from __future__ import annotations
@@ -58,9 +58,9 @@ from xml.etree.ElementTree import Element, ParseError
 from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import iterparse
 
-from courtier.errors import InvalidURL
+from courtier.core.errors import InvalidURL
+from courtier.core.urls import CanonicalUrl, canonicalize
 from courtier.parse.sitemap_source import SitemapSource
-from courtier.urls import CanonicalUrl, canonicalize
 
 __all__ = ["CHANGEFREQS", "SitemapEntry", "SitemapResult", "parse_lastmod", "parse_sitemap"]
 

@@ -12,7 +12,7 @@ and Crawl-delay, which the throttle never undercuts. It is capped at
 on top.
 
 Pure functions and a small slotted state object; no clock reads. Callers pass
-``now`` from their :class:`~courtier.clock.Clock`.
+``now`` from their :class:`~courtier.core.clock.Clock`.
 """
 
 from __future__ import annotations

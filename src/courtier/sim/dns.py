@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from courtier.clock import Clock
+from courtier.core.clock import Clock
 from courtier.fetch.guard import AddressGuard
 from courtier.fetch.resolver import Resolver
 from courtier.sim.web import SimWeb

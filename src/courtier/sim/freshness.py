@@ -3,7 +3,7 @@ by one of three policies through the real store refill, judged independently.
 
 The crawl side is courtier's own: a :class:`~courtier.store.memory.MemoryStore`,
 its ``load_due`` refill (which does the choosing), ``commit``, the values imported
-with ``set_values`` and read back by :func:`courtier.planning.prepare`, and, for the
+with ``set_values`` and read back by :func:`courtier.crawl.planning.prepare`, and, for the
 ``planner`` policy, :class:`~courtier.frontier.refresh.RefreshPlanner` with its budget
 controller. Only HTTP is left out: a fetch of page *i* at time *t* reports
 "changed" when the page's hidden Poisson process changed since the previous
@@ -28,8 +28,10 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from courtier import planning
-from courtier.clock import VirtualClock
+from courtier.core.clock import VirtualClock
+from courtier.core.outcome import Outcome
+from courtier.core.urls import SHARD_COUNT, canonicalize
+from courtier.crawl import planning
 from courtier.frontier.planner import BudgetController
 from courtier.frontier.recrawl import (
     DAY,
@@ -40,10 +42,8 @@ from courtier.frontier.recrawl import (
 )
 from courtier.frontier.refresh import RefreshPlanner
 from courtier.frontier.tiers import TierSet
-from courtier.outcome import Outcome
 from courtier.store.base import DueUrl, FetchCommit, NewUrl
 from courtier.store.memory import MemoryStore
-from courtier.urls import SHARD_COUNT, canonicalize
 
 POLICIES = ("planner", "change-rate", "round-robin")
 T0 = 1_700_000_000.0

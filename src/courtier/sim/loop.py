@@ -64,7 +64,7 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
 
 
 class LoopClock:
-    """A :class:`~courtier.clock.Clock` reading the running virtual loop's time."""
+    """A :class:`~courtier.core.clock.Clock` reading the running virtual loop's time."""
 
     def __init__(self, epoch: float = 1_700_000_000.0) -> None:
         self.epoch = epoch

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from courtier.archive.base import ArchiveWriter
-from courtier.config import CrawlConfig
+from courtier.core.config import CrawlConfig
+from courtier.crawl.intake import Intake, Scope
 from courtier.crawl.status import CrawlStatus
 from courtier.crawl.worker import Worker
 from courtier.frontier.traps import TemplateTracker, TrapRules
-from courtier.intake import Intake, Scope
 from courtier.politeness.robots import product_token
 from courtier.sim.archive import DigestOnlyArchive
 from courtier.sim.loop import LoopClock, run_virtual

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from courtier.clock import Clock
-from courtier.errors import ConnectError
+from courtier.core.clock import Clock
+from courtier.core.errors import ConnectError
 from courtier.fetch.transport import FetchLimits, FetchRequest, FetchResponse
 from courtier.sim.dns import SimDns
 from courtier.sim.observer import Observer

@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from courtier.errors import ConnectError
+from courtier.core.errors import ConnectError
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Protocol
 
-from courtier.records import (
+from courtier.core.records import (
     DAILY_BUDGET_KEY,
     OVERDUE_AFTER,
     SEGMENT_STATES,
@@ -47,7 +47,7 @@ from courtier.records import (
 from courtier.store.cluster import ClusterStore
 from courtier.store.event_counts import EventCounts
 
-#: the record types live in :mod:`courtier.records`; re-exported for the protocol's callers
+#: the record types live in :mod:`courtier.core.records`; re-exported for the protocol's callers
 __all__ = [
     "DAILY_BUDGET_KEY",
     "OVERDUE_AFTER",
@@ -75,7 +75,7 @@ __all__ = [
 class Store(ClusterStore, Protocol):
     """Durable crawl state. All methods are coroutines; each is atomic.
 
-    On failure a method raises :class:`courtier.errors.StoreError` and has
+    On failure a method raises :class:`courtier.core.errors.StoreError` and has
     applied nothing. Callers retry later; the store never loses a row it
     acknowledged. The cluster half of the contract (membership, leases, the shared
     daily budget, host clocks, IP slots, scope rules) is in

@@ -33,7 +33,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from courtier.records import LeaseView, WorkerView
+from courtier.core.records import LeaseView, WorkerView
 
 __all__ = [
     "SCOPE_KINDS",

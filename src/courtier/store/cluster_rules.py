@@ -9,8 +9,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from courtier.errors import StoreError
-from courtier.records import DAY
+from courtier.core.errors import StoreError
+from courtier.core.records import DAY
 from courtier.store.cluster import SCOPE_KINDS, DayReservation, ScopeRule
 
 

@@ -22,9 +22,9 @@ import dataclasses
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from courtier.clock import Clock, RealClock
-from courtier.errors import StoreError
-from courtier.outcome import Outcome
+from courtier.core.clock import Clock, RealClock
+from courtier.core.errors import StoreError
+from courtier.core.outcome import Outcome
 from courtier.store.base import (
     OVERDUE_AFTER,
     SEGMENT_STATES,

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 
-from courtier.errors import StoreError
+from courtier.core.errors import StoreError
 
 __all__ = ["Migration", "load_migrations"]
 

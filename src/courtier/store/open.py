@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from courtier.clock import Clock
-from courtier.errors import ConfigError, StoreError
+from courtier.core.clock import Clock
+from courtier.core.errors import ConfigError, StoreError
 from courtier.store.base import Store
 from courtier.store.postgres.dsn import POSTGRES_SCHEMES, describe_dsn, is_postgres_url
 

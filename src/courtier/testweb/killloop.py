@@ -11,7 +11,7 @@ against its own delay (its ``Crawl-delay`` where it has one, else
 killed run and the first of the next one counts too.
 
 A *final* event is one whose outcome ends the URL's fetch cycle
-(:data:`courtier.outcome.FINAL_OUTCOMES`: ok, not_modified, redirect, gone,
+(:data:`courtier.core.outcome.FINAL_OUTCOMES`: ok, not_modified, redirect, gone,
 http_error, robots_denied, blocked, error — not retry). The crawl is one-shot
 and its recrawl interval (24 h) far longer than the loop, so every URL has one
 cycle: every expected URL must have exactly one final event, no URL more than
@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from courtier.archive.recovery import check_warc
-from courtier.outcome import FINAL_OUTCOMES
+from courtier.core.outcome import FINAL_OUTCOMES
 from courtier.store.base import Event
 from courtier.store.open import make_store
 from courtier.testweb.server import RequestRecord, TestWebServer, politeness_violations

@@ -27,7 +27,7 @@ from aiohttp import web
 from aiohttp.web_request import BaseRequest
 from aiohttp.web_response import StreamResponse
 
-from courtier.errors import ConfigError
+from courtier.core.errors import ConfigError
 from courtier.testweb.responses import PageResponse, is_robots_path, normalize_path
 from courtier.testweb.site import TestWeb
 from courtier.testweb.spec import HostSpec, WebSpec, render_retry_after

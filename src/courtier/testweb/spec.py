@@ -87,7 +87,7 @@ from dataclasses import dataclass, field
 from email.utils import formatdate, parsedate_to_datetime
 from typing import Literal
 
-from courtier.errors import ConfigError
+from courtier.core.errors import ConfigError
 
 RobotsKind = Literal[
     "allow_all",

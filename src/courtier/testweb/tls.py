@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
 
-from courtier.errors import ConfigError
+from courtier.core.errors import ConfigError
 
 
 def _trustme() -> ModuleType:

@@ -1,6 +1,6 @@
 """A live crawl of the local test web with a handle on its Worker, for API tests.
 
-Assembled like :func:`courtier.app.crawl` (same store, transport, archive and
+Assembled like :func:`courtier.crawl.app.crawl` (same store, transport, archive and
 worker), but the worker runs as a task so tests can call the admin API while
 it crawls. ``continuous=True`` keeps it alive until the context exits; every
 run is bounded by ``max_seconds``.
@@ -17,15 +17,15 @@ from typing import Any
 
 from courtier.api.server import make_app, start_api
 from courtier.api.worker_control import WorkerControl
-from courtier.app import collect_seeds, host_ip_lookup
 from courtier.archive.warc import WarcWriter
-from courtier.clock import RealClock
-from courtier.config import build_config
+from courtier.core.clock import RealClock
+from courtier.core.config import build_config
+from courtier.crawl.app import collect_seeds, host_ip_lookup
+from courtier.crawl.intake import Intake, Scope
 from courtier.crawl.worker import Worker
 from courtier.fetch.aiohttp_transport import AiohttpTransport
 from courtier.fetch.guard import AddressGuard
 from courtier.fetch.resolver import Resolver, load_hosts_file
-from courtier.intake import Intake, Scope
 from courtier.store.sqlite import SqliteStore
 from courtier.testweb import TestWebServer, WebSpec
 

@@ -13,10 +13,10 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from courtier.api.control import StoreOnlyControl
 from courtier.api.server import make_app
-from courtier.config import CrawlConfig
+from courtier.core.config import CrawlConfig
+from courtier.core.urls import canonicalize
 from courtier.store.memory import MemoryStore
 from courtier.store.sqlite import SqliteStore
-from courtier.urls import canonicalize
 from tests.integration.api.test_api_store_only import fetched_store
 
 JSON = {"Content-Type": "application/json"}

@@ -14,9 +14,9 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from courtier.api.control import StoreOnlyControl
 from courtier.api.server import make_app
-from courtier.cli import main
-from courtier.config import CrawlConfig
-from courtier.metrics import CrawlMetrics
+from courtier.cli.main import main
+from courtier.core.config import CrawlConfig
+from courtier.crawl.metrics import CrawlMetrics
 from courtier.store.base import Store
 from courtier.store.memory import MemoryStore
 from courtier.store.postgres import PostgresStore

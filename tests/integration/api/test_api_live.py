@@ -11,8 +11,8 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from courtier.core.urls import canonicalize
 from courtier.testweb import default_web
-from courtier.urls import canonicalize
 from tests.integration.api.crawl_harness import LiveCrawl, live_crawl
 
 

@@ -30,8 +30,8 @@ from schemathesis.checks import not_a_server_error
 from courtier.api.control import StoreOnlyControl
 from courtier.api.openapi import openapi_document
 from courtier.api.server import make_app, start_api
-from courtier.config import CrawlConfig
-from courtier.metrics import CrawlMetrics
+from courtier.core.config import CrawlConfig
+from courtier.crawl.metrics import CrawlMetrics
 from courtier.store.memory import MemoryStore
 from tests.integration.api.test_api_store_only import fetched_store
 

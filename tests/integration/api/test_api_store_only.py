@@ -12,13 +12,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from courtier.api.control import API_SEED_PRIORITY, StoreOnlyControl
 from courtier.api.server import ROUTES, make_app
-from courtier.config import CrawlConfig
-from courtier.errors import StoreError
-from courtier.metrics import CrawlMetrics
-from courtier.outcome import Outcome
+from courtier.core.config import CrawlConfig
+from courtier.core.errors import StoreError
+from courtier.core.outcome import Outcome
+from courtier.core.urls import canonicalize
+from courtier.crawl.metrics import CrawlMetrics
 from courtier.store.base import FetchCommit, NewUrl
 from courtier.store.memory import MemoryStore
-from courtier.urls import canonicalize
 
 SEED = "http://site-a.test:8080/"
 JSON = {"Content-Type": "application/json"}

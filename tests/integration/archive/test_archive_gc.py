@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from courtier.archive.warc import WarcWriter
-from courtier.cli import build_parser, main
-from courtier.cli_admin import run_admin
+from courtier.cli.admin import run_admin
+from courtier.cli.main import build_parser, main
+from courtier.core.outcome import Outcome
 from courtier.fetch.transport import FetchResponse
-from courtier.outcome import Outcome
 from courtier.store.base import FetchCommit, NewUrl
 from courtier.store.sqlite import SqliteStore
 

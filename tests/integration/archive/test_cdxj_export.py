@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from courtier.app import crawl
-from courtier.cli import build_parser, main
-from courtier.cli_admin import run_admin
+from courtier.cli.admin import run_admin
+from courtier.cli.main import build_parser, main
+from courtier.crawl.app import crawl
 from courtier.store.sqlite import SqliteStore
 from courtier.testweb import TestWebServer, default_web
 from tests.integration.crawl.test_crawl_testweb import config_for

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from courtier.app import crawl
+from courtier.crawl.app import crawl
 from courtier.store.sqlite import SqliteStore
 from courtier.testweb import TestWebServer, default_web
 from courtier.testweb.killloop import run_crawler

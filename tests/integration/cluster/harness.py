@@ -26,15 +26,15 @@ from pathlib import Path
 import aiohttp
 import asyncpg
 
-from courtier.clock import RealClock
-from courtier.errors import StoreError
+from courtier.core.clock import RealClock
+from courtier.core.errors import StoreError
+from courtier.core.urls import SHARD_COUNT
 from courtier.store.base import Event, Store
 from courtier.store.cluster import ClusterView
 from courtier.store.open import make_store
 from courtier.testweb.killloop import final_event_problems
 from courtier.testweb.server import RequestRecord, TestWebServer, politeness_violations
 from courtier.testweb.spec import WebSpec
-from courtier.urls import SHARD_COUNT
 from tests.pg import ADMIN_DSN
 
 TTL = 3.0          # --lease-ttl of every test worker
@@ -166,10 +166,10 @@ class Cluster:
         rows = []
         for url in missing[:5]:
             with contextlib.suppress(Exception):
-                from courtier.urls import canonicalize
+                from courtier.core.urls import canonicalize
                 rows.append(await self.store.get_url(canonicalize(url).url_key))
         owners = collections.Counter((await self.owners()).values())
-        from courtier.urls import canonicalize as _canon
+        from courtier.core.urls import canonicalize as _canon
         for host in sorted({_canon(u).host_key for u in missing})[:2]:
             index = await self.store.get_url(_canon(host + "/").url_key)
             if index:

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from courtier.cluster.rendezvous import target_owners
-from courtier.urls import SHARD_COUNT, canonicalize
+from courtier.core.urls import SHARD_COUNT, canonicalize
 from tests.integration.cluster.harness import (
     TTL,
     Cluster,

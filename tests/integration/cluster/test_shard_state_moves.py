@@ -12,10 +12,10 @@ import signal
 import asyncpg
 import pytest
 
+from courtier.core.urls import canonicalize
 from courtier.frontier.trap_state import decode_host
 from courtier.testweb.server import TestWebServer
 from courtier.testweb.spec import HostSpec, WebSpec
-from courtier.urls import canonicalize
 from tests.integration.cluster.harness import Cluster, agent_of, stop, wait_for
 
 pytestmark = pytest.mark.timeout(600)

@@ -23,12 +23,12 @@ from pathlib import Path
 
 import pytest
 
-from courtier.errors import StoreError
+from courtier.core.errors import StoreError
+from courtier.core.urls import SHARD_COUNT
 from courtier.store.base import Event
 from courtier.testweb.killloop import final_event_problems
 from courtier.testweb.server import TestWebServer
 from courtier.testweb.spec import default_web
-from courtier.urls import SHARD_COUNT
 from tests.integration.cluster.harness import (
     TTL,
     Cluster,

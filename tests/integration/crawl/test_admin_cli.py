@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from courtier.app import crawl
-from courtier.cli import main
-from courtier.cli_admin import domain_of, run_admin
+from courtier.cli.admin import domain_of, run_admin
+from courtier.cli.main import main
+from courtier.crawl.app import crawl
 from courtier.testweb import TestWebServer, default_web
 from tests.integration.crawl.test_crawl_testweb import config_for
 
 
 def admin(*argv: str) -> list[dict[str, object]]:
-    from courtier.cli import build_parser
+    from courtier.cli.main import build_parser
 
     out = io.StringIO()
     assert run_admin(build_parser().parse_args(list(argv)), out) == 0
@@ -115,7 +115,7 @@ def test_events_follow_outlives_an_api_that_is_down(tmp_path: Path,
     cursor = tmp_path / "c"
     cursor.write_text("41\n")
     out = io.StringIO()
-    from courtier.cli import build_parser
+    from courtier.cli.main import build_parser
 
     args = build_parser().parse_args(["events", "--api", f"http://127.0.0.1:{port}", "--follow",
                                       "--max-seconds", "0.3", "--cursor-file", str(cursor)])

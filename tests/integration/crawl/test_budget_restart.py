@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from courtier.app import crawl
+from courtier.core.urls import canonicalize
+from courtier.crawl.app import crawl
 from courtier.store.base import DAILY_BUDGET_KEY
 from courtier.store.sqlite import SqliteStore
 from courtier.testweb import TestWebServer, default_web
-from courtier.urls import canonicalize
 from tests.integration.crawl.test_crawl_testweb import config_for
 
 

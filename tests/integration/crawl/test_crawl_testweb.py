@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from courtier.app import crawl
-from courtier.config import build_config
+from courtier.core.config import build_config
+from courtier.crawl.app import crawl
 from courtier.store.open import make_store
 from courtier.testweb import TestWebServer, default_web, politeness_violations
 from courtier.testweb.site import MIRRORED_PATHS

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from courtier.api.control import StoreOnlyControl
-from courtier.app import crawl
+from courtier.core.urls import canonicalize, shard_of
+from courtier.crawl.app import crawl
 from courtier.frontier.host import HostPolicy, domain_host_key
 from courtier.store.memory import MemoryStore
 from courtier.store.sqlite import SqliteStore
 from courtier.testweb import TestWebServer, default_web
-from courtier.urls import canonicalize, shard_of
 from tests.integration.crawl.test_crawl_testweb import config_for
 
 

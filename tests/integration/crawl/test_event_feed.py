@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 import jsonschema
 import pytest
 
-from courtier.app import crawl
+from courtier.crawl.app import crawl
 from courtier.events import load_schema
 from courtier.store.sqlite import SqliteStore
 from courtier.testweb import TestWebServer, default_web

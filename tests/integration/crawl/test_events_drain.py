@@ -21,11 +21,11 @@ import pytest
 
 from courtier.api.control import StoreOnlyControl
 from courtier.api.server import make_app, start_api
-from courtier.cli import main
-from courtier.outcome import Outcome
+from courtier.cli.main import main
+from courtier.core.outcome import Outcome
+from courtier.core.urls import canonicalize
 from courtier.store.base import FetchCommit, NewUrl
 from courtier.store.sqlite import SqliteStore
-from courtier.urls import canonicalize
 
 EVENTS = 2_345
 HOST = "http://drain.test:8080"
@@ -156,8 +156,8 @@ def test_events_errors_go_to_stderr_not_into_the_stream(
 
 def test_follow_stops_at_limit(data: Path) -> None:
     """``--follow --limit N`` ends once N events were printed, without waiting for more."""
-    from courtier.cli import build_parser
-    from courtier.cli_admin import run_admin
+    from courtier.cli.admin import run_admin
+    from courtier.cli.main import build_parser
 
     out = io.StringIO()
     args = build_parser().parse_args(["events", "--data", str(data), "--follow",

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from courtier.cli import build_parser
-from courtier.cli_admin import run_admin
-from courtier.cli_query import run_query
-from courtier.errors import ConfigError
+from courtier.cli.admin import run_admin
+from courtier.cli.main import build_parser
+from courtier.cli.query import run_query
+from courtier.core.errors import ConfigError
+from courtier.core.urls import canonicalize
 from courtier.store.sqlite import SqliteStore
-from courtier.urls import canonicalize
 
 
 def _run(runner: Any, *argv: str) -> tuple[int, Any]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from courtier.app import crawl
+from courtier.crawl.app import crawl
 from courtier.store.base import HostTierRecord
 from courtier.store.open import open_store
 from courtier.testweb import TestWebServer

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from courtier.logs import KNOWN_FIELDS, STABLE_KEYS
+from courtier.core.logs import KNOWN_FIELDS, STABLE_KEYS
 from courtier.testweb import TestWebServer, default_web
 from courtier.testweb.spec import WebSpec
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from courtier.app import crawl
-from courtier.progress import summary_line
+from courtier.crawl.app import crawl
+from courtier.crawl.progress import summary_line
 from tests.integration.serve import loopback_crawl, serve
 
 

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
+from courtier.core.urls import canonicalize
 from courtier.store.base import UrlState
 from courtier.store.sqlite import SqliteStore
-from courtier.urls import canonicalize
 
 HOSTS = ("never-a.test", "never-b.test", "never-c.test")
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from courtier.core.urls import canonicalize
 from courtier.store.sqlite import SqliteStore
 from courtier.testweb import HostSpec, TestWebServer, WebSpec
-from courtier.urls import canonicalize
 from tests.integration.politeness.helpers import run_crawl
 
 NEAR = 4

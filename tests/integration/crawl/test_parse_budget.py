@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from courtier.app import crawl
+from courtier.core.urls import canonicalize
+from courtier.crawl.app import crawl
 from courtier.parse import offload as offload_module
 from courtier.parse.guard import GUARD_TAGS, GuardedParser
 from courtier.parse.html import ParsedPage
 from courtier.store.sqlite import SqliteStore
-from courtier.urls import canonicalize
 from tests.integration.serve import loopback_crawl, serve
 
 # just enough markup to be parsed under the budget (the real parser is quick on it)

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from courtier.app import crawl
-from courtier.cli import build_parser
-from courtier.cli_admin import run_admin
-from courtier.cli_query import run_query
+from courtier.cli.admin import run_admin
+from courtier.cli.main import build_parser
+from courtier.cli.query import run_query
+from courtier.crawl.app import crawl
 from courtier.testweb import TestWebServer, default_web
 from tests.integration.crawl.test_crawl_testweb import config_for
 

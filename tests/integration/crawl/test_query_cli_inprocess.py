@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from courtier.cli import build_parser
-from courtier.cli_admin import run_admin
-from courtier.cli_query import run_query
-from courtier.outcome import Outcome
+from courtier.cli.admin import run_admin
+from courtier.cli.main import build_parser
+from courtier.cli.query import run_query
+from courtier.core.outcome import Outcome
+from courtier.core.urls import canonicalize
 from courtier.store.base import FetchCommit, NewUrl
 from courtier.store.sqlite import SqliteStore
-from courtier.urls import canonicalize
 
 
 def _no_listening(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -119,7 +119,8 @@ def test_stats_over_data_answers_as_the_api_without_loading_it(tmp_path: Path) -
         {k: v for k, v in api.items() if k != "time"}
     assert answer["events_seen"] == 2 and answer["status_mix"] == {"2xx": 1, "4xx": 1}
     assert answer["outcomes"] == {"ok": 1, "gone": 1} and answer["store"]["urls"] == 2
-    probe = ("import sys; from courtier.cli import main; main(['stats', '--data', sys.argv[1]]);"
+    probe = ("import sys; from courtier.cli.main import main;"
+             " main(['stats', '--data', sys.argv[1]]);"
              " print(sorted(m for m in sys.modules if m.startswith(('courtier.api.views',"
              " 'courtier.api.control', 'courtier.api.routes', 'aiohttp'))), file=sys.stderr)")
     done = subprocess.run([sys.executable, "-c", probe, str(data)], capture_output=True,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from courtier.app import crawl
+from courtier.crawl.app import crawl
 from courtier.store.sqlite import SqliteStore
 from courtier.testweb import TestWebServer, default_web
 from tests.integration.crawl.test_crawl_testweb import config_for

@@ -11,15 +11,15 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from courtier import reparse as reparse_module
-from courtier.app import crawl
-from courtier.cli import build_parser
-from courtier.cli_admin import run_admin
-from courtier.config import CrawlConfig
+from courtier.cli.admin import run_admin
+from courtier.cli.main import build_parser
+from courtier.core.config import CrawlConfig
+from courtier.crawl import reparse as reparse_module
+from courtier.crawl.app import crawl
+from courtier.crawl.intake import Intake, Scope
+from courtier.crawl.reparse import Selection, default_parse, reparse, restore_scope_seeds
 from courtier.events import load_schema
-from courtier.intake import Intake, Scope
 from courtier.parse.html import Link, ParsedPage
-from courtier.reparse import Selection, default_parse, reparse, restore_scope_seeds
 from courtier.store.sqlite import SqliteStore
 from courtier.testweb import TestWebServer, default_web
 from tests.integration.crawl.test_crawl_testweb import config_for
@@ -112,8 +112,8 @@ def test_reparse_selection_by_time_and_host() -> None:
 
 
 def test_since_accepts_iso_and_posix_and_names_the_flag_otherwise() -> None:
-    from courtier.cli_admin import parse_since
-    from courtier.errors import ConfigError
+    from courtier.cli.admin import parse_since
+    from courtier.core.errors import ConfigError
 
     assert parse_since("2026-01-02T03:04:05Z") == parse_since("2026-01-02T03:04:05") == \
         1767323045.0

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from courtier.app import crawl
-from courtier.config import build_config
+from courtier.core.config import build_config
+from courtier.core.urls import canonicalize
 from courtier.crawl import worker as worker_module
+from courtier.crawl.app import crawl
 from courtier.politeness.delays import DelayPolicy
 from courtier.store.sqlite import SqliteStore
-from courtier.urls import canonicalize
 
 HOUR = 3600.0
 #: the host's back-off after each failed request: a dripped answer is one (5 s, then 10 s

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from courtier.app import crawl
-from courtier.config import build_config
+from courtier.core.config import build_config
+from courtier.core.urls import canonicalize
+from courtier.crawl.app import crawl
 from courtier.store.sqlite import SqliteStore
 from courtier.testweb import HostSpec, TestWebServer, WebSpec
-from courtier.urls import canonicalize
 
 
 async def outcomes(data: Path, urls: list[str]) -> dict[str, str | None]:

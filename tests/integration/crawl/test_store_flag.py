@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from courtier.cli import main
+from courtier.cli.main import main
 from tests.pg import PG_HOST, PG_PORT, PG_USER
 
 

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from courtier.app import crawl
-from courtier.config import build_config
-from courtier.progress import summary_line
+from courtier.core.config import build_config
+from courtier.core.urls import canonicalize
+from courtier.crawl.app import crawl
+from courtier.crawl.progress import summary_line
 from courtier.store.sqlite import SqliteStore
 from courtier.testweb import HostSpec, TestWebServer, WebSpec, default_web, politeness_violations
 from courtier.testweb.tls import TestCA
-from courtier.urls import canonicalize
 
 DELAY = 0.1
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
+from courtier.core.urls import canonicalize
 from courtier.testweb import default_web
-from courtier.urls import canonicalize
 from tests.integration.api.crawl_harness import live_crawl
 
 CHROMIUM = Path("/usr/bin/chromium")

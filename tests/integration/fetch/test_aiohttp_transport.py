@@ -16,7 +16,7 @@ import brotli
 import pytest
 from aiohttp import web
 
-from courtier.errors import (
+from courtier.core.errors import (
     BlockedAddressError,
     ConnectError,
     FetchTimeout,

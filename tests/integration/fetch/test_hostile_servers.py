@@ -17,12 +17,12 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 
-from courtier.errors import BlockedAddressError, FetchError, ProtocolError
+from courtier.core.errors import BlockedAddressError, FetchError, ProtocolError
+from courtier.core.outcome import Outcome
 from courtier.fetch.aiohttp_transport import AiohttpTransport
 from courtier.fetch.guard import AddressGuard
 from courtier.fetch.resolver import Resolver
 from courtier.fetch.transport import FetchLimits, FetchResponse
-from courtier.outcome import Outcome
 from tests.integration.fetch.test_aiohttp_transport import (
     FAST,
     LOOPBACK,
@@ -35,7 +35,7 @@ from tests.integration.fetch.test_aiohttp_transport import (
     raw,
     read_request,
 )
-from tests.unit.test_process_hostile import make_processor, page_lease
+from tests.unit.crawl.test_process_hostile import make_processor, page_lease
 
 #: what a well-behaved answer to request number n looks like
 Reply = Callable[[int], bytes]

@@ -7,11 +7,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from courtier.core.urls import canonicalize
 from courtier.fetch.aiohttp_transport import AiohttpTransport
 from courtier.fetch.guard import AddressGuard
 from courtier.fetch.resolver import Resolver
 from courtier.fetch.transport import FetchRequest
-from courtier.urls import canonicalize
 from tests.integration.fetch.test_aiohttp_transport import FAST, LOOPBACK, Web
 
 

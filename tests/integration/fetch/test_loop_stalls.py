@@ -27,8 +27,8 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from courtier.app import crawl
-from courtier.config import build_config
+from courtier.core.config import build_config
+from courtier.crawl.app import crawl
 from courtier.parse.html import parse_html
 from courtier.parse.sitemaps import parse_sitemap
 from tests.integration.serve import loopback_crawl, serve

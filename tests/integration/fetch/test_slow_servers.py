@@ -16,14 +16,14 @@ from warcio.archiveiterator import ArchiveIterator
 from warcio.statusandheaders import StatusAndHeaders
 
 from courtier.archive.warc import WarcWriter
-from courtier.errors import HeaderTimeout
+from courtier.core.errors import HeaderTimeout
+from courtier.core.outcome import Outcome
 from courtier.fetch.aiohttp_transport import AiohttpTransport, _SpeedCheck
 from courtier.fetch.guard import AddressGuard
 from courtier.fetch.resolver import Resolver
 from courtier.fetch.transport import FetchLimits, FetchRequest
-from courtier.outcome import Outcome
 from tests.integration.fetch.test_aiohttp_transport import LOOPBACK, raw, read_request
-from tests.unit.test_process_hostile import make_processor, page_lease
+from tests.unit.crawl.test_process_hostile import make_processor, page_lease
 
 HOUR = 3600.0
 SLOW = FetchLimits(read_timeout=HOUR, total_timeout=HOUR, low_speed_limit=200,

@@ -21,14 +21,14 @@ from pathlib import Path
 
 import pytest
 
-from courtier.errors import ConfigError, FetchError
+from courtier.core.errors import ConfigError, FetchError
 from courtier.fetch.aiohttp_transport import AiohttpTransport
 from courtier.fetch.guard import AddressGuard
 from courtier.fetch.resolver import Resolver
 from courtier.fetch.transport import FetchLimits, FetchRequest, FetchResponse
 from courtier.testweb import HostSpec, TestWebServer, WebSpec
 from courtier.testweb.tls import TestCA, expired_window
-from tests.unit.test_process_hostile import make_processor, page_lease
+from tests.unit.crawl.test_process_hostile import make_processor, page_lease
 
 LOOPBACK = ["127.0.0.0/8"]
 NAMES = ("a.tls.test", "b.tls.test", "other.tls.test")

@@ -6,8 +6,8 @@ import itertools
 from collections.abc import Sequence
 from pathlib import Path
 
-from courtier.app import crawl
-from courtier.config import CrawlConfig, build_config
+from courtier.core.config import CrawlConfig, build_config
+from courtier.crawl.app import crawl
 from courtier.crawl.status import CrawlStatus
 from courtier.testweb import RequestRecord, TestWebServer
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from courtier.app import crawl
-from courtier.clock import RealClock
+from courtier.core.clock import RealClock
+from courtier.crawl.app import crawl
 from courtier.testweb import HostSpec, TestWebServer, WebSpec
 from tests.integration.politeness.helpers import config_for
 

@@ -10,7 +10,7 @@ from urllib.parse import urljoin, urlsplit
 import aiohttp
 import pytest
 
-from courtier.errors import ConfigError
+from courtier.core.errors import ConfigError
 from courtier.testweb import (
     ALL_ROBOTS_KINDS,
     ROBOTS_KINDS,

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from courtier.clock import VirtualClock
+from courtier.core.clock import VirtualClock
 from courtier.store.postgres import PostgresStore
 from tests.integration.store.rows import T0
 from tests.pg import truncate

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from courtier.outcome import Outcome
+from courtier.core.outcome import Outcome
+from courtier.core.urls import canonicalize
 from courtier.store.base import FetchCommit, NewUrl
-from courtier.urls import canonicalize
 
 T0 = 1_700_000_000.0
 

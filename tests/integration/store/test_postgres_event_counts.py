@@ -9,7 +9,7 @@ import json
 
 import asyncpg
 
-from courtier.outcome import Outcome
+from courtier.core.outcome import Outcome
 from courtier.store.event_counts import EventCounts
 from courtier.store.postgres import PostgresStore
 from courtier.store.postgres._schema import load_migrations, migrate

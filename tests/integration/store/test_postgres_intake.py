@@ -16,7 +16,7 @@ import re
 import asyncpg
 import pytest
 
-from courtier.clock import VirtualClock
+from courtier.core.clock import VirtualClock
 from courtier.store.postgres import PostgresStore, _rows
 from tests.integration.store.rows import T0, url_row
 from tests.integration.store.test_postgres_store import _assert_host_queue_exact

@@ -18,7 +18,7 @@ import re
 
 import asyncpg
 
-from courtier.clock import VirtualClock
+from courtier.core.clock import VirtualClock
 from courtier.store.postgres import PostgresStore, _rows
 from tests.integration.store.rows import T0, finished, url_row
 from tests.pg import truncate

@@ -23,7 +23,7 @@ from typing import Any
 
 import asyncpg
 
-from courtier.clock import VirtualClock
+from courtier.core.clock import VirtualClock
 from courtier.store.base import UrlState
 from courtier.store.postgres import PostgresStore, _rows
 from tests.integration.store.rows import T0, finished, url_row

@@ -10,7 +10,7 @@ import random
 import asyncpg
 import pytest
 
-from courtier.errors import StoreError
+from courtier.core.errors import StoreError
 from courtier.frontier.host import OVERDUE_AFTER
 from courtier.store.base import NewUrl, ReparseEvent
 from courtier.store.postgres import PostgresStore, _rows

@@ -12,7 +12,7 @@ import aiohttp
 import pytest
 from selectolax.lexbor import LexborHTMLParser
 
-from courtier.errors import ConfigError
+from courtier.core.errors import ConfigError
 from courtier.testweb import (
     ROBOTS_KINDS,
     HostSpec,

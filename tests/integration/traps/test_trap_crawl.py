@@ -11,8 +11,8 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from courtier.app import crawl
-from courtier.config import build_config
+from courtier.core.config import build_config
+from courtier.crawl.app import crawl
 from tests.integration.traps.web import ORDINARY, TrapSite
 
 BUDGET = 200  # pages per trap area

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from courtier.clock import VirtualClock
+from courtier.core.clock import VirtualClock
 from courtier.frontier.traps import TemplateTracker, TrapRules
 from tests.integration.traps.web import HOST, ORDINARY, Page, TrapSite, bfs_crawl
 

@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 from urllib.parse import parse_qs
 
 from courtier.archive.warc_fields import sha256_digest
+from courtier.core.errors import InvalidURL
+from courtier.core.urls import CanonicalUrl, canonicalize
 from courtier.dedup.simhash import simhash64
-from courtier.errors import InvalidURL
 from courtier.frontier.traps import TemplateTracker, TrapRules, static_trap_reason
 from courtier.parse.html import parse_html
-from courtier.urls import CanonicalUrl, canonicalize
 
 HOST = "http://trap.test"
 COLORS = ("red", "blue", "green", "black", "white", "pink")

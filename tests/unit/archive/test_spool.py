@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from courtier.archive.spool import SpooledArchive, is_remote, storage_options
-from courtier.clock import VirtualClock
-from courtier.errors import ConfigError
+from courtier.core.clock import VirtualClock
+from courtier.core.errors import ConfigError
+from courtier.crawl.metrics import CrawlMetrics
 from courtier.fetch.transport import FetchResponse
-from courtier.metrics import CrawlMetrics
 from courtier.store.memory import MemoryStore
 
 

@@ -26,7 +26,7 @@ from courtier.archive import (
     sha256_digest,
 )
 from courtier.archive.warc_fields import format_warc_date
-from courtier.errors import ArchiveError, ConfigError
+from courtier.core.errors import ArchiveError, ConfigError
 from courtier.fetch.transport import FetchResponse
 from tests.conftest import conformance_file
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from courtier.archive import WarcWriter
-from courtier.errors import ArchiveError
+from courtier.core.errors import ArchiveError
 from tests.unit.archive.test_warc import make_response
 
 

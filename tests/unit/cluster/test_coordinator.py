@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from courtier.clock import VirtualClock
 from courtier.cluster.coordinator import LeaseSettings, ShardCoordinator
+from courtier.core.clock import VirtualClock
 from courtier.store.memory import MemoryStore
 
 SHARDS = range(8)

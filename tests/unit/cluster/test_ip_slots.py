@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from courtier.clock import VirtualClock
 from courtier.cluster.coordinator import LeaseSettings, ShardCoordinator
 from courtier.cluster.ip_slots import IpSlots
+from courtier.core.clock import VirtualClock
 from courtier.store.cluster import IpGrant
 from courtier.store.memory import MemoryStore
 

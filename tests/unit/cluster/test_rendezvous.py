@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from courtier.cluster.rendezvous import owner_of, score, target_owners
-from courtier.urls import SHARD_COUNT
+from courtier.core.urls import SHARD_COUNT
 
 SHARDS = range(SHARD_COUNT)
 

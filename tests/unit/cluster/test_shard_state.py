@@ -3,16 +3,16 @@
 
 from __future__ import annotations
 
-from courtier.clock import VirtualClock
 from courtier.cluster.shard_state import SAVE_EVERY, ShardStateKeeper
+from courtier.core.clock import VirtualClock
+from courtier.core.errors import StoreError
+from courtier.core.urls import canonicalize, shard_of
 from courtier.dedup.pages import DuplicateTracker, id_hex
 from courtier.dedup.simhash import simhash64
-from courtier.errors import StoreError
 from courtier.frontier.trap_state import ShardedTemplateTracker
 from courtier.frontier.traps import TrapRules
 from courtier.store.cluster import TrapStats
 from courtier.store.memory import MemoryStore
-from courtier.urls import canonicalize, shard_of
 from tests.contract.conftest import T0
 from tests.contract.test_store_contract import done, key, new
 from tests.unit.frontier.test_trap_state import HOST, RULES, host_key, offer, trap_urls

@@ -8,12 +8,12 @@ import pytest
 
 from courtier.api.control import StoreOnlyControl
 from courtier.cluster.shared_scope import ScopeFollower
-from courtier.config import CrawlConfig
-from courtier.errors import StoreError
-from courtier.intake import Scope
+from courtier.core.config import CrawlConfig
+from courtier.core.errors import StoreError
+from courtier.core.urls import canonicalize
+from courtier.crawl.intake import Scope
 from courtier.store.cluster import ScopeRule
 from courtier.store.memory import MemoryStore
-from courtier.urls import canonicalize
 
 
 def test_other_workers_admit_links_to_a_seed_added_elsewhere() -> None:

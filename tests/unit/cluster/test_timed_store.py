@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from courtier.cluster.timed_store import with_call_timeout
-from courtier.errors import StoreError
+from courtier.core.errors import StoreError
 from courtier.sim.loop import run_virtual
 from courtier.store.base import Store
 

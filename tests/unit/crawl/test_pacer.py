@@ -9,7 +9,7 @@ the look itself advances stands in for a slow store; the count of looks is the o
 
 from __future__ import annotations
 
-from courtier.clock import VirtualClock
+from courtier.core.clock import VirtualClock
 from courtier.crawl.pacer import END_CHECK_SHARE, ShareGate
 
 

@@ -13,8 +13,8 @@ from typing import cast
 
 import pytest
 
+from courtier.core.errors import StoreError
 from courtier.dedup.payload_lookups import CALLER_TASK_NAME, PayloadLookups
-from courtier.errors import StoreError
 from courtier.store.base import PayloadLocation, Store
 
 A = ("w-0.warc.gz", 10, "http://a.test/", 1.0)

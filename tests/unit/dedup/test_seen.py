@@ -6,9 +6,9 @@ import random
 
 import pytest
 
+from courtier.core.errors import ConfigError
+from courtier.core.urls import make_url_key
 from courtier.dedup.seen import SeenFilter
-from courtier.errors import ConfigError
-from courtier.urls import make_url_key
 
 N = 100_000
 

@@ -7,9 +7,9 @@ import random
 import numpy as np
 import pytest
 
+from courtier.core.errors import ConfigError
 from courtier.dedup.simhash import hamming
 from courtier.dedup.simhash_index import SimHashIndex
-from courtier.errors import ConfigError
 
 
 def _flip(fp: int, bits: list[int]) -> int:

@@ -13,7 +13,7 @@ from courtier.events import load_schema
 from courtier.events.feed import header_charset, link_entries, media_type
 from courtier.parse.html import Link
 from courtier.store.base import FetchCommit
-from tests.unit.test_process_hostile import NOW, make_processor, page_lease, response
+from tests.unit.crawl.test_process_hostile import NOW, make_processor, page_lease, response
 
 VALIDATOR = jsonschema.Draft202012Validator(load_schema())
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from courtier.errors import BlockedAddressError, ConfigError
+from courtier.core.errors import BlockedAddressError, ConfigError
 from courtier.fetch.guard import DEFAULT_BLOCKED, AddressGuard, embedded_ipv4
 
 BLOCKED = [

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from courtier.clock import VirtualClock
-from courtier.errors import BlockedAddressError, ConfigError, DNSError
+from courtier.core.clock import VirtualClock
+from courtier.core.errors import BlockedAddressError, ConfigError, DNSError
 from courtier.fetch import resolver as resolver_module
 from courtier.fetch.guard import AddressGuard
 from courtier.fetch.resolver import MIN_TTL, NEGATIVE_TTL, Resolver, load_hosts_file

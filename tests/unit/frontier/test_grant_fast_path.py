@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from courtier.clock import VirtualClock
+from courtier.core.clock import VirtualClock
+from courtier.core.records import DueUrl
 from courtier.frontier import FetchFeedback, Frontier, HostPolicy, Lease, LeaseKind
 from courtier.frontier.host import HostState
 from courtier.frontier.robots_turns import UNITS_PER_TURN, PendingCheck
@@ -27,7 +28,6 @@ from courtier.politeness.delays import DelayPolicy, HostTiming, effective_delay
 from courtier.politeness.robots import RobotsTxt
 from courtier.politeness.robots_match import PathCheck
 from courtier.politeness.robots_state import RobotsPolicy, RobotsStatus
-from courtier.records import DueUrl
 from tests.unit.frontier.test_scheduler import due
 
 # ---- the reference: the grant path before the fast paths ---------------------------------

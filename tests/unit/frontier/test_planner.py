@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+from courtier.core.outcome import Outcome
 from courtier.frontier.planner import (
     BudgetController,
     GainScale,
@@ -17,7 +18,6 @@ from courtier.frontier.planner import (
 from courtier.frontier.recrawl import DAY, ChangeStats, RecrawlPolicy
 from courtier.frontier.refresh import RefreshPlanner
 from courtier.frontier.tiers import TierSet
-from courtier.outcome import Outcome
 from courtier.store.base import DueUrl, HostTierRecord
 
 

@@ -10,7 +10,8 @@ import random
 
 import pytest
 
-from courtier.errors import ConfigError
+from courtier.core.errors import ConfigError
+from courtier.core.outcome import Outcome
 from courtier.frontier.recrawl import (
     DAY,
     ChangeStats,
@@ -21,7 +22,6 @@ from courtier.frontier.recrawl import (
     record_visit,
     schedule_after,
 )
-from courtier.outcome import Outcome
 
 P = RecrawlPolicy()
 T0 = 1_700_000_000.0

@@ -6,13 +6,13 @@ import math
 
 import pytest
 
+from courtier.core.records import DAY
 from courtier.frontier.refresh_budget import (
     RefreshCandidate,
     expected_gain,
     plan_refresh,
     refresh_load,
 )
-from courtier.records import DAY
 
 T0 = 1_700_000_000.0
 

@@ -9,7 +9,7 @@ the one-shot matcher, and a URL whose decision is under way is never lost.
 
 from __future__ import annotations
 
-from courtier.clock import VirtualClock
+from courtier.core.clock import VirtualClock
 from courtier.frontier import Frontier, LeaseKind
 from courtier.frontier.robots_turns import UNITS_PER_TURN
 from courtier.frontier.scheduler import path_of

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import itertools
 
-from courtier.clock import VirtualClock
+from courtier.core.clock import VirtualClock
+from courtier.core.urls import canonicalize
 from courtier.frontier import FetchFeedback, Frontier, HostPolicy, Lease, LeaseKind
 from courtier.politeness.delays import DelayPolicy
 from courtier.politeness.robots_state import RobotsPolicy
 from courtier.store.base import DueUrl
-from courtier.urls import canonicalize
 
 ROBOTS_OK = b"User-agent: *\nDisallow: /private/\n"
 

@@ -3,8 +3,8 @@ overrides and addresses the SSRF guard refuses."""
 
 from __future__ import annotations
 
+from courtier.core.records import DAY, HostRecord
 from courtier.frontier import FetchFeedback, HostPolicy, LeaseKind
-from courtier.records import DAY, HostRecord
 from tests.unit.frontier.test_scheduler import ROBOTS_OK, add, due, make, run
 
 A = "http://a.test"

@@ -3,7 +3,7 @@ URLs whose fetch was not kept; the slots they free and the hosts they wake."""
 
 from __future__ import annotations
 
-from courtier.clock import VirtualClock
+from courtier.core.clock import VirtualClock
 from courtier.frontier import FetchFeedback, Frontier, Lease, LeaseKind
 from tests.unit.frontier.test_scheduler import add, due, make
 

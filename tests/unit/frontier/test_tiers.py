@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from courtier.errors import ConfigError
+from courtier.core.errors import ConfigError
 from courtier.frontier.recrawl import DAY, RecrawlPolicy
 from courtier.frontier.tiers import (
     DEFAULT_TIER,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from courtier.errors import ConfigError
+from courtier.core.errors import ConfigError
+from courtier.core.urls import canonicalize
 from courtier.frontier.trap_rules import TrapRules, static_trap_reason, trap_rules_from
-from courtier.urls import canonicalize
 
 H = "http://h.test"
 RULES = TrapRules()

@@ -7,11 +7,11 @@ import zlib
 
 import pytest
 
-from courtier.clock import VirtualClock
+from courtier.core.clock import VirtualClock
+from courtier.core.urls import canonicalize
 from courtier.frontier.templates import DistinctCounter
 from courtier.frontier.trap_state import ShardedTemplateTracker, decode_host, encode_host
 from courtier.frontier.traps import TrapRules
-from courtier.urls import canonicalize
 
 HOST = "http://trap.test"
 RULES = TrapRules(template_min_urls=20, sample_budget=5, sample_rate=0.5)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from courtier.clock import VirtualClock
+from courtier.core.clock import VirtualClock
+from courtier.core.urls import canonicalize
 from courtier.frontier.traps import Decision, TemplateTracker, TrapRules
-from courtier.urls import canonicalize
 
 H = "http://h.test"
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from courtier.errors import ConfigError
+from courtier.core.errors import ConfigError
 from courtier.frontier.value import (
     NON_CANONICAL_FACTOR,
     default_value,

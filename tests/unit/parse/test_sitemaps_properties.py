@@ -24,9 +24,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from courtier.errors import InvalidURL
+from courtier.core.errors import InvalidURL
+from courtier.core.urls import canonicalize
 from courtier.parse.sitemaps import SitemapResult, parse_sitemap
-from courtier.urls import canonicalize
 
 # Sitemap URLs, some spelled non-canonically (case, default port, IDN, IPv6, userinfo),
 # each with other spellings of its own host, for locs that are in scope.

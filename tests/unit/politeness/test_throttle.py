@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from courtier.clock import VirtualClock
+from courtier.core.clock import VirtualClock
 from courtier.frontier import FetchFeedback, Frontier, LeaseKind
 from courtier.politeness.delays import DelayPolicy, HostTiming, effective_delay
 from courtier.politeness.robots_state import RobotsPolicy

@@ -8,7 +8,7 @@ import json
 import sqlite3
 from pathlib import Path
 
-from courtier.clock import VirtualClock
+from courtier.core.clock import VirtualClock
 from courtier.store.event_counts import EventCounts
 from courtier.store.sqlite import SqliteStore
 from courtier.store.sqlite._event_counts import read_counts, recount

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 import courtier.store.sqlite as sqlite_pkg
-from courtier.clock import VirtualClock
-from courtier.errors import StoreError
-from courtier.outcome import Outcome
+from courtier.core.clock import VirtualClock
+from courtier.core.errors import StoreError
+from courtier.core.outcome import Outcome
 from courtier.store.base import FetchCommit, HostStatsDelta, NewUrl, ReparseEvent, UrlState
 from courtier.store.sqlite import SqliteStore
 from courtier.store.sqlite._schema import connect, load_migrations, migrate
@@ -269,7 +269,7 @@ async def test_replayed_batch_does_not_count_host_stats_twice(store: SqliteStore
 
 
 def test_migration_0006_rederives_shards_from_the_host_digest(tmp_path: Path) -> None:
-    from courtier.urls import canonicalize, shard_of
+    from courtier.core.urls import canonicalize, shard_of
 
     path = str(tmp_path / "old.sqlite")
     steps = load_migrations()

@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from courtier.errors import StoreError
+from courtier.core.errors import StoreError
 from courtier.store.base import SEGMENT_STATES, ReparseEvent, SegmentRecord
 from courtier.store.event_counts import payload_counter_names
 from courtier.store.postgres import _event_counts, _queries, _rows

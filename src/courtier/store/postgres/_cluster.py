@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from typing import Any
 
-from courtier.errors import StoreError
+from courtier.core.errors import StoreError
 from courtier.store.cluster import HostClock
 from courtier.store.postgres._rows import Conn
 

@@ -4,7 +4,7 @@ The batch functions of the schema take arrays of composite types
 (``courtier_new_url``, ``courtier_commit``, ``courtier_host_delta``); asyncpg
 encodes a Python tuple as one composite value, in the type's field order, which
 the tuples built here follow. The shard of every row is read from its key
-(:func:`courtier.urls.shard_of_key`): a row lives in the partition its key names,
+(:func:`courtier.core.urls.shard_of_key`): a row lives in the partition its key names,
 so a caller's ``shard`` that disagrees with its key is refused rather than stored
 where no lookup by key would find it.
 """
@@ -17,11 +17,11 @@ from typing import Any, TypeAlias
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
+from courtier.core.errors import StoreError
+from courtier.core.outcome import Outcome
+from courtier.core.urls import shard_of, shard_of_key
 from courtier.dedup.fingerprint64 import from_signed64, to_signed64
-from courtier.errors import StoreError
-from courtier.outcome import Outcome
 from courtier.store.base import DueUrl, FetchCommit, HostRecord, HostStatsDelta, NewUrl, UrlState
-from courtier.urls import shard_of, shard_of_key
 
 #: a connection, or the pool's proxy of one
 Conn: TypeAlias = "asyncpg.Connection[Any] | PoolConnectionProxy[Any]"

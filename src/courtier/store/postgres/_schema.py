@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 
-from courtier.errors import StoreError
+from courtier.core.errors import StoreError
 from courtier.store.migrations import Migration
 from courtier.store.migrations import load_migrations as load_shared
 from courtier.store.postgres._rows import Conn

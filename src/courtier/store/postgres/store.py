@@ -40,9 +40,9 @@ from typing import Any, TypeVar
 
 import asyncpg
 
-from courtier.clock import Clock, RealClock
+from courtier.core.clock import Clock, RealClock
+from courtier.core.errors import StoreError
 from courtier.dedup.fingerprint64 import from_signed64
-from courtier.errors import StoreError
 from courtier.store.base import (
     OVERDUE_AFTER,
     CommitResult,

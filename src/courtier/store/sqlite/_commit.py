@@ -34,9 +34,9 @@ from collections.abc import Iterator, Sequence
 from itertools import chain
 from typing import Any
 
+from courtier.core.errors import StoreError
+from courtier.core.outcome import Outcome
 from courtier.dedup.fingerprint64 import to_signed64
-from courtier.errors import StoreError
-from courtier.outcome import Outcome
 from courtier.store.base import CommitResult, FetchCommit, HostStatsDelta
 from courtier.store.event_counts import counter_names, tally
 from courtier.store.sqlite._event_counts import add_counts, recount

@@ -15,10 +15,10 @@ import sqlite3
 import time
 from pathlib import Path
 
-from courtier.errors import StoreError
+from courtier.core.errors import StoreError
+from courtier.core.urls import shard_of
 from courtier.store.migrations import Migration
 from courtier.store.migrations import load_migrations as load_shared
-from courtier.urls import shard_of
 
 #: page cache per connection; a negative value is KiB (here 64 MiB)
 CACHE_SIZE_KIB = 64 * 1024

@@ -10,7 +10,7 @@ Transactions: each method is exactly one transaction — ``BEGIN IMMEDIATE``
 for methods that write, ``BEGIN`` (a consistent read snapshot) for those
 that only read — committed at the end and rolled back on any error.
 ``sqlite3.Error`` and ``OSError`` (disk full, I/O error, corrupt file,
-unwritable path) are raised as :class:`~courtier.errors.StoreError` naming
+unwritable path) are raised as :class:`~courtier.core.errors.StoreError` naming
 the file and the operation; nothing of a failed call is applied.
 
 Durability: WAL with ``synchronous=NORMAL`` by default — an acknowledged write
@@ -46,9 +46,10 @@ from dataclasses import astuple
 from pathlib import Path
 from typing import Any, TypeVar
 
-from courtier.clock import Clock, RealClock
+from courtier.core.clock import Clock, RealClock
+from courtier.core.errors import StoreError
+from courtier.core.urls import shard_of_key
 from courtier.dedup.fingerprint64 import from_signed64
-from courtier.errors import StoreError
 from courtier.store.base import (
     SEGMENT_STATES,
     CommitResult,
@@ -85,7 +86,6 @@ from courtier.store.sqlite import (
     _refill,
     _schema,
 )
-from courtier.urls import shard_of_key
 
 T = TypeVar("T")
 

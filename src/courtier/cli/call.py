@@ -1,0 +1,127 @@
+"""One admin API call from a command-line command, and the flags that say where it goes.
+
+``call`` sends the request to a running crawl's API (``--api HOST:PORT`` or a URL, with
+``--api-token``/``--api-token-file``/``COURTIER_API_TOKEN``) or, without ``--api``, runs
+the same API operation in this process over the crawl's store (``--store``, or the
+SQLite database under ``--data``): :func:`courtier.api.routes.invoke`, no server, no
+socket. The query commands (:mod:`courtier.cli.query`), ``url import-values``
+(:mod:`courtier.cli.values`) and the admin commands (:mod:`courtier.cli.admin`) all go
+through it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from courtier.core.errors import CourtierError
+from courtier.store.open import STORE_HELP, open_store, store_url
+
+# aiohttp, the API and the configuration load inside the functions that use them,
+# so that ``courtier --help`` and argument errors answer at once.
+
+
+async def _call_api(base: str, token: str | None, method: str, path: str,
+                    body: Any) -> tuple[int, Any]:
+    import aiohttp
+
+    from courtier.core.config import api_base_url
+
+    base = api_base_url(base)  # HOST:PORT or a URL (README, "The --api address")
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    timeout = aiohttp.ClientTimeout(total=30)
+    try:
+        async with aiohttp.ClientSession(timeout=timeout) as session, session.request(
+            method, base.rstrip("/") + path, json=body, headers=headers) as resp:
+            return resp.status, await resp.json(content_type=None)
+    except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+        raise CourtierError(f"--api {base}: {exc}") from None
+
+
+async def _call_store(args: argparse.Namespace, method: str, path: str,
+                      body: Any) -> tuple[int, Any]:
+    """The API operation run in this process over the store (no server, no socket).
+
+    ``stats`` is answered by the same code as the API's without loading the API
+    views and the frontier (``api/crawl_figures.py``): most of a one-shot command's
+    time is its start-up."""
+    url = store_url(getattr(args, "store", None))
+    # configuration commands may prepare a new crawl (folder and SQLite store, as `crawl`
+    # makes them); the read-only ones refuse a folder without a crawl
+    prepares = args.command == "seed" or (
+        args.command == "policy" and getattr(args, "action", None) in ("set", "clear"))
+    store = await open_store(url, args.data, must_exist=not prepares)
+    try:
+        if (method, path) == ("GET", "/v1/stats"):
+            from courtier.api.crawl_figures import stats_answer
+            from courtier.core.clock import RealClock
+            from courtier.core.config import offline_config
+
+            return await stats_answer(store, offline_config(), RealClock().now())
+        from courtier.api.control import StoreOnlyControl
+        from courtier.api.routes import invoke
+
+        return await invoke(StoreOnlyControl(store), method, path, body)
+    finally:
+        await store.close()
+
+
+async def call(args: argparse.Namespace, method: str, path: str,
+               body: Any = None) -> tuple[int, Any]:
+    """One admin API call, to ``--api`` when given, else in-process over the crawl's store
+    (``--store``, or the SQLite database under ``--data``)."""
+    if getattr(args, "api", None):
+        token = args.api_token or os.environ.get("COURTIER_API_TOKEN")
+        token_file = getattr(args, "api_token_file", None)
+        if token_file is not None:
+            from courtier.core.config import read_token_file
+
+            token = read_token_file(token_file, "--api-token-file")
+        return await _call_api(args.api, token, method, path, body)
+    return await _call_store(args, method, path, body)
+
+
+Caller = Callable[[str, str, Any], Awaitable[tuple[int, Any]]]
+
+
+@asynccontextmanager
+async def open_caller(args: argparse.Namespace) -> AsyncIterator[Caller]:
+    """Like :func:`call` for many calls in a row (``events`` paging through the outbox):
+    with ``--api`` each call is one HTTP request; else the store is opened once, here,
+    and every call runs the API operation in-process over it."""
+    if getattr(args, "api", None):
+        async def over_api(method: str, path: str, body: Any) -> tuple[int, Any]:
+            return await call(args, method, path, body)
+
+        yield over_api
+        return
+    from courtier.api.control import StoreOnlyControl
+    from courtier.api.routes import invoke
+
+    store = await open_store(store_url(getattr(args, "store", None)), args.data,
+                             must_exist=True)
+    try:
+        control = StoreOnlyControl(store)
+
+        async def over_store(method: str, path: str, body: Any) -> tuple[int, Any]:
+            return await invoke(control, method, path, body)
+
+        yield over_store
+    finally:
+        await store.close()
+
+
+def add_store_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--store", help=STORE_HELP)
+
+
+def add_api_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--api", help="a running crawl's admin API: HOST:PORT or "
+                                      "http://HOST:PORT, e.g. 127.0.0.1:8790")
+    parser.add_argument("--api-token", help="bearer token (visible in ps: prefer "
+                                            "COURTIER_API_TOKEN or --api-token-file)")
+    parser.add_argument("--api-token-file", type=Path, help="file holding the bearer token")

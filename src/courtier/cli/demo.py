@@ -1,0 +1,59 @@
+"""``courtier demo``: crawl a built-in multi-host test web on loopback, offline.
+
+The test web and the crawler run in one process; the crawler reaches the
+virtual hosts through a hosts file (``--resolve``) and an explicit
+``--allow-network 127.0.0.0/8`` — exactly what a user would pass by hand.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+from courtier.core.config import build_config
+from courtier.crawl.app import crawl, data_dir_lock, run_async
+from courtier.crawl.progress import Progress, summary_line
+from courtier.testweb import TestWebServer, default_web, politeness_violations
+
+
+async def _demo(data: Path, hosts: int, pages: int, delay: float, progress_mode: str) -> int:
+    spec = default_web(n_hosts=hosts, pages_per_host=pages, crawl_delay=0.4)
+    async with TestWebServer(spec) as server:
+        web = server.web
+        resolve = data / "demo-hosts.txt"
+        resolve.write_text(web.hosts_file_text())
+        config = build_config({
+            "data": data, "seeds": tuple(web.seeds()), "resolve": resolve,
+            "allow_network": ("127.0.0.0/8",), "delay": delay, "progress": progress_mode,
+            "linger": 0.0,
+        })
+        progress = Progress(progress_mode)
+        try:
+            status = await crawl(config, progress, install_signals=False)
+        finally:
+            progress.close()
+        expected = web.expected_fetches()
+        fetched = server.fetched_urls()
+        violations = politeness_violations(server.log, delay=delay, max_in_flight=1)
+    print(summary_line(status))
+    print(f"test web: {hosts} hosts on 127.0.0.1:{server.port}; "
+          f"{len(fetched & expected)}/{len(expected)} expected URLs fetched; "
+          f"politeness violations seen by the server: {len(violations)}")
+    print(f"WARC files ({len(status.warc_files)}):")
+    for path in status.warc_files:
+        print(f"  {path}")
+    print(f"database: {data / 'courtier.db'}")
+    return 0 if not violations else 1
+
+
+def run_demo(data: Path | None, hosts: int, pages: int, delay: float,
+             progress_mode: str = "auto") -> int:
+    if data is None:
+        data = Path(tempfile.mkdtemp(prefix="courtier-demo-"))
+    data.mkdir(parents=True, exist_ok=True)
+    with data_dir_lock(data):
+        try:
+            return run_async(_demo(data, hosts, pages, delay, progress_mode))
+        finally:
+            sys.stdout.flush()

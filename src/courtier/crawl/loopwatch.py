@@ -1,0 +1,79 @@
+"""How late the event loop runs: a periodic task that measures its own lateness.
+
+The crawler is one asyncio loop per process; anything that blocks it delays
+every host's timers and every fetch (DESIGN §3: no input may hold it for more
+than ~50 ms). :class:`LoopLagMonitor` sleeps ``interval`` seconds at a time
+and records how much later than asked it woke up: that lateness is the time
+the loop spent on something else without yielding. Each sample goes to the
+histogram ``courtier_event_loop_lag_seconds``; the longest one seen is the
+gauge ``courtier_event_loop_lag_max_seconds`` and :attr:`longest`.
+
+:func:`log_tasks` is the other half of "what is the loop doing": every task of the
+loop with the await it is parked on (``courtier worker`` logs it on SIGUSR1), for a
+process that is alive but does not move on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import logging
+
+from courtier.crawl.metrics import CrawlMetrics
+
+log = logging.getLogger("courtier.loop")
+
+LAG_INTERVAL = 0.05  # seconds between two samples
+
+
+class LoopLagMonitor:
+    """Samples the running loop's lag until :meth:`stop`."""
+
+    def __init__(self, metrics: CrawlMetrics | None = None,
+                 interval: float = LAG_INTERVAL) -> None:
+        self.metrics = metrics
+        self.interval = interval
+        self.longest = 0.0
+        self.samples = 0
+        self._task: asyncio.Task[None] | None = None
+        #: set on every sample (tests wait on it)
+        self.sampled = asyncio.Event()
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="courtier-loop-lag")
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            asked = loop.time() + self.interval
+            await asyncio.sleep(self.interval)
+            self.record(max(0.0, loop.time() - asked))
+
+    def record(self, lag: float) -> None:
+        self.samples += 1
+        self.sampled.set()
+        if lag > self.longest:
+            self.longest = lag
+            if self.metrics is not None:
+                self.metrics.loop_lag_max.set(lag)
+        if self.metrics is not None:
+            self.metrics.loop_lag.observe(lag)
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+def log_tasks() -> None:
+    """Log every task of the running loop with its stack (where each one awaits)."""
+    tasks = asyncio.all_tasks()
+    out = io.StringIO()
+    for task in sorted(tasks, key=lambda t: t.get_name()):
+        print(f"--- {task!r}", file=out)
+        task.print_stack(limit=20, file=out)
+    log.warning("%d tasks of the event loop:\n%s", len(tasks), out.getvalue())

@@ -1,0 +1,97 @@
+"""Progress output: a live line on a terminal, plain log lines otherwise."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TYPE_CHECKING, TextIO
+
+from courtier.crawl.progress_text import RATE_WINDOW, RecentRate
+
+if TYPE_CHECKING:  # the CLI imports this module; the worker loads only for a crawl
+    from courtier.crawl.status import CrawlStatus
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GB"
+
+
+def status_line(s: CrawlStatus, recent_rate: float | None = None) -> str:
+    """One progress line; ``recent_rate`` is pages/s over the last 10 s (progress_text.py),
+    the average since the start when not given."""
+    rate = s.pages_per_second if recent_rate is None else recent_rate
+    return (
+        f"{rate:6.1f} pages/s (last {RATE_WINDOW:.0f} s) | fetched {s.fetched} | "
+        f"queued {s.queued} | in flight {s.in_flight} | hosts active {s.hosts_active} | "
+        f"errors {s.errors} | denied {s.denied} | {human_bytes(s.bytes)}"
+        + (f" | {s.waiting}" if s.waiting else "")
+    )
+
+
+def summary_line(s: CrawlStatus) -> str:
+    elapsed = max(0.0, s.now - s.started_at)
+    return (
+        f"courtier: {s.stop_reason or 'finished'} after {elapsed:.1f} s: fetched {s.fetched} "
+        f"({s.pages_per_second:.1f}/s), errors {s.errors}, robots-denied {s.denied}, "
+        f"discovered {s.discovered} new URLs, {human_bytes(s.bytes)}"
+        + (_left_for_later(s) if s.left_for_later else "")
+    )
+
+
+def _left_for_later(s: CrawlStatus) -> str:
+    """How many URLs of an unfinished cycle stay in the store, and why. URLs waiting only
+    for their next recrawl are not left for later: their cycle is done."""
+    counts = ""
+    if s.left_unfetched is not None and s.left_retrying is not None:
+        kinds = [f"{n} {label}" for n, label in ((s.left_unfetched, "never fetched"),
+                                                 (s.left_retrying, "retrying")) if n]
+        counts = (f"{s.left_unfetched + s.left_retrying} URLs unfinished"
+                  f" ({', '.join(kinds)}); ") if kinds else ""
+    why = s.waiting.removeprefix("waiting: ") or "retries due later"
+    return (f"; left for later: {counts}{why} (beyond --linger): run again on the same "
+            "--data to finish them")
+
+
+class Progress:
+    """Callable handed to the worker; rate-limited so it costs nothing on the hot path.
+
+    mode: "bar" (rewrite one terminal line), "log" (a line every ``log_every``
+    seconds), "none", or "auto" (bar on a TTY, log otherwise).
+    """
+
+    def __init__(self, mode: str = "auto", stream: TextIO | None = None,
+                 log_every: float = 5.0) -> None:
+        self.stream = stream or sys.stderr
+        if mode == "auto":
+            mode = "bar" if self.stream.isatty() else "log"
+        self.mode = mode
+        self.interval = 0.25 if mode == "bar" else log_every
+        self._last = 0.0
+        self._drawn = False
+        self._rate = RecentRate()
+
+    def __call__(self, status: CrawlStatus) -> None:
+        if self.mode == "none":
+            return
+        now = time.monotonic()
+        rate = self._rate.update(status.now, status.fetched)
+        if now - self._last < self.interval:
+            return
+        self._last = now
+        line = status_line(status, rate)
+        if self.mode == "bar":
+            self.stream.write("\r\x1b[2K" + line)
+            self._drawn = True
+        else:
+            self.stream.write(time.strftime("%H:%M:%S ") + line + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self._drawn:
+            self.stream.write("\n")
+            self.stream.flush()
+            self._drawn = False

@@ -1,0 +1,62 @@
+"""`courtier plan` on the command line: the table, --json, the figures file and its errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from courtier.cli.main import main
+from courtier.ops.figures import REQUIRED, load_figures, shipped_text
+
+SEEDS = ["plan", "--known-urls", "10e9", "--fetches-per-day", "1e9", "--page-kb", "200"]
+
+
+def test_table_names_the_seed_figures_and_the_measurement(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(SEEDS) == 0
+    out = capsys.readouterr().out
+    assert "11,574 /s" in out and "25,000 /s" in out and "200 TB / day" in out
+    shipped = json.loads(shipped_text())
+    assert f"measured {shipped['measured_at']}" in out
+    assert "rest (9,900,000,000 URLs) every 30 d" in out
+
+
+def test_json_uses_the_given_figures_file(tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    figures = json.loads(shipped_text()) | {"cpu_seconds_per_page": 0.01,
+                                            "measured_at": "2030-01-02T03:04:05Z"}
+    path = tmp_path / "figures.json"
+    path.write_text(json.dumps(figures))
+    assert main([*SEEDS, "--figures", str(path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["figures"]["measured_at"] == "2030-01-02T03:04:05Z"
+    assert out["plan"]["cores"] == 334            # 25,000/s x 10 ms / 0.75
+    assert round(out["plan"]["average_fetches_per_second"]) == 11_574
+
+
+def test_shipped_figures_are_complete_and_measured() -> None:
+    figures, raw = load_figures(None)
+    assert all(k in raw for k in REQUIRED) and raw["pages"] > 0
+    assert 0 < figures.cpu_seconds_per_page < 1
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ("{", "invalid JSON at line 1"),
+    ('{"measured_at": "x"}', "missing cpu_seconds_per_page"),
+    ("[1]", "expected a JSON object"),
+])
+def test_bad_figures_file_exits_2_naming_it(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                            content: str, message: str) -> None:
+    path = tmp_path / "f.json"
+    path.write_text(content)
+    assert main([*SEEDS, "--figures", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"--figures {path}" in err and message in err
+
+
+def test_bad_count_exits_2_naming_the_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--known-urls", "lots", "--fetches-per-day", "1e9",
+                 "--page-kb", "200"]) == 2
+    assert "--known-urls 'lots'" in capsys.readouterr().err

@@ -1,0 +1,46 @@
+"""The loop-lag monitor sees a blocked loop and reports it in the metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import pytest
+
+from courtier.crawl.loopwatch import LoopLagMonitor, log_tasks
+from courtier.crawl.metrics import CrawlMetrics
+
+
+async def test_a_blocking_call_shows_as_lag_in_the_metrics() -> None:
+    metrics = CrawlMetrics()
+    monitor = LoopLagMonitor(metrics, interval=0.01)
+    monitor.start()
+    await monitor.sampled.wait()
+    monitor.sampled.clear()
+    time.sleep(0.3)  # noqa: ASYNC251 (blocks the loop on purpose: the timer fires late)
+    await monitor.sampled.wait()
+    await monitor.stop()
+    assert monitor.longest >= 0.29 - 0.01  # a lower bound only: lateness >= the block
+    text = metrics.render().decode()
+    assert "courtier_event_loop_lag_seconds_bucket" in text
+    gauge = next(line for line in text.splitlines()
+                 if line.startswith("courtier_event_loop_lag_max_seconds "))
+    assert float(gauge.split()[1]) == monitor.longest
+
+
+async def _parked_here(never: asyncio.Event) -> None:
+    await never.wait()
+
+
+async def test_the_task_list_names_each_task_and_the_await_it_is_parked_on(
+        caplog: pytest.LogCaptureFixture) -> None:
+    never = asyncio.Event()
+    task = asyncio.create_task(_parked_here(never), name="parked-task")
+    await asyncio.sleep(0)
+    with caplog.at_level(logging.WARNING, logger="courtier.loop"):
+        log_tasks()
+    task.cancel()
+    text = caplog.text
+    assert "parked-task" in text
+    assert "in _parked_here" in text and "await never.wait()" in text
