@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 from courtier.cluster.coordinator import ShardChanges, ShardCoordinator
 from courtier.cluster.host_clocks import clock_of, restore_clock
@@ -44,6 +44,7 @@ from courtier.crawl.committer import Committer
 from courtier.crawl.in_flight import InFlight
 from courtier.crawl.metrics import CrawlMetrics
 from courtier.crawl.releaser import Releaser
+from courtier.frontier.host import HostState
 from courtier.frontier.lease import Lease
 from courtier.frontier.scheduler import Frontier
 from courtier.store.base import Store
@@ -226,20 +227,9 @@ class ShardKeeper:
         await self._releaser.release_returned()
         coordinator = self.coordinator
         assert coordinator is not None
-        clocks = []
-        for host in hosts:
-            delay = self._frontier.delay_for(host)
-            cancelled_at = self._drain_cancels.pop(host.host_key, None)
-            if cancelled_at is not None:
-                host.next_allowed_at = max(host.next_allowed_at, cancelled_at + delay)
-            clocks.append(clock_of(host, delay, coordinator.offset + coordinator.offset_error))
-        try:
-            if clocks:
-                await self._store.save_host_clocks(clocks)
-        except StoreError as exc:
-            # without their clocks the next owner waits one delay per host (see
-            # host_clocks.restore_clock: no clock → the restorer's own arithmetic)
-            log.warning("could not save %d host clocks of a handover: %s", len(clocks), exc)
+        cut = {h.host_key: self._drain_cancels.pop(h.host_key) for h in hosts
+               if h.host_key in self._drain_cancels}
+        saved = await self._save_clocks(hosts, cut, "of a handover")
         if self.shard_state is not None:
             await self.shard_state.hand_over(shards)  # before the release, like the clocks
         try:
@@ -252,7 +242,7 @@ class ShardKeeper:
             self._frontier.epochs.pop(shard, None)
         self._metrics.shard_moves.labels("handover").inc(len(shards))
         log_event(log, logging.INFO, "handover_done",
-                  "handed over %d shards (%d host clocks saved)", len(shards), len(clocks),
+                  "handed over %d shards (%d host clocks saved)", len(shards), saved,
                   shards=sorted(shards), worker=self._owner)
 
     async def _shard_state_step(self, keeper: ShardStateKeeper) -> None:
@@ -292,20 +282,32 @@ class ShardKeeper:
         assert coordinator is not None
         now = self._clock.now()
         hosts = self._frontier.forget_shards(set(coordinator.held))
+        await self._save_clocks(hosts, dict.fromkeys(cut, now), "on leaving")
+        if self.shard_state is not None:
+            await self.shard_state.hand_over(set(coordinator.held))
+        await coordinator.stop(leave=True)
+
+    async def _save_clocks(self, hosts: Iterable[HostState], cut_at: Mapping[str, float],
+                           when: str) -> int:
+        """Save the politeness clock of each host leaving this worker (``cut_at``: hosts
+        whose fetch was cancelled, and when: the request may have reached the server, so
+        its end counts as then). A store error is logged: without their clocks the next
+        owner waits one delay per host (host_clocks.restore_clock). Returns the count."""
+        coordinator = self.coordinator
+        assert coordinator is not None
         clocks = []
         for host in hosts:
             delay = self._frontier.delay_for(host)
-            if host.host_key in cut:
-                host.next_allowed_at = max(host.next_allowed_at, now + delay)
+            cancelled_at = cut_at.get(host.host_key)
+            if cancelled_at is not None:
+                host.next_allowed_at = max(host.next_allowed_at, cancelled_at + delay)
             clocks.append(clock_of(host, delay, coordinator.offset + coordinator.offset_error))
         try:
             if clocks:
                 await self._store.save_host_clocks(clocks)
         except StoreError as exc:
-            log.warning("could not save %d host clocks on leaving: %s", len(clocks), exc)
-        if self.shard_state is not None:
-            await self.shard_state.hand_over(set(coordinator.held))
-        await coordinator.stop(leave=True)
+            log.warning("could not save %d host clocks %s: %s", len(clocks), when, exc)
+        return len(clocks)
 
     # ---- what the refill asks when it registers new hosts ----------------------------------
 
