@@ -56,3 +56,21 @@ def test_seed_file_problems_are_reported_by_line(tmp_path: Path) -> None:
     assert str(problems[0]).startswith(f"{path}:4:")
     # seeds define the scope
     assert intake.scope.hosts == {"good.test", "second.test"}
+
+
+def test_join_is_off_for_crawl_unless_asked_and_on_for_worker(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``crawl --join`` sets ``join``; ``courtier worker`` always joins (cmd_crawl sets it:
+    seen red on a scratch copy without that line). The run itself is replaced."""
+    import courtier.app
+    from courtier.cli import build_parser, config_from_args, main
+    from courtier.worker import CrawlStatus
+
+    seen = []
+    monkeypatch.setattr(courtier.app, "run",
+                        lambda config, *_: seen.append(config.join) or CrawlStatus())
+    assert config_from_args(build_parser().parse_args(["crawl", "http://a.test/"])).join is False
+    assert config_from_args(build_parser().parse_args(
+        ["crawl", "--join", "http://a.test/"])).join is True
+    assert main(["worker", "--data", str(tmp_path), "--api", "127.0.0.1:0"]) == 0
+    assert seen == [True]
