@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -56,7 +57,18 @@ async def test_crawl_with_two_workers_fetches_every_page_once_politely(
             "--progress", "none", "--linger", "0", *server.web.seeds(),
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        out, err = await proc.communicate()
+        try:
+            out, err = await proc.communicate()
+        finally:  # a failed or timed-out test leaves no crawler behind: two SIGTERMs
+            # (the parent forwards them: drain, then abort), SIGKILL as a last resort
+            for _ in range(2):
+                if proc.returncode is None:
+                    proc.terminate()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(proc.wait(), 30)
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
         expected = server.web.expected_fetches()
         log = list(server.log)
     assert proc.returncode == 0, err.decode(errors="replace")[-3000:]

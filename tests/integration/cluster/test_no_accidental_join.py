@@ -31,7 +31,12 @@ async def one_off_crawl(cluster: Cluster, *extra: str) -> tuple[int, str]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "courtier", *args, stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    _, err = await proc.communicate()
+    try:
+        _, err = await proc.communicate()
+    finally:  # a failed or timed-out test leaves no crawler behind
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
     assert proc.returncode is not None
     return proc.returncode, err.decode(errors="replace")
 
