@@ -2,7 +2,8 @@
 
 Public conformance vectors live in ``../shared/conformance`` beside the
 checkout (CI has them). Tests that read them skip, saying so, when the folder
-is absent; in CI (``CI=true``) an absent folder is an error instead.
+is absent; under CI (``CI`` set to any true value: tests/ci.py) an absent folder is an
+error instead, and a CI session in which any test was skipped fails (``SkipGuard``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.ci import SkipGuard, ci_is_on, required_under_ci
 
 # No test resolves a name through the system's DNS: a name missing from a test's
 # hosts overrides fails (courtier.fetch.resolver); worker subprocesses inherit this.
@@ -27,10 +30,14 @@ def conformance_file(relative: str) -> Path:
     """Path of a conformance vector file; skips the test (or fails in CI) when absent."""
     path = CONFORMANCE_DIR / relative
     if not path.exists():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"conformance file missing in CI: {path}")
-        pytest.skip(f"conformance vectors not present ({path}); skipped, not passed")
+        required_under_ci(f"conformance vectors not present ({path}); "
+                          "COURTIER_CONFORMANCE_DIR names their folder")
     return path
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under CI, a session that skipped any test fails, listing them (tests/ci.py)."""
+    config.pluginmanager.register(SkipGuard(ci_is_on()), "courtier-skip-guard")
 
 
 @pytest.fixture(scope="module")

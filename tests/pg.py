@@ -2,7 +2,7 @@
 
 :func:`temporary_database` creates a uniquely named database (connecting to the
 ``postgres`` database to CREATE/DROP it) and drops it afterwards. When the server
-is absent the test is skipped with the reason, except with ``CI=true``, where it
+is absent the test is skipped with the reason, except under CI (tests/ci.py), where it
 fails: CI must never pass without having run the PostgreSQL tests.
 """
 
@@ -15,7 +15,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import asyncpg
-import pytest
+
+from tests.ci import required_under_ci
 
 PG_HOST = os.environ.get("COURTIER_TEST_PG_HOST", "127.0.0.1")
 PG_PORT = int(os.environ.get("COURTIER_TEST_PG_PORT", "5432"))
@@ -42,9 +43,7 @@ async def _admin(sql: str) -> None:
 
 def _unavailable(exc: BaseException) -> None:
     reason = f"PostgreSQL not reachable at {PG_HOST}:{PG_PORT} ({exc})"
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{reason}; CI requires it (.ci/run starts it)")
-    pytest.skip(f"{reason}; skipped, not passed")
+    required_under_ci(f"{reason} (.ci/run starts it)")
 
 
 @contextmanager

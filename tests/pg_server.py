@@ -11,7 +11,7 @@ directory. :func:`throwaway_server` always stops the server and removes the dire
 
 When the binaries (``COURTIER_TEST_PG_BIN``, default the newest
 /usr/lib/postgresql/<version>/bin) or the ``postgres`` user are missing, the test is
-skipped with the reason, except with ``CI=true``, where it fails (as tests/pg.py does
+skipped with the reason, except under CI (tests/ci.py), where it fails (as tests/pg.py does
 for the shared server).
 
 ``fsync = off``: an immediate stop kills the server's processes, not the machine, so
@@ -35,7 +35,8 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import asyncpg
-import pytest
+
+from tests.ci import required_under_ci
 
 
 def _newest_bin() -> Path:
@@ -155,9 +156,7 @@ def _missing() -> str | None:
 
 
 def _unavailable(reason: str) -> None:
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"throwaway PostgreSQL server: {reason}; CI requires it")
-    pytest.skip(f"throwaway PostgreSQL server: {reason}; skipped, not passed")
+    required_under_ci(f"throwaway PostgreSQL server: {reason}")
 
 
 def free_port() -> int:

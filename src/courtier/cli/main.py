@@ -84,6 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
     crawl.add_argument("--workers", type=int,
                        help="worker processes on this machine, one per core "
                             "(needs a PostgreSQL --store; 1)")
+    crawl.add_argument("--join", action="store_true", default=None,
+                       help="join the live workers of a shared --store (else a crawl that "
+                            "finds any refuses to start; `courtier worker` always joins)")
     worker = sub.add_parser(
         "worker", help="long-running service: crawl continuously (recrawls included) and "
                        "always serve the admin API (default 127.0.0.1:8790)")
@@ -161,6 +164,7 @@ def cmd_crawl(args: argparse.Namespace) -> int:
 
     if args.command == "worker":
         args.continuous = True
+        args.join = True  # a service joins whatever cluster runs on its store
     config = config_from_args(args)
     _setup_logging(args, config.log_format)
     report_problem = _seed_problem_logger(config.log_format)

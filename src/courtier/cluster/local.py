@@ -53,6 +53,7 @@ def child_configs(config: CrawlConfig) -> list[CrawlConfig]:
         out.append(dataclasses.replace(
             config, data=config.data / f"worker-{i}", seeds=(), seeds_file=None, workers=1,
             expect_workers=max(config.expect_workers, config.workers),
+            join=True,  # its siblings are live workers of the same store
             api=api, progress="none",
             worker_id=f"{config.worker_id}-{i}" if config.worker_id else None))
     return out
@@ -66,6 +67,24 @@ def _child(config: CrawlConfig, results: Queue[Any], verbose: bool) -> None:
 
     status = run(config, "none")
     results.put(dataclasses.asdict(status))
+
+
+async def _refuse_join(config: CrawlConfig, children: list[CrawlConfig]) -> None:
+    """ConfigError naming the store's live workers other than these children (a crawl
+    restarted on the same --data takes its own children's ids back)."""
+    from courtier.core.clock import RealClock
+    from courtier.crawl.app import refuse_accidental_join, worker_id_of
+    from courtier.store.open import open_store
+
+    mine = set()
+    for child in children:
+        child.data.mkdir(parents=True, exist_ok=True)
+        mine.add(worker_id_of(child))
+    store = await open_store(store_url(config.store), config.data, RealClock())
+    try:
+        await refuse_accidental_join(store, mine, config.lease_ttl)
+    finally:
+        await store.close()
 
 
 async def _queue_seeds(config: CrawlConfig,
@@ -99,13 +118,16 @@ def run_local_cluster(config: CrawlConfig,
             f"--workers {config.workers} needs --store postgresql://…: the embedded SQLite "
             "store admits one writer process at a time (see docs/deployment.md)")
     config.data.mkdir(parents=True, exist_ok=True)
+    children_configs = child_configs(config)
+    if not config.join:
+        asyncio.run(_refuse_join(config, children_configs))
     asyncio.run(_queue_seeds(config, report_problem))
     context = multiprocessing.get_context("spawn")
     results: Queue[Any] = context.Queue()
     verbose = logging.getLogger().isEnabledFor(logging.DEBUG)
     children: list[BaseProcess] = [
         context.Process(target=_child, args=(child, results, verbose), name=child.data.name)
-        for child in child_configs(config)
+        for child in children_configs
     ]
     for child in children:
         child.start()

@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from courtier.cluster.rendezvous import target_owners
 from courtier.core.records import LeaseView, WorkerView
 
-__all__ = ["LeaseView", "ShardPlan", "WorkerView", "fence_deadline", "live_weights", "plan_shards"]
+__all__ = ["LeaseView", "ShardPlan", "WorkerView", "fence_deadline", "live_others",
+           "live_weights", "plan_shards"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +53,20 @@ def live_weights(workers: Iterable[WorkerView], now: float, worker_ttl: float) -
         for w in workers
         if w.weight > 0 and w.heartbeat_at + worker_ttl > now
     }
+
+
+def live_others(workers: Iterable[WorkerView], leases: Iterable[LeaseView],
+                mine: Iterable[str], now: float, worker_ttl: float) -> list[str]:
+    """Ids (sorted) of the workers other than ``mine`` that look alive at ``now``: a
+    heartbeat younger than ``worker_ttl``, or a shard lease not yet expired.
+
+    A one-off crawl asks before it starts: if any, starting would join their cluster
+    (and move shards) rather than run a crawl of its own."""
+    skip = set(mine)
+    alive = {w.worker_id for w in workers if w.heartbeat_at + worker_ttl > now}
+    alive |= {lease.owner for lease in leases
+              if lease.owner is not None and lease.expires_at > now}
+    return sorted(alive - skip)
 
 
 def plan_shards(

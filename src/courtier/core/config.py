@@ -102,6 +102,7 @@ class CrawlConfig:
     worker_weight: float = 1.0         # share of the shards relative to other workers
     workers: int = 1                   # crawl: worker processes on this machine (PostgreSQL)
     expect_workers: int = 1            # cluster: live workers awaited before taking shards
+    join: bool = False                 # crawl: may join a store's live workers (worker: always)
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def validate(self) -> CrawlConfig:

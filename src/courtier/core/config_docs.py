@@ -178,6 +178,11 @@ SETTING_DOCS: dict[str, SettingDoc] = {
                                  "TTL, so that workers started together split the shards at "
                                  "once instead of the first taking all and handing most "
                                  "over. `crawl --workers N` sets it to N for its children."),
+    "join": SettingDoc("Cluster", "`courtier crawl` on a shared (PostgreSQL) store: join the "
+                       "live workers already crawling it. Without it, a crawl that finds "
+                       "another live worker (a fresh heartbeat or an unexpired shard lease) "
+                       "refuses to start, naming them, instead of silently joining their "
+                       "cluster. `courtier worker` always joins."),
     "workers": SettingDoc("Cluster", "`courtier crawl`: worker processes to run on this machine "
                           "(one per core); more than 1 needs a PostgreSQL `--store`."),
 }

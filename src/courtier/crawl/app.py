@@ -28,6 +28,7 @@ from courtier.archive.recovery import recover_warc_dir
 from courtier.archive.spool import SpooledArchive, is_remote, storage_options
 from courtier.archive.warc import WarcWriter
 from courtier.cluster.coordinator import LeaseSettings, ShardCoordinator
+from courtier.cluster.membership import live_others
 from courtier.cluster.timed_store import with_call_timeout
 from courtier.core.clock import Clock, RealClock
 from courtier.core.config import CrawlConfig, api_address
@@ -129,6 +130,13 @@ async def crawl(
     except BaseException:
         await transport.close()
         raise
+    if is_shared(store_url(config.store)) and not config.join:
+        try:
+            await refuse_accidental_join(store, {worker_id_of(config)}, config.lease_ttl)
+        except BaseException:
+            await store.close()
+            await transport.close()
+            raise
     archive = open_archive(config, store) if remote else WarcWriter(
         str(warc_root), max_file_bytes=config.warc_max_bytes, software=config.user_agent)
     ticks: asyncio.Task[None] | None = None
@@ -231,6 +239,30 @@ async def crawl(
 async def _stop_when_set(stop: asyncio.Event, worker: Worker) -> None:
     await stop.wait()
     worker.request_stop("stopped")
+
+
+async def refuse_accidental_join(store: Store, mine: set[str], lease_ttl: float) -> None:
+    """Raise ConfigError naming the live workers of ``store`` other than ``mine``, if any.
+
+    A one-off ``courtier crawl`` on a shared store with live workers would silently join
+    their cluster: the shards would be split again (and moved back when it ends) for a
+    crawl that meant to run alone. ``--join`` (``config.join``) and ``courtier worker``
+    skip this check."""
+    view = await store.cluster_view()
+    others = live_others(view.worker_views(), view.lease_views(), mine, view.now, lease_ttl)
+    if not others:
+        return
+    info = {w.worker_id: w.info for w in view.workers}
+
+    def named(worker_id: str) -> str:
+        where = info.get(worker_id) or {}
+        host, pid = where.get("host"), where.get("pid")
+        return f"{worker_id} (host {host}, pid {pid})" if host else worker_id
+
+    raise ConfigError(
+        f"--store has {len(others)} live worker(s): {', '.join(named(w) for w in others)}; "
+        "this crawl would join their cluster and move shards: add --join to join it "
+        "(or run `courtier worker`), or give another --store")
 
 
 def worker_id_of(config: CrawlConfig) -> str:

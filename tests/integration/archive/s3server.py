@@ -4,14 +4,13 @@
 subprocess (not a mock of the client: the S3 client speaks HTTP to it) and
 sets the standard AWS environment variables so that the crawler, s3fs and
 child processes find it. Without moto the tests skip, except when
-``CI=true``: then they fail.
+CI (tests/ci.py): then they fail.
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib.util
-import os
 import socket
 import subprocess
 import sys
@@ -19,6 +18,8 @@ import time
 from collections.abc import Iterator
 
 import pytest
+
+from tests.ci import required_under_ci
 
 
 def _free_port() -> int:
@@ -32,9 +33,7 @@ def s3_server(monkeypatch: pytest.MonkeyPatch, bucket: str = "crawl") -> Iterato
     """Yield the endpoint URL of a fresh server holding an empty ``bucket``."""
     missing = [m for m in ("moto", "s3fs", "flask") if importlib.util.find_spec(m) is None]
     if missing:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"S3 test server needs {missing} (pip install -e '.[dev]')")
-        pytest.skip(f"S3 test server not available: {missing} not installed")
+        required_under_ci(f"S3 test server needs {missing} (pip install -e '.[dev]')")
     port = _free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],

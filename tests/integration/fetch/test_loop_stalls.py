@@ -19,9 +19,11 @@ the server's log (the links they hold were fetched).
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import gzip
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -42,6 +44,22 @@ SITEMAP = gzip.compress(
     + b"<junk>j</junk>" * 150_000
     + b"<url><loc>http://stall.test:%(port)d/from-sitemap-2</loc></url></urlset>", 6)
 HOME = b'<html><body><a href="/attrs">a</a> <a href="/deep">d</a></body></html>'
+
+
+@contextlib.contextmanager
+def frozen_gc() -> Iterator[None]:
+    """The measured part runs with the collector's old objects frozen.
+
+    A full test run leaves millions of objects behind, and one collection of them
+    (measured 75-650 ms) would stall whatever runs on the loop, a parse or not; freezing
+    them keeps the collector's work to what the crawl itself allocates, so the longest
+    stall measures the crawl, not the suite that ran before it."""
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def inline_cost(parse: object) -> float:
@@ -91,7 +109,8 @@ async def test_hostile_documents_are_parsed_off_the_loop(tmp_path: Path) -> None
              "resolve": hosts, "allow_network": ("127.0.0.0/8",), "delay": 0.0,
              "progress": "none", "linger": 0.0, "parse_timeout": 600.0},
             environ={})
-        status = await crawl(config, install_signals=False)
+        with frozen_gc():
+            status = await crawl(config, install_signals=False)
     finally:
         await runner.cleanup()
     # every hostile document was parsed to the end: the links behind its cost were followed
@@ -136,17 +155,10 @@ async def test_a_hostile_robots_txt_is_parsed_and_matched_off_the_loop(
     rules = RobotsTxt.parse(HOSTILE_ROBOTS)
     control = inline_cost(lambda: rules.allowed("courtier", DENIED[0]))
     assert not rules.allowed("courtier", DENIED[1]) and rules.allowed("courtier", ALLOWED[0])
-    # a full test run leaves millions of objects behind, and one collection of them
-    # (measured 75-650 ms) would stall whatever runs; freezing them keeps the collector's
-    # work to what the crawl itself allocates
-    gc.collect()
-    gc.freeze()
-    try:
+    with frozen_gc():
         async with serve(handle) as port:
             config = loopback_crawl(tmp_path, "rules.test", (f"http://rules.test:{port}/",))
             status = await crawl(config, install_signals=False)
-    finally:
-        gc.unfreeze()
     # RFC 9309 longest match, judged by the server: /d/… denied, /ok/… fetched
     assert set(ALLOWED) <= set(seen) and not set(DENIED) & set(seen)
     assert status.denied == len(DENIED)

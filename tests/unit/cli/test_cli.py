@@ -83,3 +83,22 @@ def test_ca_file_from_toml_and_environment(tmp_path: Path) -> None:
     toml.write_text(f'ca-file = "{pem}"\n')
     assert build_config({}, toml, environ={}).ca_file == pem
     assert build_config({}, environ={"COURTIER_CA_FILE": str(pem)}).ca_file == pem
+
+
+def test_join_is_off_for_crawl_unless_asked_and_on_for_worker(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``crawl --join`` sets ``join``; ``courtier worker`` always joins (cmd_crawl sets it:
+    seen red on a scratch copy without that line). The run itself is replaced."""
+    import courtier.crawl.app
+    from courtier.cli.crawl_flags import config_from_args
+    from courtier.cli.main import build_parser, main
+    from courtier.crawl.status import CrawlStatus
+
+    seen = []
+    monkeypatch.setattr(courtier.crawl.app, "run",
+                        lambda config, *_: seen.append(config.join) or CrawlStatus())
+    assert config_from_args(build_parser().parse_args(["crawl", "http://a.test/"])).join is False
+    assert config_from_args(build_parser().parse_args(
+        ["crawl", "--join", "http://a.test/"])).join is True
+    assert main(["worker", "--data", str(tmp_path), "--api", "127.0.0.1:0"]) == 0
+    assert seen == [True]

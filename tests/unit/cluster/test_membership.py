@@ -8,6 +8,7 @@ from courtier.cluster.membership import (
     LeaseView,
     WorkerView,
     fence_deadline,
+    live_others,
     live_weights,
     plan_shards,
 )
@@ -81,3 +82,38 @@ def test_fence_deadline_precedes_any_possible_expiry() -> None:
     assert deadline < 100.0 + 30.0 - 5.0
     with pytest.raises(ValueError, match="no time"):
         fence_deadline(0.0, lease_seconds=5.0, margin=5.0)
+
+
+# ---- live_others: who a one-off crawl would join ----------------------------------------
+# Seen red on a scratch copy: with the lease clause of live_others removed, the
+# lease-only case fails; with ``mine`` not subtracted, the own-id case does.
+
+
+def test_live_others_are_fresh_heartbeats_and_unexpired_leases_not_mine() -> None:
+    workers = [WorkerView("beat", 1.0, NOW - 1), WorkerView("stale", 1.0, NOW - TTL - 1),
+               WorkerView("me", 1.0, NOW - 1)]
+    leases = [LeaseView(1, "leasing", 2, NOW + 5), LeaseView(2, "expired", 2, NOW - 0.1),
+              LeaseView(3, None, 0, 0.0), LeaseView(4, "me", 1, NOW + 5)]
+    assert live_others(workers, leases, {"me"}, NOW, TTL) == ["beat", "leasing"]
+
+
+def test_a_stale_worker_holding_no_live_lease_is_not_live() -> None:
+    assert live_others([WorkerView("old", 1.0, NOW - TTL)], [LeaseView(1, "old", 1, NOW)],
+                       (), NOW, TTL) == []
+
+
+async def test_refuse_accidental_join_names_the_live_workers_of_a_store() -> None:
+    from courtier.core.clock import VirtualClock
+    from courtier.core.errors import ConfigError
+    from courtier.crawl.app import refuse_accidental_join
+    from courtier.store.memory import MemoryStore
+
+    clock = VirtualClock()
+    store = MemoryStore(clock)
+    await refuse_accidental_join(store, {"me"}, TTL)  # an empty store: nothing to join
+    await store.heartbeat("w7", 1.0, {"host": "box", "pid": 42}, clock.now())
+    await store.heartbeat("me", 1.0, {}, clock.now())
+    with pytest.raises(ConfigError, match=r"1 live worker\(s\): w7 \(host box, pid 42\);.*--join"):
+        await refuse_accidental_join(store, {"me"}, TTL)
+    clock.advance(TTL + 1)  # its heartbeat is now older than the TTL: dead, not joined
+    await refuse_accidental_join(store, {"me"}, TTL)

@@ -14,17 +14,24 @@ from hypothesis import strategies as st
 from courtier.dedup import simhash
 from courtier.dedup.pages import DuplicateTracker
 from courtier.dedup.simhash import simhash64, text_features
+from tests.ci import required_under_ci
 
 WORD_BYTES = [b for b in range(256) if b not in b" \t\n\r\x0b\x0c"]
 
-needs_numba = pytest.mark.skipif(not simhash.prepare_compiled(), reason="numba is not installed")
+
+
+@pytest.fixture
+def needs_numba() -> None:
+    """Skip when the kernels cannot be compiled (numba missing); under CI, fail."""
+    if not simhash.prepare_compiled():
+        required_under_ci("compiled SimHash unavailable (numba is not installed)")
 
 
 def expected(text: str) -> tuple[int, int]:
     return simhash64(text), text_features(text)[1]
 
 
-@needs_numba
+@pytest.mark.usefixtures("needs_numba")
 def test_kernel_word_hashes_equal_xxhash_at_every_length() -> None:
     k = simhash.compiled_kernels()
     assert k is not None
@@ -45,7 +52,7 @@ def test_kernel_word_hashes_equal_xxhash_at_every_length() -> None:
             assert [sep[s:s + n] for _, s, n in long_at[:longs].tolist()] == words
 
 
-@needs_numba
+@pytest.mark.usefixtures("needs_numba")
 def test_word_counts_around_the_shingle_and_lane_edges() -> None:
     # 0-2 words (no shingles), and feature counts around the 255-feature lane flush
     rng = random.Random(5)
@@ -57,7 +64,7 @@ def test_word_counts_around_the_shingle_and_lane_edges() -> None:
             simhash64(text), words), words
 
 
-@needs_numba
+@pytest.mark.usefixtures("needs_numba")
 def test_all_votes_set_and_ties() -> None:
     # one word repeated: every shingle is the same feature, so every set bit wins
     text = " ".join(["same"] * 600)
@@ -67,7 +74,7 @@ def test_all_votes_set_and_ties() -> None:
     assert simhash.simhash_words("alpha beta") == expected("alpha beta")
 
 
-@needs_numba
+@pytest.mark.usefixtures("needs_numba")
 def test_long_words_unicode_and_separators() -> None:
     texts = ["", "   ", ",.;!", "x" * 17, "a " + "b" * 300 + " c", "Hello, World! ÉTÉ été",
              "中文字符的文本没有空格 " * 40, "tab\tnew\nline\rcr", "“quoted” — dash " * 100,
@@ -76,14 +83,14 @@ def test_long_words_unicode_and_separators() -> None:
         assert simhash.simhash_words(text) == expected(text), text[:30]
 
 
-@needs_numba
+@pytest.mark.usefixtures("needs_numba")
 @settings(max_examples=400, deadline=None)
 @given(st.text(alphabet=st.sampled_from(list("aZ09_ ,.-!\n\té€—“中文 ")), max_size=600))
 def test_random_texts_equal_the_numpy_path(text: str) -> None:
     assert simhash.simhash_words(text) == expected(text)
 
 
-@needs_numba
+@pytest.mark.usefixtures("needs_numba")
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=1, max_size=30),
                 max_size=700))
@@ -119,7 +126,7 @@ def test_a_failing_import_falls_back_to_numpy(monkeypatch: pytest.MonkeyPatch) -
     assert simhash.simhash_words("one two three four") == expected("one two three four")
 
 
-@needs_numba
+@pytest.mark.usefixtures("needs_numba")
 def test_tracker_uses_the_same_fingerprints_either_way(monkeypatch: pytest.MonkeyPatch) -> None:
     rng = random.Random(9)
     texts = [" ".join(rng.choice(["red", "green", "blue", "sky", "sea", "word"])
