@@ -49,6 +49,7 @@ from courtier.frontier.trap_state import ShardedTemplateTracker
 from courtier.frontier.traps import trap_rules_from
 from courtier.store.base import NewUrl, Store
 from courtier.store.open import is_shared, open_store, store_url
+from courtier.store.postgres.dsn import STALLED_TRANSACTION_TIMEOUT
 
 log = logging.getLogger("courtier")
 T = TypeVar("T")
@@ -125,8 +126,12 @@ async def crawl(
     transport = AiohttpTransport(resolver, limit_per_host=config.max_in_flight_per_host,
                                  ca_file=config.ca_file)
     try:
+        # a worker stopped mid-transaction must not hold the others' leases hostage: the
+        # server ends its transaction well within a lease (store/postgres/store.py)
         store = await open_store(store_url(config.store), data, clock,
-                                 durability=config.durability)
+                                 durability=config.durability,
+                                 stalled_transaction_timeout=min(
+                                     STALLED_TRANSACTION_TIMEOUT, config.lease_ttl / 3))
     except BaseException:
         await transport.close()
         raise

@@ -76,9 +76,12 @@ def is_shared(url: str | None) -> bool:
 
 
 def make_store(url: str | None, data_dir: Path, clock: Clock | None = None,
-               durability: str = "normal") -> Store:
+               durability: str = "normal", stalled_transaction_timeout: float | None = None
+               ) -> Store:
     """A new, unopened store for ``url`` (see the module docstring). ``durability``
-    (--durability) applies to SQLite; PostgreSQL commits are synchronous."""
+    (--durability) applies to SQLite; PostgreSQL commits are synchronous.
+    ``stalled_transaction_timeout``: PostgreSQL ends a transaction whose client stopped
+    for this long (store/postgres/store.py; default there)."""
     if url is None:
         from courtier.store.sqlite import SqliteStore
 
@@ -86,11 +89,15 @@ def make_store(url: str | None, data_dir: Path, clock: Clock | None = None,
     check_store_url(url)
     from courtier.store.postgres import PostgresStore
 
-    return PostgresStore(url, clock=clock)
+    if stalled_transaction_timeout is None:
+        return PostgresStore(url, clock=clock)
+    return PostgresStore(url, clock=clock,
+                         stalled_transaction_timeout=stalled_transaction_timeout)
 
 
 async def open_store(url: str | None, data_dir: Path, clock: Clock | None = None,
-                     *, must_exist: bool = False, durability: str = "normal") -> Store:
+                     *, must_exist: bool = False, durability: str = "normal",
+                     stalled_transaction_timeout: float | None = None) -> Store:
     """Make and open the store. ``must_exist``: a missing SQLite database is a ConfigError
     (read-only commands must not create an empty crawl); otherwise a missing ``--data``
     folder is created (:func:`make_data_dir`), so configuration commands (``seed add``,
@@ -102,7 +109,7 @@ async def open_store(url: str | None, data_dir: Path, clock: Clock | None = None
             raise ConfigError(f"--data {data_dir}: no crawl database here ({db} does not exist)")
     elif url is None:
         make_data_dir(data_dir)
-    store = make_store(url, data_dir, clock, durability)
+    store = make_store(url, data_dir, clock, durability, stalled_transaction_timeout)
     if url is None:
         await store.open()
         return store

@@ -82,7 +82,7 @@ from courtier.store.postgres import (
     _schema,
 )
 from courtier.store.postgres._rows import Conn
-from courtier.store.postgres.dsn import describe_dsn
+from courtier.store.postgres.dsn import STALLED_TRANSACTION_TIMEOUT, describe_dsn
 
 T = TypeVar("T")
 
@@ -117,6 +117,7 @@ class PostgresStore:
     def __init__(
         self, dsn: str, clock: Clock | None = None, *, min_size: int = 1, max_size: int = 8,
         connect_timeout: float = 10.0,
+        stalled_transaction_timeout: float = STALLED_TRANSACTION_TIMEOUT,
     ) -> None:
         self._dsn = dsn
         self._where = describe_dsn(dsn)
@@ -125,6 +126,7 @@ class PostgresStore:
         self._closed = False
         self._sizes = (min_size, max_size)
         self._connect_timeout = connect_timeout
+        self._stalled_ms = max(1, round(stalled_transaction_timeout * 1000))
         self._schema_version = 0
 
     @property
@@ -186,7 +188,12 @@ class PostgresStore:
             pool = await asyncpg.create_pool(
                 self._dsn, min_size=self._sizes[0], max_size=self._sizes[1],
                 timeout=self._connect_timeout, command_timeout=300,
-                server_settings={"synchronous_commit": "on", "application_name": "courtier"},
+                server_settings={
+                    "synchronous_commit": "on", "application_name": "courtier",
+                    # a transaction whose client stopped (SIGSTOP, swap, a partition) is
+                    # ended by the server, so its row locks never stall the other workers
+                    "idle_in_transaction_session_timeout": str(self._stalled_ms),
+                },
                 reset=_keep_session,
             )
         except DRIVER_ERRORS as exc:
