@@ -1,51 +1,102 @@
-"""The frontier's hosts that may start now: best priority first, in arrival order within
-a priority.
+"""The frontier's hosts that may start now: mostly best priority first, with regular turns
+for the lower priorities; in arrival order within a priority.
 
 Level 1 of the frontier (``scheduler.py``) moves a host here when its next start time
-has come. A binary heap keyed on (priority, ready time, sequence) cost O(log n) cache
-misses per grant: with a million ready hosts, a third of the grant's time. Here each
-priority has its own FIFO queue (hosts arrive from the time-ordered waiting heap, so the
-earliest-ready host of a priority comes out first), and a small heap holds the
-priorities that have a queue: push and pop are O(1) plus O(log p) for p priority
-levels in use (a handful).
+has come. Each priority has its own FIFO queue (hosts arrive from the time-ordered
+waiting heap, so the earliest-ready host of a priority comes out first), and a sorted
+list holds the priorities that have a queue (a handful: push and pop are O(1) plus a
+bisection and a list insert or delete over those few levels).
+
+**Priority turns.** Of every :data:`TURN_EVERY` entries taken, ``TURN_EVERY − 1`` come
+from the best priority that has a ready host; the last one, the *turn*, comes from a
+lower priority that has one. The lower priorities take the turns in order, from the
+highest down, then round again, so while ``L`` priorities have ready hosts each of the
+``L − 1`` lower ones gets one entry in every ``TURN_EVERY × (L − 1)``: with 32 and three
+priorities in use, the best gets 31 of 32, the other two one in 64 each. A host that is
+``m``-th in its priority's queue is taken within ``m`` of its priority's turns, long
+before its URLs are overdue (``OVERDUE_AFTER``, 7 days, after which they outrank all
+else). When no lower priority has a ready host the turn goes to the best, so no grant
+is lost. ``turn_every=None`` is strict priority (no turns). An entry the caller finds
+stale (the host was rescheduled since) is handed back with :meth:`ReadyHosts.skipped`:
+it does not count, so a turn spent on a stale entry is taken again by the next.
+
+Why 1 in 32: see docs/design.md, "Priority turns" (measured in the freshness simulator
+through the frontier under a tight budget: value-weighted freshness no worse than
+strict priority, and no host waiting for its URLs to become overdue).
 """
 
 from __future__ import annotations
 
-import heapq
+import bisect
 from collections import deque
+
+#: one entry in every TURN_EVERY goes to a lower priority than the best that has a
+#: ready host (the lower priorities in turn, highest first)
+TURN_EVERY = 32
 
 
 class ReadyHosts:
     """(token, host key) entries by priority; stale tokens are the caller's to skip."""
 
-    __slots__ = ("_levels", "_queues", "_size")
+    __slots__ = ("_last_turn", "_levels", "_queues", "_size", "_taken", "_turn_every", "_undo")
 
-    def __init__(self) -> None:
-        self._levels: list[int] = []  # negated priorities that have a queue (a heap)
+    def __init__(self, turn_every: int | None = TURN_EVERY) -> None:
+        if turn_every is not None and turn_every < 2:
+            raise ValueError(f"turn_every must be at least 2 (or None), got {turn_every}")
+        self._levels: list[int] = []  # priorities that have a queue, ascending
         self._queues: dict[int, deque[tuple[int, str]]] = {}
         self._size = 0
+        self._turn_every = turn_every
+        self._taken = 0  # entries taken since the last turn
+        self._last_turn: int | None = None  # the priority that had the last turn
+        self._undo: tuple[int, int | None] = (0, None)  # both, before the last pop
 
     def push(self, priority: int, token: int, key: str) -> None:
         queue = self._queues.get(priority)
         if queue is None:
             queue = self._queues[priority] = deque()
-            heapq.heappush(self._levels, -priority)
+            bisect.insort(self._levels, priority)
         queue.append((token, key))
         self._size += 1
 
     def pop(self) -> tuple[int, str] | None:
-        """The entry of the highest priority that arrived first, or None when empty."""
-        levels, queues = self._levels, self._queues
-        while levels:
-            priority = -levels[0]
-            queue = queues[priority]
-            if queue:
-                self._size -= 1
-                return queue.popleft()
-            heapq.heappop(levels)
-            del queues[priority]
-        return None
+        """The next entry (the first of the best priority, or of a lower one on its
+        turn), or None when empty."""
+        levels = self._levels
+        if not levels:
+            return None
+        index = len(levels) - 1
+        every = self._turn_every
+        if every is not None:
+            self._undo = (self._taken, self._last_turn)
+            self._taken += 1
+            if self._taken >= every:
+                self._taken = 0
+                if index:
+                    index = self._turn_index(levels)
+        priority = levels[index]
+        queue = self._queues[priority]
+        entry = queue.popleft()
+        if not queue:
+            del levels[index]
+            del self._queues[priority]
+        self._size -= 1
+        return entry
+
+    def skipped(self) -> None:
+        """The entry just popped was stale: it does not count towards the turns."""
+        self._taken, self._last_turn = self._undo
+
+    def _turn_index(self, levels: list[int]) -> int:
+        """The lower priority whose turn it is: the highest below the last turn's, or,
+        when none is (or the last is no longer below the best), the highest below the best."""
+        last = self._last_turn
+        best_lower = len(levels) - 2
+        index = best_lower if last is None else bisect.bisect_left(levels, last) - 1
+        if not 0 <= index <= best_lower:
+            index = best_lower
+        self._last_turn = levels[index]
+        return index
 
     def __len__(self) -> int:
         return self._size

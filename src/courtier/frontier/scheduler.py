@@ -49,7 +49,7 @@ from courtier.core.records import DAY, DueUrl, HostRecord
 from courtier.core.urls import host_key_of, shard_of
 from courtier.frontier.host import HostPolicy, HostState, IpState
 from courtier.frontier.lease import FetchFeedback, Lease, LeaseKind
-from courtier.frontier.ready import ReadyHosts
+from courtier.frontier.ready import TURN_EVERY, ReadyHosts
 from courtier.frontier.robots_turns import UNITS_PER_TURN, decide_head
 from courtier.politeness.delays import DelayPolicy, base_delay
 from courtier.politeness.robots import RobotsTxt
@@ -104,6 +104,7 @@ class Frontier:
         rng: random.Random | None = None,
         max_in_flight_per_ip: int = 8,
         ip_delay: float = 0.0,
+        turn_every: int | None = TURN_EVERY,
     ) -> None:
         self.clock = clock
         self.agent = agent_token
@@ -118,7 +119,7 @@ class Frontier:
         self.hosts: dict[str, HostState] = {}
         self.ips: dict[str, IpState] = {}
         self._waiting: list[tuple[float, int, int, str]] = []
-        self._ready = ReadyHosts()
+        self._ready = ReadyHosts(turn_every)
         self._seq = itertools.count()
         self._denied: list[Denial] = []
         self._released: list[tuple[DueUrl, float]] = []
@@ -222,6 +223,7 @@ class Frontier:
             token, key = entry
             host = hosts.get(key)
             if host is None or host.token != token:
+                ready.skipped()
                 continue
             ready_at = self._ready_at(host)  # shared (per-IP) limits may have changed since
             if ready_at is None or ready_at > now:

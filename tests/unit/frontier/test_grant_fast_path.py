@@ -78,6 +78,7 @@ class SlowFrontier(Frontier):
             token, key = entry
             host = self.hosts.get(key)
             if host is None or host.token != token:
+                ready.skipped()
                 continue
             ready_at = self._ready_at(host)
             if ready_at is None or ready_at > now:
