@@ -18,7 +18,8 @@ robots decisions' work budget in ``robots_turns.py``.
 Level 1 keeps hosts in two orders: the ``waiting`` heap by the time the host may
 next start a request (``max(next_allowed_at, backoff_until, robots retry)``),
 and ``ready`` (due now, ``ready.py``) best first: priority of the host's best URL,
-then the order in which hosts became ready. Level 2 is each host's own heap of URLs.
+with one grant in every ``TURN_EVERY`` for a lower priority (priority turns), then the
+order in which hosts became ready. Level 2 is each host's own heap of URLs.
 Entries carry a per-host token; an entry whose token is stale is skipped,
 so rescheduling a host is O(log n) without searching the heaps.
 

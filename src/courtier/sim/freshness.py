@@ -19,6 +19,8 @@ Policies:
 * ``round-robin``: every page every ``pages / budget`` days, in turn.
 
 Every policy gets the same budget per tick and the same refill.
+:func:`run_frontier_freshness` puts the frontier between the refill and the fetches (the
+planner policy, the ready hosts' order strict or with priority turns).
 """
 
 from __future__ import annotations
@@ -30,8 +32,10 @@ from dataclasses import dataclass, field
 
 from courtier.core.clock import VirtualClock
 from courtier.core.outcome import Outcome
+from courtier.core.records import HostRecord
 from courtier.core.urls import SHARD_COUNT, canonicalize
 from courtier.crawl import planning
+from courtier.frontier.lease import FetchFeedback, LeaseKind
 from courtier.frontier.planner import BudgetController
 from courtier.frontier.recrawl import (
     DAY,
@@ -41,6 +45,7 @@ from courtier.frontier.recrawl import (
     schedule_after,
 )
 from courtier.frontier.refresh import RefreshPlanner
+from courtier.frontier.scheduler import Frontier
 from courtier.frontier.tiers import TierSet
 from courtier.store.base import DueUrl, FetchCommit, NewUrl
 from courtier.store.memory import MemoryStore
@@ -155,8 +160,20 @@ def _policy_commit(policy: str, due: DueUrl, changed: bool, now: float,
     return commit, stats
 
 
-async def _run(pages: list[FreshPage], policy: str, days: float, budget: int,
-               warmup_days: float, tick: float) -> FreshnessResult:
+@dataclass(slots=True)
+class _Setup:
+    clock: VirtualClock
+    store: MemoryStore
+    index: dict[bytes, int]
+    shards: list[int]
+    recrawl: RecrawlPolicy
+    planner: RefreshPlanner
+    judge: FreshnessJudge
+
+
+async def _set_up(pages: list[FreshPage], days: float, budget: int,
+                  warmup_days: float) -> _Setup:
+    """The store with every page QUEUED and its value imported, the planner, the judge."""
     clock = VirtualClock(T0)
     store = MemoryStore(clock)
     await store.open()
@@ -175,6 +192,13 @@ async def _run(pages: list[FreshPage], policy: str, days: float, budget: int,
     planner = RefreshPlanner(TierSet.from_specs([], DAY), recrawl,
                              BudgetController(budget, tail_share=0.05))
     judge = FreshnessJudge(pages, T0 + warmup_days * DAY, T0 + days * DAY)
+    return _Setup(clock, store, index, shards, recrawl, planner, judge)
+
+
+async def _run(pages: list[FreshPage], policy: str, days: float, budget: int,
+               warmup_days: float, tick: float) -> FreshnessResult:
+    setup = await _set_up(pages, days, budget, warmup_days)
+    store, judge, planner = setup.store, setup.judge, setup.planner
     stats: dict[bytes, ChangeStats] = {}
     cycle = len(pages) / budget * DAY
     per_tick = budget * tick / DAY
@@ -184,15 +208,15 @@ async def _run(pages: list[FreshPage], policy: str, days: float, budget: int,
         carry += per_tick
         want = int(carry)
         carry -= want
-        due = await store.load_due(shards, now, want, want) if want else []
+        due = await store.load_due(setup.shards, now, want, want) if want else []
         if policy == "planner":
             await planning.prepare(store, planner, due)
         commits = []
         for row in due:
-            changed = judge.fetch(index[row.url_key], now)
+            changed = judge.fetch(setup.index[row.url_key], now)
             commit, stats[row.url_key] = _policy_commit(
                 policy, row, changed, now, stats.get(row.url_key, ChangeStats()), planner,
-                recrawl, cycle)
+                setup.recrawl, cycle)
             commits.append(commit)
         await store.commit(commits)
         fetches += len(due)
@@ -200,8 +224,80 @@ async def _run(pages: list[FreshPage], policy: str, days: float, budget: int,
         if policy == "planner":
             planner.adjust(tick)
         now += tick
-        clock.set(now)
+        setup.clock.set(now)
     return FreshnessResult(policy, judge.value_weighted_freshness(), fetches, max(per_day))
+
+
+@dataclass(frozen=True, slots=True)
+class FrontierFreshnessResult:
+    """:class:`FreshnessResult` of the planner through the frontier, and the longest
+    wait, in grants, of a host with URLs in memory: from the grant that found it queued
+    (or its previous one) to its own; hosts that had URLs in memory and never a grant."""
+
+    freshness: FreshnessResult
+    longest_wait_grants: int
+    hosts_never_served: int
+
+
+async def _run_through_frontier(pages: list[FreshPage], turn_every: int | None, days: float,
+                                budget: int, warmup_days: float, tick: float,
+                                window: int) -> FrontierFreshnessResult:
+    setup = await _set_up(pages, days, budget, warmup_days)
+    store, judge, planner, clock = setup.store, setup.judge, setup.planner, setup.clock
+    frontier = Frontier(clock, "courtier", turn_every=turn_every)
+    stats: dict[bytes, ChangeStats] = {}
+    per_tick = budget * tick / DAY
+    carry, fetches, per_day = 0.0, 0, [0] * (int(days) + 1)
+    grants = 0
+    queued_since: dict[str, int] = {}  # host -> the grant count when it was last served
+    longest = 0
+    served: set[str] = set()
+    now = T0
+    while now < judge.end:
+        room = window - frontier.queued
+        if room >= window // 2:  # the worker's refill rule (crawl/refiller.py)
+            due = await store.load_due(setup.shards, now, room, 64,
+                                       skip_hosts=frontier.full_hosts(32))
+            await planning.prepare(store, planner, due)
+            for row in due:
+                if not frontier.knows_host(row.host_key):
+                    frontier.register_host(row.host_key, row.shard, HostRecord(
+                        row.host_key, row.shard, robots_status=404, robots_fetched_at=T0,
+                        robots_expires_at=T0 + 10 * days * DAY))  # no robots.txt: allowed
+                queued_since.setdefault(row.host_key, grants)
+            frontier.add(due)
+        frontier.rerank()
+        carry += per_tick
+        want = int(carry)
+        carry -= want
+        commits = []
+        while want > 0:
+            lease = frontier.next_lease() or frontier.next_lease()  # a new turn once
+            if lease is None:
+                break
+            leased = lease.due
+            assert leased is not None and lease.kind is LeaseKind.PAGE
+            grants += 1
+            longest = max(longest, grants - queued_since.pop(lease.host_key, grants))
+            served.add(lease.host_key)
+            changed = judge.fetch(setup.index[leased.url_key], now)
+            commit, stats[leased.url_key] = _policy_commit(
+                "planner", leased, changed, now, stats.get(leased.url_key, ChangeStats()),
+                planner, setup.recrawl, 0.0)
+            commits.append(commit)
+            frontier.finish_page(lease, FetchFeedback(200 if changed else 304, 0.1))
+            if frontier.hosts[lease.host_key].queue:
+                queued_since[lease.host_key] = grants
+            want -= 1
+        await store.commit(commits)
+        fetches += len(commits)
+        per_day[int((now - T0) // DAY)] += len(commits)
+        planner.adjust(tick)
+        now += tick
+        clock.set(now)
+    freshness = FreshnessResult("planner", judge.value_weighted_freshness(), fetches,
+                                max(per_day))
+    return FrontierFreshnessResult(freshness, longest, len(frontier.hosts) - len(served))
 
 
 def run_freshness(pages: list[FreshPage], policy: str, *, days: float = 30.0,
@@ -213,3 +309,17 @@ def run_freshness(pages: list[FreshPage], policy: str, *, days: float = 30.0,
         raise ValueError(f"policy must be one of {POLICIES}, not {policy!r}")
     daily = budget if budget is not None else max(1, len(pages) // 10)
     return asyncio.run(_run(pages, policy, days, daily, warmup_days, tick))
+
+
+def run_frontier_freshness(pages: list[FreshPage], turn_every: int | None, *,
+                           days: float = 30.0, budget: int | None = None,
+                           warmup_days: float = 15.0, tick: float = 900.0,
+                           window: int = 20_000) -> FrontierFreshnessResult:
+    """The ``planner`` policy with the frontier between the refill and the fetches, as
+    in the worker: the refill loads up to ``window`` due rows into a
+    :class:`~courtier.frontier.scheduler.Frontier` (ready hosts ordered with a turn in
+    every ``turn_every`` for the lower priorities, None: strict priority) and the budget
+    takes its leases one by one, so the frontier's ready order decides what is fetched."""
+    daily = budget if budget is not None else max(1, len(pages) // 10)
+    return asyncio.run(_run_through_frontier(pages, turn_every, days, daily, warmup_days,
+                                             tick, window))
