@@ -38,7 +38,8 @@ TURN_EVERY = 20
 class ReadyHosts:
     """(token, host key) entries by priority; stale tokens are the caller's to skip."""
 
-    __slots__ = ("_last_turn", "_levels", "_queues", "_size", "_taken", "_turn_every", "_undo")
+    __slots__ = ("_last_turn", "_levels", "_prev_turn", "_queues", "_size", "_taken",
+                 "_turn_every")
 
     def __init__(self, turn_every: int | None = TURN_EVERY) -> None:
         if turn_every is not None and turn_every < 2:
@@ -49,7 +50,7 @@ class ReadyHosts:
         self._turn_every = turn_every
         self._taken = 0  # entries taken since the last turn
         self._last_turn: int | None = None  # the priority that had the last turn
-        self._undo: tuple[int, int | None] = (0, None)  # both, before the last pop
+        self._prev_turn: int | None = None  # _last_turn before the last turn
 
     def push(self, priority: int, token: int, key: str) -> None:
         queue = self._queues.get(priority)
@@ -68,10 +69,12 @@ class ReadyHosts:
         index = len(levels) - 1
         every = self._turn_every
         if every is not None:
-            self._undo = (self._taken, self._last_turn)
-            self._taken += 1
-            if self._taken >= every:
+            taken = self._taken + 1
+            if taken < every:
+                self._taken = taken
+            else:
                 self._taken = 0
+                self._prev_turn = self._last_turn
                 if index:
                     index = self._turn_index(levels)
         priority = levels[index]
@@ -85,7 +88,14 @@ class ReadyHosts:
 
     def skipped(self) -> None:
         """The entry just popped was stale: it does not count towards the turns."""
-        self._taken, self._last_turn = self._undo
+        every = self._turn_every
+        if every is None:
+            return
+        if self._taken:
+            self._taken -= 1
+        else:  # it was a turn: the next pop takes it again
+            self._taken = every - 1
+            self._last_turn = self._prev_turn
 
     def _turn_index(self, levels: list[int]) -> int:
         """The lower priority whose turn it is: the highest below the last turn's, or,

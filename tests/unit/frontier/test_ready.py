@@ -150,3 +150,20 @@ def test_a_stale_entry_skipped_does_not_use_up_a_turn() -> None:
 def test_turn_every_below_two_is_refused() -> None:
     with pytest.raises(ValueError, match="turn_every"):
         ReadyHosts(turn_every=1)
+
+
+def test_stale_entries_of_the_best_priority_do_not_bring_the_turn_sooner() -> None:
+    ready = ReadyHosts(turn_every=3)
+    for token in range(10):
+        ready.push(9, token, "best")
+    ready.push(2, 50, "low")
+    live = []
+    for _ in range(6):
+        entry = ready.pop()
+        assert entry is not None
+        if entry[0] % 2:  # odd tokens: hosts rescheduled since (stale)
+            ready.skipped()
+        else:
+            live.append(entry)
+    # two live grants of the best, then the low one's turn: the stale ones did not count
+    assert live[:3] == [(0, "best"), (2, "best"), (50, "low")]
