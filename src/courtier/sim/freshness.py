@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from courtier.core.clock import VirtualClock
 from courtier.core.outcome import Outcome
-from courtier.core.records import HostRecord
+from courtier.core.records import OVERDUE_AFTER, HostRecord
 from courtier.core.urls import SHARD_COUNT, canonicalize
 from courtier.crawl import planning
 from courtier.frontier.lease import FetchFeedback, LeaseKind
@@ -237,6 +237,8 @@ class FrontierFreshnessResult:
     freshness: FreshnessResult
     longest_wait_grants: int
     hosts_never_served: int
+    longest_wait_by_priority: dict[int, int]  # by the priority of the URL granted
+    overdue_grants: int  # grants of URLs overdue by OVERDUE_AFTER (they outrank all else)
 
 
 async def _run_through_frontier(pages: list[FreshPage], turn_every: int | None, days: float,
@@ -252,6 +254,8 @@ async def _run_through_frontier(pages: list[FreshPage], turn_every: int | None, 
     queued_since: dict[str, int] = {}  # host -> the grant count when it was last served
     longest = 0
     served: set[str] = set()
+    by_priority: dict[int, int] = {}
+    overdue = 0
     now = T0
     while now < judge.end:
         room = window - frontier.queued
@@ -278,7 +282,10 @@ async def _run_through_frontier(pages: list[FreshPage], turn_every: int | None, 
             leased = lease.due
             assert leased is not None and lease.kind is LeaseKind.PAGE
             grants += 1
-            longest = max(longest, grants - queued_since.pop(lease.host_key, grants))
+            wait = grants - queued_since.pop(lease.host_key, grants)
+            longest = max(longest, wait)
+            by_priority[leased.priority] = max(by_priority.get(leased.priority, 0), wait)
+            overdue += leased.next_fetch_at < now - OVERDUE_AFTER
             served.add(lease.host_key)
             changed = judge.fetch(setup.index[leased.url_key], now)
             commit, stats[leased.url_key] = _policy_commit(
@@ -297,7 +304,8 @@ async def _run_through_frontier(pages: list[FreshPage], turn_every: int | None, 
         clock.set(now)
     freshness = FreshnessResult("planner", judge.value_weighted_freshness(), fetches,
                                 max(per_day))
-    return FrontierFreshnessResult(freshness, longest, len(frontier.hosts) - len(served))
+    return FrontierFreshnessResult(freshness, longest, len(frontier.hosts) - len(served),
+                                   dict(sorted(by_priority.items())), overdue)
 
 
 def run_freshness(pages: list[FreshPage], policy: str, *, days: float = 30.0,
