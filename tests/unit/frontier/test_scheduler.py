@@ -5,8 +5,10 @@ from __future__ import annotations
 import itertools
 
 from courtier.core.clock import VirtualClock
+from courtier.core.records import HostRecord
 from courtier.core.urls import canonicalize
 from courtier.frontier import FetchFeedback, Frontier, HostPolicy, Lease, LeaseKind
+from courtier.frontier.ready import TURN_EVERY
 from courtier.politeness.delays import DelayPolicy
 from courtier.politeness.robots_state import RobotsPolicy
 from courtier.store.base import DueUrl
@@ -271,3 +273,29 @@ def test_robots_5xx_reason_is_the_status_and_a_success_clears_it() -> None:
     assert retry is not None and retry.kind is LeaseKind.ROBOTS
     frontier.finish_robots(retry, 200, b"User-agent: *\nAllow: /\n")
     assert state.last_error is None
+
+
+def test_a_low_priority_host_gets_one_grant_in_every_turn_while_better_hosts_wait() -> None:
+    def low_grants(turn_every: int | None) -> int:
+        clock, frontier = make(delay=1.0, turn_every=turn_every)
+        rows = [due(f"http://high{h}.example/p{i}", priority=5) for h in range(40)
+                for i in range(50)] + [due(f"http://low.example/p{i}") for i in range(50)]
+        for row in rows:
+            if not frontier.knows_host(row.host_key):  # robots.txt known: 404, allow all
+                frontier.register_host(row.host_key, row.shard, HostRecord(
+                    row.host_key, row.shard, robots_status=404, robots_fetched_at=1000.0,
+                    robots_expires_at=10**9))
+        frontier.add(rows)
+        granted = []
+        while len(granted) < 20 * TURN_EVERY:
+            clock.advance(1.0)  # every host is ready again; a budget of 5 grants a second
+            frontier.rerank()   # every ready entry goes stale (and is skipped, uncounted)
+            for _ in range(5):
+                lease = frontier.next_lease()
+                assert lease is not None and lease.kind is LeaseKind.PAGE
+                granted.append(lease.host_key)
+                frontier.finish_page(lease, FetchFeedback(200, 0.0))
+        return granted.count("http://low.example")
+
+    assert low_grants(TURN_EVERY) == 20  # exactly its turns: one in every TURN_EVERY
+    assert low_grants(None) == 0  # strict priority: never, while a better host is ready
