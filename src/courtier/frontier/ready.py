@@ -22,7 +22,9 @@ it does not count, so a turn spent on a stale entry is taken again by the next.
 
 Why 1 in 20: see docs/design.md, "Priority turns" (measured in the freshness simulator
 through the frontier, ``courtier.sim.freshness.run_frontier_freshness``: value-weighted
-freshness above strict priority's in each of 8 runs, the longest wait shorter).
+freshness above strict priority's in each of 8 runs, the longest wait of a host as long
+or shorter in 7). A host's priority is that of its best URL, the overdue boost included
+(``host.OVERDUE_BOOST``): overdue URLs make priorities of their own, above the others.
 """
 
 from __future__ import annotations
