@@ -1,0 +1,196 @@
+"""``courtier index`` over a real embedded crawl of the test web, as a user runs it.
+
+The observer is the test web's own log: every page it answered 200 with an HTML body
+must be in the index exactly once, under its title in the test web's model. A consumer
+SIGKILLed after its first committed batch (seen by polling the index file) and started
+again ends with the same index.
+
+Checked by breaking it: with the cursor committed as soon as a batch is read, before its
+pages are read from the archive and committed (consumer/indexer.py), the crash test
+failed in 3 of 4 runs — at the kill the index held fewer pages than the events up to its
+cursor name, pages the restart never indexes (the 4th kill fell between two batches).
+The same break inside one ``apply`` (cursor committed apart, just before the rows) has a
+window too short for a kill from outside: tests/unit/consumer/test_index_db.py kills a
+process inside the transaction instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from courtier.core.urls import canonicalize
+from courtier.crawl.app import crawl
+from courtier.store.sqlite import SqliteStore
+from courtier.testweb import TestWebServer, default_web
+from tests.integration.crawl.test_crawl_testweb import config_for
+
+#: a hang guard only: how long a consumer may take before the test gives up on it
+GUARD = 120.0
+
+
+@dataclass(frozen=True)
+class Crawled:
+    data: Path
+    html: dict[str, str]                 # URL answered 200 text/html -> its model's title
+    events: list[tuple[int, str]]        # (event id, URL) of the outbox, in order
+
+
+async def _crawl(data: Path) -> Crawled:
+    spec = default_web(n_hosts=4, pages_per_host=8, crawl_delay=0.2)
+    async with TestWebServer(spec) as server:
+        await crawl(config_for(server, data), install_signals=False)  # type: ignore[arg-type]
+        web = server.web
+        html: dict[str, str] = {}
+        for record in server.log:
+            if record.method != "GET" or record.status != 200:
+                continue
+            served = web.page(record.host, record.path_qs)
+            if not (served.header("Content-Type") or "").startswith("text/html"):
+                continue
+            model = web.html_model(record.host, urlsplit(record.path_qs).path)
+            assert model is not None, record
+            html[canonicalize(server.url(record.host, record.path_qs)).url] = model.title
+    store = SqliteStore(data / "courtier.db")
+    await store.open()
+    try:
+        events = await store.read_events(0, 100_000)
+    finally:
+        await store.close()
+    return Crawled(data, html, [(e.id, e.payload["url"]) for e in events])
+
+
+@pytest.fixture(scope="module")
+def crawled(tmp_path_factory: pytest.TempPathFactory) -> Crawled:
+    found = asyncio.run(_crawl(tmp_path_factory.mktemp("consumer") / "data"))
+    assert len(found.html) >= 30  # the web is big enough for many batches
+    return found
+
+
+def courtier(*args: str) -> list[str]:
+    return [sys.executable, "-m", "courtier", *args]
+
+
+def index_rows(path: Path) -> tuple[list[tuple[str, str]], int, set[str], int]:
+    """(url, title) of every page row, FTS rows, URLs waiting for a payload, cursor."""
+    db = sqlite3.connect(path)
+    try:
+        pages = db.execute("SELECT url, title FROM pages ORDER BY url").fetchall()
+        texts = db.execute("SELECT count(*) FROM page_text").fetchone()[0]
+        waiting = {row[0] for row in db.execute("SELECT url FROM waiting")}
+        cursor = int(db.execute("SELECT value FROM meta WHERE key = 'cursor'").fetchone()[0])
+    finally:
+        db.close()
+    return pages, texts, waiting, cursor
+
+
+def assert_every_page_once(crawled: Crawled, path: Path) -> None:
+    pages, texts, waiting, cursor = index_rows(path)
+    urls = [url for url, _ in pages]
+    assert len(urls) == len(set(urls)) == texts  # one row and one text per URL
+    assert set(urls) == set(crawled.html), (sorted(set(crawled.html) - set(urls)),
+                                            sorted(set(urls) - set(crawled.html)))
+    assert dict(pages) == crawled.html  # each under its own title
+    assert waiting == set()
+    assert cursor == crawled.events[-1][0]
+
+
+@pytest.mark.timeout(300)
+def test_index_holds_every_fetched_html_page_once_and_search_finds_it(
+        crawled: Crawled, tmp_path: Path) -> None:
+    index = tmp_path / "search.db"
+    done = subprocess.run(courtier("index", "--data", str(crawled.data), "--index", str(index)),
+                          capture_output=True, text=True, timeout=GUARD)
+    assert done.returncode == 0, done.stderr
+    assert_every_page_once(crawled, index)
+    assert f"{len(crawled.html)} pages in the index" in done.stdout
+    # run again: nothing new, nothing twice
+    again = subprocess.run(courtier("index", "--data", str(crawled.data), "--index",
+                                    str(index)), capture_output=True, text=True, timeout=GUARD)
+    assert again.returncode == 0, again.stderr
+    assert "0 events read" in again.stdout
+    assert_every_page_once(crawled, index)
+    # the about page and its mirror (a revisit record: same bytes) of every host
+    found = subprocess.run(courtier("search", "about", "--index", str(index), "--limit", "50"),
+                           capture_output=True, text=True, timeout=GUARD)
+    assert found.returncode == 0, found.stderr
+    hits = [line.split("  ", 1) for line in found.stdout.splitlines()]
+    about = {url for url in crawled.html if url.endswith("about.html")}
+    assert len(about) >= 4  # each host whose pages were fetched: the page and its mirror
+    assert {url for url, _ in hits} == about
+    assert all(title == crawled.html[url] for url, title in hits)
+
+
+def read_cursor(path: Path) -> int:
+    """The index's cursor as another process sees it (0 while it is being made)."""
+    if not path.exists():
+        return 0
+    try:
+        db = sqlite3.connect(path, timeout=0.5)
+        try:
+            row = db.execute("SELECT value FROM meta WHERE key = 'cursor'").fetchone()
+        finally:
+            db.close()
+    except sqlite3.OperationalError:  # no table yet, or locked for a moment
+        return 0
+    return int(row[0]) if row else 0
+
+
+def kill_after_first_commit(args: list[str], path: Path) -> int | None:
+    """Start the consumer, SIGKILL it once its index shows a committed batch; the cursor
+    at the kill, or None when it finished before the kill could land."""
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + GUARD
+        while read_cursor(path) == 0:
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else b""
+            assert time.monotonic() < deadline, "no batch committed"
+            time.sleep(0.005)  # polling interval, not an ordering
+        os.kill(proc.pid, signal.SIGKILL)
+        code = proc.wait(timeout=GUARD)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if proc.stderr is not None:
+            proc.stderr.close()
+    if code == 0:
+        return None
+    assert code == -signal.SIGKILL
+    return read_cursor(path)
+
+
+@pytest.mark.timeout(300)
+def test_a_consumer_killed_mid_run_and_restarted_indexes_every_page_once(
+        crawled: Crawled, tmp_path: Path) -> None:
+    last = crawled.events[-1][0]
+    for attempt in range(5):  # a run that ends before the kill lands is tried again
+        index = tmp_path / f"search-{attempt}.db"
+        args = courtier("index", "--data", str(crawled.data), "--index", str(index),
+                        "--batch", "2")
+        cursor = kill_after_first_commit(args, index)
+        if cursor is not None and cursor < last:
+            break
+    else:
+        pytest.fail("the consumer finished before every one of 5 kills")
+    # at the kill: exactly the pages of the events up to the cursor, no more, no fewer
+    pages, texts, waiting, at_kill = index_rows(index)
+    assert at_kill == cursor
+    taken = {url for event_id, url in crawled.events if event_id <= cursor}
+    urls = {url for url, _ in pages}
+    assert len(pages) == texts
+    assert urls | waiting == taken & set(crawled.html), (
+        sorted((taken & set(crawled.html)) - (urls | waiting)), sorted(urls - taken))
+    done = subprocess.run(args, capture_output=True, text=True, timeout=GUARD)
+    assert done.returncode == 0, done.stderr
+    assert_every_page_once(crawled, index)
