@@ -191,7 +191,8 @@ class SearchIndex:
         """Apply ``changes`` (the events after ``start`` up to ``end``, in feed order) and
         set the cursor to ``end``, in one transaction. Raises :class:`CursorMoved` (and
         changes nothing) when the cursor is no longer ``start``. Returns what was done:
-        ``indexed``, ``copied``, ``kept``, ``waiting``, ``removed``, ``stale``."""
+        ``indexed``, ``copied``, ``kept``, ``waiting``, ``removed`` (a page that was in the
+        index), ``stale``, ``unknown payload``."""
         done: Counter[str] = Counter()
         self.db.execute("BEGIN IMMEDIATE")
         try:
@@ -205,11 +206,11 @@ class SearchIndex:
                     self._put(change.url_key, change.url, change.title, change.text,
                               change.payload_digest, change.fetched_at)
                     done["indexed"] += 1
-                    done["copied"] += self._release_waiting(change)
+                    if copied := self._release_waiting(change):
+                        done["copied"] += copied
                 elif isinstance(change, Reuse):
                     done[self._reuse(change)] += 1
-                else:
-                    self._remove(change.url_key)
+                elif self._remove(change.url_key):
                     done["removed"] += 1
             self.db.execute("UPDATE meta SET value = ? WHERE key = 'cursor'", (str(end),))
             self.db.execute("COMMIT")
@@ -275,18 +276,20 @@ class SearchIndex:
             self._put(change.url_key, change.url, source[0], source[1], change.payload_digest,
                       change.fetched_at)
             return "copied"
-        self._remove(change.url_key)  # its old text is not this capture's
+        removed = self._remove(change.url_key)  # its old text is not this capture's
         if change.payload_digest is None:
-            return "removed"
+            return "removed" if removed else "unknown payload"
         self.db.execute("INSERT INTO waiting VALUES (?, ?, ?, ?) ON CONFLICT (url_key) DO "
                         "UPDATE SET url = excluded.url, payload_digest = excluded.payload_digest,"
                         " fetched_at = excluded.fetched_at",
                         (change.url_key, change.url, change.payload_digest, change.fetched_at))
         return "waiting"
 
-    def _remove(self, url_key: str) -> None:
+    def _remove(self, url_key: str) -> bool:
+        """Drop the URL's page (or its wait for a payload); whether there was one."""
         row = self.db.execute("SELECT id FROM pages WHERE url_key = ?", (url_key,)).fetchone()
         if row is not None:
             self.db.execute("DELETE FROM page_text WHERE rowid = ?", (row[0],))
             self.db.execute("DELETE FROM pages WHERE id = ?", (row[0],))
-        self.db.execute("DELETE FROM waiting WHERE url_key = ?", (url_key,))
+        waited = self.db.execute("DELETE FROM waiting WHERE url_key = ?", (url_key,)).rowcount
+        return row is not None or waited > 0

@@ -44,7 +44,8 @@ class IndexReport:
 
     def line(self, pages: int) -> str:
         parts = [f"{self.done[k]} {k}" for k in
-                 ("indexed", "copied", "kept", "removed", "waiting", "stale") if self.done[k]]
+                 ("indexed", "copied", "kept", "removed", "waiting", "stale", "unknown payload")
+                 if self.done[k]]
         skipped = sum(self.skipped.values())
         if skipped:
             why = ", ".join(f"{reason} {n}" for reason, n in self.skipped.most_common())
