@@ -78,10 +78,11 @@ class ArchivedPages:
             try:
                 stored = read_response(root, location)
             except ArchiveError as exc:
-                problems.append(f"{root}: {exc}")
+                missing = isinstance(exc.__cause__, FileNotFoundError)
+                problems.append(f"{root}: {'no such file' if missing else exc}")
                 continue
             self._root_of[location.file] = root
             return stored
-        raise ArchiveError(f"record {location.file}@{location.offset} not readable under "
-                           f"the WARC root(s) given ({'; '.join(problems)}); --archive names "
-                           "the folder the crawl wrote to")
+        raise ArchiveError(f"record {location.file}@{location.offset}: "
+                           f"{'; '.join(problems)} (--archive names the folder the crawl "
+                           "wrote to)")

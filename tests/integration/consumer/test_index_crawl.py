@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -192,5 +193,34 @@ def test_a_consumer_killed_mid_run_and_restarted_indexes_every_page_once(
     assert urls | waiting == taken & set(crawled.html), (
         sorted((taken & set(crawled.html)) - (urls | waiting)), sorted(urls - taken))
     done = subprocess.run(args, capture_output=True, text=True, timeout=GUARD)
+    assert done.returncode == 0, done.stderr
+    assert_every_page_once(crawled, index)
+
+
+@pytest.mark.timeout(300)
+def test_worker_folders_are_found_and_an_unreadable_archive_stops_without_skipping(
+        crawled: Crawled, tmp_path: Path) -> None:
+    """The WARC files of a ``crawl --workers N`` crawl lie in DATA/worker-I/warc; an
+    --archive that does not hold them stops the run in one line, exit 1, with the events
+    before the first page kept; the right archive then finishes the index."""
+    data = tmp_path / "data"
+    data.mkdir()
+    shutil.copy(crawled.data / "courtier.db", data / "courtier.db")
+    shutil.copytree(crawled.data / "warc", data / "worker-1" / "warc")
+    (data / "worker-0" / "warc").mkdir(parents=True)  # a worker that archived nothing
+    wrong = tmp_path / "elsewhere"
+    wrong.mkdir()
+    index = tmp_path / "search.db"
+    failed = subprocess.run(courtier("index", "--data", str(data), "--index", str(index),
+                                     "--archive", str(wrong)),
+                            capture_output=True, text=True, timeout=GUARD)
+    assert failed.returncode == 1
+    assert failed.stderr.count("\n") == 1, failed.stderr
+    assert failed.stderr.startswith("courtier: failed: record ")
+    assert str(wrong) in failed.stderr and "--archive" in failed.stderr
+    first_page = min(event_id for event_id, url in crawled.events if url in crawled.html)
+    assert index_rows(index)[3] == first_page - 1  # the events before it are taken in
+    done = subprocess.run(courtier("index", "--data", str(data), "--index", str(index)),
+                          capture_output=True, text=True, timeout=GUARD)
     assert done.returncode == 0, done.stderr
     assert_every_page_once(crawled, index)
