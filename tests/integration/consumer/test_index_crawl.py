@@ -32,9 +32,9 @@ import pytest
 
 from courtier.core.urls import canonicalize
 from courtier.crawl.app import crawl
-from courtier.store.sqlite import SqliteStore
 from courtier.testweb import TestWebServer, default_web
 from tests.integration.crawl.test_crawl_testweb import config_for
+from tests.integration.outbox import outbox_events
 
 #: a hang guard only: how long a consumer may take before the test gives up on it
 GUARD = 120.0
@@ -62,12 +62,7 @@ async def _crawl(data: Path) -> Crawled:
             model = web.html_model(record.host, urlsplit(record.path_qs).path)
             assert model is not None, record
             html[canonicalize(server.url(record.host, record.path_qs)).url] = model.title
-    store = SqliteStore(data / "courtier.db")
-    await store.open()
-    try:
-        events = await store.read_events(0, 100_000)
-    finally:
-        await store.close()
+    events = await outbox_events(data)
     return Crawled(data, html, [(e.id, e.payload["url"]) for e in events])
 
 
