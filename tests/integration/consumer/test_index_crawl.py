@@ -32,6 +32,7 @@ import pytest
 
 from courtier.core.urls import canonicalize
 from courtier.crawl.app import crawl
+from courtier.store.open import open_store
 from courtier.testweb import TestWebServer, default_web
 from tests.integration.crawl.test_crawl_testweb import config_for
 from tests.integration.outbox import outbox_events
@@ -47,10 +48,12 @@ class Crawled:
     events: list[tuple[int, str]]        # (event id, URL) of the outbox, in order
 
 
-async def _crawl(data: Path) -> Crawled:
-    spec = default_web(n_hosts=4, pages_per_host=8, crawl_delay=0.2)
+async def _crawl(data: Path, n_hosts: int = 4, pages: int = 8,
+                 store: str | None = None) -> Crawled:
+    spec = default_web(n_hosts=n_hosts, pages_per_host=pages, crawl_delay=0.2)
     async with TestWebServer(spec) as server:
-        await crawl(config_for(server, data), install_signals=False)  # type: ignore[arg-type]
+        await crawl(config_for(server, data, store=store),  # type: ignore[arg-type]
+                    install_signals=False)
         web = server.web
         html: dict[str, str] = {}
         for record in server.log:
@@ -62,7 +65,14 @@ async def _crawl(data: Path) -> Crawled:
             model = web.html_model(record.host, urlsplit(record.path_qs).path)
             assert model is not None, record
             html[canonicalize(server.url(record.host, record.path_qs)).url] = model.title
-    events = await outbox_events(data)
+    if store is None:
+        events = await outbox_events(data)
+    else:
+        opened = await open_store(store, data, must_exist=True)
+        try:
+            events = await opened.read_events(0, 100_000)
+        finally:
+            await opened.close()
     return Crawled(data, html, [(e.id, e.payload["url"]) for e in events])
 
 
@@ -219,3 +229,19 @@ def test_worker_folders_are_found_and_an_unreadable_archive_stops_without_skippi
                           capture_output=True, text=True, timeout=GUARD)
     assert done.returncode == 0, done.stderr
     assert_every_page_once(crawled, index)
+
+
+@pytest.mark.timeout(300)
+def test_index_over_a_postgresql_store(tmp_path: Path) -> None:
+    """``courtier index --store DSN --data DIR``: the feed from PostgreSQL, the WARC files
+    and the index under the folder."""
+    from tests.pg import temporary_database
+
+    with temporary_database("consumer") as dsn:
+        crawled = asyncio.run(_crawl(tmp_path / "data", n_hosts=2, pages=4, store=dsn))
+        assert crawled.html
+        done = subprocess.run(courtier("index", "--store", dsn, "--data", str(crawled.data)),
+                              capture_output=True, text=True, timeout=GUARD)
+    assert done.returncode == 0, done.stderr
+    assert not (crawled.data / "courtier.db").exists()  # nothing read from an SQLite store
+    assert_every_page_once(crawled, crawled.data / "search.db")
