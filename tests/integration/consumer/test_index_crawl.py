@@ -245,3 +245,33 @@ def test_index_over_a_postgresql_store(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert not (crawled.data / "courtier.db").exists()  # nothing read from an SQLite store
     assert_every_page_once(crawled, crawled.data / "search.db")
+
+
+@pytest.mark.timeout(300)
+def test_follow_keeps_running_until_sigterm_then_ends_between_batches(
+        crawled: Crawled, tmp_path: Path) -> None:
+    """``--follow`` catches up, keeps waiting for events, and a SIGTERM ends it cleanly:
+    exit 0, its summary printed, the index whole."""
+    index = tmp_path / "search.db"
+    proc = subprocess.Popen(courtier("index", "--data", str(crawled.data), "--index",
+                                     str(index), "--follow", "--batch", "50"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + GUARD
+        while read_cursor(index) < crawled.events[-1][0]:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the follower did not catch up"
+            time.sleep(0.01)
+        assert proc.poll() is None  # caught up, still following
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=GUARD)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    lines = out.splitlines()
+    assert lines[0].startswith("courtier: index: 50 events read, up to event 50")
+    assert lines[-2].startswith(f"courtier: index {index}: {len(crawled.events)} events read")
+    assert lines[-1] == f"search it: courtier search WORDS --index {index}"
+    assert_every_page_once(crawled, index)
