@@ -275,3 +275,37 @@ def test_follow_keeps_running_until_sigterm_then_ends_between_batches(
     assert lines[-2].startswith(f"courtier: index {index}: {len(crawled.events)} events read")
     assert lines[-1] == f"search it: courtier search WORDS --index {index}"
     assert_every_page_once(crawled, index)
+
+
+@pytest.mark.timeout(300)
+async def test_index_over_the_admin_api(crawled: Crawled, tmp_path: Path) -> None:
+    """``courtier index --api HOST:PORT --archive ROOT --index FILE``: the feed from a
+    crawl's admin API (with its token), the pages from the archive named."""
+    from aiohttp import web
+
+    from courtier.api.control import StoreOnlyControl
+    from courtier.api.server import make_app
+    from courtier.store.sqlite import SqliteStore
+
+    store = SqliteStore(crawled.data / "courtier.db")
+    await store.open()
+    runner = web.AppRunner(make_app(StoreOnlyControl(store), None, token="s3cret"))
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    token = tmp_path / "token"
+    token.write_text("s3cret\n")
+    index = tmp_path / "search.db"
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *courtier("index", "--api", f"127.0.0.1:{port}", "--api-token-file", str(token),
+                      "--archive", str(crawled.data / "warc"), "--index", str(index)),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(proc.communicate(), GUARD)
+    finally:
+        await runner.cleanup()
+        await store.close()
+    assert proc.returncode == 0, err.decode()
+    assert_every_page_once(crawled, index)
+    assert out.decode().splitlines()[-1] == f"search it: courtier search WORDS --index {index}"
