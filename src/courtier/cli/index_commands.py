@@ -112,14 +112,16 @@ def index_settings(args: argparse.Namespace) -> tuple[Path, list[str], Path]:
     for root in roots:
         if "://" not in root and not Path(root).is_dir():
             raise ConfigError(f"--archive {root}: no such folder")
-    if not roots and data is not None:
+    if not roots:
+        if data is None:
+            raise ConfigError("--archive ROOT: where the crawl wrote its WARC files (with "
+                              "--store or --api there is no --data folder to look in)")
+        if not data.is_dir():
+            raise ConfigError(f"--data {data}: no such folder")
         roots = archive_roots(data)
-        if not roots and data.is_dir():
+        if not roots:
             raise ConfigError(f"--data {data}: no WARC folder here (warc/ or worker-*/warc/);"
                               " --archive ROOT names the folder the crawl wrote to")
-    if not roots and data is None:
-        raise ConfigError("--archive ROOT: where the crawl wrote its WARC files (with "
-                          "--store or --api there is no --data folder to look in)")
     return path, roots, data or Path("crawl-data")
 
 
