@@ -32,29 +32,31 @@ def add_index_commands(sub: Any) -> None:
     index = sub.add_parser(
         "index", help="build or update a local full-text search index from a crawl's "
                       "event feed (SQLite FTS5; resumes where it stopped)")
-    index.add_argument("--data", type=Path,
+    index.add_argument("--data", type=Path, metavar="DIR",
                        help="the crawl's --data folder: its store (unless --store or --api), "
                             "its WARC folders and the index (DATA/search.db); "
                             "default crawl-data when neither --store nor --api is given")
     add_store_flag(index)
     add_api_flags(index)
-    index.add_argument("--index", type=Path, help="the index file (default DATA/search.db)")
+    index.add_argument("--index", type=Path, metavar="FILE",
+                       help="the index file (default DATA/search.db)")
     index.add_argument("--archive", action="append", default=[], metavar="ROOT",
                        help="a WARC root the crawl wrote to, folder or fsspec URL "
                             "(repeatable; default DATA/warc and DATA/worker-*/warc)")
     index.add_argument("--follow", action="store_true",
                        help="keep following the feed until Ctrl-C or SIGTERM")
-    index.add_argument("--batch", type=int, default=DEFAULT_BATCH,
+    index.add_argument("--batch", type=int, default=DEFAULT_BATCH, metavar="N",
                        help=f"events per transaction, 1-1000 ({DEFAULT_BATCH})")
     search = sub.add_parser("search", help="search the index built by `courtier index`: "
                                            "URL and title of the best pages")
     search.add_argument("query", nargs="*", help="words that must all appear (word* for "
                                                  "a prefix)")
-    search.add_argument("--data", type=Path, default=Path("crawl-data"),
+    search.add_argument("--data", type=Path, default=Path("crawl-data"), metavar="DIR",
                         help="the crawl's --data folder, whose search.db is searched "
                              "(crawl-data)")
-    search.add_argument("--index", type=Path, help="the index file (default DATA/search.db)")
-    search.add_argument("--limit", type=int, default=10, help="hits to print (10)")
+    search.add_argument("--index", type=Path, metavar="FILE",
+                        help="the index file (default DATA/search.db)")
+    search.add_argument("--limit", type=int, default=10, metavar="N", help="hits to print (10)")
     search.add_argument("--json", action="store_true",
                         help="print the hits as JSON (score, snippet, totals)")
 
