@@ -45,6 +45,10 @@ def add_index_commands(sub: Any) -> None:
                             "(repeatable; default DATA/warc and DATA/worker-*/warc)")
     index.add_argument("--follow", action="store_true",
                        help="keep following the feed until Ctrl-C or SIGTERM")
+    index.add_argument("--cursor-file", type=Path, metavar="FILE",
+                       help="also write the index's cursor here after each batch, for "
+                            "`courtier archive gc --cursor-file FILE` (it may lag the index, "
+                            "never lead it)")
     index.add_argument("--batch", type=int, default=DEFAULT_BATCH, metavar="N",
                        help=f"events per transaction, 1-1000 ({DEFAULT_BATCH})")
     search = sub.add_parser("search", help="search the index built by `courtier index`: "
@@ -96,6 +100,9 @@ def index_settings(args: argparse.Namespace) -> tuple[Path, list[str], Path]:
         raise ConfigError("index: give --store or --api, not both")
     if not 1 <= args.batch <= 1000:
         raise ConfigError(f"--batch {args.batch}: give 1 to 1000 events")
+    cursor_file: Path | None = args.cursor_file
+    if cursor_file is not None and (cursor_file.is_dir() or not cursor_file.parent.is_dir()):
+        raise ConfigError(f"--cursor-file {cursor_file}: not a file in an existing folder")
     remote_feed = bool(args.store or args.api)
     data: Path | None = args.data if args.data is not None or remote_feed \
         else Path("crawl-data")
@@ -153,6 +160,7 @@ async def index_crawl(args: argparse.Namespace, path: Path, roots: list[str],
     from courtier.consumer.index_db import SearchIndex
     from courtier.consumer.indexer import Indexer, IndexReport
     from courtier.consumer.pages import ArchivedPages
+    from courtier.events.cursor import save_cursor
     from courtier.parse.offload import OffLoopParser
 
     async with open_feed(args) as feed:  # first: a bad --data makes no index file
@@ -161,14 +169,20 @@ async def index_crawl(args: argparse.Namespace, path: Path, roots: list[str],
         try:
             indexer = Indexer(feed, ArchivedPages(roots, parser), index, args.batch)
 
-            def progress(report: IndexReport) -> None:
-                out.write(f"courtier: index: {report.line(index.page_count())}\n")
-                out.flush()
-
             follow = bool(getattr(args, "follow", False))
+            cursor_file: Path | None = getattr(args, "cursor_file", None)
+
+            def after_batch(report: IndexReport) -> None:
+                if cursor_file is not None:  # after the commit: it lags, never leads
+                    save_cursor(cursor_file, report.cursor)
+                if follow:
+                    out.write(f"courtier: index: {report.line(index.page_count())}\n")
+                    out.flush()
+
             try:
-                await indexer.run(follow=follow, stop=stop,
-                                  on_batch=progress if follow else None)
+                await indexer.run(follow=follow, stop=stop, on_batch=after_batch)
+                if cursor_file is not None:
+                    save_cursor(cursor_file, index.cursor())
             finally:
                 pages = index.page_count()
                 out.write(f"courtier: index {path}: {indexer.report.line(pages)}\n")

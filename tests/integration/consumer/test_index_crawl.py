@@ -114,17 +114,22 @@ def assert_every_page_once(crawled: Crawled, path: Path) -> None:
 @pytest.mark.timeout(300)
 def test_index_holds_every_fetched_html_page_once_and_search_finds_it(
         crawled: Crawled, tmp_path: Path) -> None:
-    index = tmp_path / "search.db"
-    done = subprocess.run(courtier("index", "--data", str(crawled.data), "--index", str(index)),
+    index, cursor_file = tmp_path / "search.db", tmp_path / "indexer.cursor"
+    done = subprocess.run(courtier("index", "--data", str(crawled.data), "--index", str(index),
+                                   "--cursor-file", str(cursor_file)),
                           capture_output=True, text=True, timeout=GUARD)
     assert done.returncode == 0, done.stderr
     assert_every_page_once(crawled, index)
     assert f"{len(crawled.html)} pages in the index" in done.stdout
-    # run again: nothing new, nothing twice
+    assert cursor_file.read_text() == f"{crawled.events[-1][0]}\n"  # for archive gc
+    # run again: nothing new, nothing twice (and the cursor file written all the same)
+    cursor_file.unlink()
     again = subprocess.run(courtier("index", "--data", str(crawled.data), "--index",
-                                    str(index)), capture_output=True, text=True, timeout=GUARD)
+                                    str(index), "--cursor-file", str(cursor_file)),
+                           capture_output=True, text=True, timeout=GUARD)
     assert again.returncode == 0, again.stderr
     assert "0 events read" in again.stdout
+    assert cursor_file.read_text() == f"{crawled.events[-1][0]}\n"
     assert_every_page_once(crawled, index)
     # the about page and its mirror (a revisit record: same bytes) of every host
     found = subprocess.run(courtier("search", "about", "--index", str(index), "--limit", "50"),
@@ -250,15 +255,21 @@ def test_index_over_a_postgresql_store(tmp_path: Path) -> None:
 @pytest.mark.timeout(300)
 def test_follow_keeps_running_until_sigterm_then_ends_between_batches(
         crawled: Crawled, tmp_path: Path) -> None:
-    """``--follow`` catches up, keeps waiting for events, and a SIGTERM ends it cleanly:
-    exit 0, its summary printed, the index whole."""
-    index = tmp_path / "search.db"
+    """``--follow`` catches up (its --cursor-file written batch by batch), keeps waiting for
+    events, and a SIGTERM ends it cleanly: exit 0, its summary printed, the index whole."""
+    index, cursor_file = tmp_path / "search.db", tmp_path / "indexer.cursor"
     proc = subprocess.Popen(courtier("index", "--data", str(crawled.data), "--index",
-                                     str(index), "--follow", "--batch", "50"),
+                                     str(index), "--follow", "--batch", "50",
+                                     "--cursor-file", str(cursor_file)),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def cursor_saved() -> int:  # the file a follower keeps for archive gc, batch by batch
+        text = cursor_file.read_text() if cursor_file.exists() else ""
+        return int(text) if text.strip() else 0
+
     try:
         deadline = time.monotonic() + GUARD
-        while read_cursor(index) < crawled.events[-1][0]:
+        while cursor_saved() < crawled.events[-1][0]:
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "the follower did not catch up"
             time.sleep(0.01)

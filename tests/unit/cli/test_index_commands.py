@@ -112,6 +112,8 @@ def test_index_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
         (["--api", "127.0.0.1:1", "--archive", str(tmp_path)], "--index FILE: "),
         (["--api", "127.0.0.1:1", "--index", str(tmp_path / "s.db")], "--archive ROOT: "),
         (["--data", str(a_file)], f"--data {a_file}: is a file"),
+        (["--data", str(tmp_path), "--cursor-file", str(tmp_path / "no" / "c")],
+         f"--cursor-file {tmp_path / 'no' / 'c'}: not a file in an existing folder"),
         (["--data", str(tmp_path)], f"--data {tmp_path}: no WARC folder here"),
         (["--data", str(tmp_path / "nope")], f"--data {tmp_path / 'nope'}: no such folder"),
         (["--store", "postgresql://127.0.0.1/x", "--data", str(tmp_path / "nope")],
