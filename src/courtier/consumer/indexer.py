@@ -103,16 +103,17 @@ class Indexer:
         page = await self.feed(start, self.batch)
         changes: list[Change] = []
         skipped: Counter[str] = Counter()
-        last = start
+        last, taken = start, 0
         try:
             for event in page.events:
                 change = await self._change(event, skipped)
                 if change is not None:
                     changes.append(change)
-                last = int(event["id"])
+                last, taken = int(event["id"]), taken + 1
         except ArchiveError:
             if last > start:  # keep what was done before the unreadable record
                 await self._apply(changes, start, last, skipped)
+                self.report.events += taken
             raise
         end = max(page.next_after, last)
         if end > start:

@@ -93,9 +93,11 @@ async def test_an_unreadable_record_stops_after_the_events_before_it_are_committ
         index: SearchIndex) -> None:
     feed, pages = feed_of_seven(), Pages()
     pages.unreadable = {5}
+    indexer = Indexer(feed, pages, index, batch=10)  # type: ignore[arg-type]
     with pytest.raises(ArchiveError, match="not readable"):
-        await Indexer(feed, pages, index, batch=10).run()  # type: ignore[arg-type]
+        await indexer.run()
     assert index.cursor() == 4
+    assert (indexer.report.events, indexer.report.cursor) == (4, 4)  # the summary says so
     assert urls(index) == ["http://a.test/1", "http://a.test/3"]
     pages.unreadable = set()  # the archive is back: the next run takes up from event 5
     report = await Indexer(feed, pages, index, batch=10).run()  # type: ignore[arg-type]
