@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from courtier.cli.admin import add_admin_commands, run_admin
 from courtier.cli.crawl_flags import add_crawl_flags, config_from_args, worker_defaults
+from courtier.cli.index_commands import add_index_commands, run_index_commands
 from courtier.cli.ops_commands import add_ops_commands, run_ops
 from courtier.cli.query import add_query_commands, run_query
 from courtier.core.errors import ConfigError, CourtierError
@@ -100,6 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_admin_commands(sub)
     add_query_commands(sub)
     add_ops_commands(sub)
+    add_index_commands(sub)
     return parser
 
 
@@ -212,6 +214,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_query(args)
         if args.command in ("plan", "config"):
             return run_ops(args)
+        if args.command in ("index", "search"):
+            return run_index_commands(args)
     except ConfigError as exc:
         print(f"courtier: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
