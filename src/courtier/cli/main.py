@@ -225,8 +225,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("courtier: interrupted", file=sys.stderr)
         return EXIT_FAILURE
+    except BrokenPipeError:
+        # the reader of the output went away (`courtier events | head`): what it read is
+        # whole lines, nothing is lost (no command moves a cursor for what it prints)
+        _drop_stdout()
+        return EXIT_OK
     parser.error(f"unknown command {args.command}")
     return EXIT_USAGE
+
+
+def _drop_stdout() -> None:
+    """Point the closed stdout at /dev/null so the interpreter's final flush does not
+    report the broken pipe a second time."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no file descriptor behind sys.stdout
+        pass
 
 
 if __name__ == "__main__":
