@@ -3,7 +3,10 @@
 A worker's :class:`~courtier.frontier.trap_state.ShardedTemplateTracker` and its
 :class:`~courtier.dedup.pages.DuplicateTracker` live in its memory; this keeper moves
 the part of them that belongs to a shard through the store, so that a shard's next
-owner — after a handover *or* a crash — continues where the last one stopped:
+owner — after a handover *or* a crash — continues where the last one stopped. A process
+alone (the embedded mode) keeps one too, for the next run on the same store: it holds
+every shard, saves on leaving instead of on a handover, and rebuilds the index of every
+shard as it starts.
 
 * **Trap statistics** are per host (the shard is the host key's), saved with
   ``Store.save_trap_stats``: the hosts changed since their last save, every

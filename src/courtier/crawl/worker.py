@@ -141,8 +141,8 @@ class Worker:
                                    self.wake)
         self.metrics.durability_lag.set_function(self.committer.durability_lag)
         self.releaser = Releaser(store, self.frontier)
-        shard_state = None if coordinator is None else ShardStateKeeper(
-            store, intake.traps, self.processor.duplicates, clock)
+        # alone too: a restart on the same store continues the throttles and the index
+        shard_state = ShardStateKeeper(store, intake.traps, self.processor.duplicates, clock)
         self.shard_keeper = ShardKeeper(
             store, clock, self.frontier, self.metrics, self.in_flight, self.committer,
             self.releaser, self.request_stop, owner, coordinator, shard_state, shards,
@@ -347,6 +347,8 @@ class Worker:
             await self.ip_slots.settle()  # every slot this process held is given back
         if self._coordinator is not None:
             await self.shard_keeper.hand_over_all(cut)
+        else:
+            await self.shard_keeper.save_alone()
         self.archive.flush()
         self.fetcher.close_parsers()
         self.status.now = self.clock.now()
