@@ -157,7 +157,7 @@ class Worker:
         self.fetcher = Fetcher(
             config, store, transport, clock, intake, self.agent, self.frontier,
             self.processor, self.committer, self.day_limits, self.auditor, self.metrics,
-            self.may_start, ip_slots)
+            self.may_start, ip_slots, shard_state.recall)
         self.refiller = Refiller(
             config, store, self.frontier, self.processor, intake, self.shard_keeper,
             self.in_flight, self.committer, self.releaser, self.metrics, self.agent,

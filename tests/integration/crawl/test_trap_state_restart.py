@@ -38,8 +38,14 @@ def _paths(server: TestWebServer, host: str, prefix: str) -> list[str]:
             if r.host == host and r.path_qs.startswith(prefix)]
 
 
+@pytest.mark.parametrize("working_set", [
+    (),
+    # one host in the trap tracker's memory: the trap and the near host push each other out
+    # at every page, so the trap's statistics live in the store between its pages
+    ("max-hosts=1",),
+], ids=["default", "one-host-in-memory"])
 async def test_a_restart_continues_the_trap_throttle_and_the_near_duplicate_index(
-        tmp_path: Path) -> None:
+        tmp_path: Path, working_set: tuple[str, ...]) -> None:
     spec = WebSpec(hosts=[
         HostSpec("trap.test", pages=2, trap_fanout=FANOUT, robots="crawl_delay",
                  crawl_delay=TRAP_DELAY),
@@ -48,7 +54,7 @@ async def test_a_restart_continues_the_trap_throttle_and_the_near_duplicate_inde
     ])
     data = tmp_path / "d"
     async with TestWebServer(spec) as server:
-        config = config_for(server, data, delay=0.05, traps=TRAPS)
+        config = config_for(server, data, delay=0.05, traps=TRAPS + working_set)
         stop = asyncio.Event()
         first = asyncio.create_task(crawl(config, install_signals=False, stop=stop))
 
