@@ -93,7 +93,9 @@ class ShardStateKeeper:
         stored = await self.store.load_trap_stats(host_keys)
         for key in host_keys:
             item = stored.get(key)
-            if self._adopt(tracker, key, item) and item is not None:
+            if item is None:  # not brought into the working set: a refill may register
+                tracker.nothing_stored(key)  # more hosts than it holds
+            elif self._adopt(tracker, key, item):
                 self.hosts_restored += 1
 
     async def recall(self, host_key: str) -> None:

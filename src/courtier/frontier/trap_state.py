@@ -278,6 +278,10 @@ class ShardedTemplateTracker(TemplateTracker):
         if self._hosts.get(host_key, self._leaving.get(host_key, host)) is host:
             self._unmerged.discard(host_key)
 
+    def nothing_stored(self, host_key: str) -> None:
+        """The store holds no state of the host: what memory holds of it is all there is."""
+        self._unmerged.discard(host_key)
+
     def is_ready(self, host_key: str) -> bool:
         """The host's state is in memory and merged with the store's copy (no load needed
         before a page of it is processed)."""
