@@ -29,8 +29,8 @@ TRAPS = (f"template-min-urls={MIN_URLS}", f"template-min-fetched={MIN_FETCHED}",
 ALLOWANCE = 1 + FANOUT * (MIN_FETCHED - 1) + BUDGET
 SLACK = 3  # HyperLogLog's error at 20
 #: near-duplicate pages, at a Crawl-delay slower than the trap's: most are left for run 2
-NEAR = 8
-TRAP_DELAY, NEAR_DELAY = 0.1, 0.4
+NEAR = 5
+TRAP_DELAY, NEAR_DELAY = 0.1, 0.3
 
 
 def _paths(server: TestWebServer, host: str, prefix: str) -> list[str]:
