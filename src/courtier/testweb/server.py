@@ -69,13 +69,14 @@ class HeldResponse:
 
     POLL = 0.01
 
-    __slots__ = ("_released", "arrived", "cut", "host", "path", "user_agent")
+    __slots__ = ("_released", "arrived", "cut", "host", "path", "target", "user_agent")
 
     def __init__(self, host: str, path: str | None) -> None:
         self.host = host
         self.path = path
         self.arrived = asyncio.Event()
         self.user_agent = ""
+        self.target = ""  # the held request's raw request target, once arrived
         self.cut = False
         self._released = asyncio.Event()
 
@@ -90,8 +91,9 @@ class HeldResponse:
         """Let the held response go (idempotent)."""
         self._released.set()
 
-    async def hold(self, user_agent: str, gone: Callable[[], bool]) -> None:
+    async def hold(self, target: str, user_agent: str, gone: Callable[[], bool]) -> None:
         """Wait for :meth:`release`, or until ``gone()`` says the client left."""
+        self.target = target
         self.user_agent = user_agent
         self.arrived.set()
         while not self._released.is_set():
@@ -229,7 +231,7 @@ class TestWebServer:
             held = next((h for h in self._holds
                          if h.matches(host, normalize_path(request.raw_path))), None)
             if held is not None:
-                await held.hold(request.headers.get("User-Agent", ""),
+                await held.hold(request.raw_path, request.headers.get("User-Agent", ""),
                                 lambda: request.transport is None
                                 or request.transport.is_closing())
                 if held.cut:  # nobody to answer: the log records the end now

@@ -26,6 +26,7 @@ from pathlib import Path
 import aiohttp
 import asyncpg
 
+from courtier.cluster.rendezvous import target_owners
 from courtier.core.clock import RealClock
 from courtier.core.errors import StoreError
 from courtier.core.urls import SHARD_COUNT
@@ -267,6 +268,17 @@ def monotonic_of(store_time: float) -> float:
     """A store-clock time (PostgreSQL's clock on this machine: POSIX seconds) on the test
     server's clock (time.monotonic)."""
     return store_time - (time.time() - time.monotonic())
+
+
+def newcomer_taking(shards: set[int], members: tuple[str, ...]) -> str:
+    """The first of w{n}, w{n+1}, … (n = len(members)) whose join moves at least one of
+    ``shards`` to it (which shards a host is in depends on the server's port)."""
+    for n in range(len(members), len(members) + 100):
+        newcomer = f"w{n}"
+        targets = target_owners(sorted(shards), dict.fromkeys((*members, newcomer), 1.0))
+        if newcomer in targets.values():
+            return newcomer
+    raise AssertionError("no newcomer id takes one of the shards")  # (1 - 1/N) ** 100
 
 
 async def start_three(cluster: Cluster) -> None:

@@ -11,11 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from courtier.cluster.rendezvous import target_owners
 from courtier.core.urls import canonicalize
 from courtier.testweb.server import RequestRecord, TestWebServer, politeness_violations
 from courtier.testweb.spec import HostSpec, WebSpec
-from tests.integration.cluster.harness import Cluster, agent_of, stop, wait_for
+from tests.integration.cluster.harness import (
+    Cluster,
+    agent_of,
+    newcomer_taking,
+    stop,
+    wait_for,
+)
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -35,12 +40,6 @@ async def cluster(dsn: str, tmp_path: Path) -> AsyncIterator[Cluster]:
             yield c
         finally:
             await c.close()
-
-
-def newcomer_taking(shard: int, member: str) -> str:
-    """The first of w1, w2, … to which a join moves ``shard`` from ``member``."""
-    return next(f"w{n}" for n in range(1, 100)
-                if target_owners([shard], {member: 1.0, f"w{n}": 1.0})[shard] == f"w{n}")
 
 
 def short_gaps(requests: list[RequestRecord], delay: float) -> list[str]:
@@ -70,7 +69,7 @@ async def test_the_host_clock_crosses_a_graceful_handover(cluster: Cluster) -> N
     """
     server = cluster.server
     shard = canonicalize(server.url(HOST, "/")).shard
-    newcomer = newcomer_taking(shard, "w0")
+    newcomer = newcomer_taking({shard}, ("w0",))
     await cluster.start("w0", *server.web.seeds())
 
     def requests(worker_id: str) -> list[RequestRecord]:
