@@ -19,7 +19,7 @@ import re
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -210,6 +210,19 @@ class Cluster:
     def requests_by(self, worker_id: str) -> list[RequestRecord]:
         agent = agent_of(worker_id)
         return [r for r in self.server.log if r.user_agent == agent]
+
+
+@contextlib.asynccontextmanager
+async def serving(dsn: str, root: Path, spec: WebSpec, delay: float = 0.15,
+                  extra: list[str] | None = None) -> AsyncIterator[Cluster]:
+    """The test web of ``spec`` and an opened :class:`Cluster` on it (closed after)."""
+    async with TestWebServer(spec) as server:
+        cluster = Cluster(dsn, root, server, spec, delay=delay, extra=list(extra or []))
+        await cluster.open()
+        try:
+            yield cluster
+        finally:
+            await cluster.close()
 
 
 def all_fetched(cluster: Cluster, expected: set[str]) -> Callable[[], Awaitable[bool]]:

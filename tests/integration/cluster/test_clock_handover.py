@@ -12,12 +12,13 @@ from pathlib import Path
 import pytest
 
 from courtier.core.urls import canonicalize
-from courtier.testweb.server import RequestRecord, TestWebServer, politeness_violations
+from courtier.testweb.server import RequestRecord, politeness_violations
 from courtier.testweb.spec import HostSpec, WebSpec
 from tests.integration.cluster.harness import (
     Cluster,
     agent_of,
     newcomer_taking,
+    serving,
     stop,
     wait_for,
 )
@@ -31,15 +32,9 @@ TOLERANCE = 0.01
 
 @pytest.fixture
 async def cluster(dsn: str, tmp_path: Path) -> AsyncIterator[Cluster]:
-    spec = WebSpec(hosts=[HostSpec(HOST, pages=12, robots="crawl_delay",
-                                   crawl_delay=CRAWL_DELAY)])
-    async with TestWebServer(spec) as server:
-        c = Cluster(dsn, tmp_path, server, spec, delay=0.15)
-        await c.open()
-        try:
-            yield c
-        finally:
-            await c.close()
+    async with serving(dsn, tmp_path, WebSpec(hosts=[HostSpec(HOST, pages=12, robots="crawl_delay",
+                                   crawl_delay=CRAWL_DELAY)])) as cluster:
+        yield cluster
 
 
 def short_gaps(requests: list[RequestRecord], delay: float) -> list[str]:

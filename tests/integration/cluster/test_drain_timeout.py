@@ -11,12 +11,12 @@ import pytest
 
 from courtier.core.urls import canonicalize
 from courtier.testweb.killloop import final_event_problems
-from courtier.testweb.server import TestWebServer
 from courtier.testweb.spec import HostSpec, WebSpec
 from tests.integration.cluster.harness import (
     Cluster,
     agent_of,
     newcomer_taking,
+    serving,
     stop,
     wait_for,
 )
@@ -28,14 +28,8 @@ HOST = "held.test"
 
 @pytest.fixture
 async def cluster(dsn: str, tmp_path: Path) -> AsyncIterator[Cluster]:
-    spec = WebSpec(hosts=[HostSpec(HOST, pages=12)])
-    async with TestWebServer(spec) as server:
-        c = Cluster(dsn, tmp_path, server, spec, delay=0.15)
-        await c.open()
-        try:
-            yield c
-        finally:
-            await c.close()
+    async with serving(dsn, tmp_path, WebSpec(hosts=[HostSpec(HOST, pages=12)])) as cluster:
+        yield cluster
 
 
 async def test_a_held_response_does_not_hold_up_a_handover(cluster: Cluster) -> None:
