@@ -4,11 +4,17 @@ it rebuilds its near-duplicate index from (store/cluster.py) — against every s
 
 from __future__ import annotations
 
-from courtier.core.urls import shard_of
+from courtier.cluster.shard_state import ShardStateKeeper
+from courtier.core.clock import VirtualClock
+from courtier.core.urls import SHARD_COUNT, shard_of
+from courtier.dedup.pages import DuplicateTracker
+from courtier.frontier.trap_state import ShardedTemplateTracker, decode_host
+from courtier.frontier.traps import TrapRules
 from courtier.store.base import Store
 from courtier.store.cluster import TrapStats
 from tests.contract.conftest import T0
 from tests.contract.test_store_contract import done, key, new
+from tests.unit.frontier.test_trap_state import host_key, offer, others, trap_urls
 
 BIG = (1 << 64) - 5  # an unsigned SimHash above 2**63: stored signed, read back unsigned
 
@@ -59,3 +65,57 @@ async def test_load_simhashes_follows_a_refetch(store: Store) -> None:
     await store.load_due([3], T0 + 10, 10, 10)
     await store.commit([done(url, shard=3, version=1, simhash=12, fetched_at=T0 + 5)])
     assert await store.load_simhashes([3], 10) == {3: [(key(url, 3), 12)]}
+
+
+# ---- the trap tracker's working set, kept in the store (cluster/shard_state.py) --------------
+
+RULES = TrapRules(template_min_urls=20, sample_budget=5, sample_rate=0.5, max_hosts=4)
+ALLOWANCE = RULES.template_min_urls + RULES.sample_budget
+EVERY_SHARD = range(SHARD_COUNT)
+
+
+def keeper_on(store: Store) -> ShardStateKeeper:
+    clock = VirtualClock(T0)
+    return ShardStateKeeper(store, ShardedTemplateTracker(RULES, clock), DuplicateTracker(),
+                            clock)
+
+
+def throttled_in(stored: TrapStats | None) -> bool:
+    return stored is not None and any(s.since is not None for _, s in
+                                      decode_host(stored.data)[2])
+
+
+async def test_a_trap_host_pushed_out_of_the_working_set_is_saved_and_read_back(
+        store: Store) -> None:
+    keeper = keeper_on(store)
+    tracker = keeper.tracker
+    assert tracker is not None
+    first = offer(tracker, trap_urls(1, 300))
+    # a broad crawl: links to other hosts push the trap out of the working set
+    offer(tracker, others(RULES.max_hosts))
+    await keeper.tick(EVERY_SHARD)  # the hosts leaving are saved at once, not every 5 s
+    assert throttled_in((await store.load_trap_stats([host_key()])).get(host_key()))
+    assert tracker.leaving == 0 and not tracker.is_ready(host_key())  # memory let it go
+    # a page of the trap host again: its statistics come back before its links are judged
+    await keeper.recall(host_key())
+    second = offer(tracker, trap_urls(2, 300))
+    assert first + second <= ALLOWANCE + 2, (first, second)  # one allowance, not two
+    assert keeper.hosts_recalled == 1
+    await keeper.recall(host_key())  # in memory and merged: no second read
+    assert keeper.hosts_recalled == 1
+
+
+async def test_a_save_merges_the_stored_state_it_never_read(store: Store) -> None:
+    earlier = keeper_on(store)  # an earlier run throttled the trap and saved it on leaving
+    assert earlier.tracker is not None
+    offer(earlier.tracker, trap_urls(1, 300))
+    await earlier.save_hosts(lambda _: True)
+    keeper = keeper_on(store)  # this run meets a link to the trap on another host's page
+    assert keeper.tracker is not None
+    offer(keeper.tracker, trap_urls(3, 1))
+    offer(keeper.tracker, others(RULES.max_hosts))  # and lets it go before any page of it
+    await keeper.tick(EVERY_SHARD)
+    # the save merged the stored throttle in rather than replacing it with one link's worth
+    assert throttled_in((await store.load_trap_stats([host_key()])).get(host_key()))
+    await keeper.recall(host_key())
+    assert offer(keeper.tracker, trap_urls(2, 300)) <= RULES.sample_budget + 2

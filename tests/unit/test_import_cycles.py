@@ -219,12 +219,20 @@ def test_the_graph_sees_function_level_imports_and_skips_type_checking_ones(
 #: coordination and no crawl process; no stage imports the command line.
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     "courtier.core": ("courtier.",),  # anything outside courtier.core (checked below)
-    "courtier.store": ("courtier.cluster", "courtier.crawl", "courtier.cli", "courtier.api"),
+    "courtier.store": ("courtier.cluster", "courtier.crawl", "courtier.cli", "courtier.api",
+                       "courtier.consumer"),
     "courtier.frontier": ("courtier.crawl", "courtier.cli", "courtier.api", "courtier.store",
-                          "courtier.cluster"),
-    "courtier.politeness": ("courtier.crawl", "courtier.cli", "courtier.store"),
-    "courtier.fetch": ("courtier.crawl", "courtier.cli", "courtier.store"),
-    "courtier.parse": ("courtier.crawl", "courtier.cli", "courtier.store"),
+                          "courtier.cluster", "courtier.consumer"),
+    "courtier.politeness": ("courtier.crawl", "courtier.cli", "courtier.store",
+                            "courtier.consumer"),
+    "courtier.fetch": ("courtier.crawl", "courtier.cli", "courtier.store", "courtier.consumer"),
+    "courtier.parse": ("courtier.crawl", "courtier.cli", "courtier.store", "courtier.consumer"),
+    "courtier.archive": ("courtier.crawl", "courtier.cli", "courtier.consumer"),
+    "courtier.events": ("courtier.cli", "courtier.consumer"),
+    # the reference consumer reads the feed it is given, the archive and the parser; it
+    # knows no crawl process, cluster or API, and the command line wires it
+    "courtier.consumer": ("courtier.crawl", "courtier.cluster", "courtier.api",
+                          "courtier.cli"),
 }
 #: (importer, imported) pairs allowed across a layer, each with its reason:
 #: the configuration validates the trap and tier settings with the grammar their owner

@@ -7,6 +7,7 @@ virtual hosts through a hosts file (``--resolve``) and an explicit
 
 from __future__ import annotations
 
+import argparse
 import sys
 import tempfile
 from pathlib import Path
@@ -15,6 +16,9 @@ from courtier.core.config import build_config
 from courtier.crawl.app import crawl, data_dir_lock, run_async
 from courtier.crawl.progress import Progress, summary_line
 from courtier.testweb import TestWebServer, default_web, politeness_violations
+
+#: the search the demo ends with: each host's about page and its mirror (a revisit)
+DEMO_QUERY = "about"
 
 
 async def _demo(data: Path, hosts: int, pages: int, delay: float, progress_mode: str) -> int:
@@ -44,7 +48,30 @@ async def _demo(data: Path, hosts: int, pages: int, delay: float, progress_mode:
     for path in status.warc_files:
         print(f"  {path}")
     print(f"database: {data / 'courtier.db'}")
+    await _index_and_search(data)
     return 0 if not violations else 1
+
+
+async def _index_and_search(data: Path) -> None:
+    """The end of the feed: index the crawl's events (``courtier index``), run one search
+    over it and print its hits and the commands to go on with."""
+    from courtier.cli.index_commands import INDEX_NAME, index_crawl
+    from courtier.consumer.index_db import SearchIndex
+    from courtier.consumer.pages import archive_roots
+    from courtier.consumer.search import render_text, search
+
+    flags = argparse.Namespace(api=None, store=None, data=data, batch=200, follow=False)
+    path = data / INDEX_NAME
+    await index_crawl(flags, path, archive_roots(data), sys.stdout)
+    index = SearchIndex.open(path, create=False)
+    try:
+        found = search(index, DEMO_QUERY, limit=4)
+    finally:
+        index.close()
+    print(f"$ courtier search {DEMO_QUERY} --data {data}   ({found.total} pages match)")
+    sys.stdout.write("".join(f"  {line}\n" for line in render_text(found).splitlines()))
+    print(f"try: courtier search polite crawler --data {data}  "
+          "(README: 'Feed a search index')")
 
 
 def run_demo(data: Path | None, hosts: int, pages: int, delay: float,

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from courtier.cli.admin import add_admin_commands, run_admin
 from courtier.cli.crawl_flags import add_crawl_flags, config_from_args, worker_defaults
+from courtier.cli.index_commands import add_index_commands, run_index_commands
 from courtier.cli.ops_commands import add_ops_commands, run_ops
 from courtier.cli.query import add_query_commands, run_query
 from courtier.core.errors import ConfigError, CourtierError
@@ -100,6 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_admin_commands(sub)
     add_query_commands(sub)
     add_ops_commands(sub)
+    add_index_commands(sub)
     return parser
 
 
@@ -212,6 +214,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_query(args)
         if args.command in ("plan", "config"):
             return run_ops(args)
+        if args.command in ("index", "search"):
+            return run_index_commands(args)
     except ConfigError as exc:
         print(f"courtier: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -221,8 +225,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("courtier: interrupted", file=sys.stderr)
         return EXIT_FAILURE
+    except BrokenPipeError:
+        # the reader of the output went away (`courtier events | head`): what it read is
+        # whole lines, nothing is lost (no command moves a cursor for what it prints)
+        _drop_stdout()
+        return EXIT_OK
     parser.error(f"unknown command {args.command}")
     return EXIT_USAGE
+
+
+def _drop_stdout() -> None:
+    """Point the closed stdout at /dev/null so the interpreter's final flush does not
+    report the broken pipe a second time."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no file descriptor behind sys.stdout
+        pass
 
 
 if __name__ == "__main__":

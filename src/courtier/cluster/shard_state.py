@@ -3,7 +3,10 @@
 A worker's :class:`~courtier.frontier.trap_state.ShardedTemplateTracker` and its
 :class:`~courtier.dedup.pages.DuplicateTracker` live in its memory; this keeper moves
 the part of them that belongs to a shard through the store, so that a shard's next
-owner — after a handover *or* a crash — continues where the last one stopped:
+owner — after a handover *or* a crash — continues where the last one stopped. A process
+alone (the embedded mode) keeps one too, for the next run on the same store: it holds
+every shard, saves on leaving instead of on a handover, and rebuilds the index of every
+shard as it starts.
 
 * **Trap statistics** are per host (the shard is the host key's), saved with
   ``Store.save_trap_stats``: the hosts changed since their last save, every
@@ -33,7 +36,7 @@ from courtier.core.errors import StoreError
 from courtier.core.logs import log_event
 from courtier.core.urls import shard_of
 from courtier.dedup.pages import DuplicateTracker, with_pages
-from courtier.frontier.trap_state import ShardedTemplateTracker
+from courtier.frontier.trap_state import ShardedTemplateTracker, export
 from courtier.frontier.traps import TemplateTracker
 from courtier.store.base import Store
 from courtier.store.cluster import TrapStats
@@ -75,6 +78,8 @@ class ShardStateKeeper:
         self._last_save = clock.now()
         self.hosts_saved = 0
         self.hosts_restored = 0
+        #: hosts read back from the store before a page of them was processed
+        self.hosts_recalled = 0
         self.pages_restored = 0
 
     # ---- trap statistics ----------------------------------------------------------------------
@@ -86,44 +91,91 @@ class ShardStateKeeper:
         if tracker is None or not host_keys:
             return
         stored = await self.store.load_trap_stats(host_keys)
-        for key, item in stored.items():
-            try:
-                tracker.restore_host(key, item.data)
-            except ValueError as exc:  # a row this version cannot read: learned again
-                log_event(log, logging.WARNING, "trap_state_not_restored",
-                          "trap statistics of %s not restored: %s", key, exc, host=key,
-                          reason=str(exc))
-                continue
-            self.hosts_restored += 1
+        for key in host_keys:
+            item = stored.get(key)
+            if item is None:  # not brought into the working set: a refill may register
+                tracker.nothing_stored(key)  # more hosts than it holds
+            elif self._adopt(tracker, key, item):
+                self.hosts_restored += 1
 
-    async def save_hosts(self, wanted: Callable[[str], bool]) -> int:
-        """Save the changed hosts ``wanted`` selects; on a store error they stay changed
-        (saved by a later call) and the error propagates. Returns how many were saved."""
+    async def recall(self, host_key: str) -> None:
+        """Before a page of the host is processed: its statistics back from the store when
+        they left the working set (or were never merged with the store's copy). A store
+        error is logged and the page goes on with what memory holds (the store's copy is
+        merged in before the host is saved)."""
+        tracker = self.tracker
+        if tracker is None or tracker.is_ready(host_key):
+            return
+        try:
+            stored = await self.store.load_trap_stats([host_key])
+        except StoreError as exc:
+            log_event(log, logging.WARNING, "trap_state_not_recalled",
+                      "trap statistics of %s not read back: %s", host_key, exc,
+                      host=host_key, reason=str(exc))
+            return
+        item = stored.get(host_key)
+        if self._adopt(tracker, host_key, item) and item is not None:
+            self.hosts_recalled += 1
+
+    @staticmethod
+    def _adopt(tracker: ShardedTemplateTracker, key: str, item: TrapStats | None) -> bool:
+        """The host into the working set, merged with ``item``; False (and the host taken
+        as if nothing were stored: the row is replaced at its next save) for a row this
+        version cannot read."""
+        try:
+            tracker.adopt(key, None if item is None else item.data)
+        except ValueError as exc:
+            log_event(log, logging.WARNING, "trap_state_not_restored",
+                      "trap statistics of %s not restored: %s", key, exc, host=key,
+                      reason=str(exc))
+            tracker.adopt(key, None)
+            return False
+        return True
+
+    async def save_hosts(self, wanted: Callable[[str], bool], resident: bool = True) -> int:
+        """Save the changed hosts ``wanted`` selects (``resident=False``: only those that
+        left the working set), each merged first with the store's copy if it never was; on
+        a store error they stay changed (saved by a later call) and the error propagates.
+        Returns how many were saved."""
         tracker = self.tracker
         if tracker is None:
             return 0
-        taken = tracker.take_dirty(wanted)
-        rows = []
-        for key in taken:
-            blob = tracker.export_host(key)
-            if blob is not None:
-                rows.append(TrapStats(key, shard_of(key), blob))
+        taken = tracker.take_changed(wanted, resident)
         try:
+            unmerged = set(tracker.unmerged(k for k, _ in taken))
+            stored = await self.store.load_trap_stats(unmerged) if unmerged else {}
+            rows = []
+            for key, host in taken:
+                if key in unmerged:
+                    item = stored.get(key)
+                    try:
+                        tracker.merge_into(key, host, None if item is None else item.data)
+                    except ValueError:  # a row this version cannot read: replaced
+                        tracker.merge_into(key, host, None)
+                rows.append(TrapStats(key, shard_of(key), export(host)))
             await self.store.save_trap_stats(rows)
         except StoreError:
-            tracker.mark_dirty(taken)
+            tracker.give_back(taken)
             raise
         self.hosts_saved += len(rows)
         return len(rows)
 
     async def tick(self, held: Collection[int]) -> None:
-        """Every ``save_every`` seconds: save the changed hosts of the shards held."""
-        now = self.clock.now()
-        if self.tracker is None or now - self._last_save < self.save_every:
+        """Every ``save_every`` seconds: save the changed hosts of the shards held; at once,
+        the hosts that left the working set once half of ``leaving_limit`` wait (those of
+        shards not held are forgotten: their owner saves them)."""
+        tracker = self.tracker
+        if tracker is None:
             return
-        self._last_save = now
+        now = self.clock.now()
+        periodic = now - self._last_save >= self.save_every
+        if not periodic and tracker.leaving < max(1, tracker.leaving_limit // 2):
+            return
         shards = set(held)
-        await self.save_hosts(lambda key: shard_of(key) in shards)
+        tracker.drop_leaving(lambda key: shard_of(key) not in shards)
+        if periodic:
+            self._last_save = now
+        await self.save_hosts(lambda key: shard_of(key) in shards, resident=periodic)
 
     async def hand_over(self, shards: Collection[int]) -> int:
         """Before releasing ``shards``: save their hosts' changed statistics, then forget

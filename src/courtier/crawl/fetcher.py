@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Literal
 
 from courtier.archive.warc_fields import sha256_digest
@@ -81,7 +81,8 @@ class Fetcher:
                  intake: Intake, agent: str, frontier: Frontier, processor: PageProcessor,
                  committer: Committer, day_limits: DayLimits, auditor: LeaseAuditor,
                  metrics: CrawlMetrics, may_start: Callable[[], bool],
-                 ip_slots: IpSlots | None) -> None:
+                 ip_slots: IpSlots | None,
+                 recall_traps: Callable[[str], Awaitable[None]] | None = None) -> None:
         self.config = config
         self.store = store
         self.transport = transport
@@ -98,6 +99,9 @@ class Fetcher:
         self.may_start = may_start
         #: the store's per-IP slots (many workers), or None (one process: the frontier's cap)
         self.ip_slots = ip_slots
+        #: brings a host's trap statistics back from the store when they left the tracker's
+        #: working set, before a page of the host is processed (cluster/shard_state.py)
+        self.recall_traps = recall_traps
         self.limits = fetch_limits(config)
         self.robots_limits = dataclasses.replace(
             self.limits, max_body_bytes=MAX_ROBOTS_BYTES, max_decoded_bytes=MAX_ROBOTS_BYTES)
@@ -230,6 +234,9 @@ class Fetcher:
             if is_html(content_type):
                 parsed = await self.parsers.html(resp.body, lease.url, content_type,
                                                  resp.header("x-robots-tag"), self.agent)
+                if parsed is not None and self.recall_traps is not None:
+                    # the page and its links meet the trap tracker: with the host's state
+                    await self.recall_traps(lease.host_key)
             elif looks_like_sitemap(lease.url, content_type, resp.body):
                 sitemap = await self.parsers.sitemap(resp.body, lease.url)
         try:

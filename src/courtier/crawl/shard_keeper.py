@@ -10,8 +10,11 @@ near-duplicate pages with the shards.
 
 Alone (no coordinator) the worker leases every shard at start (:meth:`acquire_alone`)
 and renews them (:meth:`renew`); a shard whose lease it loses is dropped, not the whole
-crawl. In a cluster the loop applies the coordinator's changes at the top of each turn
-(:meth:`apply_changes`):
+crawl. Alone too, the shards join the refill once the near-duplicate pages of earlier
+runs are indexed, trap statistics are saved every few seconds and on leaving
+(:meth:`save_alone`), and restored when the refill registers a host: a restart on the
+same store continues where the last run stopped. In a cluster the loop applies the
+coordinator's changes at the top of each turn (:meth:`apply_changes`):
 
 * **gained** — the shard's SCHEDULED rows go back to QUEUED (fenced by the new
   epoch), it joins the refill (once its near-duplicate pages are indexed), and each of
@@ -78,7 +81,7 @@ class ShardKeeper:
         self._request_stop = request_stop
         self._owner = owner
         self.coordinator = coordinator
-        #: trap statistics and near-duplicate index of the shards (None without a coordinator)
+        #: trap statistics and near-duplicate index of the shards, kept in the store
         self.shard_state = shard_state
         #: shards this worker refills from (held, not draining); the coordinator's in a cluster
         self.shards: list[int] = [] if coordinator is not None else (
@@ -113,8 +116,12 @@ class ShardKeeper:
         SCHEDULED in them."""
         epochs = await self._store.acquire_shards(self._owner, self.shards, now, SHARD_LEASE)
         self._frontier.epochs = dict(epochs)
-        self.shards = sorted(epochs)
-        await self._store.reset_scheduled(self.shards, epochs)
+        await self._store.reset_scheduled(sorted(epochs), epochs)
+        if self.shard_state is None:
+            self.shards = sorted(epochs)
+        else:  # they join the refill once the pages of earlier runs are in the index
+            self.shards = []
+            self.shard_state.gained(epochs)
 
     async def renew(self, now: float) -> None:
         """A single process renews its own leases (a coordinator renews a cluster's)."""
@@ -131,8 +138,11 @@ class ShardKeeper:
     # ---- applying the coordinator's decisions ------------------------------------------------
 
     async def apply_changes(self) -> None:
-        """The coordinator's decisions since the last turn, drains and forgetting."""
+        """The coordinator's decisions since the last turn, drains and forgetting; alone,
+        the near-duplicate index's rebuild and the trap statistics' saves."""
         if self.coordinator is None:
+            if self.shard_state is not None:
+                await self._shard_state_step(self.shard_state)
             return
         changes = self.coordinator.take_changes()
         if changes:
@@ -286,6 +296,19 @@ class ShardKeeper:
         if self.shard_state is not None:
             await self.shard_state.hand_over(set(coordinator.held))
         await coordinator.stop(leave=True)
+
+    async def save_alone(self) -> None:
+        """Leaving alone: save the trap statistics changed since the last periodic save (the
+        next run on this store restores them). A store error is logged: the next run then
+        continues from the last periodic save, as after a crash."""
+        keeper = self.shard_state
+        if keeper is None:
+            return
+        try:
+            await keeper.save_hosts(lambda _: True)
+        except StoreError as exc:
+            log_event(log, logging.WARNING, "trap_state_save_failed",
+                      "could not save the trap statistics on leaving: %s", exc, reason=str(exc))
 
     async def _save_clocks(self, hosts: Iterable[HostState], cut_at: Mapping[str, float],
                            when: str) -> int:

@@ -141,8 +141,8 @@ class Worker:
                                    self.wake)
         self.metrics.durability_lag.set_function(self.committer.durability_lag)
         self.releaser = Releaser(store, self.frontier)
-        shard_state = None if coordinator is None else ShardStateKeeper(
-            store, intake.traps, self.processor.duplicates, clock)
+        # alone too: a restart on the same store continues the throttles and the index
+        shard_state = ShardStateKeeper(store, intake.traps, self.processor.duplicates, clock)
         self.shard_keeper = ShardKeeper(
             store, clock, self.frontier, self.metrics, self.in_flight, self.committer,
             self.releaser, self.request_stop, owner, coordinator, shard_state, shards,
@@ -157,7 +157,7 @@ class Worker:
         self.fetcher = Fetcher(
             config, store, transport, clock, intake, self.agent, self.frontier,
             self.processor, self.committer, self.day_limits, self.auditor, self.metrics,
-            self.may_start, ip_slots)
+            self.may_start, ip_slots, shard_state.recall)
         self.refiller = Refiller(
             config, store, self.frontier, self.processor, intake, self.shard_keeper,
             self.in_flight, self.committer, self.releaser, self.metrics, self.agent,
@@ -347,6 +347,8 @@ class Worker:
             await self.ip_slots.settle()  # every slot this process held is given back
         if self._coordinator is not None:
             await self.shard_keeper.hand_over_all(cut)
+        else:
+            await self.shard_keeper.save_alone()
         self.archive.flush()
         self.fetcher.close_parsers()
         self.status.now = self.clock.now()

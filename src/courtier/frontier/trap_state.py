@@ -1,12 +1,16 @@
-"""Trap template statistics that follow a host's shard from one worker to the next.
+"""Trap template statistics kept in the store: across a shard's move, a restart, and
+beyond the tracker's working set.
 
 A :class:`~courtier.frontier.traps.TemplateTracker` lives in one worker's memory.
 With many workers a host's shard moves (a handover, a crash); without its
 statistics the new owner would give a known trap a fresh allowance
-(``template_min_urls + sample_budget`` URLs) after every move. So the owner saves
-each host's statistics in the store (``Store.save_trap_stats``: on handover and
-every few seconds) and the next owner merges them in when it registers the host,
-before any request to it (``worker_shards.py``).
+(``template_min_urls + sample_budget`` URLs) after every move, and so would the
+next run of an embedded crawl, or the tracker itself after pushing the host out of
+its working set of ``max_hosts``. So each host's statistics are saved in the store
+(``Store.save_trap_stats``: on handover or on leaving, every few seconds, and when
+the host leaves the working set changed) and merged back in when the refill
+registers the host, and before a page of a host that left the working set is
+processed (``cluster/shard_state.py``).
 
 :class:`ShardedTemplateTracker` is a tracker that also remembers which hosts
 changed since they were last saved (``take_dirty``), and encodes / merges one
@@ -26,13 +30,14 @@ from __future__ import annotations
 import math
 import struct
 import zlib
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 
 from courtier.core.clock import Clock
 from courtier.frontier.templates import DistinctCounter, TemplateStats
 from courtier.frontier.traps import TemplateTracker, TrapRules, _Host
 
-__all__ = ["ShardedTemplateTracker", "decode_host", "encode_host", "merge_stats"]
+__all__ = ["ShardedTemplateTracker", "decode_host", "encode_host", "export", "merge_stats"]
 
 _VERSION = 1
 _HEAD = struct.Struct("<BqIH")            # version, day, day_admitted, templates
@@ -166,18 +171,59 @@ def merge_stats(mine: TemplateStats, theirs: TemplateStats) -> None:
 
 
 class ShardedTemplateTracker(TemplateTracker):
-    """A :class:`TemplateTracker` whose per-host state can be saved and restored."""
+    """A :class:`TemplateTracker` whose per-host state is kept in the store beyond its
+    working set.
+
+    Besides the working set (``rules.max_hosts`` hosts) it keeps, until the keeper
+    (``cluster/shard_state.py``) has written them to the store, the hosts pushed out of
+    it while changed since their last save: at most ``leaving_limit`` of them
+    (``max_hosts // 4``, at least 1; beyond that the oldest is forgotten and counted in
+    ``leaving_dropped``). A host that left and is met again takes back its waiting state,
+    or is loaded from the store (:meth:`adopt`) before a page of it is processed. A host
+    created here (by a link or a fetch) rather than by :meth:`adopt` is *unmerged*: the
+    store may hold state of it that memory lacks, so it is merged in before the host is
+    saved (:meth:`merge_into`), and a save never replaces more than it knows.
+    """
 
     def __init__(self, rules: TrapRules | None = None, clock: Clock | None = None) -> None:
         super().__init__(rules, clock)
         self._dirty: set[str] = set()
+        #: hosts that left the working set while changed, oldest first, until saved
+        self._leaving: OrderedDict[str, _Host] = OrderedDict()
+        self.leaving_limit = max(1, self.rules.max_hosts // 4)
+        #: hosts that left the working set changed and were forgotten unsaved (the limit)
+        self.leaving_dropped = 0
+        #: hosts (in the working set or leaving) not merged with the store's copy yet
+        self._unmerged: set[str] = set()
 
     def _host(self, host_key: str) -> _Host:
-        dirty = self._dirty  # every caller of _host changes the host's counters
-        dirty.add(host_key)
-        if len(dirty) > 2 * self.rules.max_hosts:  # evicted hosts: nothing to save
-            dirty.intersection_update(self._hosts)
+        self._dirty.add(host_key)  # every caller of _host changes the host's counters
         return super()._host(host_key)
+
+    def _new_host(self, host_key: str) -> _Host:
+        host = self._leaving.pop(host_key, None)
+        if host is not None:  # back before it was saved: changed still
+            self._dirty.add(host_key)
+            return host
+        self._unmerged.add(host_key)
+        return _Host()
+
+    def _evicted(self, host_key: str, host: _Host) -> None:
+        if host_key not in self._dirty:  # the store holds all of it (or nothing to keep)
+            self._unmerged.discard(host_key)
+            return
+        self._dirty.discard(host_key)
+        leaving = self._leaving
+        leaving[host_key] = host
+        if len(leaving) > self.leaving_limit:
+            dropped, _ = leaving.popitem(last=False)
+            self._unmerged.discard(dropped)
+            self.leaving_dropped += 1
+
+    @property
+    def leaving(self) -> int:
+        """Hosts that left the working set changed and wait to be saved."""
+        return len(self._leaving)
 
     def take_dirty(self, wanted: Callable[[str], bool]) -> list[str]:
         """Hosts changed since they were last taken for which ``wanted`` is true (they are
@@ -186,23 +232,88 @@ class ShardedTemplateTracker(TemplateTracker):
         self._dirty.difference_update(taken)
         return taken
 
+    def take_changed(self, wanted: Callable[[str], bool], resident: bool = True
+                     ) -> list[tuple[str, _Host]]:
+        """The changed hosts ``wanted`` selects, leaving the working set and (``resident``)
+        in it, with the state object of each (the caller saves them; they are no longer
+        changed). Leaving hosts not wanted stay."""
+        taken = [(k, self._hosts[k]) for k in self.take_dirty(wanted) if k in self._hosts
+                 ] if resident else []
+        going = [k for k in self._leaving if wanted(k)]
+        taken += [(k, self._leaving.pop(k)) for k in going]
+        return taken
+
+    def drop_leaving(self, unwanted: Callable[[str], bool]) -> int:
+        """Forget leaving hosts another process saves (shards not held); returns how many."""
+        gone = [k for k in self._leaving if unwanted(k)]
+        for key in gone:
+            del self._leaving[key]
+            self._unmerged.discard(key)
+        return len(gone)
+
+    def give_back(self, taken: Iterable[tuple[str, _Host]]) -> None:
+        """Hosts whose save failed: changed again (leaving ones wait again, up to the limit)."""
+        for key, host in taken:
+            if self._hosts.get(key) is host:
+                self._dirty.add(key)
+            elif key not in self._hosts and key not in self._leaving:
+                self._dirty.add(key)
+                self._evicted(key, host)
+
     def mark_dirty(self, host_keys: Iterable[str]) -> None:
         """Hosts whose save failed: taken again by the next ``take_dirty``."""
-        self._dirty.update(host_keys)
+        self._dirty.update(k for k in host_keys if k in self._hosts)
+
+    def unmerged(self, host_keys: Iterable[str]) -> list[str]:
+        """Those of ``host_keys`` whose store copy is not merged in yet."""
+        return [k for k in host_keys if k in self._unmerged]
+
+    def merge_into(self, host_key: str, host: _Host, blob: bytes | None) -> None:
+        """Merge the store's copy (``blob``; None: it has none) into ``host``, the state
+        object of ``host_key`` taken for a save; the host is merged from then on, unless
+        another object has replaced it meanwhile. ValueError for a blob
+        :func:`decode_host` refuses (nothing is changed)."""
+        if blob is not None:
+            self._merge(host, decode_host(blob))
+        if self._hosts.get(host_key, self._leaving.get(host_key, host)) is host:
+            self._unmerged.discard(host_key)
+
+    def nothing_stored(self, host_key: str) -> None:
+        """The store holds no state of the host: what memory holds of it is all there is."""
+        self._unmerged.discard(host_key)
+
+    def is_ready(self, host_key: str) -> bool:
+        """The host's state is in memory and merged with the store's copy (no load needed
+        before a page of it is processed)."""
+        return (host_key in self._hosts or host_key in self._leaving) \
+            and host_key not in self._unmerged
 
     def export_host(self, host_key: str) -> bytes | None:
         """The host's state as a blob, or None when it is not tracked (evicted or never seen)."""
         host = self._hosts.get(host_key)
         if host is None:
             return None
-        return encode_host(host.day, host.day_admitted, list(host.templates.items()))
+        return export(host)
 
     def restore_host(self, host_key: str, blob: bytes) -> int:
-        """Merge a saved blob into the host's state; returns how many templates it held.
-        Raises ValueError for a blob :func:`decode_host` refuses (nothing is changed)."""
-        day, day_admitted, templates = decode_host(blob)
+        """Merge a saved blob into the host's state: :meth:`adopt` of a blob."""
+        return self.adopt(host_key, blob)
+
+    def adopt(self, host_key: str, blob: bytes | None) -> int:
+        """Bring the host into the working set merged with the store's copy (``blob``;
+        None: the store has none); returns how many templates the copy held. A restore is
+        no change to save again. Raises ValueError for a blob :func:`decode_host` refuses
+        (nothing is changed)."""
+        state = decode_host(blob) if blob is not None else None
+        host = super()._host(host_key)  # not through ours: no change to save
+        if state is not None:
+            self._merge(host, state)
+        self._unmerged.discard(host_key)
+        return 0 if state is None else len(state[2])
+
+    def _merge(self, host: _Host, state: HostState) -> None:
+        day, day_admitted, templates = state
         now = self._clock.now()
-        host = super()._host(host_key)  # a restore is no change to save again
         if day > host.day:
             host.day, host.day_admitted = day, day_admitted
         elif day == host.day:
@@ -211,10 +322,16 @@ class ShardedTemplateTracker(TemplateTracker):
             mine = self._template(host, name)
             merge_stats(mine, theirs)
             self._check(mine, now)
-        return len(templates)
 
     def forget_hosts(self, host_keys: list[str]) -> None:
         """Drop the state of hosts handed over (their new owner has it from the store)."""
         for key in host_keys:
             self._hosts.pop(key, None)
+            self._leaving.pop(key, None)
             self._dirty.discard(key)
+            self._unmerged.discard(key)
+
+
+def export(host: _Host) -> bytes:
+    """One host's state object as a blob (:func:`encode_host`)."""
+    return encode_host(host.day, host.day_admitted, list(host.templates.items()))

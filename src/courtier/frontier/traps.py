@@ -128,8 +128,10 @@ class TemplateTracker:
     Memory is bounded: at most ``rules.max_hosts`` hosts (least recently used
     evicted) × ``rules.max_templates_per_host`` templates (least recently
     used *unthrottled* template evicted first), each a few hundred bytes.
-    Evicting a host forgets its throttles; they are re-learned if the trap
-    is met again. Not thread-safe; all methods are O(1) amortised.
+    Evicting a host forgets its throttles here; they are re-learned if the trap
+    is met again (a crawl keeps them in its store instead:
+    :class:`~courtier.frontier.trap_state.ShardedTemplateTracker`). Not
+    thread-safe; all methods are O(1) amortised.
     """
 
     def __init__(self, rules: TrapRules | None = None, clock: Clock | None = None) -> None:
@@ -142,12 +144,19 @@ class TemplateTracker:
         hosts = self._hosts
         host = hosts.get(host_key)
         if host is None:
-            host = hosts[host_key] = _Host()
+            host = hosts[host_key] = self._new_host(host_key)
             if len(hosts) > self.rules.max_hosts:
-                hosts.popitem(last=False)
+                self._evicted(*hosts.popitem(last=False))
         else:
             hosts.move_to_end(host_key)
         return host
+
+    def _new_host(self, host_key: str) -> _Host:
+        """The state of a host entering the working set: empty here."""
+        return _Host()
+
+    def _evicted(self, host_key: str, host: _Host) -> None:
+        """A host pushed out of the working set (least recently used): forgotten here."""
 
     def _template(self, host: _Host, template: str) -> TemplateStats:
         templates = host.templates

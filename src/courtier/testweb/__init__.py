@@ -36,6 +36,7 @@ __all__ = [
     "ALL_ROBOTS_KINDS",
     "MORE_ROBOTS_KINDS",
     "ROBOTS_KINDS",
+    "HeldResponse",
     "HostSpec",
     "HtmlPage",
     "Link",

@@ -57,6 +57,54 @@ class RequestRecord:
     user_agent: str = ""
 
 
+class HeldResponse:
+    """A response the server holds open (:meth:`TestWebServer.hold_next`).
+
+    ``arrived`` is set when the request it holds has reached the server (its
+    ``user_agent`` is then known); the response is written once :meth:`release`
+    is called. A client that closes the connection meanwhile (a cancelled fetch)
+    ends the request as the server sees it: the hold ends within ``POLL`` seconds,
+    the log records that end and ``cut`` is set.
+    """
+
+    POLL = 0.01
+
+    __slots__ = ("_released", "arrived", "cut", "host", "path", "target", "user_agent")
+
+    def __init__(self, host: str, path: str | None) -> None:
+        self.host = host
+        self.path = path
+        self.arrived = asyncio.Event()
+        self.user_agent = ""
+        self.target = ""  # the held request's raw request target, once arrived
+        self.cut = False
+        self._released = asyncio.Event()
+
+    def matches(self, host: str, path: str) -> bool:
+        if host != self.host or self.arrived.is_set():
+            return False
+        if self.path is None:
+            return not is_robots_path(path)
+        return path == self.path
+
+    def release(self) -> None:
+        """Let the held response go (idempotent)."""
+        self._released.set()
+
+    async def hold(self, target: str, user_agent: str, gone: Callable[[], bool]) -> None:
+        """Wait for :meth:`release`, or until ``gone()`` says the client left."""
+        self.target = target
+        self.user_agent = user_agent
+        self.arrived.set()
+        while not self._released.is_set():
+            if gone():
+                self.cut = True
+                return
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.POLL):
+                    await self._released.wait()
+
+
 class TestWebServer:
     """Serves a :class:`WebSpec` on ``127.0.0.1:port`` (port 0 picks a free one).
 
@@ -66,6 +114,8 @@ class TestWebServer:
     had ``slow_after`` requests); every ``busy_every``-th page request of a
     host answers busy; ``If-None-Match`` with the current ETag answers 304. A
     host's ``changing_pages`` get a new text and ETag at every request.
+    :meth:`hold_next` holds the next matching request open until the test
+    releases it.
 
     With ``ssl_context`` (see :mod:`courtier.testweb.tls`) the server speaks
     HTTPS only and every URL of :attr:`web` is ``https://``; a request whose TLS
@@ -87,6 +137,7 @@ class TestWebServer:
         self._requests: dict[str, int] = defaultdict(int)  # host → requests so far
         self._page_requests: dict[str, int] = defaultdict(int)  # host → non-robots requests
         self._editions: dict[tuple[str, str], int] = defaultdict(int)  # changing pages served
+        self._holds: list[HeldResponse] = []
 
     @property
     def port(self) -> int:
@@ -135,8 +186,18 @@ class TestWebServer:
         self._web = TestWeb(self.spec, port,
                             scheme="http" if self.ssl_context is None else "https")
 
+    def hold_next(self, host: str, path: str | None = None) -> HeldResponse:
+        """Hold the next request to ``host`` (for ``path``, a raw request target; any page
+        when None, robots files never) open after its latency, until the returned
+        :meth:`HeldResponse.release`. Every hold is released when the server stops."""
+        held = HeldResponse(host.lower(), path)
+        self._holds.append(held)
+        return held
+
     async def stop(self) -> None:
         """Stop serving and close connections; idempotent."""
+        for held in self._holds:
+            held.release()
         if self._runner is not None:
             runner, self._runner = self._runner, None
             await runner.cleanup()
@@ -167,6 +228,15 @@ class TestWebServer:
                 latency = spec.latency_for(self._requests[host])
                 if latency > 0:
                     await asyncio.sleep(latency)
+            held = next((h for h in self._holds
+                         if h.matches(host, normalize_path(request.raw_path))), None)
+            if held is not None:
+                await held.hold(request.raw_path, request.headers.get("User-Agent", ""),
+                                lambda: request.transport is None
+                                or request.transport.is_closing())
+                if held.cut:  # nobody to answer: the log records the end now
+                    status = 499
+                    return StreamResponse(status=status)
             page = self.web.page(host, request.raw_path)
             if spec is not None and spec.changing_pages:
                 self._editions[(host, request.raw_path)] += 1

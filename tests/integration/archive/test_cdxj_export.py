@@ -12,9 +12,9 @@ from warcio.archiveiterator import ArchiveIterator
 from courtier.cli.admin import run_admin
 from courtier.cli.main import build_parser, main
 from courtier.crawl.app import crawl
-from courtier.store.sqlite import SqliteStore
 from courtier.testweb import TestWebServer, default_web
 from tests.integration.crawl.test_crawl_testweb import config_for
+from tests.integration.outbox import outbox_events
 
 
 def cdxj_lines(data: Path) -> list[tuple[str, str, dict[str, str]]]:
@@ -46,12 +46,7 @@ async def test_cdxj_index_finds_every_record_by_offset_and_length(tmp_path: Path
         record = records[0]
         assert record.rec_headers.get_header("WARC-Target-URI") == entry["url"]
         assert record.rec_headers.get_header("WARC-Payload-Digest") == entry["digest"]
-    store = SqliteStore(data / "courtier.db")
-    await store.open()
-    try:
-        events = await store.read_events(0, 10_000)
-    finally:
-        await store.close()
+    events = await outbox_events(data)
     archived = {(e.payload["warc"]["file"], e.payload["warc"]["offset"])
                 for e in events if e.payload["warc"] is not None}
     indexed = {(entry["filename"], int(entry["offset"])) for _, _, entry in rows}

@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from courtier.testweb.server import TestWebServer
 from courtier.testweb.spec import default_web
-from tests.integration.cluster.harness import Cluster
+from tests.integration.cluster.harness import Cluster, serving
 from tests.pg import temporary_database
 
 
@@ -32,10 +31,5 @@ def pages_per_host() -> int:
 async def cluster(dsn: str, tmp_path: Path, pages_per_host: int) -> AsyncIterator[Cluster]:
     spec = default_web(n_hosts=12, pages_per_host=pages_per_host, crawl_delay=0.3,
                        latency=0.02)
-    async with TestWebServer(spec) as server:
-        c = Cluster(dsn, tmp_path, server, spec, delay=0.15)
-        await c.open()
-        try:
-            yield c
-        finally:
-            await c.close()
+    async with serving(dsn, tmp_path, spec) as cluster:
+        yield cluster

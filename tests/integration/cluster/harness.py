@@ -19,13 +19,14 @@ import re
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
 import asyncpg
 
+from courtier.cluster.rendezvous import target_owners
 from courtier.core.clock import RealClock
 from courtier.core.errors import StoreError
 from courtier.core.urls import SHARD_COUNT
@@ -211,6 +212,19 @@ class Cluster:
         return [r for r in self.server.log if r.user_agent == agent]
 
 
+@contextlib.asynccontextmanager
+async def serving(dsn: str, root: Path, spec: WebSpec, delay: float = 0.15,
+                  extra: list[str] | None = None) -> AsyncIterator[Cluster]:
+    """The test web of ``spec`` and an opened :class:`Cluster` on it (closed after)."""
+    async with TestWebServer(spec) as server:
+        cluster = Cluster(dsn, root, server, spec, delay=delay, extra=list(extra or []))
+        await cluster.open()
+        try:
+            yield cluster
+        finally:
+            await cluster.close()
+
+
 def all_fetched(cluster: Cluster, expected: set[str]) -> Callable[[], Awaitable[bool]]:
     async def check() -> bool:
         return expected <= cluster.fetched()
@@ -267,6 +281,17 @@ def monotonic_of(store_time: float) -> float:
     """A store-clock time (PostgreSQL's clock on this machine: POSIX seconds) on the test
     server's clock (time.monotonic)."""
     return store_time - (time.time() - time.monotonic())
+
+
+def newcomer_taking(shards: set[int], members: tuple[str, ...]) -> str:
+    """The first of w{n}, w{n+1}, … (n = len(members)) whose join moves at least one of
+    ``shards`` to it (which shards a host is in depends on the server's port)."""
+    for n in range(len(members), len(members) + 100):
+        newcomer = f"w{n}"
+        targets = target_owners(sorted(shards), dict.fromkeys((*members, newcomer), 1.0))
+        if newcomer in targets.values():
+            return newcomer
+    raise AssertionError("no newcomer id takes one of the shards")  # (1 - 1/N) ** 100
 
 
 async def start_three(cluster: Cluster) -> None:

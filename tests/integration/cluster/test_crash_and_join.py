@@ -25,6 +25,7 @@ from tests.integration.cluster.harness import (
     finish,
     metric_of,
     monotonic_of,
+    newcomer_taking,
     start_three,
     stop,
     wait_for,
@@ -153,8 +154,9 @@ async def test_a_fourth_worker_takes_a_quarter_of_the_shards_gracefully(
         return hosts <= {r.host for r in cluster.page_log()}
 
     await wait_for("every host under way", every_host_started)
-    newcomer = _newcomer_taking_a_host({canonicalize(url).shard for url in expected},
-                                       ("w0", "w1", "w2"))
+    # (a dozen hosts all miss a quarter of the shards a few % of the time)
+    newcomer = newcomer_taking({canonicalize(url).shard for url in expected},
+                               ("w0", "w1", "w2"))
     before = await cluster.owners()
     joined_at = time.monotonic()
     await cluster.start(newcomer)
@@ -237,18 +239,6 @@ async def test_a_stopped_worker_sends_nothing_after_its_fence_deadline(
     again = {u for u in again if events[u] == 1}
     assert stale + fenced >= len(again), (stale, fenced, sorted(again))
     print(f"sleeper: {stale} stale commits, {fenced} fenced, {len(again)} refetched by others")
-
-
-def _newcomer_taking_a_host(shards: set[int], members: tuple[str, ...]) -> str:
-    """The first of w3, w4, … whose join moves at least one of the hosts' ``shards`` to
-    it (the shards depend on the server's port: a dozen hosts all miss a quarter of the
-    shards a few % of the time)."""
-    for n in range(3, 100):
-        newcomer = f"w{n}"
-        targets = target_owners(sorted(shards), dict.fromkeys((*members, newcomer), 1.0))
-        if newcomer in targets.values():
-            return newcomer
-    raise AssertionError("no newcomer id takes a host")  # 0.97 ** 97: never
 
 
 def _has_fetched(cluster: Cluster, worker_id: str, n: int) -> Callable[[], Awaitable[bool]]:

@@ -15,6 +15,7 @@ from courtier.store.sqlite import SqliteStore
 from courtier.testweb import TestWebServer, default_web
 from courtier.testweb.site import TestWeb
 from tests.integration.crawl.test_crawl_testweb import config_for
+from tests.integration.outbox import outbox_events
 from tests.integration.serve import loopback_crawl, serve
 
 
@@ -40,12 +41,7 @@ async def test_every_event_validates_and_links_equal_the_test_web_graph(tmp_path
         data = tmp_path / "data"
         await crawl(config_for(server, data), install_signals=False)  # type: ignore[arg-type]
         web = server.web
-        store = SqliteStore(data / "courtier.db")
-        await store.open()
-        try:
-            events = await store.read_events(0, 10_000)
-        finally:
-            await store.close()
+        events = await outbox_events(data)
         validator = jsonschema.Draft202012Validator(load_schema())
         for event in events:
             validator.validate(event.payload)

@@ -9,9 +9,9 @@ import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from courtier.crawl.app import crawl
-from courtier.store.sqlite import SqliteStore
 from courtier.testweb import TestWebServer, default_web
 from tests.integration.crawl.test_crawl_testweb import config_for
+from tests.integration.outbox import outbox_events
 
 
 @pytest.mark.timeout(120)
@@ -29,12 +29,7 @@ async def test_due_pages_are_refetched_conditionally_and_archived_as_revisits(
         second = server.log[first:]
     not_modified = [r for r in second if r.status == 304]
     assert not_modified, "the recrawl sent no conditional request the server could answer"
-    store = SqliteStore(data / "courtier.db")
-    await store.open()
-    try:
-        events = await store.read_events(0, 10_000)
-    finally:
-        await store.close()
+    events = await outbox_events(data)
     assert any(e.payload["outcome"] == "not_modified" and e.version >= 2 for e in events)
     profiles = []
     for path in sorted((data / "warc").rglob("*.warc.gz")):

@@ -12,7 +12,13 @@ from courtier.testweb import HostSpec, RequestRecord, TestWebServer, WebSpec, ma
 from tests.integration.politeness.helpers import run_crawl
 
 IP_DELAY = 0.3
-TOLERANCE = 0.01
+# The gap is charged when a request is granted; the server logs when its handler runs.
+# Each host has a connection of its own, so one request may wait for a connect the next
+# does not, and the server's handler shares this event loop: on a machine whose cores are
+# busy (load 8 on 2 cores) a gap of 0.2886 s was seen for 0.3 s (CI, 2026-12-06). 0.05 s
+# still fails a crawler without the per-address gap (its hosts overlap, as the control
+# below shows) and one charging half the gap.
+TOLERANCE = 0.05
 
 
 def shared_ip_web() -> WebSpec:

@@ -301,6 +301,48 @@ async def test_log_records_start_end_and_latency() -> None:
     assert fast.end <= slow.start
 
 
+async def test_a_held_response_waits_for_its_release() -> None:
+    """Red with the hold skipped in the handler: the response comes before the release."""
+    spec = WebSpec(hosts=[HostSpec("a.test", pages=3), HostSpec("b.test")])
+    async with TestWebServer(spec) as server, aiohttp.ClientSession() as session:
+        held = server.hold_next("a.test")  # any page, never robots.txt
+        await get(session, server, "a.test", "/robots.txt")
+        await get(session, server, "b.test", "/")
+        assert not held.arrived.is_set()
+        pending = asyncio.create_task(get(session, server, "a.test", "/p/1.html"))
+        await held.arrived.wait()
+        await get(session, server, "a.test", "/p/2.html")  # only the next one is held
+        assert not pending.done()
+        assert held.user_agent.startswith("Python")
+        held.release()
+        await pending
+    _, _, second, first = server.log  # robots.txt and b.test's index came first
+    assert (first.path_qs, second.path_qs) == ("/p/1.html", "/p/2.html")
+    assert first.end >= second.end
+    assert not held.cut
+
+
+async def test_a_held_response_ends_when_its_client_gives_up() -> None:
+    """The client's cancelled request ends in the log when the connection closes (the
+    hold never released): red with the hold waiting for the release only (timeout)."""
+    spec = WebSpec(hosts=[HostSpec("a.test", pages=3)])
+    async with TestWebServer(spec) as server, aiohttp.ClientSession() as session:
+        held = server.hold_next("a.test", "/p/1.html")
+        pending = asyncio.create_task(get(session, server, "a.test", "/p/1.html"))
+        await held.arrived.wait()
+        pending.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await pending
+
+        async with asyncio.timeout(10.0):
+            # the end is logged once the server notices the close (the log is a plain list)
+            while not server.log:  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+    (cut,) = server.log
+    assert (cut.path_qs, cut.status) == ("/p/1.html", 499)
+    assert held.cut
+
+
 async def test_checker_sees_concurrent_and_too_close_real_requests() -> None:
     spec = WebSpec(hosts=[HostSpec("slow.test", pages=3, latency=0.2)])
     async with TestWebServer(spec) as server, aiohttp.ClientSession() as session:

@@ -129,3 +129,16 @@ async def test_rebuild_is_bounded_per_shard() -> None:
     assert owner.pages_restored == 4 and len(owner.duplicates.restored) == 4
     assert len(owner.duplicates.index) == 0  # the pages of its own fetches stay apart
     assert await owner.restore_hosts([host_key()]) is None  # no tracker: nothing to do
+
+
+async def test_registering_hosts_with_nothing_stored_keeps_the_working_set() -> None:
+    clock = VirtualClock(T0)
+    store = MemoryStore(clock)
+    owner = keeper(store, clock)
+    assert owner.tracker is not None
+    offer(owner.tracker, trap_urls(1, 3))  # met through links before it is registered
+    assert not owner.tracker.is_ready(host_key())  # the store may hold more of it
+    # a refill registers many hosts: those the store knows nothing of take no room
+    await owner.restore_hosts([host_key()] + [f"http://new{i}.test" for i in range(50)])
+    assert owner.tracker.hosts() == [host_key()] and owner.hosts_restored == 0
+    assert owner.tracker.is_ready(host_key())  # nothing stored: memory holds all of it

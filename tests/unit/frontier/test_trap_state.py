@@ -145,3 +145,41 @@ def test_counter_registers_round_trip_and_merge_counts_the_union() -> None:
         DistinctCounter.from_registers(bytes(255))
     with pytest.raises(ValueError):
         DistinctCounter.from_registers(bytes([60]) * 256)
+
+
+def others(n: int) -> list[str]:
+    """One link to each of ``n`` other hosts (a broad crawl's spread)."""
+    return [f"http://other{i}.test/a" for i in range(n)]
+
+
+def test_a_changed_host_leaving_the_working_set_waits_whole_until_saved() -> None:
+    rules = TrapRules(template_min_urls=20, sample_budget=5, sample_rate=0.5, max_hosts=4)
+    tracker = ShardedTemplateTracker(rules, VirtualClock())
+    first = offer(tracker, trap_urls(1, 300))
+    assert tracker.throttled(host_key())
+    offer(tracker, others(rules.max_hosts))  # the trap is the least recently used
+    assert host_key() not in tracker.hosts() and tracker.leaving == 1
+    assert tracker.is_ready(host_key()) is False  # created here: never merged with the store
+    # met again before the keeper saved it: its state comes back, throttle and budget
+    second = offer(tracker, trap_urls(2, 300))
+    assert first + second <= rules.template_min_urls + rules.sample_budget + 2, (first, second)
+    assert host_key() in tracker.hosts() and tracker.throttled(host_key())
+    assert tracker.leaving == 1  # the host it pushed out in turn
+
+
+def test_hosts_waiting_to_be_saved_are_bounded_and_unchanged_ones_do_not_wait() -> None:
+    rules = TrapRules(max_hosts=8)
+    tracker = ShardedTemplateTracker(rules, VirtualClock())
+    assert tracker.leaving_limit == 2
+    for i in range(rules.max_hosts + 5):  # restored, never changed: the store has them
+        tracker.adopt(f"kept{i}.test", None)
+    assert tracker.leaving == 0 and len(tracker.hosts()) == rules.max_hosts
+    offer(tracker, others(3 * rules.max_hosts))  # changed ones push each other out
+    assert len(tracker.hosts()) == rules.max_hosts and tracker.leaving == tracker.leaving_limit
+    assert tracker.leaving_dropped == 2 * rules.max_hosts - tracker.leaving_limit
+    taken = tracker.take_changed(lambda key: True, resident=False)
+    assert [k for k, _ in taken] == [canonicalize(u).host_key
+                                     for u in others(3 * rules.max_hosts)[-10:-8]]
+    assert tracker.leaving == 0
+    tracker.give_back(taken)  # a failed save: they wait again
+    assert tracker.leaving == 2

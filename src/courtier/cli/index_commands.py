@@ -1,0 +1,214 @@
+"""``courtier index`` and ``courtier search``: the reference consumer of the event feed.
+
+``index`` follows the feed of a crawl — its store (``--data``, ``--store``) or its admin
+API (``--api``) — reads each HTML page from the crawl's WARC files and keeps a local
+SQLite FTS5 index (``DATA/search.db`` by default) with the feed cursor inside it
+(``courtier.consumer``). ``search`` answers from that file: URL and title per hit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any, TextIO
+
+from courtier.cli.call import add_api_flags, add_store_flag
+from courtier.core.errors import ConfigError, CourtierError
+
+# the consumer, the API and aiohttp load inside the functions that use them, so that
+# ``courtier --help`` and argument errors answer at once
+
+#: the index file's name under --data
+INDEX_NAME = "search.db"
+DEFAULT_BATCH = 200
+
+
+def add_index_commands(sub: Any) -> None:
+    index = sub.add_parser(
+        "index", help="build or update a local full-text search index from a crawl's "
+                      "event feed (SQLite FTS5; resumes where it stopped)")
+    index.add_argument("--data", type=Path, metavar="DIR",
+                       help="the crawl's --data folder: its store (unless --store or --api), "
+                            "its WARC folders and the index (DATA/search.db); "
+                            "default crawl-data when neither --store nor --api is given")
+    add_store_flag(index)
+    add_api_flags(index)
+    index.add_argument("--index", type=Path, metavar="FILE",
+                       help="the index file (default DATA/search.db)")
+    index.add_argument("--archive", action="append", default=[], metavar="ROOT",
+                       help="a WARC root the crawl wrote to, folder or fsspec URL "
+                            "(repeatable; default DATA/warc and DATA/worker-*/warc)")
+    index.add_argument("--follow", action="store_true",
+                       help="keep following the feed until Ctrl-C or SIGTERM")
+    index.add_argument("--cursor-file", type=Path, metavar="FILE",
+                       help="also write the index's cursor here after each batch, for "
+                            "`courtier archive gc --cursor-file FILE` (it may lag the index, "
+                            "never lead it)")
+    index.add_argument("--batch", type=int, default=DEFAULT_BATCH, metavar="N",
+                       help=f"events per transaction, 1-1000 ({DEFAULT_BATCH})")
+    search = sub.add_parser("search", help="search the index built by `courtier index`: "
+                                           "URL and title of the best pages")
+    search.add_argument("query", nargs="*", help="words that must all appear (word* for "
+                                                 "a prefix)")
+    search.add_argument("--data", type=Path, default=Path("crawl-data"), metavar="DIR",
+                        help="the crawl's --data folder, whose search.db is searched "
+                             "(crawl-data)")
+    search.add_argument("--index", type=Path, metavar="FILE",
+                        help="the index file (default DATA/search.db)")
+    search.add_argument("--limit", type=int, default=10, metavar="N", help="hits to print (10)")
+    search.add_argument("--json", action="store_true",
+                        help="print the hits as JSON (score, snippet, totals)")
+
+
+def run_index_commands(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    stream = out or sys.stdout
+    if args.command == "search":
+        return run_search(args, stream)
+    return asyncio.run(_index(args, stream))
+
+
+def run_search(args: argparse.Namespace, out: TextIO) -> int:
+    from courtier.consumer.index_db import SearchIndex
+    from courtier.consumer.search import render_json, render_text, search
+
+    query = " ".join(args.query).strip()
+    if not query:
+        raise ConfigError("search: give words to search for, e.g. "
+                          "courtier search polite crawler --data crawl-data")
+    path = args.index or args.data / INDEX_NAME
+    flag = "--index" if args.index else "--data"
+    index = SearchIndex.open(path, create=False, flag=flag)
+    try:
+        found = search(index, query, args.limit)
+    finally:
+        index.close()
+    out.write(render_json(found) if args.json else render_text(found))
+    if not args.json and not found.hits:
+        print(f"courtier: no page matches {query!r} ({found.pages} pages in {path})",
+              file=sys.stderr)
+    return 0
+
+
+def index_settings(args: argparse.Namespace) -> tuple[Path, list[str], Path]:
+    """(index file, WARC roots, --data folder of the feed) from the flags, each checked."""
+    if args.store and args.api:
+        raise ConfigError("index: give --store or --api, not both")
+    if not 1 <= args.batch <= 1000:
+        raise ConfigError(f"--batch {args.batch}: give 1 to 1000 events")
+    cursor_file: Path | None = args.cursor_file
+    if cursor_file is not None and (cursor_file.is_dir() or not cursor_file.parent.is_dir()):
+        raise ConfigError(f"--cursor-file {cursor_file}: not a file in an existing folder")
+    remote_feed = bool(args.store or args.api)
+    data: Path | None = args.data if args.data is not None or remote_feed \
+        else Path("crawl-data")
+    if data is not None and data.exists() and not data.is_dir():
+        raise ConfigError(f"--data {data}: is a file, not a crawl folder")
+    if args.index is not None:
+        path = args.index
+    elif data is not None:
+        path = data / INDEX_NAME
+    else:
+        raise ConfigError("--index FILE: where to keep the index (with --store or --api "
+                          "there is no --data folder to keep it in)")
+    from courtier.consumer.pages import archive_roots
+
+    roots: list[str] = list(args.archive)
+    for root in roots:
+        if "://" not in root and not Path(root).is_dir():
+            raise ConfigError(f"--archive {root}: no such folder")
+    if not roots:
+        if data is None:
+            raise ConfigError("--archive ROOT: where the crawl wrote its WARC files (with "
+                              "--store or --api there is no --data folder to look in)")
+        if not data.is_dir():
+            raise ConfigError(f"--data {data}: no such folder")
+        roots = archive_roots(data)
+        if not roots:
+            raise ConfigError(f"--data {data}: no WARC folder here (warc/ or worker-*/warc/);"
+                              " --archive ROOT names the folder the crawl wrote to")
+    return path, roots, data or Path("crawl-data")
+
+
+@contextlib.asynccontextmanager
+async def open_feed(args: argparse.Namespace) -> AsyncIterator[Any]:
+    """The feed as a :data:`courtier.events.drain.PageReader`: over ``--api``, else over
+    the store (``--store``, or the SQLite database under ``--data``) in this process."""
+    from courtier.cli.call import open_caller
+    from courtier.events.drain import Page
+
+    async with open_caller(args) as caller:
+        async def read(after: int, limit: int) -> Page:
+            status, answer = await caller("GET", f"/v1/events?after={after}&limit={limit}",
+                                          None)
+            if not 200 <= status < 300:
+                text = answer.get("error") if isinstance(answer, dict) else answer
+                raise CourtierError(f"events: answered {status}: {text}")
+            return Page(answer["events"], answer["next_after"])
+
+        yield read
+
+
+async def index_crawl(args: argparse.Namespace, path: Path, roots: list[str],
+                      out: TextIO, stop: asyncio.Event | None = None) -> int:
+    """Run the indexer over the feed ``args`` name; print a line per batch when
+    following, a summary at the end. Returns the number of pages in the index."""
+    from courtier.consumer.index_db import SearchIndex
+    from courtier.consumer.indexer import Indexer, IndexReport
+    from courtier.consumer.pages import ArchivedPages
+    from courtier.events.cursor import save_cursor
+    from courtier.parse.offload import OffLoopParser
+
+    async with open_feed(args) as feed:  # first: a bad --data makes no index file
+        index = SearchIndex.open(path, create=True)
+        parser = OffLoopParser()
+        try:
+            indexer = Indexer(feed, ArchivedPages(roots, parser), index, args.batch)
+
+            follow = bool(getattr(args, "follow", False))
+            cursor_file: Path | None = getattr(args, "cursor_file", None)
+
+            def after_batch(report: IndexReport) -> None:
+                if cursor_file is not None:  # after the commit: it lags, never leads
+                    save_cursor(cursor_file, report.cursor)
+                if follow:
+                    out.write(f"courtier: index: {report.line(index.page_count())}\n")
+                    out.flush()
+
+            try:
+                await indexer.run(follow=follow, stop=stop, on_batch=after_batch)
+                if cursor_file is not None:
+                    save_cursor(cursor_file, index.cursor())
+            finally:
+                pages = index.page_count()
+                out.write(f"courtier: index {path}: {indexer.report.line(pages)}\n")
+            return pages
+        finally:
+            parser.close()
+            index.close()
+
+
+async def _index(args: argparse.Namespace, out: TextIO) -> int:
+    path, roots, data = index_settings(args)
+    args.data = data  # where open_caller looks for the SQLite store
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):  # end between batches, nothing half-done
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await index_crawl(args, path, roots, out, stop)
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+    out.write(f"search it: courtier search WORDS {_where(args, path)}\n")
+    return 0
+
+
+def _where(args: argparse.Namespace, path: Path) -> str:
+    if args.index is None:
+        return f"--data {args.data}"
+    return f"--index {path}"
