@@ -52,6 +52,9 @@ def add_crawl_flags(p: argparse.ArgumentParser) -> None:
                    help="fetch only from these TCP ports (repeatable; default: any)")
     p.add_argument("--ca-file", type=Path, metavar="PEM",
                    help="private CA certificate trusted for HTTPS besides the system store")
+    p.add_argument("--accept-type", action="append", dest="accept_types", metavar="TYPE",
+                   help="also read bodies of this media type (repeatable; e.g. "
+                        "application/pdf or image/*); other non-HTML bodies are not downloaded")
     p.add_argument("--parse-timeout", type=float,
                    help="seconds to parse a page with very many tags (10; then kept without links)")
     p.add_argument("--low-speed-limit", type=int, metavar="BYTES",
@@ -125,8 +128,8 @@ def config_flags(args: argparse.Namespace) -> dict[str, Any]:
     """The crawl flags of ``args`` as build_config takes them (unset: None or ())."""
     flags = {k: v for k, v in vars(args).items() if k not in ("command", "config", "verbose")}
     flags["seeds"] = tuple(args.seeds or ())
-    for name in ("include", "exclude", "allow_network", "allowed_ports", "api_allowed_hosts",
-                 "traps", "tiers"):
+    for name in ("include", "exclude", "allow_network", "allowed_ports", "accept_types",
+                 "api_allowed_hosts", "traps", "tiers"):
         flags[name] = tuple(flags.get(name) or ())
     return flags
 

@@ -41,10 +41,17 @@ from courtier.crawl.committer import Committer
 from courtier.crawl.day_limits import DayLimits
 from courtier.crawl.intake import Intake
 from courtier.crawl.metrics import CrawlMetrics, status_class
-from courtier.crawl.process import SITEMAP_PRIORITY, PageProcessor, is_html, looks_like_sitemap
+from courtier.crawl.process import (
+    HTML_TYPES,
+    SITEMAP_PRIORITY,
+    PageProcessor,
+    is_html,
+    looks_like_sitemap,
+)
 from courtier.dedup.pages import FirstCopy
 from courtier.dedup.payload_lookups import PayloadLookups
 from courtier.fetch.accept import page_accept
+from courtier.fetch.sniff import media_type, type_label
 from courtier.fetch.transport import FetchLimits, FetchRequest, FetchResponse, Transport
 from courtier.frontier.lease import FetchFeedback, Lease, LeaseKind
 from courtier.frontier.scheduler import Frontier
@@ -74,6 +81,11 @@ def fetch_limits(config: CrawlConfig) -> FetchLimits:
     )
 
 
+def page_types(config: CrawlConfig) -> frozenset[str]:
+    """The media types a page fetch reads: HTML, XHTML and ``--accept-type``."""
+    return frozenset(HTML_TYPES) | {kind.lower() for kind in config.accept_types}
+
+
 class Fetcher:
     """Fetches leases and hands their results on."""
 
@@ -99,6 +111,8 @@ class Fetcher:
         #: the store's per-IP slots (many workers), or None (one process: the frontier's cap)
         self.ip_slots = ip_slots
         self.limits = fetch_limits(config)
+        #: the types a page fetch reads (other bodies stop after the headers: not_html)
+        self.page_types = page_types(config)
         self.robots_limits = dataclasses.replace(
             self.limits, max_body_bytes=MAX_ROBOTS_BYTES, max_decoded_bytes=MAX_ROBOTS_BYTES)
         #: the store's payload index, asked for many fetches at once
@@ -135,7 +149,8 @@ class Fetcher:
 
     def _request(self, lease: Lease) -> FetchRequest:
         headers = [("User-Agent", self.config.user_agent)]
-        if lease.kind is LeaseKind.PAGE and (accept := page_accept(lease.url)) is not None:
+        accept = page_accept(lease.url) if lease.kind is LeaseKind.PAGE else None
+        if accept is not None:
             headers.append(("Accept", accept))
         due = lease.due
         if due is not None:
@@ -143,6 +158,9 @@ class Fetcher:
                 headers.append(("If-None-Match", due.etag))
             if due.last_modified:
                 headers.append(("If-Modified-Since", due.last_modified))
+        if lease.kind is LeaseKind.PAGE and accept is not None:
+            # a page, not robots.txt or a file named like a sitemap: only the wanted types
+            return FetchRequest(lease.url, headers, only_types=self.page_types)
         return FetchRequest(lease.url, headers)
 
     async def fetch(self, lease: Lease) -> None:
@@ -221,6 +239,15 @@ class Fetcher:
 
     async def _after_response(self, lease: Lease, resp: FetchResponse, now: float) -> None:
         await self._persist_backoff(lease, now)
+        if resp.truncated == "type":
+            # not a type asked for: nothing archived, fetched again after a long while
+            commit = self.processor.not_html(lease, resp, now)
+            self.committer.add(commit)
+            self._count(lease, resp)
+            self.metrics.fetches.labels(str(commit.outcome), status_class(resp.status)).inc()
+            self.metrics.not_html.labels(type_label(media_type(commit.content_type))).inc()
+            self.metrics.bytes.inc(len(resp.raw_body))
+            return
         first_copy = await self._first_copy(resp) if 200 <= resp.status < 300 else None
         parsed: ParsedPage | Literal[False] | None = False
         sitemap: SitemapResult | None = None

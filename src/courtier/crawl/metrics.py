@@ -123,6 +123,11 @@ class CrawlMetrics:
                                       ["status_class"], registry=r)
         self.duplicates = Counter("courtier_duplicates", "duplicates found", ["kind"],
                                   registry=r)
+        self.not_html = Counter(
+            "courtier_not_html",
+            "page fetches stopped after the headers (or the first 512 bytes): a type not "
+            "asked for, by family (pdf, image, video, audio, font, xml, json, javascript, "
+            "css, text, archive, unknown, other)", ["type"], registry=r)
         self.stale_commits = Counter("courtier_stale_commits",
                                      "commits ignored (repeated or fenced)", registry=r)
         self.events_emitted = Counter("courtier_outbox_events",

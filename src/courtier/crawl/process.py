@@ -254,6 +254,18 @@ class PageProcessor:
             return self._retry(lease, due, now, **fields)
         return self._commit(lease, due, Outcome.HTTP_ERROR, now, **fields)
 
+    def not_html(self, lease: Lease, resp: FetchResponse, now: float) -> FetchCommit:
+        """A 2xx whose type was not asked for (``resp.truncated == "type"``): its body was
+        not read (or not past the sniff window), nothing is archived, and the URL is due
+        again only after the longest recrawl interval (a file seldom turns into a page)."""
+        due = lease.due
+        assert due is not None
+        self.figures.fetched += 1
+        self.figures.bytes += len(resp.raw_body)
+        content_type = cap_text(resp.header("content-type"), MAX_HEADER_CHARS)
+        return self._commit(lease, due, Outcome.NOT_HTML, now, status=resp.status,
+                            content_type=content_type)
+
     def _archive(self, due: DueUrl, resp: FetchResponse, now: float,
                  first_copy: FirstCopy | None) -> ArchivedRecord:
         if resp.status == 304:

@@ -17,6 +17,8 @@ URL space of every host::
     /missing/{i}.html         404
     /files/{i}.pdf            application/pdf
     /img/{i}.png              image/png (a valid 1×1 PNG)
+    /video/{i}.mp4            (media_bytes > 0) video/mp4 of media_bytes bytes, linked from
+                              the index; /files/{i}.pdf is then padded to that size too
     /private/x.html           disallowed on "disallow_some" hosts
     /secret/y.html            disallowed for courtier on "disallow_some" hosts
     /meta-nofollow.html       <meta name=robots content=nofollow>; links to /hidden/{k}.html
@@ -52,8 +54,10 @@ from courtier.testweb.oracle import CrawlOracle
 from courtier.testweb.responses import (
     PageResponse,
     is_robots_path,
+    mp4_head,
     normalize_path,
     ok,
+    padded,
     pdf_body,
     plain,
     png_body,
@@ -163,6 +167,8 @@ class TestWeb(CrawlOracle):
             links += [writer.link(host, f"/near/{k}.html") for k in range(spec.near_duplicates)]
             if spec.trap_fanout:
                 links.append(writer.link(host, trap_path(0)))
+            if spec.media_bytes:
+                links.append(writer.link(host, "/video/0.mp4"))
             return HtmlPage(title=f"{host} index", links=tuple(links))
         if spec.trap_fanout and (m := re.fullmatch(r"/trap/(\d{6,})\.html", path)):
             n, fanout = int(m.group(1)), spec.trap_fanout
@@ -265,7 +271,10 @@ class TestWeb(CrawlOracle):
         if path in ("/loop/a", "/loop/b"):
             return redirect(302, "/loop/b" if path == "/loop/a" else "/loop/a")
         if m := re.fullmatch(r"/files/(\d+)\.pdf", path):
-            return ok("application/pdf", pdf_body(host, int(m.group(1))))
+            return ok("application/pdf", padded(pdf_body(host, int(m.group(1))),
+                                                 spec.media_bytes))
+        if spec.media_bytes and (m := re.fullmatch(r"/video/(\d+)\.mp4", path)):
+            return ok("video/mp4", padded(mp4_head(int(m.group(1))), spec.media_bytes))
         if m := re.fullmatch(r"/img/(\d+)\.png", path):
             return ok("image/png", png_body(int(m.group(1))))
         model = self.html_model(host, path)

@@ -176,6 +176,9 @@ class HostSpec:
     near_duplicates: int = 0
     changing_pages: int = 0   # pages /p/{i}.html, i < this, change at every request
     trap_fanout: int = 0      # /trap/{n}.html: an endless trap (module docstring)
+    #: > 0: /files/{i}.pdf bodies padded to this many bytes, and /video/{i}.mp4 (video/mp4,
+    #: this size) linked from the index: files a crawler should not download
+    media_bytes: int = 0
 
     def __post_init__(self) -> None:
         self.name = self.name.lower()
@@ -193,7 +196,7 @@ class HostSpec:
                 "and busy_status 429 or 503"
             )
         if min(self.sitemap_pages, self.near_duplicates, self.changing_pages,
-               self.trap_fanout) < 0:
+               self.trap_fanout, self.media_bytes) < 0:
             raise ConfigError(f"testweb host {self.name}: negative sitemap_pages/near_duplicates")
         if (self.slow_after is not None and self.slow_after < 0) or self.slow_latency < 0:
             raise ConfigError(f"testweb host {self.name}: negative slow_after/slow_latency")

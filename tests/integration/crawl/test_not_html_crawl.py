@@ -1,0 +1,107 @@
+"""Only HTML is downloaded: a crawl of a host whose index links a 4 MiB PDF and a 4 MiB
+video. Judged from the test server's log (the request was made, the body was not taken:
+the client closed the connection before the server had written it), the WARC files
+(no record of either) and ``courtier url`` (outcome ``not_html`` with the declared type).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from warcio.archiveiterator import ArchiveIterator
+
+from courtier.cli.main import build_parser
+from courtier.cli.query import run_query
+from courtier.testweb import HostSpec, RequestRecord, TestWebServer, WebSpec
+from tests.integration.politeness.helpers import run_crawl
+
+MEDIA = 4 << 20  # bytes of the PDF and of the video
+HOST = "media.test"
+DAY = 86400.0
+
+
+def warc_targets(data: Path) -> set[str]:
+    targets: set[str] = set()
+    for path in (data / "warc").rglob("*.warc*"):
+        with path.open("rb") as stream:
+            for record in ArchiveIterator(stream):
+                uri = record.rec_headers.get_header("WARC-Target-URI")
+                if uri:
+                    targets.add(uri)
+    return targets
+
+
+def url_state(data: Path, url: str) -> dict[str, Any]:
+    out = io.StringIO()
+    code = run_query(build_parser().parse_args(["url", url, "--data", str(data)]), out)
+    assert code == 0
+    answer: dict[str, Any] = json.loads(out.getvalue())
+    return answer
+
+
+@pytest.mark.timeout(120)
+def test_pdf_and_video_links_are_not_downloaded(tmp_path: Path) -> None:
+    spec = WebSpec(hosts=[HostSpec(HOST, pages=2, media_bytes=MEDIA)])
+    data = tmp_path / "d"
+    log: list[RequestRecord] = []
+    urls: dict[str, str] = {}
+
+    async def scenario() -> None:
+        async with TestWebServer(spec) as server:
+            await asyncio.wait_for(run_crawl(server, data, delay=0.05), 90)
+            log.extend(server.log)
+            for path in ("/files/0.pdf", "/video/0.mp4", "/p/0.html"):
+                urls[path] = server.url(HOST, path)
+
+    asyncio.run(scenario())
+    by_path = {r.path_qs: r for r in log}
+    for path in ("/files/0.pdf", "/video/0.mp4"):
+        record = by_path[path]  # the server saw the request...
+        assert record.status == 200
+        # ...and the client closed the connection before the body was all written (a
+        # download, the cap being 10 MiB, would have taken the whole 4 MiB; what the
+        # server did write went to the socket buffers, which on loopback hold megabytes)
+        assert not record.whole, record
+    page = by_path["/p/0.html"]
+    assert page.whole and page.body_sent > 0
+    targets = warc_targets(data)
+    assert urls["/p/0.html"] in targets
+    assert urls["/files/0.pdf"] not in targets and urls["/video/0.mp4"] not in targets
+    for path, kind in (("/files/0.pdf", "application/pdf"), ("/video/0.mp4", "video/mp4")):
+        row = url_state(data, urls[path])["url"]
+        assert (row["outcome"], row["status"], row["content_type"]) == ("not_html", 200, kind)
+        assert row["warc_file"] is None and row["payload_digest"] is None
+        # not fetched again soon: after the longest recrawl interval (30 days by default)
+        assert row["next_fetch_at"] - row["last_fetch_at"] >= 30 * DAY
+
+
+@pytest.mark.timeout(120)
+def test_accept_type_widens_what_is_downloaded(tmp_path: Path) -> None:
+    """``--accept-type application/pdf``: the PDF is taken whole and archived; the video
+    still is not."""
+    spec = WebSpec(hosts=[HostSpec(HOST, pages=2, media_bytes=MEDIA)])
+    data = tmp_path / "d"
+    log: list[RequestRecord] = []
+    urls: dict[str, str] = {}
+
+    async def scenario() -> None:
+        async with TestWebServer(spec) as server:
+            await asyncio.wait_for(run_crawl(server, data, delay=0.05,
+                                             accept_types=("application/pdf",)), 90)
+            log.extend(server.log)
+            for path in ("/files/0.pdf", "/video/0.mp4"):
+                urls[path] = server.url(HOST, path)
+
+    asyncio.run(scenario())
+    by_path = {r.path_qs: r for r in log}
+    assert by_path["/files/0.pdf"].whole and by_path["/files/0.pdf"].body_sent == MEDIA
+    assert not by_path["/video/0.mp4"].whole
+    targets = warc_targets(data)
+    assert urls["/files/0.pdf"] in targets and urls["/video/0.mp4"] not in targets
+    assert url_state(data, urls["/files/0.pdf"])["url"]["outcome"] == "ok"
+    assert url_state(data, urls["/video/0.mp4"])["url"]["outcome"] == "not_html"
