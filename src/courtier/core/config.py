@@ -61,6 +61,9 @@ class CrawlConfig:
     ca_file: Path | None = None        # a private CA (PEM) trusted besides the system store
     accept_types: tuple[str, ...] = ()  # media types read besides HTML ("application/pdf",
                                         # "image/*"); other bodies stop after the headers
+    strip_params: tuple[str, ...] = ()  # query parameters removed besides the default
+                                        # tracking list (NAME, NAME*, DOMAIN:NAME)
+    keep_params: tuple[str, ...] = ()   # tracking parameters kept after all (same forms)
     robots_expiry: float = 24 * 3600.0
     max_redirect_hops: int = 5
     recrawl_interval: float = 24 * 3600.0
@@ -180,6 +183,9 @@ class CrawlConfig:
             if not MEDIA_TYPE_RE.fullmatch(kind.lower()):
                 raise ConfigError(f"--accept-type {kind!r} is not a media type "
                                   "(e.g. application/pdf or image/*)")
+        from courtier.core.tracking import TrackingParams
+
+        TrackingParams.from_specs(self.strip_params, self.keep_params)
         for port in self.allowed_ports:
             if not port.isdigit() or not 0 < int(port) < 65536:
                 raise ConfigError(f"--allowed-port {port!r} is not a TCP port")

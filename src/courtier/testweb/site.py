@@ -17,6 +17,10 @@ URL space of every host::
     /missing/{i}.html         404
     /files/{i}.pdf            application/pdf
     /img/{i}.png              image/png (a valid 1×1 PNG)
+    /p/{i}.html?utm_source=…  (tracking_links) the index and every page also link pages
+                              with tracking parameters (utm_*, fbclid, gclid), whose
+                              oracle target is the page without them, and the index
+                              links /p/0.html?v=2 (a parameter kept: a URL of its own)
     /video/{i}.mp4            (media_bytes > 0) video/mp4 of media_bytes bytes, linked from
                               the index; /files/{i}.pdf is then padded to that size too
     /private/x.html           disallowed on "disallow_some" hosts
@@ -169,6 +173,10 @@ class TestWeb(CrawlOracle):
                 links.append(writer.link(host, trap_path(0)))
             if spec.media_bytes:
                 links.append(writer.link(host, "/video/0.mp4"))
+            if spec.tracking_links:
+                links += [tracked_link(writer, host, j, "index") for j in range(n)]
+                kept = writer.canonical(host, "/p/0.html?v=2")
+                links.append(Link(href=kept, target=kept))
             return HtmlPage(title=f"{host} index", links=tuple(links))
         if spec.trap_fanout and (m := re.fullmatch(r"/trap/(\d{6,})\.html", path)):
             n, fanout = int(m.group(1)), spec.trap_fanout
@@ -225,6 +233,8 @@ class TestWeb(CrawlOracle):
             (i % 9 == 5, "/loop/b"),
         )
         links += [writer.link(host, p) for cond, p in specials if cond]
+        if spec.tracking_links:
+            links.append(tracked_link(writer, host, (i + 1) % n, f"p{i}"))
         if i % 8 == 6:
             links.append(writer.link(host, "/nofollow-target.html", rel="external NoFollow"))
         if not with_base:
@@ -373,6 +383,18 @@ class TestWeb(CrawlOracle):
         return PageResponse(spec.busy_status, headers, b"busy, come back later\n")
 
     # ---------------------------------------------------------------- oracle
+
+
+#: the tracking parameters of the links of a ``tracking_links`` host, by link number
+_TRACKING_QUERIES = ("utm_source={src}&utm_medium=web", "fbclid=IwAR{src}",
+                     "utm_campaign=launch&gclid={src}", "utm_source={src}")
+
+
+def tracked_link(writer: LinkWriter, host: str, j: int, source: str) -> Link:
+    """A link to /p/{j}.html with tracking parameters; its target is the page itself."""
+    page = writer.canonical(host, f"/p/{j}.html")
+    query = _TRACKING_QUERIES[j % len(_TRACKING_QUERIES)].format(src=source)
+    return Link(href=f"{page}?{query}", target=page)
 
 
 def trap_path(n: int) -> str:

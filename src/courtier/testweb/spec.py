@@ -179,6 +179,9 @@ class HostSpec:
     #: > 0: /files/{i}.pdf bodies padded to this many bytes, and /video/{i}.mp4 (video/mp4,
     #: this size) linked from the index: files a crawler should not download
     media_bytes: int = 0
+    #: True: pages also link each other with tracking parameters (``?utm_source=…``,
+    #: ``?fbclid=…``), one URL each for a crawler that removes them (module docstring)
+    tracking_links: bool = False
 
     def __post_init__(self) -> None:
         self.name = self.name.lower()
