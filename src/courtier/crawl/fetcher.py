@@ -50,14 +50,14 @@ from courtier.crawl.process import (
 )
 from courtier.dedup.pages import FirstCopy
 from courtier.dedup.payload_lookups import PayloadLookups
-from courtier.fetch.accept import page_accept
+from courtier.fetch.accept import looks_like_sitemap_url, page_accept
 from courtier.fetch.sniff import media_type, type_label
 from courtier.fetch.transport import FetchLimits, FetchRequest, FetchResponse, Transport
 from courtier.frontier.lease import FetchFeedback, Lease, LeaseKind
 from courtier.frontier.scheduler import Frontier
 from courtier.parse.html import ParsedPage
 from courtier.parse.offload import OffLoopParser
-from courtier.parse.sitemaps import SitemapResult
+from courtier.parse.sitemaps import MAX_SITEMAP_BYTES, SitemapResult
 from courtier.politeness.audit import LeaseAuditor
 from courtier.politeness.delays import parse_retry_after
 from courtier.politeness.robots import MAX_ROBOTS_BYTES
@@ -67,6 +67,8 @@ from courtier.store.base import HostRecord, NewUrl, Store
 
 log = logging.getLogger("courtier.worker")
 
+#: body cuts by a size cap: a sitemap cut so is still read up to the cut
+SIZE_CUTS = frozenset({"length", "decoded"})
 ARCHIVE_RETRY = 5.0      # seconds to wait after a WARC write error (disk full…)
 
 
@@ -113,6 +115,10 @@ class Fetcher:
         self.limits = fetch_limits(config)
         #: the types a page fetch reads (other bodies stop after the headers: not_html)
         self.page_types = page_types(config)
+        #: a sitemap-named URL: the protocol's 50 MiB (decoded), whatever the page caps
+        self.sitemap_limits = dataclasses.replace(
+            self.limits, max_body_bytes=max(self.limits.max_body_bytes, MAX_SITEMAP_BYTES),
+            max_decoded_bytes=max(self.limits.max_decoded_bytes, MAX_SITEMAP_BYTES))
         self.robots_limits = dataclasses.replace(
             self.limits, max_body_bytes=MAX_ROBOTS_BYTES, max_decoded_bytes=MAX_ROBOTS_BYTES)
         #: the store's payload index, asked for many fetches at once
@@ -205,7 +211,8 @@ class Fetcher:
             await self.day_limits.write_ahead()  # the count is saved before the request
             if not self.may_start():
                 raise SendRefused(f"{lease.url}: fenced before the request")
-            resp = await self.transport.fetch(self._request(lease), self.limits)
+            limits = self.sitemap_limits if looks_like_sitemap_url(lease.url) else self.limits
+            resp = await self.transport.fetch(self._request(lease), limits)
         except SendRefused:
             self._give_back(lease)
             return
@@ -259,6 +266,14 @@ class Fetcher:
                                                  resp.header("x-robots-tag"), self.agent)
             elif looks_like_sitemap(lease.url, content_type, resp.body):
                 sitemap = await self.parsers.sitemap(resp.body, lease.url)
+        elif 200 <= resp.status < 300 and resp.truncated in SIZE_CUTS \
+                and looks_like_sitemap(lease.url, content_type, resp.body):
+            # over the protocol's 50 MiB: the entries before the cut are taken
+            log_event(log, logging.WARNING, "sitemap_cut",
+                      "sitemap %s is over %d MiB (%s): only the URLs before the cut are "
+                      "read", lease.url, MAX_SITEMAP_BYTES >> 20, resp.truncated,
+                      url=lease.url, host=lease.host_key, reason=f"truncated_{resp.truncated}")
+            sitemap = await self.parsers.sitemap(resp.body, lease.url)
         try:
             commit = self.processor.fetched(lease, resp, now, first_copy, parsed, sitemap)
         except ArchiveError as exc:

@@ -31,6 +31,7 @@ URL space of every host::
     /out/{k}                  301 → HostSpec.redirect_out[k] (linked from the index)
     /sitemaps/index.xml       (sitemap_pages > 0) a sitemap index named by robots.txt
     /sitemaps/pages.xml.gz    its gzipped child: /s/{i}.html with <lastmod>
+    /sitemaps/big.xml(.gz)    (big_sitemap) a sitemap of big_sitemap long URLs /b/…, ~270 B each
     /s/{i}.html               pages listed only in that sitemap
     /near/{k}.html            (near_duplicates) one text, one word apart; each links
     /near-leaf/{k}.html       to its own leaf
@@ -326,10 +327,27 @@ class TestWeb(CrawlOracle):
             for i in range(spec.sitemap_pages)
         ]
 
+    def big_sitemap_urls(self, host: str) -> list[str]:
+        """The URLs ``/sitemaps/big.xml`` of ``host`` lists (``HostSpec.big_sitemap``)."""
+        spec = self.spec.host(host)
+        count = 0 if spec is None else spec.big_sitemap
+        return [self.url(host, f"/b/{i:06d}/{'x' * 180}.html") for i in range(count)]
+
+    def _big_sitemap(self, spec: HostSpec) -> bytes:
+        stamp = f"<lastmod>{w3c_datetime(1_700_000_000)}</lastmod>"
+        entries = "".join(f"<url><loc>{url}</loc>{stamp}</url>\n"
+                          for url in self.big_sitemap_urls(spec.name))
+        return (f'<?xml version="1.0" encoding="UTF-8"?>\n<urlset {_SITEMAP_NS}>\n'
+                f"{entries}</urlset>\n").encode()
+
     def _sitemap_response(self, spec: HostSpec, path: str) -> PageResponse | None:
+        if spec.big_sitemap and path == "/sitemaps/big.xml":
+            return ok("application/xml", self._big_sitemap(spec))
+        if spec.big_sitemap and path == "/sitemaps/big.xml.gz":
+            return ok("application/x-gzip", gzip.compress(self._big_sitemap(spec), mtime=0))
         if not spec.sitemap_pages:
             return None
-        ns = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
+        ns = _SITEMAP_NS
         if path == "/sitemaps/index.xml":
             child = self.url(spec.name, "/sitemaps/pages.xml.gz")
             xml = (f'<?xml version="1.0" encoding="UTF-8"?>\n<sitemapindex {ns}>'
@@ -395,6 +413,9 @@ def tracked_link(writer: LinkWriter, host: str, j: int, source: str) -> Link:
     page = writer.canonical(host, f"/p/{j}.html")
     query = _TRACKING_QUERIES[j % len(_TRACKING_QUERIES)].format(src=source)
     return Link(href=f"{page}?{query}", target=page)
+
+
+_SITEMAP_NS = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
 
 
 def trap_path(n: int) -> str:
