@@ -48,6 +48,7 @@ from courtier.crawl.process import (
     is_html,
     looks_like_sitemap,
 )
+from courtier.crawl.sitemap_hints import lastmod_hints
 from courtier.dedup.pages import FirstCopy
 from courtier.dedup.payload_lookups import PayloadLookups
 from courtier.fetch.accept import looks_like_sitemap_url, page_accept
@@ -274,6 +275,10 @@ class Fetcher:
                       "read", lease.url, MAX_SITEMAP_BYTES >> 20, resp.truncated,
                       url=lease.url, host=lease.host_key, reason=f"truncated_{resp.truncated}")
             sitemap = await self.parsers.sitemap(resp.body, lease.url)
+        if sitemap is not None and sitemap.urls:
+            # before the commit is handed on: a stop while the store is asked releases
+            # the URL, which must then have no commit under way
+            await self._sitemap_changed(lease, sitemap, now)
         try:
             commit = self.processor.fetched(lease, resp, now, first_copy, parsed, sitemap)
         except ArchiveError as exc:
@@ -288,6 +293,23 @@ class Fetcher:
         self._count(lease, resp)
         self.metrics.fetches.labels(str(commit.outcome), status_class(resp.status)).inc()
         self.metrics.bytes.inc(len(resp.raw_body))
+
+    async def _sitemap_changed(self, lease: Lease, sitemap: SitemapResult, now: float) -> None:
+        """Known URLs whose sitemap ``lastmod`` is later than their last fetch become due
+        (a hint: when the store fails it is lost, and the next look at the sitemap gives
+        it again)."""
+        hints = await lastmod_hints(sitemap, self.intake.tracking, now)
+        if not hints:
+            return
+        try:
+            changed = await self.store.sitemap_changed(hints, now)
+        except StoreError as exc:
+            log.warning("could not apply the lastmod dates of sitemap %s: %s", lease.url, exc)
+            return
+        if changed:
+            log_event(log, logging.INFO, "sitemap_changed",
+                      "sitemap %s: %d known URLs changed since their last fetch, due now",
+                      lease.url, changed, url=lease.url, host=lease.host_key, count=changed)
 
     async def _first_copy(self, resp: FetchResponse) -> FirstCopy | None:
         """Where this payload was archived before (exact-duplicate detection)."""
