@@ -48,7 +48,7 @@ from courtier.crawl.process import (
     is_html,
     looks_like_sitemap,
 )
-from courtier.crawl.sitemap_hints import lastmod_hints
+from courtier.crawl.sitemap_hints import lastmod_hints, sitemap_rows
 from courtier.dedup.pages import FirstCopy
 from courtier.dedup.payload_lookups import PayloadLookups
 from courtier.fetch.accept import looks_like_sitemap_url, page_accept
@@ -275,12 +275,17 @@ class Fetcher:
                       "read", lease.url, MAX_SITEMAP_BYTES >> 20, resp.truncated,
                       url=lease.url, host=lease.host_key, reason=f"truncated_{resp.truncated}")
             sitemap = await self.parsers.sitemap(resp.body, lease.url)
-        if sitemap is not None and sitemap.urls:
+        rows: list[NewUrl] | None = None
+        if sitemap is not None:
             # before the commit is handed on: a stop while the store is asked releases
             # the URL, which must then have no commit under way
-            await self._sitemap_changed(lease, sitemap, now)
+            assert lease.due is not None
+            rows = await sitemap_rows(sitemap, self.intake, lease.due.depth + 1, now)
+            if sitemap.urls:
+                await self._sitemap_changed(lease, sitemap, now)
         try:
-            commit = self.processor.fetched(lease, resp, now, first_copy, parsed, sitemap)
+            commit = self.processor.fetched(lease, resp, now, first_copy, parsed, sitemap,
+                                            rows)
         except ArchiveError as exc:
             # not archived ⇒ not committed: the URL is released and fetched again later
             log_event(log, logging.ERROR, "archive_error",
