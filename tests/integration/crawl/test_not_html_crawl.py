@@ -44,22 +44,29 @@ def url_state(data: Path, url: str) -> dict[str, Any]:
     return answer
 
 
-@pytest.mark.timeout(120)
-def test_pdf_and_video_links_are_not_downloaded(tmp_path: Path) -> None:
+def crawl_media_web(data: Path, **extra: object) -> tuple[dict[str, RequestRecord],
+                                                         dict[str, str]]:
+    """Crawl a host whose index links a PDF and a video of :data:`MEDIA` bytes; the
+    server's log by request target, and the URLs of the PDF, the video and a page."""
     spec = WebSpec(hosts=[HostSpec(HOST, pages=2, media_bytes=MEDIA)])
-    data = tmp_path / "d"
     log: list[RequestRecord] = []
     urls: dict[str, str] = {}
 
     async def scenario() -> None:
         async with TestWebServer(spec) as server:
-            await asyncio.wait_for(run_crawl(server, data, delay=0.05), 90)
+            await asyncio.wait_for(run_crawl(server, data, delay=0.05, **extra), 90)
             log.extend(server.log)
             for path in ("/files/0.pdf", "/video/0.mp4", "/p/0.html"):
                 urls[path] = server.url(HOST, path)
 
     asyncio.run(scenario())
-    by_path = {r.path_qs: r for r in log}
+    return {r.path_qs: r for r in log}, urls
+
+
+@pytest.mark.timeout(120)
+def test_pdf_and_video_links_are_not_downloaded(tmp_path: Path) -> None:
+    data = tmp_path / "d"
+    by_path, urls = crawl_media_web(data)
     for path in ("/files/0.pdf", "/video/0.mp4"):
         record = by_path[path]  # the server saw the request...
         assert record.status == 200
@@ -84,21 +91,8 @@ def test_pdf_and_video_links_are_not_downloaded(tmp_path: Path) -> None:
 def test_accept_type_widens_what_is_downloaded(tmp_path: Path) -> None:
     """``--accept-type application/pdf``: the PDF is taken whole and archived; the video
     still is not."""
-    spec = WebSpec(hosts=[HostSpec(HOST, pages=2, media_bytes=MEDIA)])
     data = tmp_path / "d"
-    log: list[RequestRecord] = []
-    urls: dict[str, str] = {}
-
-    async def scenario() -> None:
-        async with TestWebServer(spec) as server:
-            await asyncio.wait_for(run_crawl(server, data, delay=0.05,
-                                             accept_types=("application/pdf",)), 90)
-            log.extend(server.log)
-            for path in ("/files/0.pdf", "/video/0.mp4"):
-                urls[path] = server.url(HOST, path)
-
-    asyncio.run(scenario())
-    by_path = {r.path_qs: r for r in log}
+    by_path, urls = crawl_media_web(data, accept_types=("application/pdf",))
     assert by_path["/files/0.pdf"].whole and by_path["/files/0.pdf"].body_sent == MEDIA
     assert not by_path["/video/0.mp4"].whole
     targets = warc_targets(data)
