@@ -1,7 +1,9 @@
-"""Only HTML is downloaded: a crawl of a host whose index links a 4 MiB PDF and a 4 MiB
-video. Judged from the test server's log (the request was made, the body was not taken:
-the client closed the connection before the server had written it), the WARC files
-(no record of either) and ``courtier url`` (outcome ``not_html`` with the declared type).
+"""Only HTML is downloaded: a crawl of a host whose index links a 16 MiB PDF and a 16 MiB
+video. Judged from the test server's log (the request was made, and the server wrote
+less of the body than the 10 MiB page cap, which a downloading client takes at least:
+what it wrote went to the socket buffers, a few MiB on loopback, before the client
+closed), the WARC files (no record of either) and ``courtier url`` (outcome
+``not_html`` with the declared type).
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from courtier.cli.query import run_query
 from courtier.testweb import HostSpec, RequestRecord, TestWebServer, WebSpec
 from tests.integration.politeness.helpers import run_crawl
 
-MEDIA = 4 << 20  # bytes of the PDF and of the video
+MEDIA = 16 << 20  # bytes of the PDF and of the video
+PAGE_CAP = 10 << 20  # the default --max-body-bytes: what a download takes at least
 HOST = "media.test"
 DAY = 86400.0
 
@@ -70,10 +73,10 @@ def test_pdf_and_video_links_are_not_downloaded(tmp_path: Path) -> None:
     for path in ("/files/0.pdf", "/video/0.mp4"):
         record = by_path[path]  # the server saw the request...
         assert record.status == 200
-        # ...and the client closed the connection before the body was all written (a
-        # download, the cap being 10 MiB, would have taken the whole 4 MiB; what the
-        # server did write went to the socket buffers, which on loopback hold megabytes)
-        assert not record.whole, record
+        # ...and the client closed the connection long before the page cap was written
+        # (a download takes 10 MiB of the 16 before it is cut; what the server did write
+        # went to the socket buffers, which on loopback hold a few megabytes)
+        assert not record.whole and record.body_sent < PAGE_CAP, record
     page = by_path["/p/0.html"]
     assert page.whole and page.body_sent > 0
     targets = warc_targets(data)
@@ -92,9 +95,11 @@ def test_accept_type_widens_what_is_downloaded(tmp_path: Path) -> None:
     """``--accept-type application/pdf``: the PDF is taken whole and archived; the video
     still is not."""
     data = tmp_path / "d"
-    by_path, urls = crawl_media_web(data, accept_types=("application/pdf",))
+    by_path, urls = crawl_media_web(data, accept_types=("application/pdf",),
+                                    max_body_bytes=2 * MEDIA, max_decoded_bytes=2 * MEDIA)
     assert by_path["/files/0.pdf"].whole and by_path["/files/0.pdf"].body_sent == MEDIA
-    assert not by_path["/video/0.mp4"].whole
+    video = by_path["/video/0.mp4"]
+    assert not video.whole and video.body_sent < PAGE_CAP, video
     targets = warc_targets(data)
     assert urls["/files/0.pdf"] in targets and urls["/video/0.mp4"] not in targets
     assert url_state(data, urls["/files/0.pdf"])["url"]["outcome"] == "ok"
