@@ -19,7 +19,7 @@ from courtier.fetch.transport import FetchLimits, FetchRequest, FetchResponse
 
 HTML_ONLY = frozenset({"text/html", "application/xhtml+xml"})
 LIMITS = FetchLimits(connect_timeout=2.0, read_timeout=5.0, total_timeout=20.0)
-BIG_PDF = b"%PDF-1.4\n" + bytes(2 << 20)
+BIG_PDF = b"%PDF-1.4\n" + bytes(8 << 20)  # more than aiohttp reads ahead and buffers hold
 PAGE = b"<!DOCTYPE html>\n<html><head><title>t</title></head><body>" + b"x" * 4000 + \
     b"</body></html>"
 SITEMAP = (b'<?xml version="1.0" encoding="UTF-8"?>\n<urlset xmlns="http://www.sitemaps.org/'
