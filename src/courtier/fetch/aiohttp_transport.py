@@ -285,8 +285,12 @@ def _type_rule(request: FetchRequest, response: aiohttp.ClientResponse) -> str:
 
 def _decoded_head(raw_parts: list[bytes], decoder: BodyDecoder | None) -> bytes:
     """The decoded bytes read so far (up to a little past the sniff window)."""
-    parts = raw_parts if decoder is None else decoder.parts
-    return b"".join(parts[:SNIFF_BYTES])  # at most one byte a part is needed
+    head = bytearray()
+    for part in raw_parts if decoder is None else decoder.parts:
+        head += part
+        if len(head) >= SNIFF_BYTES:
+            break
+    return bytes(head)
 
 
 def _ssl_reason(exc: aiohttp.ClientSSLError) -> str:
@@ -533,7 +537,7 @@ class AiohttpTransport:
                             break
                         except ValueError:
                             truncated, decoding = "encoding", False
-                    if sniffing:
+                    if sniffing and truncated is None:  # a cut of its own comes first
                         head = _decoded_head(raw_parts, decoder if decoding else None)
                         if len(head) >= SNIFF_BYTES:
                             sniffing = False
