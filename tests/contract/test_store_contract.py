@@ -535,6 +535,35 @@ async def test_requeue_archive_file_resets_only_rows_in_that_file(store: Store) 
     assert len(await store.read_events(0, 10)) == 3  # no event for a requeue
 
 
+async def test_sitemap_changed_makes_due_only_rows_fetched_before_the_lastmod(
+        store: Store) -> None:
+    changed, older, retired, fresh = (f"http://a.test/{n}" for n in range(4))
+    await store.add_urls([new(u) for u in (changed, older, retired)])
+    await store.load_due([1], T0, 10, 10)
+    await store.commit([done(changed), done(older), done(retired, next_fetch_at=None)])
+    await store.add_urls([new(fresh, due=T0 + 50)])  # never fetched
+    events = len(await store.read_events(0, 100))
+    items = [(key(changed), T0 + 100), (key(older), T0), (key(retired), T0 + 100),
+             (key(fresh), T0 + 100), (key("http://a.test/unknown"), T0 + 100)]
+    # fetched at T0 + 1: only the row whose lastmod is later, still QUEUED, is made due
+    assert await store.sitemap_changed(items, T0 + 10) == 1
+    row = await store.get_url(key(changed))
+    assert row is not None
+    assert (row["next_fetch_at"], row["sitemap_lastmod"]) == (T0 + 10, T0 + 100)
+    assert row["version"] == 1  # no new cycle, no event
+    assert len(await store.read_events(0, 100)) == events
+    for url, due in ((older, T0 + 3600), (fresh, T0 + 50)):
+        other = await store.get_url(key(url))
+        assert other is not None and other["next_fetch_at"] == due
+    retired_row = await store.get_url(key(retired))
+    assert retired_row is not None and retired_row["sitemap_lastmod"] is None
+    # the refill sees it: due now, before the never-fetched row that is due later
+    assert [d.url for d in await store.load_due([1], T0 + 10, 10, 10)] == [changed]
+    # SCHEDULED now: a newer lastmod changes nothing; nor does an empty call
+    assert await store.sitemap_changed([(key(changed), T0 + 200)], T0 + 11) == 0
+    assert await store.sitemap_changed([], T0 + 11) == 0
+
+
 # -- hosts -----------------------------------------------------------------------
 
 

@@ -39,6 +39,12 @@ def add_crawl_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scope", choices=SCOPES, help="which hosts to follow (seeds-hosts)")
     p.add_argument("--include", action="append", help="regex a URL must match (repeatable)")
     p.add_argument("--exclude", action="append", help="regex that rejects a URL (repeatable)")
+    p.add_argument("--strip-param", action="append", dest="strip_params", metavar="NAME",
+                   help="remove this query parameter from URLs besides the tracking list "
+                        "(utm_*, gclid, fbclid…; repeatable; NAME, NAME* or DOMAIN:NAME)")
+    p.add_argument("--keep-param", action="append", dest="keep_params", metavar="NAME",
+                   help="keep this tracking parameter after all (repeatable; NAME, NAME* "
+                        "or DOMAIN:NAME)")
     p.add_argument("--max-depth", type=int, help="link hops from a seed")
     p.add_argument("--max-pages", type=int, help="stop after this many page fetches")
     p.add_argument("--max-seconds", type=float, help="stop after this many seconds")
@@ -52,6 +58,9 @@ def add_crawl_flags(p: argparse.ArgumentParser) -> None:
                    help="fetch only from these TCP ports (repeatable; default: any)")
     p.add_argument("--ca-file", type=Path, metavar="PEM",
                    help="private CA certificate trusted for HTTPS besides the system store")
+    p.add_argument("--accept-type", action="append", dest="accept_types", metavar="TYPE",
+                   help="also read bodies of this media type (repeatable; e.g. "
+                        "application/pdf or image/*); other non-HTML bodies are not downloaded")
     p.add_argument("--parse-timeout", type=float,
                    help="seconds to parse a page with very many tags (10; then kept without links)")
     p.add_argument("--low-speed-limit", type=int, metavar="BYTES",
@@ -125,8 +134,8 @@ def config_flags(args: argparse.Namespace) -> dict[str, Any]:
     """The crawl flags of ``args`` as build_config takes them (unset: None or ())."""
     flags = {k: v for k, v in vars(args).items() if k not in ("command", "config", "verbose")}
     flags["seeds"] = tuple(args.seeds or ())
-    for name in ("include", "exclude", "allow_network", "allowed_ports", "api_allowed_hosts",
-                 "traps", "tiers"):
+    for name in ("include", "exclude", "allow_network", "allowed_ports", "accept_types",
+                 "api_allowed_hosts", "strip_params", "keep_params", "traps", "tiers"):
         flags[name] = tuple(flags.get(name) or ())
     return flags
 

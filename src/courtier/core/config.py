@@ -59,6 +59,11 @@ class CrawlConfig:
     allow_network: tuple[str, ...] = ()
     allowed_ports: tuple[str, ...] = ()   # when set, the only TCP ports fetched (e.g. 80, 443)
     ca_file: Path | None = None        # a private CA (PEM) trusted besides the system store
+    accept_types: tuple[str, ...] = ()  # media types read besides HTML ("application/pdf",
+                                        # "image/*"); other bodies stop after the headers
+    strip_params: tuple[str, ...] = ()  # query parameters removed besides the default
+                                        # tracking list (NAME, NAME*, DOMAIN:NAME)
+    keep_params: tuple[str, ...] = ()   # tracking parameters kept after all (same forms)
     robots_expiry: float = 24 * 3600.0
     max_redirect_hops: int = 5
     recrawl_interval: float = 24 * 3600.0
@@ -174,6 +179,13 @@ class CrawlConfig:
                     re.compile(pattern)
                 except re.error as exc:
                     raise ConfigError(f"{flag} {pattern!r} is not a valid regex: {exc}") from None
+        for kind in self.accept_types:
+            if not MEDIA_TYPE_RE.fullmatch(kind.lower()):
+                raise ConfigError(f"--accept-type {kind!r} is not a media type "
+                                  "(e.g. application/pdf or image/*)")
+        from courtier.core.tracking import TrackingParams
+
+        TrackingParams.from_specs(self.strip_params, self.keep_params)
         for port in self.allowed_ports:
             if not port.isdigit() or not 0 < int(port) < 65536:
                 raise ConfigError(f"--allowed-port {port!r} is not a TCP port")
@@ -187,6 +199,10 @@ class CrawlConfig:
             except ValueError:
                 raise ConfigError(f"--allow-network {cidr!r} is not a CIDR range") from None
         return self
+
+
+#: an ``--accept-type`` value: ``type/subtype`` or ``type/*``, lower-case
+MEDIA_TYPE_RE = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]*/(?:\*|[a-z0-9][a-z0-9!#$&^_.+-]*)")
 
 
 API_FORMS = "HOST:PORT or http://HOST:PORT, e.g. 127.0.0.1:8790 or http://[::1]:8790"

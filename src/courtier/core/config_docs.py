@@ -70,6 +70,21 @@ SETTING_DOCS: dict[str, SettingDoc] = {
     "ca_file": SettingDoc("Fetching", "A private CA certificate (PEM file) trusted for "
                           "HTTPS besides the system trust store; certificates are always "
                           "verified (docs/fetch.md)."),
+    "accept_types": SettingDoc("Fetching", "Media types whose bodies page fetches read "
+                               "besides HTML and XHTML (repeatable; `type/subtype` or "
+                               "`type/*`), e.g. `application/pdf`. Any other 2xx type stops "
+                               "after the headers: outcome `not_html`, nothing archived, "
+                               "fetched again after the longest recrawl interval; a missing "
+                               "or generic type is decided by the first 512 bytes "
+                               "(docs/fetch.md)."),
+    "strip_params": SettingDoc("Scope", "Query parameters removed from every URL taken in, "
+                               "besides the default tracking list (`utm_*`, `gclid`, "
+                               "`fbclid`, `msclkid`, `mc_cid`… docs/fetch.md); repeatable: "
+                               "`NAME`, a prefix `NAME*`, or `DOMAIN:NAME` for one domain "
+                               "and its subdomains."),
+    "keep_params": SettingDoc("Scope", "Tracking parameters kept after all (repeatable; "
+                              "`NAME`, `NAME*` or `DOMAIN:NAME`); a domain's rule beats a "
+                              "general one."),
     "robots_expiry": SettingDoc("Politeness", "How long a robots.txt copy is used before it is "
                                 "fetched again; at most 86,400 (RFC 9309).", "seconds"),
     "max_redirect_hops": SettingDoc("Fetching", "Redirects followed from one URL (each hop is "

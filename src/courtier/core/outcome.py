@@ -21,10 +21,12 @@ class Outcome(StrEnum):
     ROBOTS_DENIED = "robots_denied"  # robots.txt disallows it; not fetched
     BLOCKED = "blocked"            # SSRF guard or policy refused it; not fetched
     ERROR = "error"                # gave up after repeated failures
+    NOT_HTML = "not_html"          # 2xx of a type not asked for: body not read, not archived
 
 
 #: outcomes that end a URL's fetch cycle (schedule the next recrawl)
 FINAL_OUTCOMES = frozenset(
     {Outcome.OK, Outcome.NOT_MODIFIED, Outcome.REDIRECT, Outcome.GONE,
-     Outcome.HTTP_ERROR, Outcome.ROBOTS_DENIED, Outcome.BLOCKED, Outcome.ERROR}
+     Outcome.HTTP_ERROR, Outcome.ROBOTS_DENIED, Outcome.BLOCKED, Outcome.ERROR,
+     Outcome.NOT_HTML}
 )

@@ -160,6 +160,7 @@ async def crawl(
             if report_problem is not None:
                 report_problem(problem)
         metrics = CrawlMetrics()
+        metrics.bind_tracking(intake.tracking)
         coordinator = None
         worker_store = store
         if is_shared(store_url(config.store)):  # many workers may share this crawl

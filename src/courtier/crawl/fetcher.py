@@ -41,16 +41,24 @@ from courtier.crawl.committer import Committer
 from courtier.crawl.day_limits import DayLimits
 from courtier.crawl.intake import Intake
 from courtier.crawl.metrics import CrawlMetrics, status_class
-from courtier.crawl.process import SITEMAP_PRIORITY, PageProcessor, is_html, looks_like_sitemap
+from courtier.crawl.process import (
+    HTML_TYPES,
+    SITEMAP_PRIORITY,
+    PageProcessor,
+    is_html,
+    looks_like_sitemap,
+)
+from courtier.crawl.sitemap_hints import lastmod_hints, sitemap_rows
 from courtier.dedup.pages import FirstCopy
 from courtier.dedup.payload_lookups import PayloadLookups
-from courtier.fetch.accept import page_accept
+from courtier.fetch.accept import looks_like_sitemap_url, page_accept
+from courtier.fetch.sniff import media_type, type_label
 from courtier.fetch.transport import FetchLimits, FetchRequest, FetchResponse, Transport
 from courtier.frontier.lease import FetchFeedback, Lease, LeaseKind
 from courtier.frontier.scheduler import Frontier
 from courtier.parse.html import ParsedPage
 from courtier.parse.offload import OffLoopParser
-from courtier.parse.sitemaps import SitemapResult
+from courtier.parse.sitemaps import MAX_SITEMAP_BYTES, SitemapResult
 from courtier.politeness.audit import LeaseAuditor
 from courtier.politeness.delays import parse_retry_after
 from courtier.politeness.robots import MAX_ROBOTS_BYTES
@@ -60,6 +68,8 @@ from courtier.store.base import HostRecord, NewUrl, Store
 
 log = logging.getLogger("courtier.worker")
 
+#: body cuts by a size cap: a sitemap cut so is still read up to the cut
+SIZE_CUTS = frozenset({"length", "decoded"})
 ARCHIVE_RETRY = 5.0      # seconds to wait after a WARC write error (disk full…)
 
 
@@ -72,6 +82,11 @@ def fetch_limits(config: CrawlConfig) -> FetchLimits:
         low_speed_limit=config.low_speed_limit, low_speed_time=config.low_speed_time,
         header_timeout=config.header_timeout,
     )
+
+
+def page_types(config: CrawlConfig) -> frozenset[str]:
+    """The media types a page fetch reads: HTML, XHTML and ``--accept-type``."""
+    return frozenset(HTML_TYPES) | {kind.lower() for kind in config.accept_types}
 
 
 class Fetcher:
@@ -103,6 +118,12 @@ class Fetcher:
         #: working set, before a page of the host is processed (cluster/shard_state.py)
         self.recall_traps = recall_traps
         self.limits = fetch_limits(config)
+        #: the types a page fetch reads (other bodies stop after the headers: not_html)
+        self.page_types = page_types(config)
+        #: a sitemap-named URL: the protocol's 50 MiB (decoded), whatever the page caps
+        self.sitemap_limits = dataclasses.replace(
+            self.limits, max_body_bytes=max(self.limits.max_body_bytes, MAX_SITEMAP_BYTES),
+            max_decoded_bytes=max(self.limits.max_decoded_bytes, MAX_SITEMAP_BYTES))
         self.robots_limits = dataclasses.replace(
             self.limits, max_body_bytes=MAX_ROBOTS_BYTES, max_decoded_bytes=MAX_ROBOTS_BYTES)
         #: the store's payload index, asked for many fetches at once
@@ -139,7 +160,8 @@ class Fetcher:
 
     def _request(self, lease: Lease) -> FetchRequest:
         headers = [("User-Agent", self.config.user_agent)]
-        if lease.kind is LeaseKind.PAGE and (accept := page_accept(lease.url)) is not None:
+        accept = page_accept(lease.url) if lease.kind is LeaseKind.PAGE else None
+        if accept is not None:
             headers.append(("Accept", accept))
         due = lease.due
         if due is not None:
@@ -147,6 +169,9 @@ class Fetcher:
                 headers.append(("If-None-Match", due.etag))
             if due.last_modified:
                 headers.append(("If-Modified-Since", due.last_modified))
+        if lease.kind is LeaseKind.PAGE and accept is not None:
+            # a page, not robots.txt or a file named like a sitemap: only the wanted types
+            return FetchRequest(lease.url, headers, only_types=self.page_types)
         return FetchRequest(lease.url, headers)
 
     async def fetch(self, lease: Lease) -> None:
@@ -191,7 +216,8 @@ class Fetcher:
             await self.day_limits.write_ahead()  # the count is saved before the request
             if not self.may_start():
                 raise SendRefused(f"{lease.url}: fenced before the request")
-            resp = await self.transport.fetch(self._request(lease), self.limits)
+            limits = self.sitemap_limits if looks_like_sitemap_url(lease.url) else self.limits
+            resp = await self.transport.fetch(self._request(lease), limits)
         except SendRefused:
             self._give_back(lease)
             return
@@ -225,6 +251,15 @@ class Fetcher:
 
     async def _after_response(self, lease: Lease, resp: FetchResponse, now: float) -> None:
         await self._persist_backoff(lease, now)
+        if resp.truncated == "type":
+            # not a type asked for: nothing archived, fetched again after a long while
+            commit = self.processor.not_html(lease, resp, now)
+            self.committer.add(commit)
+            self._count(lease, resp)
+            self.metrics.fetches.labels(str(commit.outcome), status_class(resp.status)).inc()
+            self.metrics.not_html.labels(type_label(media_type(commit.content_type))).inc()
+            self.metrics.bytes.inc(len(resp.raw_body))
+            return
         first_copy = await self._first_copy(resp) if 200 <= resp.status < 300 else None
         parsed: ParsedPage | Literal[False] | None = False
         sitemap: SitemapResult | None = None
@@ -239,8 +274,25 @@ class Fetcher:
                     await self.recall_traps(lease.host_key)
             elif looks_like_sitemap(lease.url, content_type, resp.body):
                 sitemap = await self.parsers.sitemap(resp.body, lease.url)
+        elif 200 <= resp.status < 300 and resp.truncated in SIZE_CUTS \
+                and looks_like_sitemap(lease.url, content_type, resp.body):
+            # over the protocol's 50 MiB: the entries before the cut are taken
+            log_event(log, logging.WARNING, "sitemap_cut",
+                      "sitemap %s is over %d MiB (%s): only the URLs before the cut are "
+                      "read", lease.url, MAX_SITEMAP_BYTES >> 20, resp.truncated,
+                      url=lease.url, host=lease.host_key, reason=f"truncated_{resp.truncated}")
+            sitemap = await self.parsers.sitemap(resp.body, lease.url)
+        rows: list[NewUrl] | None = None
+        if sitemap is not None:
+            # before the commit is handed on: a stop while the store is asked releases
+            # the URL, which must then have no commit under way
+            assert lease.due is not None
+            rows = await sitemap_rows(sitemap, self.intake, lease.due.depth + 1, now)
+            if sitemap.urls:
+                await self._sitemap_changed(lease, sitemap, now)
         try:
-            commit = self.processor.fetched(lease, resp, now, first_copy, parsed, sitemap)
+            commit = self.processor.fetched(lease, resp, now, first_copy, parsed, sitemap,
+                                            rows)
         except ArchiveError as exc:
             # not archived ⇒ not committed: the URL is released and fetched again later
             log_event(log, logging.ERROR, "archive_error",
@@ -253,6 +305,23 @@ class Fetcher:
         self._count(lease, resp)
         self.metrics.fetches.labels(str(commit.outcome), status_class(resp.status)).inc()
         self.metrics.bytes.inc(len(resp.raw_body))
+
+    async def _sitemap_changed(self, lease: Lease, sitemap: SitemapResult, now: float) -> None:
+        """Known URLs whose sitemap ``lastmod`` is later than their last fetch become due
+        (a hint: when the store fails it is lost, and the next look at the sitemap gives
+        it again)."""
+        hints = await lastmod_hints(sitemap, self.intake.tracking, now)
+        if not hints:
+            return
+        try:
+            changed = await self.store.sitemap_changed(hints, now)
+        except StoreError as exc:
+            log.warning("could not apply the lastmod dates of sitemap %s: %s", lease.url, exc)
+            return
+        if changed:
+            log_event(log, logging.INFO, "sitemap_changed",
+                      "sitemap %s: %d known URLs changed since their last fetch, due now",
+                      lease.url, changed, url=lease.url, host=lease.host_key, count=changed)
 
     async def _first_copy(self, resp: FetchResponse) -> FirstCopy | None:
         """Where this payload was archived before (exact-duplicate detection)."""

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from courtier.core.config import CrawlConfig
 from courtier.core.errors import InvalidURL
+from courtier.core.tracking import TrackingParams
 from courtier.core.urls import CanonicalUrl, canonicalize, registrable_domain
 from courtier.crawl.link_memo import canonicalize_link
 from courtier.dedup.seen import SeenFilter
@@ -70,6 +71,7 @@ class Scope:
     """Which URLs the crawl admits: host/domain rules, include/exclude regexes, depth."""
 
     def __init__(self, config: CrawlConfig, seeds: Iterable[CanonicalUrl]) -> None:
+        self.config = config
         self.mode = config.scope
         self.max_depth = config.max_depth
         self.include = [re.compile(p) for p in config.include]
@@ -146,8 +148,12 @@ class Intake:
     def __init__(
         self, scope: Scope, seen: SeenFilter | None = None, committed_window: int = 200_000,
         traps: TemplateTracker | None = None, trap_rules: TrapRules | None = None,
+        tracking: TrackingParams | None = None,
     ) -> None:
         self.scope = scope
+        #: tracking parameters removed from every URL taken in (default: the config's)
+        self.tracking = tracking or TrackingParams.from_specs(scope.config.strip_params,
+                                                              scope.config.keep_params)
         self.traps = traps
         self.trap_rules = trap_rules or (traps.rules if traps is not None else TrapRules())
         self.trap_rejected = 0
@@ -177,6 +183,7 @@ class Intake:
         check_scope: bool = True,
         redirect_chain: str | None = None,
     ) -> NewUrl | None:
+        url = self.tracking.clean(url)
         if check_scope and self.scope.rejects(url, depth) is not None:
             self.rejected += 1
             return None
@@ -200,7 +207,7 @@ class Intake:
             # links repeated across pages (navigation) are parsed once: canonicalize_link
             # keeps a bounded memo shared with the event feed, which read the page first
             try:
-                url = canonicalize_link(raw)
+                url = self.tracking.clean(canonicalize_link(raw))
             except InvalidURL:
                 self.rejected += 1
                 continue

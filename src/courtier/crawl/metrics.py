@@ -14,10 +14,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from courtier.core.clock import Clock
+from courtier.core.tracking import TrackingParams
 from courtier.frontier.scheduler import Frontier
 
 TOP_HOSTS = 10   # bounded label cardinality: only the busiest hosts get a series
@@ -97,6 +98,20 @@ class _SpoolCollector(Collector):
         yield size
 
 
+class _TrackingCollector(Collector):
+    """``courtier_tracking_params_removed_total`` from the intake's own count."""
+
+    def __init__(self, tracking: TrackingParams) -> None:
+        self.tracking = tracking
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        removed = CounterMetricFamily(
+            "courtier_tracking_params_removed",
+            "tracking query parameters (utm_*, gclid, fbclid…) removed from URLs taken in")
+        removed.add_metric([], self.tracking.removed)
+        yield removed
+
+
 class CrawlMetrics:
     """The registry and instruments of one crawl process."""
 
@@ -123,6 +138,11 @@ class CrawlMetrics:
                                       ["status_class"], registry=r)
         self.duplicates = Counter("courtier_duplicates", "duplicates found", ["kind"],
                                   registry=r)
+        self.not_html = Counter(
+            "courtier_not_html",
+            "page fetches stopped after the headers (or the first 512 bytes): a type not "
+            "asked for, by family (pdf, image, video, audio, font, xml, json, javascript, "
+            "css, text, archive, unknown, other)", ["type"], registry=r)
         self.stale_commits = Counter("courtier_stale_commits",
                                      "commits ignored (repeated or fenced)", registry=r)
         self.events_emitted = Counter("courtier_outbox_events",
@@ -167,6 +187,7 @@ class CrawlMetrics:
                                   "longest event-loop stall seen by this process", registry=r)
         self._frontier: _FrontierCollector | None = None
         self._spool: _SpoolCollector | None = None
+        self._tracking: _TrackingCollector | None = None
 
     def bind_frontier(self, frontier: Frontier, clock: Clock) -> None:
         """Report live frontier gauges on every scrape."""
@@ -179,6 +200,12 @@ class CrawlMetrics:
         if self._spool is None:
             self._spool = _SpoolCollector(path)
             self.registry.register(self._spool)
+
+    def bind_tracking(self, tracking: TrackingParams) -> None:
+        """Report the tracking parameters ``tracking`` has removed on every scrape."""
+        if self._tracking is None:
+            self._tracking = _TrackingCollector(tracking)
+            self.registry.register(self._tracking)
 
     def render(self) -> bytes:
         """The Prometheus text exposition of every metric."""

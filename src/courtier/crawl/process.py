@@ -79,6 +79,15 @@ def looks_like_sitemap(url: str, content_type: str | None, body: bytes) -> bool:
     return b"<urlset" in head or b"<sitemapindex" in head
 
 
+def with_sitemap_hints(result: SitemapResult, rows: list[NewUrl]) -> list[NewUrl]:
+    """``rows`` with the lastmod / changefreq of their sitemap entry: the recrawl prior of
+    each URL."""
+    hints = {e.loc: e for e in result.urls if e.changefreq or e.lastmod is not None}
+    return [dataclasses.replace(row, sitemap_changefreq=hints[row.url].changefreq,
+                                sitemap_lastmod=hints[row.url].lastmod)
+            if row.url in hints else row for row in rows]
+
+
 def names_another(canonical: str | None, url_key: bytes) -> bool:
     """True when a page's rel=canonical names a different URL (it is a non-canonical copy)."""
     if canonical is None:
@@ -210,14 +219,16 @@ class PageProcessor:
     def fetched(self, lease: Lease, resp: FetchResponse, now: float,
                 first_copy: FirstCopy | None = None,
                 parsed: ParsedPage | Literal[False] | None = False,
-                sitemap: SitemapResult | None = None) -> FetchCommit:
+                sitemap: SitemapResult | None = None,
+                sitemap_rows: list[NewUrl] | None = None) -> FetchCommit:
         """An HTTP response: archive it, classify it, extract links from HTML.
 
         ``first_copy`` is where an identical payload was archived before (from the
         store's payload index); the response is then written as a revisit record.
         ``parsed`` is a page already parsed under a time budget (None: the budget ran
         out, the page is kept without links; False: parse it here); ``sitemap`` a
-        sitemap already parsed off the loop (None: parse it here if it is one).
+        sitemap already parsed off the loop (None: parse it here if it is one), and
+        ``sitemap_rows`` its entries already taken in (None: take them in here).
         """
         due = lease.due
         assert due is not None
@@ -242,7 +253,8 @@ class PageProcessor:
             self.figures.errors += 1
             return self._retry(lease, due, now, **fields)
         if 200 <= status < 300:
-            return self._ok(lease, due, resp, now, record, fields, parsed, sitemap)
+            return self._ok(lease, due, resp, now, record, fields, parsed, sitemap,
+                            sitemap_rows)
         if status == 304:
             return self._commit(lease, due, Outcome.NOT_MODIFIED, now, **fields)
         if 300 <= status < 400:
@@ -253,6 +265,18 @@ class PageProcessor:
             self.figures.errors += 1
             return self._retry(lease, due, now, **fields)
         return self._commit(lease, due, Outcome.HTTP_ERROR, now, **fields)
+
+    def not_html(self, lease: Lease, resp: FetchResponse, now: float) -> FetchCommit:
+        """A 2xx whose type was not asked for (``resp.truncated == "type"``): its body was
+        not read (or not past the sniff window), nothing is archived, and the URL is due
+        again only after the longest recrawl interval (a file seldom turns into a page)."""
+        due = lease.due
+        assert due is not None
+        self.figures.fetched += 1
+        self.figures.bytes += len(resp.raw_body)
+        content_type = cap_text(resp.header("content-type"), MAX_HEADER_CHARS)
+        return self._commit(lease, due, Outcome.NOT_HTML, now, status=resp.status,
+                            content_type=content_type)
 
     def _archive(self, due: DueUrl, resp: FetchResponse, now: float,
                  first_copy: FirstCopy | None) -> ArchivedRecord:
@@ -274,7 +298,8 @@ class PageProcessor:
     def _ok(self, lease: Lease, due: DueUrl, resp: FetchResponse, now: float,
             record: ArchivedRecord, fields: dict[str, Any],
             parsed: ParsedPage | Literal[False] | None = False,
-            sitemap: SitemapResult | None = None) -> FetchCommit:
+            sitemap: SitemapResult | None = None,
+            sitemap_rows: list[NewUrl] | None = None) -> FetchCommit:
         fields.update(etag=whole_or_none(resp.header("etag"), MAX_VALIDATOR_CHARS),
                       last_modified=whole_or_none(resp.header("last-modified"),
                                                   MAX_VALIDATOR_CHARS))
@@ -306,23 +331,24 @@ class PageProcessor:
                 new_urls = self.intake.links(raws, due.depth + 1, now)
         elif sitemap is not None or (
                 resp.truncated is None and looks_like_sitemap(due.url, content_type, resp.body)):
-            new_urls = self._sitemap(due, resp, now, sitemap)
+            new_urls = self._sitemap(due, resp, now, sitemap, sitemap_rows)
         self.figures.links += len(new_urls)
         return self._commit(lease, due, Outcome.OK, now, changed=changed,
                                          new_urls=new_urls, **fields)
 
     def _sitemap(self, due: DueUrl, resp: FetchResponse, now: float,
-                 parsed: SitemapResult | None) -> list[NewUrl]:
+                 parsed: SitemapResult | None,
+                 rows: list[NewUrl] | None = None) -> list[NewUrl]:
+        """The rows of a sitemap's entries: ``rows`` when the caller took them in already
+        (in steps, off the loop's critical path: ``crawl/sitemap_hints.py``)."""
         result = parsed if parsed is not None else parse_sitemap(resp.body, due.url)
         raws = [entry.loc for entry in result.urls] + result.sitemaps
         self.figures.sitemap_urls += len(raws)
+        if rows is not None:
+            return rows
         rows = self.intake.links(raws, due.depth + 1, now, priority=SITEMAP_PRIORITY,
                                  check_traps=False)
-        hints = {e.loc: e for e in result.urls if e.changefreq or e.lastmod is not None}
-        # lastmod / changefreq become the recrawl prior of each URL
-        return [dataclasses.replace(row, sitemap_changefreq=hints[row.url].changefreq,
-                                    sitemap_lastmod=hints[row.url].lastmod)
-                if row.url in hints else row for row in rows]
+        return with_sitemap_hints(result, rows)
 
     def _redirect(self, lease: Lease, due: DueUrl, resp: FetchResponse, now: float,
                   fields: dict[str, Any]) -> FetchCommit:

@@ -28,7 +28,9 @@ Contract beyond the protocol:
   ``"encoding"`` (unknown or corrupt Content-Encoding; ``body`` holds what
   decoded before the error, empty for an unknown coding), ``"type"`` (a 2xx
   whose Content-Type is outside ``FetchRequest.only_types``: the body is not
-  read and the connection is closed, not pooled).
+  read and the connection is closed, not pooled; a missing, generic
+  (``application/octet-stream``) or XML type is decided by the first 512
+  decoded bytes, ``courtier.fetch.sniff``, and only those are read).
 * HTTPS is verified (system trust store plus ``ca_file``, host names checked,
   TLS >= 1.2) through one :class:`ssl.SSLContext` per transport
   (``courtier.fetch.tls``); pooled keep-alive connections spare handshakes.
@@ -85,6 +87,7 @@ from courtier.core.errors import (
 )
 from courtier.fetch.decoding import BodyDecoder, DecodedCap
 from courtier.fetch.resolver import Resolver
+from courtier.fetch.sniff import SNIFF_BYTES, media_type, needs_sniff, sniff, type_allowed
 from courtier.fetch.tls import client_context
 from courtier.fetch.transport import FetchLimits, FetchRequest, FetchResponse
 
@@ -268,14 +271,26 @@ def _map_error(exc: BaseException, url: str, phase: _Phase | None = None) -> Fet
     return ProtocolError(f"{url}: {type(exc).__name__}: {exc}")
 
 
-def _unwanted_type(request: FetchRequest, response: aiohttp.ClientResponse) -> bool:
-    """True when ``request.only_types`` rules out this 2xx response's declared type."""
+def _type_rule(request: FetchRequest, response: aiohttp.ClientResponse) -> str:
+    """What ``request.only_types`` makes of this response's declared type: ``"read"``
+    (wanted, or not a 2xx, or no types asked), ``"sniff"`` (missing, generic or XML: the
+    first bytes decide) or ``"cut"`` (another type: the body is not read)."""
     if request.only_types is None or not 200 <= response.status < 300:
-        return False
-    declared = response.headers.get("Content-Type")
-    if not declared:
-        return False
-    return declared.split(";", 1)[0].strip().lower() not in request.only_types
+        return "read"
+    kind = media_type(response.headers.get("Content-Type"))
+    if kind is not None and type_allowed(kind, request.only_types):
+        return "read"
+    return "sniff" if needs_sniff(kind) else "cut"
+
+
+def _decoded_head(raw_parts: list[bytes], decoder: BodyDecoder | None) -> bytes:
+    """The decoded bytes read so far (up to a little past the sniff window)."""
+    head = bytearray()
+    for part in raw_parts if decoder is None else decoder.parts:
+        head += part
+        if len(head) >= SNIFF_BYTES:
+            break
+    return bytes(head)
 
 
 def _ssl_reason(exc: aiohttp.ClientSSLError) -> str:
@@ -441,10 +456,12 @@ class AiohttpTransport:
                 )
             remote_ip = _peer_ip(response) or addresses[0]
             truncated: str | None
-            if _unwanted_type(request, response):
+            rule = _type_rule(request, response)
+            if rule == "cut":
                 raw_body, body, truncated = b"", b"", "type"
             else:
-                raw_body, body, truncated = await self._read_body(response, limits, deadline)
+                raw_body, body, truncated = await self._read_body(
+                    response, limits, deadline, sniffing=rule == "sniff")
         except BaseException:
             response.close()
             raise
@@ -469,9 +486,12 @@ class AiohttpTransport:
         )
 
     async def _read_body(
-        self, response: aiohttp.ClientResponse, limits: FetchLimits, deadline: float
+        self, response: aiohttp.ClientResponse, limits: FetchLimits, deadline: float,
+        sniffing: bool = False,
     ) -> tuple[bytes, bytes, str | None]:
-        """Read, cap and decode the body; returns (raw, decoded, truncated)."""
+        """Read, cap and decode the body; returns (raw, decoded, truncated). ``sniffing``:
+        once :data:`SNIFF_BYTES` decoded bytes (or the whole body) are in, stop with
+        ``"type"`` unless :func:`sniff` finds HTML or a sitemap."""
         raw_parts: list[bytes] = []
         raw_size = 0
         truncated: str | None = None
@@ -517,12 +537,22 @@ class AiohttpTransport:
                             break
                         except ValueError:
                             truncated, decoding = "encoding", False
+                    if sniffing and truncated is None:  # a cut of its own comes first
+                        head = _decoded_head(raw_parts, decoder if decoding else None)
+                        if len(head) >= SNIFF_BYTES:
+                            sniffing = False
+                            if sniff(head[:SNIFF_BYTES]) == "other":
+                                truncated = "type"
+                                break
                     if truncated == "length":
                         break
         except TimeoutError:
             truncated = "time"
         except (aiohttp.ClientError, OSError):
             truncated = "disconnect"
+        if sniffing and truncated is None and sniff(
+                _decoded_head(raw_parts, decoder if decoding else None)) == "other":
+            truncated = "type"  # the whole body was shorter than the window
         raw_body = b"".join(raw_parts)
         if decoder is None:
             body = b""

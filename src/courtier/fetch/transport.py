@@ -39,10 +39,12 @@ class FetchRequest:
 
     url: str
     headers: Sequence[tuple[str, str]] = ()
-    #: media types whose body is read (e.g. ``("text/html", "application/xhtml+xml")``);
-    #: a 2xx response that declares another Content-Type stops after its headers:
-    #: empty body, ``truncated="type"``. None (the default): every body is read. A
-    #: response without Content-Type is read.
+    #: media types whose body is read (e.g. ``("text/html", "application/xhtml+xml")``;
+    #: ``"image/*"`` stands for every subtype); a 2xx response that declares another
+    #: Content-Type stops after its headers: empty body, ``truncated="type"``. A missing,
+    #: generic (``application/octet-stream``) or XML type is sniffed
+    #: (:mod:`courtier.fetch.sniff`): the body is read on only if its first 512 decoded
+    #: bytes look like HTML or a sitemap. None (the default): every body is read.
     only_types: frozenset[str] | None = None
 
 
@@ -58,7 +60,8 @@ class FetchResponse:
     headers), "slow" (below the low-speed limit), "disconnect" (the
     connection broke mid-body), "encoding" (unknown or corrupt
     Content-Encoding), "type" (a Content-Type outside the request's
-    ``only_types``: the body was not read); a truncated body is never parsed
+    ``only_types``, or sniffed as something else: the body was not read, or not past
+    its first bytes); a truncated body is never parsed
     as complete.
     """
 

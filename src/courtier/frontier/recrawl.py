@@ -304,6 +304,7 @@ def schedule_after(
       ``denied_interval``. Other HTTP_ERROR and ERROR:
       ``min(max_interval, error_interval · 2^(k−1))`` for the k-th in a row.
     * REDIRECT: ``redirect_interval`` (the target is crawled as its own URL).
+    * NOT_HTML (a type not asked for, not downloaded): ``max_interval``.
     """
     if outcome in (Outcome.OK, Outcome.NOT_MODIFIED):
         visited = record_visit(stats, outcome is Outcome.OK and changed, now, policy)
@@ -319,6 +320,8 @@ def schedule_after(
         failures = stats.failures + 1
         gap = min(policy.retry_cap, policy.retry_base * 2.0 ** min(failures - 1, 60))
         return now + gap, replace(stats, failures=failures)
+    if outcome is Outcome.NOT_HTML:
+        return now + policy.max_interval, replace(stats, failures=0, gone=0, errors=0)
     if outcome is Outcome.REDIRECT:
         return now + policy.redirect_interval, replace(stats, failures=0, gone=0, errors=0)
     refused = outcome is Outcome.HTTP_ERROR and status in _ACCESS_REFUSED

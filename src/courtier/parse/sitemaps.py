@@ -354,11 +354,16 @@ def _parse_text(data: bytes, scope: _Scope, result: SitemapResult, max_urls: int
             result.urls.append(SitemapEntry(loc))
 
 
+#: the protocol's limits of one sitemap file: URLs, and bytes once decompressed
+MAX_SITEMAP_URLS = 50_000
+MAX_SITEMAP_BYTES = 50 * 1024 * 1024
+
+
 def parse_sitemap(
     body: bytes,
     url: str,
-    max_urls: int = 50_000,
-    max_bytes: int = 50 * 1024 * 1024,
+    max_urls: int = MAX_SITEMAP_URLS,
+    max_bytes: int = MAX_SITEMAP_BYTES,
     *,
     allow_cross_host: bool = False,
     strict_path: bool = False,

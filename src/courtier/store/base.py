@@ -237,6 +237,14 @@ class Store(ClusterStore, Protocol):
         """Segments of ``owner`` (all owners when None) in ``states`` (all when empty),
         ordered by name."""
 
+    async def sitemap_changed(self, items: Sequence[tuple[bytes, float]], now: float) -> int:
+        """A sitemap says these URLs (url_key, its ``lastmod``) changed: each known row
+        that is QUEUED, was fetched before that ``lastmod`` and is not due yet becomes due
+        ``now`` (``next_fetch_at = now``), with the ``lastmod`` kept as its
+        ``sitemap_lastmod``. Other rows (unknown, never fetched: already due, SCHEDULED:
+        in a frontier, RETIRED, fetched since) are left alone. No version bump, no event.
+        Returns the rows made due."""
+
     async def requeue_archive_file(self, warc_file: str, now: float) -> int:
         """A WARC file was lost before it became durable remotely: every URL row whose last
         record is in it goes back to QUEUED, due ``now``, with its WARC location, payload

@@ -329,6 +329,20 @@ class MemoryStore:
         return [s for _, s in sorted(self._segments.items())
                 if (owner is None or s.owner == owner) and (not states or s.state in states)]
 
+    async def sitemap_changed(self, items: Sequence[tuple[bytes, float]], now: float) -> int:
+        changed = 0
+        for url_key, lastmod in items:
+            row = self.urls.get(url_key)
+            if row is None or row["state"] != UrlState.QUEUED or row["last_fetch_at"] is None \
+                    or row["last_fetch_at"] >= lastmod or row["next_fetch_at"] is None \
+                    or row["next_fetch_at"] <= now:
+                continue
+            row["next_fetch_at"] = now
+            row["sitemap_lastmod"] = lastmod
+            self._enqueue(row)
+            changed += 1
+        return changed
+
     async def requeue_archive_file(self, warc_file: str, now: float) -> int:
         changed = 0
         for row in self.urls.values():

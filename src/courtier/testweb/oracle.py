@@ -16,6 +16,7 @@ from courtier.testweb.responses import PageResponse, normalize_path
 from courtier.testweb.spec import COURTIER_AGENT, WebSpec
 
 ROBOTS_REDIRECT_LIMIT = 5
+_HTML_TYPES = ("text/html", "application/xhtml+xml")
 ROBOTS_WITH_FILE = ("allow_all", "disallow_some", "crawl_delay", "redirect", "redirect_chain")
 
 
@@ -122,6 +123,23 @@ class CrawlOracle:
         the set: a patient crawler retries those URLs and gets them.
         """
         return self._crawl(agent)[0]
+
+    def expected_archived(self, agent: str = COURTIER_AGENT) -> set[str]:
+        """The expected fetches whose response a crawler that downloads only HTML archives:
+        all but 2xx answers of another type (the PDFs and PNGs), which it asks for and
+        drops after their headers (docs/fetch.md, "Only HTML is downloaded"). Sitemap
+        files (named ``*.xml`` or ``*.xml.gz``) are read whatever their type."""
+        archived: set[str] = set()
+        for url in self.expected_fetches(agent):
+            parts = urlsplit(url)
+            path = parts.path or "/"
+            resp = self.page(parts.hostname or "", path)
+            kind = (resp.header("Content-Type") or "").split(";", 1)[0].strip().lower()
+            if 200 <= resp.status < 300 and kind not in _HTML_TYPES \
+                    and not path.endswith((".xml", ".xml.gz")):
+                continue
+            archived.add(url)
+        return archived
 
     def expected_denied(self, agent: str = COURTIER_AGENT) -> set[str]:
         """Discovered URLs a polite crawler must *not* fetch because of robots.txt."""

@@ -88,6 +88,16 @@ def pdf_body(host: str, i: int) -> bytes:
     ).encode()
 
 
+def mp4_head(i: int) -> bytes:
+    """The first box of an MP4 file (``ftyp``), numbered."""
+    return b"\x00\x00\x00\x18ftypmp42" + struct.pack(">I", i) + b"mp42isom"
+
+
+def padded(body: bytes, size: int) -> bytes:
+    """``body`` followed by zero bytes up to ``size`` (as it is when already longer)."""
+    return body + bytes(max(0, size - len(body)))
+
+
 def w3c_datetime(when: float) -> str:
     """``2024-01-02T03:04:05+00:00`` (the W3C datetime form sitemaps use)."""
     return time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(when))

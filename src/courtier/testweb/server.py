@@ -32,6 +32,9 @@ from courtier.testweb.responses import PageResponse, is_robots_path, normalize_p
 from courtier.testweb.site import TestWeb
 from courtier.testweb.spec import HostSpec, WebSpec, render_retry_after
 
+#: the body is written in pieces of this size, so a client that goes away is noticed
+_WRITE_PIECE = 64 * 1024
+
 
 @dataclass(frozen=True, slots=True)
 class RequestRecord:
@@ -43,7 +46,10 @@ class RequestRecord:
     (same clock) is set on a busy answer whose ``Retry-After`` the server
     knows how to read: no request to the host may start before it.
     ``user_agent`` is the request's User-Agent header (tests tell workers apart
-    by a comment in it).
+    by a comment in it). ``body_sent`` counts the body bytes the server wrote before the
+    response ended or the client went away (written in 64 KiB pieces, each awaited);
+    ``whole`` is False when the client closed the connection before the body was all
+    written.
     """
 
     host: str
@@ -55,6 +61,8 @@ class RequestRecord:
     peer_port: int | None
     retry_until: float | None = None
     user_agent: str = ""
+    body_sent: int = 0
+    whole: bool = True
 
 
 class HeldResponse:
@@ -221,6 +229,7 @@ class TestWebServer:
         peer_port = int(peer[1]) if isinstance(peer, tuple) and len(peer) >= 2 else None
         status = 0
         retry_until: float | None = None
+        sent, whole = 0, True
         try:
             spec = self.spec.host(host)
             self._requests[host] += 1
@@ -256,9 +265,15 @@ class TestWebServer:
             if status != 304:
                 resp.content_length = len(body)
             await resp.prepare(request)
-            if request.method != "HEAD" and body:
-                await resp.write(body)
-            await resp.write_eof()
+            try:
+                for offset in range(0, len(body) if request.method != "HEAD" else 0,
+                                    _WRITE_PIECE):
+                    piece = body[offset:offset + _WRITE_PIECE]
+                    await resp.write(piece)
+                    sent += len(piece)
+                await resp.write_eof()
+            except ConnectionError:  # aiohttp's ClientConnectionResetError among them
+                whole = False  # the client went away: logged here, not an error
             return resp
         finally:
             end = time.monotonic()
@@ -273,6 +288,8 @@ class TestWebServer:
                     peer_port,
                     retry_until,
                     request.headers.get("User-Agent", ""),
+                    sent,
+                    whole,
                 )
             )
 

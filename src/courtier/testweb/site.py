@@ -17,6 +17,12 @@ URL space of every host::
     /missing/{i}.html         404
     /files/{i}.pdf            application/pdf
     /img/{i}.png              image/png (a valid 1×1 PNG)
+    /p/{i}.html?utm_source=…  (tracking_links) the index and every page also link pages
+                              with tracking parameters (utm_*, fbclid, gclid), whose
+                              oracle target is the page without them, and the index
+                              links /p/0.html?v=2 (a parameter kept: a URL of its own)
+    /video/{i}.mp4            (media_bytes > 0) video/mp4 of media_bytes bytes, linked from
+                              the index; /files/{i}.pdf is then padded to that size too
     /private/x.html           disallowed on "disallow_some" hosts
     /secret/y.html            disallowed for courtier on "disallow_some" hosts
     /meta-nofollow.html       <meta name=robots content=nofollow>; links to /hidden/{k}.html
@@ -25,6 +31,7 @@ URL space of every host::
     /out/{k}                  301 → HostSpec.redirect_out[k] (linked from the index)
     /sitemaps/index.xml       (sitemap_pages > 0) a sitemap index named by robots.txt
     /sitemaps/pages.xml.gz    its gzipped child: /s/{i}.html with <lastmod>
+    /sitemaps/big.xml(.gz)    (big_sitemap) a sitemap of big_sitemap long URLs /b/…, ~270 B each
     /s/{i}.html               pages listed only in that sitemap
     /near/{k}.html            (near_duplicates) one text, one word apart; each links
     /near-leaf/{k}.html       to its own leaf
@@ -52,8 +59,10 @@ from courtier.testweb.oracle import CrawlOracle
 from courtier.testweb.responses import (
     PageResponse,
     is_robots_path,
+    mp4_head,
     normalize_path,
     ok,
+    padded,
     pdf_body,
     plain,
     png_body,
@@ -163,6 +172,12 @@ class TestWeb(CrawlOracle):
             links += [writer.link(host, f"/near/{k}.html") for k in range(spec.near_duplicates)]
             if spec.trap_fanout:
                 links.append(writer.link(host, trap_path(0)))
+            if spec.media_bytes:
+                links.append(writer.link(host, "/video/0.mp4"))
+            if spec.tracking_links:
+                links += [tracked_link(writer, host, j, "index") for j in range(n)]
+                kept = writer.canonical(host, "/p/0.html?v=2")
+                links.append(Link(href=kept, target=kept))
             return HtmlPage(title=f"{host} index", links=tuple(links))
         if spec.trap_fanout and (m := re.fullmatch(r"/trap/(\d{6,})\.html", path)):
             n, fanout = int(m.group(1)), spec.trap_fanout
@@ -219,6 +234,8 @@ class TestWeb(CrawlOracle):
             (i % 9 == 5, "/loop/b"),
         )
         links += [writer.link(host, p) for cond, p in specials if cond]
+        if spec.tracking_links:
+            links.append(tracked_link(writer, host, (i + 1) % n, f"p{i}"))
         if i % 8 == 6:
             links.append(writer.link(host, "/nofollow-target.html", rel="external NoFollow"))
         if not with_base:
@@ -265,7 +282,10 @@ class TestWeb(CrawlOracle):
         if path in ("/loop/a", "/loop/b"):
             return redirect(302, "/loop/b" if path == "/loop/a" else "/loop/a")
         if m := re.fullmatch(r"/files/(\d+)\.pdf", path):
-            return ok("application/pdf", pdf_body(host, int(m.group(1))))
+            return ok("application/pdf", padded(pdf_body(host, int(m.group(1))),
+                                                 spec.media_bytes))
+        if spec.media_bytes and (m := re.fullmatch(r"/video/(\d+)\.mp4", path)):
+            return ok("video/mp4", padded(mp4_head(int(m.group(1))), spec.media_bytes))
         if m := re.fullmatch(r"/img/(\d+)\.png", path):
             return ok("image/png", png_body(int(m.group(1))))
         model = self.html_model(host, path)
@@ -307,10 +327,27 @@ class TestWeb(CrawlOracle):
             for i in range(spec.sitemap_pages)
         ]
 
+    def big_sitemap_urls(self, host: str) -> list[str]:
+        """The URLs ``/sitemaps/big.xml`` of ``host`` lists (``HostSpec.big_sitemap``)."""
+        spec = self.spec.host(host)
+        count = 0 if spec is None else spec.big_sitemap
+        return [self.url(host, f"/b/{i:06d}/{'x' * 180}.html") for i in range(count)]
+
+    def _big_sitemap(self, spec: HostSpec) -> bytes:
+        stamp = f"<lastmod>{w3c_datetime(1_700_000_000)}</lastmod>"
+        entries = "".join(f"<url><loc>{url}</loc>{stamp}</url>\n"
+                          for url in self.big_sitemap_urls(spec.name))
+        return (f'<?xml version="1.0" encoding="UTF-8"?>\n<urlset {_SITEMAP_NS}>\n'
+                f"{entries}</urlset>\n").encode()
+
     def _sitemap_response(self, spec: HostSpec, path: str) -> PageResponse | None:
+        if spec.big_sitemap and path == "/sitemaps/big.xml":
+            return ok("application/xml", self._big_sitemap(spec))
+        if spec.big_sitemap and path == "/sitemaps/big.xml.gz":
+            return ok("application/x-gzip", gzip.compress(self._big_sitemap(spec), mtime=0))
         if not spec.sitemap_pages:
             return None
-        ns = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
+        ns = _SITEMAP_NS
         if path == "/sitemaps/index.xml":
             child = self.url(spec.name, "/sitemaps/pages.xml.gz")
             xml = (f'<?xml version="1.0" encoding="UTF-8"?>\n<sitemapindex {ns}>'
@@ -364,6 +401,21 @@ class TestWeb(CrawlOracle):
         return PageResponse(spec.busy_status, headers, b"busy, come back later\n")
 
     # ---------------------------------------------------------------- oracle
+
+
+#: the tracking parameters of the links of a ``tracking_links`` host, by link number
+_TRACKING_QUERIES = ("utm_source={src}&utm_medium=web", "fbclid=IwAR{src}",
+                     "utm_campaign=launch&gclid={src}", "utm_source={src}")
+
+
+def tracked_link(writer: LinkWriter, host: str, j: int, source: str) -> Link:
+    """A link to /p/{j}.html with tracking parameters; its target is the page itself."""
+    page = writer.canonical(host, f"/p/{j}.html")
+    query = _TRACKING_QUERIES[j % len(_TRACKING_QUERIES)].format(src=source)
+    return Link(href=f"{page}?{query}", target=page)
+
+
+_SITEMAP_NS = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
 
 
 def trap_path(n: int) -> str:

@@ -66,6 +66,11 @@ Extra content (all off by default; see :mod:`courtier.testweb.site`):
     whose urlset lists ``/s/{i}.html`` for ``i < sitemap_pages`` — pages linked
     from nowhere else — each with ``<lastmod>`` ``sitemap_lastmod + i`` days
     (POSIX seconds; None: no lastmod).
+``big_sitemap``
+    ``/sitemaps/big.xml`` (and gzipped, ``/sitemaps/big.xml.gz``) lists this many URLs
+    ``/b/{i:06d}/xxx….html`` of about 200 characters each, with a ``<lastmod>``: about
+    270 bytes an entry, so 50,000 entries make a 13 MiB sitemap. Named nowhere (a test
+    seeds it); the pages are not served.
 ``extra_sitemaps``
     more ``Sitemap:`` lines (absolute URLs, e.g. one outside the web).
 ``near_duplicates``
@@ -176,6 +181,13 @@ class HostSpec:
     near_duplicates: int = 0
     changing_pages: int = 0   # pages /p/{i}.html, i < this, change at every request
     trap_fanout: int = 0      # /trap/{n}.html: an endless trap (module docstring)
+    #: > 0: /files/{i}.pdf bodies padded to this many bytes, and /video/{i}.mp4 (video/mp4,
+    #: this size) linked from the index: files a crawler should not download
+    media_bytes: int = 0
+    #: True: pages also link each other with tracking parameters (``?utm_source=…``,
+    #: ``?fbclid=…``), one URL each for a crawler that removes them (module docstring)
+    tracking_links: bool = False
+    big_sitemap: int = 0      # entries of /sitemaps/big.xml (module docstring)
 
     def __post_init__(self) -> None:
         self.name = self.name.lower()
@@ -193,7 +205,7 @@ class HostSpec:
                 "and busy_status 429 or 503"
             )
         if min(self.sitemap_pages, self.near_duplicates, self.changing_pages,
-               self.trap_fanout) < 0:
+               self.trap_fanout, self.media_bytes, self.big_sitemap) < 0:
             raise ConfigError(f"testweb host {self.name}: negative sitemap_pages/near_duplicates")
         if (self.slow_after is not None and self.slow_after < 0) or self.slow_latency < 0:
             raise ConfigError(f"testweb host {self.name}: negative slow_after/slow_latency")

@@ -80,7 +80,8 @@ async def test_a_steady_slow_body_is_kept_whole_and_a_drip_is_cut(tmp_path: Path
             sys.executable, "-m", "courtier", "crawl", "--data", str(tmp_path / "data"),
             "--resolve", str(hosts), "--allow-network", "127.0.0.0/8", "--delay", "0",
             "--progress", "none", "--linger", "0", "--low-speed-limit", str(LIMIT),
-            "--low-speed-time", "1", f"http://steady.test:{port}/steady",
+            "--low-speed-time", "1", "--accept-type", "text/plain",  # plain bodies are kept
+            f"http://steady.test:{port}/steady",
             f"http://drip.test:{port}/drip",  # two hosts: the cut drip's back-off is its own
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
             env={**os.environ, "PYTHONUNBUFFERED": "1"})

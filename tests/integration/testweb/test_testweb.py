@@ -478,3 +478,16 @@ async def test_expected_fetches_equals_what_a_polite_crawler_fetches() -> None:
     ]
     assert gets == {h.name for h in spec.hosts}
     assert politeness_violations(server.log, delay=0.02, max_in_flight=1) == []
+
+
+def test_expected_archived_leaves_out_the_files_that_are_not_html() -> None:
+    web = TestWeb(WebSpec(hosts=[HostSpec("a.test", pages=6, sitemap_pages=2)]), PORT)
+    expected, archived = web.expected_fetches(), web.expected_archived()
+    left_out = {web.url("a.test", p) for p in ("/files/1.pdf", "/files/5.pdf", "/img/0.png",
+                                                 "/img/2.png")}
+    assert left_out <= expected and not left_out & archived
+    for path in ("/", "/p/1.html", "/r/1", "/missing/0.html", "/sitemaps/index.xml",
+                 "/sitemaps/pages.xml.gz", "/s/0.html"):
+        assert web.url("a.test", path) in archived, path
+    assert archived <= expected
+    assert all(re.search(r"/(files/\d+\.pdf|img/\d+\.png)$", url) for url in expected - archived)

@@ -11,7 +11,7 @@ from courtier.core.errors import StoreError
 from courtier.store.base import SEGMENT_STATES, ReparseEvent, SegmentRecord
 from courtier.store.event_counts import payload_counter_names
 from courtier.store.postgres import _event_counts, _queries, _rows
-from courtier.store.postgres._rows import Conn
+from courtier.store.postgres._rows import Conn, key_shard
 
 
 async def add_reparse_events(conn: Conn, events: Sequence[ReparseEvent], now: float) -> int:
@@ -51,6 +51,21 @@ async def segments(conn: Conn, owner: str | None,
         " AND (cardinality($2::text[]) = 0 OR state = ANY($2)) ORDER BY name",
         owner, list(states))
     return [SegmentRecord(r[0], r[1], r[2], int(r[3]), float(r[4]), float(r[5])) for r in rows]
+
+
+async def sitemap_changed(conn: Conn, items: Sequence[tuple[bytes, float]], now: float) -> int:
+    """See ``Store.sitemap_changed``: the rows made due enter the host queue at ``now``."""
+    rows: list[Any] = await conn.fetch(
+        "UPDATE urls u SET next_fetch_at = $4, sitemap_lastmod = i.lastmod"
+        " FROM unnest($1::integer[], $2::bytea[], $3::double precision[])"
+        " AS i(shard, url_key, lastmod)"
+        f" WHERE u.shard = i.shard AND u.url_key = i.url_key AND u.state = {_rows.QUEUED}"
+        " AND u.last_fetch_at IS NOT NULL AND u.last_fetch_at < i.lastmod"
+        " AND u.next_fetch_at > $4"
+        " RETURNING u.shard, u.host_key, u.next_fetch_at, u.priority",
+        [key_shard(k) for k, _ in items], [k for k, _ in items], [m for _, m in items], now)
+    await _queries.queue_add(conn, rows)
+    return len(rows)
 
 
 async def requeue_archive_file(conn: Conn, warc_file: str, now: float) -> int:

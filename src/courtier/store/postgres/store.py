@@ -712,6 +712,13 @@ class PostgresStore:
         return await self._run("segments", lambda conn: _archive.segments(conn, owner, states),
                                write=False)
 
+    async def sitemap_changed(self, items: Sequence[tuple[bytes, float]], now: float) -> int:
+        rows = list(items)
+        if not rows:
+            return 0
+        return await self._run("sitemap_changed",
+                               lambda conn: _archive.sitemap_changed(conn, rows, now))
+
     async def requeue_archive_file(self, warc_file: str, now: float) -> int:
         return await self._run("requeue_archive_file",
                                lambda conn: _archive.requeue_archive_file(conn, warc_file, now))

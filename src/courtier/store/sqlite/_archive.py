@@ -63,6 +63,20 @@ def requeue_archive_file(conn: sqlite3.Connection, warc_file: str, now: float) -
     return len(changed)
 
 
+def sitemap_changed(conn: sqlite3.Connection, items: Sequence[tuple[bytes, float]],
+                    now: float) -> int:
+    """See ``Store.sitemap_changed``: the rows made due enter the host queue at ``now``."""
+    changed: list[tuple[int, str, float, int]] = []
+    for url_key, lastmod in items:
+        changed += conn.execute(
+            "UPDATE urls SET next_fetch_at = ?, sitemap_lastmod = ? WHERE url_key = ?"
+            " AND state = ? AND last_fetch_at IS NOT NULL AND last_fetch_at < ?"
+            " AND next_fetch_at > ? RETURNING shard, host_key, next_fetch_at, priority",
+            (now, lastmod, url_key, _queries.QUEUED, lastmod, now)).fetchall()
+    _refill.enter_queue(conn, changed)
+    return len(changed)
+
+
 def reparse_rows(events: Sequence[ReparseEvent], now: float) -> list[ReparseRow]:
     """The events rows of ``events`` (those of parser version 1 or more), payloads
     encoded; StoreError when a payload is not JSON-serialisable."""

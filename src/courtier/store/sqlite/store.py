@@ -584,6 +584,13 @@ class SqliteStore:
         return await self._tx("segments", lambda conn: _archive.segments(conn, owner, wanted),
                               write=False)
 
+    async def sitemap_changed(self, items: Sequence[tuple[bytes, float]], now: float) -> int:
+        rows = list(items)
+        if not rows:
+            return 0
+        return await self._tx("sitemap_changed",
+                              lambda conn: _archive.sitemap_changed(conn, rows, now))
+
     async def requeue_archive_file(self, warc_file: str, now: float) -> int:
         return await self._tx("requeue_archive_file",
                               lambda conn: _archive.requeue_archive_file(conn, warc_file, now))
