@@ -14,7 +14,8 @@ from pathlib import Path
 from courtier.core.config import build_config
 from courtier.crawl.app import crawl, data_dir_lock, run_async
 from courtier.crawl.progress import Progress, summary_line
-from courtier.testweb import TestWebServer, default_web, politeness_violations
+from courtier.testweb import TestWebServer, WebSpec, default_web, politeness_violations
+from courtier.testweb.serve import broken_hosts_lines
 
 
 async def _demo(data: Path, hosts: int, pages: int, delay: float, progress_mode: str) -> int:
@@ -44,7 +45,22 @@ async def _demo(data: Path, hosts: int, pages: int, delay: float, progress_mode:
     for path in status.warc_files:
         print(f"  {path}")
     print(f"database: {data / 'courtier.db'}")
+    for line in demo_epilogue(spec):
+        print(line)
     return 0 if not violations else 1
+
+
+def demo_epilogue(spec: WebSpec) -> list[str]:
+    """The demo's last lines: the hosts broken on purpose, and what to try next."""
+    return [
+        *(f"broken on purpose: {line}" for line in broken_hosts_lines(spec)),
+        "next:",
+        "  courtier testweb serve        # this test web until Ctrl-C; prints its crawl command",
+        "  that command with --workers 3 --store postgresql://…   # a 3-worker cluster "
+        "(docs/scale-out.md)",
+        "  that command with --api 127.0.0.1:8790   # the live dashboard at "
+        "http://127.0.0.1:8790/ (docs/api.md)",
+    ]
 
 
 def run_demo(data: Path | None, hosts: int, pages: int, delay: float,
