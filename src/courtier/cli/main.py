@@ -186,8 +186,14 @@ def cmd_crawl(args: argparse.Namespace) -> int:
     else:
         status = run(config, config.progress, report_problem)
     print(summary_line(status))
-    print(f"courtier: data in {config.data} (WARC files under "
-          f"{config.archive or config.data / 'warc'})")
+    if config.workers > 1:
+        from courtier.cluster.local import warc_folders
+
+        folders = warc_folders(config)
+        where = ", ".join(folders) if len(folders) <= 3 else f"{folders[0]} … {folders[-1]}"
+    else:
+        where = str(config.archive or config.data / "warc")
+    print(f"courtier: data in {config.data} (WARC files under {where})")
     return EXIT_OK
 
 

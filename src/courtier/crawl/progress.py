@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, TextIO, cast
 
 from courtier.crawl.progress_text import RATE_WINDOW, RecentRate
 
 if TYPE_CHECKING:  # the CLI imports this module; the worker loads only for a crawl
+    from courtier.core.config import CrawlConfig
     from courtier.crawl.status import CrawlStatus
 
 
@@ -95,3 +96,16 @@ class Progress:
             self.stream.write("\n")
             self.stream.flush()
             self._drawn = False
+
+
+def progress_stream(config: CrawlConfig, mode: str | None = None) -> TextIO | None:
+    """With ``--log-format json`` progress lines (``log`` mode, or ``auto`` off a terminal)
+    are JSON log lines too (``event`` ``progress``); None: stderr as it is. ``mode``:
+    ``config.progress`` when not given."""
+    mode = config.progress if mode is None else mode
+    if config.log_format != "json" or mode not in ("auto", "log") or \
+            (mode == "auto" and sys.stderr.isatty()):
+        return None
+    from courtier.core.logs import JsonLineStream
+
+    return cast(TextIO, JsonLineStream(sys.stderr))

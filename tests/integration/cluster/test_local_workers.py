@@ -18,7 +18,10 @@ import asyncio
 import collections
 import contextlib
 import os
+import re
+import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -86,3 +89,121 @@ async def test_crawl_with_two_workers_fetches_every_page_once_politely(
     assert not by_child["worker-0"] & by_child["worker-1"], "both children archived a URL"
     assert expected <= by_child["worker-0"] | by_child["worker-1"]
     assert "fetched" in out.decode()  # the summed summary line
+
+
+# ---- what a user sees of `crawl --workers 2` (issue #36) ---------------------------------
+
+
+async def _start_crawl(dsn: str, data: Path, server: TestWebServer, hosts: Path,
+                       *extra: str) -> asyncio.subprocess.Process:
+    """The crawl in a process group of its own, as a shell runs a command: a Ctrl-C at
+    the terminal is a SIGINT to every process of that group."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "courtier", "crawl", "--workers", "2", "--store", dsn,
+        "--data", str(data), "--resolve", str(hosts), "--allow-network", "127.0.0.0/8",
+        "--delay", str(DELAY), "--lease-ttl", "3", "--concurrency", "8", "--linger", "0",
+        *extra, *server.web.seeds(),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True)
+
+
+def _ctrl_c(proc: asyncio.subprocess.Process) -> None:
+    """What a Ctrl-C at the terminal does: SIGINT to the command's process group."""
+    os.killpg(proc.pid, signal.SIGINT)
+
+
+async def _read_until(proc: asyncio.subprocess.Process, seen: list[str],
+                      done: Callable[[list[str]], bool]) -> None:
+    """Append stderr lines to ``seen`` until ``done(seen)`` (fails if the crawl ends first)."""
+    assert proc.stderr is not None
+    while not done(seen):
+        line = await asyncio.wait_for(proc.stderr.readline(), 120)
+        assert line, f"the crawl ended first: {seen[-20:]}"
+        seen.append(line.decode(errors="replace").rstrip("\n"))
+
+
+async def _finish(proc: asyncio.subprocess.Process, seen: list[str]) -> str:
+    """The crawl's stdout once it ends; the rest of stderr appended to ``seen``. A crawl
+    that does not end is stopped hard (two SIGTERMs, then SIGKILL)."""
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), 120)
+    finally:
+        for _ in range(2):
+            if proc.returncode is None:
+                proc.terminate()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(proc.wait(), 30)
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    seen += err.decode(errors="replace").splitlines()
+    return out.decode()
+
+
+def _fetching_lines(seen: list[str]) -> bool:
+    """A crawl-wide progress line of both workers with pages fetched, and each worker's."""
+    wide = [line for line in seen if "crawl-wide (2 workers):" in line
+            and re.search(r"fetched [1-9]", line)]
+    return bool(wide) and all(any(f"  worker-{i}: " in line for line in seen[-3:])
+                              for i in (0, 1))
+
+
+async def test_progress_while_it_runs_a_sigterm_stops_it_and_the_warc_folders_are_named(
+        pg_dsn: str, tmp_path: Path) -> None:
+    """``--progress log``: crawl-wide and per-worker lines while the workers crawl; a
+    SIGTERM is reported as "stopped" (not "interrupted"), its stopping lines at INFO; the
+    last line names each worker's WARC folder, and those hold the responses."""
+    spec = default_web(n_hosts=6, pages_per_host=20, crawl_delay=0.3, latency=0.02)
+    async with TestWebServer(spec) as server:
+        hosts = tmp_path / "hosts.txt"
+        hosts.write_text(server.web.hosts_file_text())
+        data = tmp_path / "mw"
+        proc = await _start_crawl(pg_dsn, data, server, hosts, "--progress", "log")
+        seen: list[str] = []
+        try:
+            await _read_until(proc, seen, _fetching_lines)
+            proc.send_signal(signal.SIGTERM)
+        finally:
+            out = await _finish(proc, seen)
+        log = list(server.log)
+    assert proc.returncode == 0, "\n".join(seen[-30:])
+    summary, where = out.splitlines()[-2:]
+    assert summary.startswith("courtier: stopped after"), summary
+    assert where == (f"courtier: data in {data} (WARC files under {data / 'worker-0' / 'warc'}"
+                     f", {data / 'worker-1' / 'warc'})")
+    assert all(warc_responses(data / f"worker-{i}" / "warc") for i in (0, 1))
+    stopping = [line for line in seen if "stopping (SIGTERM)" in line]
+    assert len(stopping) == 2 and all(" INFO " in line for line in stopping), stopping
+    assert not [line for line in seen if " WARNING " in line or " ERROR " in line]
+    pages = [r for r in log if not r.path_qs.startswith("/robots")]
+    counts = collections.Counter(server.url(r.host, r.path_qs) for r in pages)
+    assert {u: n for u, n in counts.items() if n > 1} == {}, "a page was fetched twice"
+    host_delays = {h.name: max(DELAY, h.crawl_delay) for h in spec.of_kind("crawl_delay")}
+    assert politeness_violations(log, delay=DELAY, max_in_flight=1,
+                                 host_delays=host_delays) == []
+
+
+async def test_a_double_ctrl_c_claims_no_shards_went_to_other_workers(
+        pg_dsn: str, tmp_path: Path) -> None:
+    """Ctrl-C twice at the terminal (SIGINT to the process group) while both workers fetch:
+    the first drains (each worker says so once), the second stops them; the crawl ends
+    "interrupted", exit 0, with no line saying a worker failed or that shards went to the
+    others (there are none)."""
+    spec = default_web(n_hosts=6, pages_per_host=20, crawl_delay=0.3, latency=0.02)
+    async with TestWebServer(spec) as server:
+        hosts = tmp_path / "hosts.txt"
+        hosts.write_text(server.web.hosts_file_text())
+        proc = await _start_crawl(pg_dsn, tmp_path / "mw", server, hosts, "--progress", "log")
+        seen: list[str] = []
+        try:
+            await _read_until(proc, seen, _fetching_lines)
+            _ctrl_c(proc)
+            await _read_until(proc, seen, lambda lines: sum(
+                "stopping (SIGINT)" in line for line in lines) == 2)
+            _ctrl_c(proc)
+        finally:
+            out = await _finish(proc, seen)
+    assert proc.returncode == 0, "\n".join(seen[-30:])
+    assert out.splitlines()[-2].startswith("courtier: interrupted after"), out
+    assert not [line for line in seen if "the others" in line or "abnormally" in line], seen
+    assert not [line for line in seen if " WARNING " in line or " ERROR " in line], seen
