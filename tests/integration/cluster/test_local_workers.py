@@ -17,12 +17,14 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import json
 import os
 import re
 import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from warcio.archiveiterator import ArchiveIterator
@@ -140,6 +142,17 @@ async def _finish(proc: asyncio.subprocess.Process, seen: list[str]) -> str:
     return out.decode()
 
 
+async def _stats(dsn: str) -> dict[str, Any]:
+    """``courtier stats --store DSN``, as a user runs it in another terminal."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "courtier", "stats", "--store", dsn,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    answer: dict[str, Any] = json.loads(out)
+    return answer
+
+
 def _fetching_lines(seen: list[str]) -> bool:
     """A crawl-wide progress line of both workers with pages fetched, and each worker's."""
     wide = [line for line in seen if "crawl-wide (2 workers):" in line
@@ -150,9 +163,11 @@ def _fetching_lines(seen: list[str]) -> bool:
 
 async def test_progress_while_it_runs_a_sigterm_stops_it_and_the_warc_folders_are_named(
         pg_dsn: str, tmp_path: Path) -> None:
-    """``--progress log``: crawl-wide and per-worker lines while the workers crawl; a
-    SIGTERM is reported as "stopped" (not "interrupted"), its stopping lines at INFO; the
-    last line names each worker's WARC folder, and those hold the responses."""
+    """``--progress log``: crawl-wide and per-worker lines while the workers crawl, and
+    ``courtier stats --store`` then says the crawl runs (its live workers named, the
+    figures labelled crawl-wide or one worker's); a SIGTERM is reported as "stopped" (not
+    "interrupted"), its stopping lines at INFO; the last line names each worker's WARC
+    folder, and those hold the responses; afterwards ``stats`` says it does not run."""
     spec = default_web(n_hosts=6, pages_per_host=20, crawl_delay=0.3, latency=0.02)
     async with TestWebServer(spec) as server:
         hosts = tmp_path / "hosts.txt"
@@ -162,11 +177,18 @@ async def test_progress_while_it_runs_a_sigterm_stops_it_and_the_warc_folders_ar
         seen: list[str] = []
         try:
             await _read_until(proc, seen, _fetching_lines)
+            live = await _stats(pg_dsn)
             proc.send_signal(signal.SIGTERM)
         finally:
             out = await _finish(proc, seen)
         log = list(server.log)
+        after = await _stats(pg_dsn)
     assert proc.returncode == 0, "\n".join(seen[-30:])
+    ids = sorted((data / f"worker-{i}" / "worker-id").read_text().strip() for i in (0, 1))
+    assert live["running"] is True and live["live_workers"] == ids, live
+    assert "store" in live["figures"]["crawl_wide"]
+    assert "status" in live["figures"]["this_worker"] and live["status"] is None
+    assert after["running"] is False and after["live_workers"] == [], after
     summary, where = out.splitlines()[-2:]
     assert summary.startswith("courtier: stopped after"), summary
     assert where == (f"courtier: data in {data} (WARC files under {data / 'worker-0' / 'warc'}"
