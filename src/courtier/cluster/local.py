@@ -31,6 +31,7 @@ from multiprocessing.process import BaseProcess
 from multiprocessing.queues import Queue
 from typing import Any
 
+from courtier.archive.roots import remember_roots
 from courtier.cluster.local_progress import FINAL, READY, ChildReporter, ClusterProgress
 from courtier.core.config import CrawlConfig, api_address
 from courtier.core.errors import ConfigError
@@ -153,6 +154,7 @@ def run_local_cluster(config: CrawlConfig,
             f"--workers {config.workers} needs --store postgresql://…: the embedded SQLite "
             "store admits one writer process at a time (see docs/deployment.md)")
     config.data.mkdir(parents=True, exist_ok=True)
+    remember_roots(config.data, warc_folders(config))
     children_configs = child_configs(config)
     if not config.join:
         asyncio.run(_refuse_join(config, children_configs))

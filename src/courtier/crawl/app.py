@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 from courtier.api.server import make_app, start_api
 from courtier.api.worker_control import WorkerControl
 from courtier.archive.recovery import recover_warc_dir
+from courtier.archive.roots import remember_roots
 from courtier.archive.spool import SpooledArchive, is_remote, storage_options
 from courtier.archive.warc import WarcWriter
 from courtier.cluster.coordinator import LeaseSettings, ShardCoordinator
@@ -142,6 +143,7 @@ async def crawl(
             await store.close()
             await transport.close()
             raise
+    remember_roots(data, [config.archive if remote and config.archive else str(warc_root)])
     archive = open_archive(config, store) if remote else WarcWriter(
         str(warc_root), max_file_bytes=config.warc_max_bytes, software=config.user_agent)
     ticks: asyncio.Task[None] | None = None

@@ -142,10 +142,10 @@ async def _finish(proc: asyncio.subprocess.Process, seen: list[str]) -> str:
     return out.decode()
 
 
-async def _stats(dsn: str) -> dict[str, Any]:
-    """``courtier stats --store DSN``, as a user runs it in another terminal."""
+async def _courtier_json(*argv: str) -> dict[str, Any]:
+    """The JSON a ``courtier`` command prints, run as a user runs it in another terminal."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "courtier", "stats", "--store", dsn,
+        sys.executable, "-m", "courtier", *argv,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 0, err.decode()
@@ -153,12 +153,28 @@ async def _stats(dsn: str) -> dict[str, Any]:
     return answer
 
 
+async def _stats(dsn: str) -> dict[str, Any]:
+    """``courtier stats --store DSN``."""
+    return await _courtier_json("stats", "--store", dsn)
+
+
+async def _cdxj(data: Path) -> list[dict[str, Any]]:
+    """The entries of ``courtier export cdxj --data DATA``."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "courtier", "export", "cdxj", "--data", str(data),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    return [json.loads(line.split(" ", 2)[2]) for line in out.decode().splitlines()]
+
+
 def _fetching_lines(seen: list[str]) -> bool:
-    """A crawl-wide progress line of both workers with pages fetched, and each worker's."""
-    wide = [line for line in seen if "crawl-wide (2 workers):" in line
-            and re.search(r"fetched [1-9]", line)]
-    return bool(wide) and all(any(f"  worker-{i}: " in line for line in seen[-3:])
-                              for i in (0, 1))
+    """A crawl-wide progress line of both workers, then each worker's line, each with
+    pages fetched (both workers are crawling)."""
+    if not seen or not any("crawl-wide (2 workers):" in line for line in seen[-3:-2]):
+        return False
+    return all(re.search(rf"  worker-{i}: .*\| fetched [1-9]", line) is not None
+               for i, line in enumerate(seen[-2:]))
 
 
 async def test_progress_while_it_runs_a_sigterm_stops_it_and_the_warc_folders_are_named(
@@ -167,7 +183,9 @@ async def test_progress_while_it_runs_a_sigterm_stops_it_and_the_warc_folders_ar
     ``courtier stats --store`` then says the crawl runs (its live workers named, the
     figures labelled crawl-wide or one worker's); a SIGTERM is reported as "stopped" (not
     "interrupted"), its stopping lines at INFO; the last line names each worker's WARC
-    folder, and those hold the responses; afterwards ``stats`` says it does not run."""
+    folder, and those hold the responses, which ``export cdxj``, ``reparse`` and ``archive
+    gc`` find in both folders with ``--data`` alone; afterwards ``stats`` says it does not
+    run."""
     spec = default_web(n_hosts=6, pages_per_host=20, crawl_delay=0.3, latency=0.02)
     async with TestWebServer(spec) as server:
         hosts = tmp_path / "hosts.txt"
@@ -193,7 +211,18 @@ async def test_progress_while_it_runs_a_sigterm_stops_it_and_the_warc_folders_ar
     assert summary.startswith("courtier: stopped after"), summary
     assert where == (f"courtier: data in {data} (WARC files under {data / 'worker-0' / 'warc'}"
                      f", {data / 'worker-1' / 'warc'})")
-    assert all(warc_responses(data / f"worker-{i}" / "warc") for i in (0, 1))
+    by_child = [warc_responses(data / f"worker-{i}" / "warc") for i in (0, 1)]
+    assert all(by_child)
+    index = await _cdxj(data)  # no --archive: every worker's folder, remembered in DATA
+    assert {entry["url"] for entry in index} >= by_child[0] | by_child[1]
+    assert {entry["filename"].split("/warc/")[0] for entry in index} == {"worker-0",
+                                                                          "worker-1"}
+    # reparse and archive gc read the captures of both folders too
+    reparsed = await _courtier_json("reparse", "--data", str(data), "--store", pg_dsn)
+    assert reparsed["captures"] > 0 and reparsed["unreadable"] == 0, reparsed
+    gc = await _courtier_json("archive", "gc", "--data", str(data), "--store", pg_dsn,
+                              "--keep-last", "1", "--dry-run")
+    assert gc["files_seen"] == len(list(data.glob("worker-*/warc/*.warc.gz"))), gc
     stopping = [line for line in seen if "stopping (SIGTERM)" in line]
     assert len(stopping) == 2 and all(" INFO " in line for line in stopping), stopping
     assert not [line for line in seen if " WARNING " in line or " ERROR " in line]
