@@ -10,12 +10,11 @@ few seconds a crawl-wide line and one line per worker, each saying which it is.
 from __future__ import annotations
 
 import dataclasses
-import sys
 import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from courtier.crawl.progress import status_line
+from courtier.crawl.progress import ProgressOutput, status_line
 from courtier.crawl.progress_text import RecentRate
 from courtier.crawl.status import CrawlStatus, summed_status
 
@@ -71,18 +70,15 @@ class ClusterProgress:
                  log_every: float = 5.0, monotonic: Callable[[], float] = time.monotonic
                  ) -> None:
         self.workers = workers
-        self.stream = stream or sys.stderr
-        if mode == "auto":
-            mode = "bar" if self.stream.isatty() else "log"
-        self.mode = mode
-        self.interval = 0.5 if mode == "bar" else log_every
+        self.output = ProgressOutput(mode, stream)
+        self.mode = self.output.mode
+        self.interval = 0.5 if self.mode == "bar" else log_every
         self._monotonic = monotonic
         self._last = monotonic()  # the first lines once the workers have had a moment
         self._statuses: dict[str, CrawlStatus] = {}
         self._rates: dict[str, RecentRate] = {}
         self._rate_now: dict[str, float] = {}
         self._total_rate = RecentRate()
-        self._drawn = False
 
     def update(self, name: str, figures: dict[str, Any]) -> None:
         self._statuses[name] = status = CrawlStatus(**figures)
@@ -97,17 +93,8 @@ class ClusterProgress:
         self._last = now
         total = summed_status(list(self._statuses.values()))
         total_rate = self._total_rate.update(total.now, total.fetched)
-        lines = cluster_lines(self._statuses, self._rate_now, total_rate, self.workers)
-        if self.mode == "bar":
-            self.stream.write("\r\x1b[2K" + lines[0])
-            self._drawn = True
-        else:
-            stamp = time.strftime("%H:%M:%S ")
-            self.stream.write("".join(stamp + line + "\n" for line in lines))
-        self.stream.flush()
+        self.output.show(cluster_lines(self._statuses, self._rate_now, total_rate,
+                                       self.workers))
 
     def close(self) -> None:
-        if self._drawn:
-            self.stream.write("\n")
-            self.stream.flush()
-            self._drawn = False
+        self.output.close()

@@ -48,54 +48,6 @@ def warc_responses(folder: Path) -> set[str]:
     return uris
 
 
-async def test_crawl_with_two_workers_fetches_every_page_once_politely(
-        pg_dsn: str, tmp_path: Path) -> None:
-    spec = default_web(n_hosts=12, pages_per_host=8, crawl_delay=0.3, latency=0.02)
-    async with TestWebServer(spec) as server:
-        hosts = tmp_path / "hosts.txt"
-        hosts.write_text(server.web.hosts_file_text())
-        data = tmp_path / "data"
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "courtier", "crawl", "--workers", "2", "--store", pg_dsn,
-            "--data", str(data), "--resolve", str(hosts), "--allow-network", "127.0.0.0/8",
-            "--delay", str(DELAY), "--lease-ttl", "3", "--concurrency", "8",
-            "--progress", "none", "--linger", "0", *server.web.seeds(),
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        try:
-            out, err = await proc.communicate()
-        finally:  # a failed or timed-out test leaves no crawler behind: two SIGTERMs
-            # (the parent forwards them: drain, then abort), SIGKILL as a last resort
-            for _ in range(2):
-                if proc.returncode is None:
-                    proc.terminate()
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(proc.wait(), 30)
-            if proc.returncode is None:
-                proc.kill()
-                await proc.wait()
-        expected = server.web.expected_fetches()
-        log = list(server.log)
-    assert proc.returncode == 0, err.decode(errors="replace")[-3000:]
-
-    pages = [r for r in log if not r.path_qs.startswith("/robots")]
-    counts = collections.Counter(server.url(r.host, r.path_qs) for r in pages)
-    assert expected - set(counts) == set(), "expected pages not fetched"
-    assert {u: n for u, n in counts.items() if n > 1} == {}, "a page was fetched twice"
-    host_delays = {h.name: max(DELAY, h.crawl_delay) for h in spec.of_kind("crawl_delay")}
-    assert politeness_violations(log, delay=DELAY, max_in_flight=1,
-                                 host_delays=host_delays) == []
-
-    by_child = {name: warc_responses(data / name / "warc") for name in ("worker-0", "worker-1")}
-    assert all(by_child.values()), {k: len(v) for k, v in by_child.items()}
-    assert not by_child["worker-0"] & by_child["worker-1"], "both children archived a URL"
-    assert expected <= by_child["worker-0"] | by_child["worker-1"]
-    assert "fetched" in out.decode()  # the summed summary line
-
-
-# ---- what a user sees of `crawl --workers 2` (issue #36) ---------------------------------
-
-
 async def _start_crawl(dsn: str, data: Path, server: TestWebServer, hosts: Path,
                        *extra: str) -> asyncio.subprocess.Process:
     """The crawl in a process group of its own, as a shell runs a command: a Ctrl-C at
@@ -128,7 +80,7 @@ async def _finish(proc: asyncio.subprocess.Process, seen: list[str]) -> str:
     """The crawl's stdout once it ends; the rest of stderr appended to ``seen``. A crawl
     that does not end is stopped hard (two SIGTERMs, then SIGKILL)."""
     try:
-        out, err = await asyncio.wait_for(proc.communicate(), 120)
+        out, err = await asyncio.wait_for(proc.communicate(), 240)  # a hang guard
     finally:
         for _ in range(2):
             if proc.returncode is None:
@@ -175,6 +127,39 @@ def _fetching_lines(seen: list[str]) -> bool:
         return False
     return all(re.search(rf"  worker-{i}: .*\| fetched [1-9]", line) is not None
                for i, line in enumerate(seen[-2:]))
+
+
+async def test_crawl_with_two_workers_fetches_every_page_once_politely(
+        pg_dsn: str, tmp_path: Path) -> None:
+    spec = default_web(n_hosts=12, pages_per_host=8, crawl_delay=0.3, latency=0.02)
+    async with TestWebServer(spec) as server:
+        hosts = tmp_path / "hosts.txt"
+        hosts.write_text(server.web.hosts_file_text())
+        data = tmp_path / "data"
+        proc = await _start_crawl(pg_dsn, data, server, hosts,
+                                  "--progress", "none")
+        seen: list[str] = []
+        out = await _finish(proc, seen)  # a failed test leaves no crawler behind
+        expected = server.web.expected_fetches()
+        log = list(server.log)
+    assert proc.returncode == 0, "\n".join(seen[-30:])
+
+    pages = [r for r in log if not r.path_qs.startswith("/robots")]
+    counts = collections.Counter(server.url(r.host, r.path_qs) for r in pages)
+    assert expected - set(counts) == set(), "expected pages not fetched"
+    assert {u: n for u, n in counts.items() if n > 1} == {}, "a page was fetched twice"
+    host_delays = {h.name: max(DELAY, h.crawl_delay) for h in spec.of_kind("crawl_delay")}
+    assert politeness_violations(log, delay=DELAY, max_in_flight=1,
+                                 host_delays=host_delays) == []
+
+    by_child = {name: warc_responses(data / name / "warc") for name in ("worker-0", "worker-1")}
+    assert all(by_child.values()), {k: len(v) for k, v in by_child.items()}
+    assert not by_child["worker-0"] & by_child["worker-1"], "both children archived a URL"
+    assert expected <= by_child["worker-0"] | by_child["worker-1"]
+    assert "fetched" in out  # the summed summary line
+
+
+# ---- what a user sees of `crawl --workers 2` (issue #36) ---------------------------------
 
 
 async def test_progress_while_it_runs_a_sigterm_stops_it_and_the_warc_folders_are_named(
