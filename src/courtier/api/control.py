@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from courtier.api import views
-from courtier.api.crawl_figures import idle_figures, store_figures
+from courtier.api.crawl_figures import idle_figures, store_figures, with_running
 from courtier.api.freshness import FreshnessControl
 from courtier.api.jsonable import json_safe
 from courtier.api.views import ApiInputError, EventTally
@@ -332,7 +332,7 @@ class StoreOnlyControl(FreshnessControl):
         stats = self._live_stats()
         stats.update(await store_figures(self.store, self.config, self.clock.now(),
                                          self._live_plan()))
-        return stats
+        return with_running(stats)
 
     async def top_hosts(self, by: str, limit: int) -> list[dict[str, Any]]:
         if by == "queue":

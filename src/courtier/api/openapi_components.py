@@ -91,7 +91,14 @@ COMPONENTS: dict[str, Any] = {
         "Stats": {
             "type": "object",
             "properties": {
-                "running": {"type": "boolean"},
+                "running": {"type": "boolean",
+                            "description": "this process crawls, or workers heartbeat in "
+                                           "the store, or another process holds the "
+                                           "embedded crawl's --data"},
+                "figures": {"type": "object",
+                            "description": "which keys are crawl-wide (crawl_wide) and "
+                                           "which the answering worker's (this_worker)"},
+                "live_workers": {"type": "array", "items": {"type": "string"}},
                 "status": {"type": ["object", "null"]},
                 "store": {"type": "object"},
                 "status_mix": {"type": "object"},

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -56,13 +57,21 @@ def _joined(root: str, name: str) -> str:
     return f"{root.rstrip('/')}/{name}"
 
 
-def write_cdxj(root: str, out: TextIO) -> CdxjReport:
-    """Write the sorted CDXJ index of every complete WARC file below ``root`` to ``out``."""
-    files, marked = warc_files(root)
-    report = CdxjReport(files=len(files), skipped_open=marked)
+def write_cdxj(root: str, out: TextIO, more_roots: Sequence[str] = (),
+               dir_root: str | None = None) -> CdxjReport:
+    """Write the sorted CDXJ index of every complete WARC file below ``root`` (and
+    ``more_roots``: the folders of a crawl's several workers) to ``out``; ``filename`` is
+    relative to ``dir_root`` (``root`` when not given)."""
+    paths: list[str] = []
+    report = CdxjReport()
+    for each in (root, *more_roots):
+        files, marked = warc_files(each)
+        paths += [_joined(each, n) for n in files]
+        report.skipped_open += [_joined(each, n) if more_roots else n for n in marked]
+    report.files = len(paths)
     buffer = io.StringIO()
-    indexer: Any = CDXJIndexer(buffer, [_joined(root, n) for n in files], sort=True,
-                               dir_root=root.rstrip("/"))
+    indexer: Any = CDXJIndexer(buffer, paths, sort=True,
+                               dir_root=(dir_root or root).rstrip("/"))
     try:
         indexer.process_all()
     except Exception as exc:  # the indexer raises whatever its readers raise
@@ -80,3 +89,7 @@ def main_stderr_note(report: CdxjReport, stream: TextIO | None = None) -> None:
     for name in report.skipped_open:
         stream.write(f"courtier: skipped {name}: still marked {OPEN_MARKER_SUFFIX} "
                      "(being written, or not recovered yet)\n")
+    if report.skipped_open:
+        stream.write(f"courtier: indexed {report.files} WARC files ({report.lines} lines); "
+                     f"{len(report.skipped_open)} still open, not indexed: run it again once "
+                     "the crawl writing them has stopped\n")

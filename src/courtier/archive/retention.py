@@ -23,6 +23,7 @@ Files still marked ``.open`` are never touched.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,8 +65,11 @@ class GcReport:
 
 
 async def collect_garbage(store: Store, root: str, rule: RetentionRule, now: float,
-                          consumed_up_to: int | None, dry_run: bool = False) -> GcReport:
-    """Apply ``rule`` to the archive below ``root`` (see the module docstring)."""
+                          consumed_up_to: int | None, dry_run: bool = False,
+                          more_roots: Sequence[str] = ()) -> GcReport:
+    """Apply ``rule`` to the archive below ``root`` and ``more_roots`` (the other WARC
+    folders of a crawl of several workers; deleted files are then named with their
+    root) (see the module docstring)."""
     report = GcReport(dry_run=dry_run)
     captures: dict[bytes, list[tuple[int, float, str, int, int]]] = defaultdict(list)
     digests: dict[tuple[str, int], str] = {}
@@ -113,17 +117,19 @@ async def collect_garbage(store: Store, root: str, rule: RetentionRule, now: flo
             keep.add(file)
         else:
             doomed.add(file)
-    complete, _ = warc_files(root)
-    report.files_seen = len(complete)
-    try:
-        fs, path = fsspec.core.url_to_fs(root)
-        for name in complete:
-            if name in doomed and name not in keep:
-                if not dry_run:
-                    fs.rm(f"{str(path).rstrip('/')}/{name}")
-                report.files_deleted.append(name)
-    except OSError as exc:
-        raise ArchiveError(f"archive gc below {root!r}: {exc}") from exc
+    for each in (root, *more_roots):
+        complete, _ = warc_files(each)
+        report.files_seen += len(complete)
+        try:
+            fs, path = fsspec.core.url_to_fs(each)
+            for name in complete:
+                if name in doomed and name not in keep:
+                    if not dry_run:
+                        fs.rm(f"{str(path).rstrip('/')}/{name}")
+                    report.files_deleted.append(f"{each.rstrip('/')}/{name}" if more_roots
+                                                else name)
+        except OSError as exc:
+            raise ArchiveError(f"archive gc below {each!r}: {exc}") from exc
     return report
 
 

@@ -28,6 +28,10 @@ if TYPE_CHECKING:  # the URL code loads only when a command runs
     from courtier.store.base import Store
 
 
+ARCHIVE_HELP = ("WARC root, a folder or fsspec URL (default: the archive the crawl in --data "
+                "wrote to)")
+
+
 def add_admin_commands(sub: Any) -> None:
     """Register the admin subcommands on the top-level subparsers."""
     policy = sub.add_parser("policy", help="per-host politeness overrides")
@@ -67,7 +71,7 @@ def add_admin_commands(sub: Any) -> None:
     again = sub.add_parser("reparse", help="parse archived pages again (no network): new "
                                            "links, fingerprints, one reparse event per capture")
     again.add_argument("--data", type=Path, default=Path("crawl-data"))
-    again.add_argument("--archive", help="WARC root, a folder or fsspec URL (default DATA/warc)")
+    again.add_argument("--archive", help=ARCHIVE_HELP)
     again.add_argument("--since", help="only captures fetched at or after this time "
                                        "(ISO 8601, UTC unless an offset is given, or POSIX)")
     again.add_argument("--host", help="only captures of this host (name, or name:port)")
@@ -79,7 +83,7 @@ def add_admin_commands(sub: Any) -> None:
     gc = archive_actions.add_parser("gc", help="delete WARC files whose captures are all "
                                                "expired and referenced by nothing")
     gc.add_argument("--data", type=Path, default=Path("crawl-data"))
-    gc.add_argument("--archive", help="WARC root, a folder or fsspec URL (default DATA/warc)")
+    gc.add_argument("--archive", help=ARCHIVE_HELP)
     gc.add_argument("--keep-last", type=int, help="captures of each URL to keep (newest)")
     gc.add_argument("--keep-days", type=float, help="keep captures younger than this")
     gc.add_argument("--cursor-file", type=Path, action="append", default=[],
@@ -93,7 +97,8 @@ def add_admin_commands(sub: Any) -> None:
                              "applied; cdxj: a sorted CDXJ index of the WARC files (pywb)")
     export.add_argument("--data", type=Path, default=Path("crawl-data"))
     export.add_argument("--archive", help="cdxj: WARC root, a folder or fsspec URL "
-                                          "(default DATA/warc)")
+                                          "(default: the archive the crawl in --data wrote "
+                                          "to, every worker's folder)")
     add_store_flag(export)
     add_store_flag(again)
     add_store_flag(gc)
@@ -259,10 +264,10 @@ async def _reparse(args: argparse.Namespace, store: Store, out: TextIO) -> int:
     config = CrawlConfig(scope=args.scope) if args.scope else CrawlConfig()
     intake = Intake(Scope(config, []))
     restore_scope_seeds(intake, await store.seed_urls())
-    root = args.archive or str(args.data / "warc")
+    root, *more = _roots(args)
     report = await reparse(store, root, intake, selection=selection,
                            checkpoint=args.data / f"reparse-v{PARSER_VERSION}.cursor",
-                           from_start=args.from_start)
+                           from_start=args.from_start, more_roots=more)
     out.write(json.dumps(dataclasses.asdict(report), sort_keys=True) + "\n")
     return 0
 
@@ -282,20 +287,41 @@ async def _archive_gc(args: argparse.Namespace, store: Store, out: TextIO) -> in
     cursors = [load_cursor(path, 0) for path in args.cursor_file]
     if args.consumed_up_to is not None:
         cursors.append(args.consumed_up_to)
-    root = args.archive or str(args.data / "warc")
+    root, *more = _roots(args)
     report = await collect_garbage(store, root, RetentionRule(args.keep_last, args.keep_days),
-                                   time.time(), min(cursors) if cursors else None, args.dry_run)
+                                   time.time(), min(cursors) if cursors else None, args.dry_run,
+                                   more_roots=more)
     out.write(json.dumps(dataclasses.asdict(report), sort_keys=True) + "\n")
     return 0
 
 
+def _roots(args: argparse.Namespace) -> list[str]:
+    """``--archive``, else every WARC root the crawl in ``--data`` wrote to (each worker's
+    folder of ``crawl --workers N``; ``DATA/warc`` for a crawl from before they were
+    remembered)."""
+    from courtier.archive.roots import archive_roots
+
+    return [str(args.archive)] if args.archive else archive_roots(args.data)
+
+
 def _export_cdxj(args: argparse.Namespace, out: TextIO) -> int:
     from courtier.archive.cdxj import main_stderr_note, write_cdxj
+    from courtier.archive.roots import archive_roots
 
-    root = args.archive or str(args.data / "warc")
-    if args.archive is None and not (args.data / "warc").is_dir():
-        raise ConfigError(f"--data {args.data}: no WARC folder here ({args.data / 'warc'})")
-    main_stderr_note(write_cdxj(root, out))
+    if args.archive:
+        main_stderr_note(write_cdxj(str(args.archive), out))
+        return 0
+    roots = archive_roots(args.data)
+    local = [root for root in roots if "://" not in root]
+    missing = [root for root in local if not Path(root).is_dir()]
+    if missing == roots:
+        raise ConfigError(f"--data {args.data}: no WARC folder here ({', '.join(missing)})")
+    if len(roots) == 1:
+        main_stderr_note(write_cdxj(roots[0], out))
+        return 0
+    # several workers' folders: one index, each filename relative to --data
+    present = [root for root in roots if root not in missing]
+    main_stderr_note(write_cdxj(present[0], out, present[1:], dir_root=str(args.data)))
     return 0
 
 

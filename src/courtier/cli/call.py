@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from courtier.core.errors import CourtierError
-from courtier.store.open import STORE_HELP, open_store, store_url
+from courtier.store.open import STORE_HELP, data_dir_in_use, is_shared, open_store, store_url
 
 # aiohttp, the API and the configuration load inside the functions that use them,
 # so that ``courtier --help`` and argument errors answer at once.
@@ -61,7 +61,8 @@ async def _call_store(args: argparse.Namespace, method: str, path: str,
             from courtier.core.clock import RealClock
             from courtier.core.config import offline_config
 
-            return await stats_answer(store, offline_config(), RealClock().now())
+            elsewhere = not is_shared(url) and data_dir_in_use(args.data)
+            return await stats_answer(store, offline_config(), RealClock().now(), elsewhere)
         from courtier.api.control import StoreOnlyControl
         from courtier.api.routes import invoke
 

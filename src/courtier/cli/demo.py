@@ -15,7 +15,8 @@ from pathlib import Path
 from courtier.core.config import build_config
 from courtier.crawl.app import crawl, data_dir_lock, run_async
 from courtier.crawl.progress import Progress, summary_line
-from courtier.testweb import TestWebServer, default_web, politeness_violations
+from courtier.testweb import TestWebServer, WebSpec, default_web, politeness_violations
+from courtier.testweb.serve import broken_hosts_lines
 
 #: the search the demo ends with: each host's about page and its mirror (a revisit)
 DEMO_QUERY = "about"
@@ -49,6 +50,8 @@ async def _demo(data: Path, hosts: int, pages: int, delay: float, progress_mode:
         print(f"  {path}")
     print(f"database: {data / 'courtier.db'}")
     await _index_and_search(data)
+    for line in demo_epilogue(spec):
+        print(line)
     return 0 if not violations else 1
 
 
@@ -72,6 +75,19 @@ async def _index_and_search(data: Path) -> None:
     sys.stdout.write("".join(f"  {line}\n" for line in render_text(found).splitlines()))
     print(f"try: courtier search polite crawler --data {data}  "
           "(README: 'Feed a search index')")
+
+
+def demo_epilogue(spec: WebSpec) -> list[str]:
+    """The demo's last lines: the hosts broken on purpose, and what to try next."""
+    return [
+        *(f"broken on purpose: {line}" for line in broken_hosts_lines(spec)),
+        "next:",
+        "  courtier testweb serve        # this test web until Ctrl-C; prints its crawl command",
+        "  that command with --workers 3 --store postgresql://…   # a 3-worker cluster "
+        "(docs/scale-out.md)",
+        "  that command with --api 127.0.0.1:8790   # the live dashboard at "
+        "http://127.0.0.1:8790/ (docs/api.md)",
+    ]
 
 
 def run_demo(data: Path | None, hosts: int, pages: int, delay: float,

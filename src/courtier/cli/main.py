@@ -20,6 +20,7 @@ from courtier.cli.crawl_flags import add_crawl_flags, config_from_args, worker_d
 from courtier.cli.index_commands import add_index_commands, run_index_commands
 from courtier.cli.ops_commands import add_ops_commands, run_ops
 from courtier.cli.query import add_query_commands, run_query
+from courtier.cli.testweb_command import add_testweb_command, run_testweb
 from courtier.core.errors import ConfigError, CourtierError
 from courtier.crawl.progress import summary_line
 from courtier.store.open import is_shared, make_data_dir, store_url
@@ -98,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--pages", type=int, default=12, help="pages per host (12)")
     demo.add_argument("--delay", type=float, default=0.2, help="per-host delay (0.2)")
     demo.add_argument("--progress", choices=("auto", "bar", "log", "none"), default="auto")
+    add_testweb_command(sub)
     add_admin_commands(sub)
     add_query_commands(sub)
     add_ops_commands(sub)
@@ -186,8 +188,14 @@ def cmd_crawl(args: argparse.Namespace) -> int:
     else:
         status = run(config, config.progress, report_problem)
     print(summary_line(status))
-    print(f"courtier: data in {config.data} (WARC files under "
-          f"{config.archive or config.data / 'warc'})")
+    if config.workers > 1:
+        from courtier.cluster.local import warc_folders
+
+        folders = warc_folders(config)
+        where = ", ".join(folders) if len(folders) <= 3 else f"{folders[0]} … {folders[-1]}"
+    else:
+        where = str(config.archive or config.data / "warc")
+    print(f"courtier: data in {config.data} (WARC files under {where})")
     return EXIT_OK
 
 
@@ -208,6 +216,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_crawl(args)
         if args.command == "demo":
             return cmd_demo(args)
+        if args.command == "testweb":
+            return run_testweb(args)
         if args.command in ("policy", "events", "export", "reparse", "archive"):
             return run_admin(args)
         if args.command in ("seed", "url", "domain", "stats", "cluster"):

@@ -42,6 +42,9 @@ def add_query_commands(sub: Any) -> None:
     add.add_argument("--value", type=float,
                      help="value of these URLs for the refresh planner (default: derived "
                           "from depth and --priority; see docs/freshness.md)")
+    add.add_argument("--json", action="store_true",
+                     help="print the API's JSON answer (a result per URL) instead of one "
+                          "summary line")
     common(add)
     url = sub.add_parser("url", help="a URL's state: fetches, schedule, digest, WARC location; "
                                      "or 'url import-values FILE' (url<TAB>value lines)")
@@ -134,5 +137,19 @@ def run_query(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
             stream.write(render_text(answer))
             return 0
+        if args.command == "seed" and not args.json and status == 200:
+            for item in answer["results"]:
+                if item["result"] == "rejected":
+                    print(f"courtier: rejected seed {item['url']!r}: {item['reason']}",
+                          file=sys.stderr)
+            stream.write(seed_summary(answer) + "\n")
+            return 0
     stream.write(json.dumps(answer, indent=2, sort_keys=True) + "\n")
     return 0 if 200 <= status < 300 else 1
+
+
+def seed_summary(answer: dict[str, Any]) -> str:
+    """The one line ``seed add`` prints: how many seeds were added, already known, refused
+    (each refused one is also named on stderr)."""
+    return (f"courtier: {answer['accepted']} seeds added, {answer['duplicate']} already "
+            f"known, {answer['rejected']} rejected")

@@ -25,21 +25,29 @@ import multiprocessing
 import os
 import queue
 import signal
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Mapping
 from multiprocessing.process import BaseProcess
 from multiprocessing.queues import Queue
 from typing import Any
 
+from courtier.archive.roots import remember_roots
+from courtier.cluster.local_progress import FINAL, READY, ChildReporter, ClusterProgress
 from courtier.core.config import CrawlConfig, api_address
 from courtier.core.errors import ConfigError
-from courtier.core.logs import log_event
+from courtier.core.logs import NOTICE_LOGGER, log_event
 from courtier.crawl.intake import SeedProblem
-from courtier.crawl.status import CrawlStatus
+from courtier.crawl.progress import progress_stream
+from courtier.crawl.status import CrawlStatus, summed_status
 from courtier.store.open import is_shared, store_url
 
 log = logging.getLogger("courtier")
+notice = logging.getLogger(NOTICE_LOGGER)
 
-__all__ = ["child_configs", "run_local_cluster"]
+#: the exit status of a child stopped by a second signal outside its crawl's handlers
+EXIT_ABORTED = 130
+
+__all__ = ["child_configs", "run_local_cluster", "warc_folders"]
 
 
 def child_configs(config: CrawlConfig) -> list[CrawlConfig]:
@@ -59,14 +67,42 @@ def child_configs(config: CrawlConfig) -> list[CrawlConfig]:
     return out
 
 
-def _child(config: CrawlConfig, results: Queue[Any], verbose: bool) -> None:
-    from courtier.core.logs import setup_logging
+class _ChildSignals:
+    """A child's SIGINT/SIGTERM outside its crawl's own handlers: while it starts (imports,
+    the store opened) and while it closes. The first asks the crawl to stop as soon as
+    it runs (``stop``); a second exits at once, as a second Ctrl-C does in a crawl."""
 
-    setup_logging(config.log_format, verbose, worker=config.data.name)
-    from courtier.crawl.app import run
+    def __init__(self) -> None:
+        self.stop = asyncio.Event()
 
-    status = run(config, "none")
-    results.put(dataclasses.asdict(status))
+    def install(self) -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, self._on_signal)
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        if self.stop.is_set():
+            raise KeyboardInterrupt
+        self.stop.set()
+
+
+def _child(config: CrawlConfig, messages: Queue[Any], verbose: bool) -> None:
+    # the parent alone hears the terminal's Ctrl-C, and passes each signal on once: a
+    # child in the terminal's process group would get every Ctrl-C twice (an abort)
+    os.setpgrp()
+    signals = _ChildSignals()
+    signals.install()
+    messages.put((READY, config.data.name, {}))
+    try:
+        from courtier.core.logs import setup_logging
+
+        setup_logging(config.log_format, verbose, worker=config.data.name)
+        from courtier.crawl.app import run
+
+        status = run(config, "none", on_progress=ChildReporter(config.data.name, messages.put),
+                     stop=signals.stop)
+    except KeyboardInterrupt:  # a second signal before or after the crawl: exit now
+        sys.exit(EXIT_ABORTED)
+    messages.put((FINAL, config.data.name, dataclasses.asdict(status)))
 
 
 async def _refuse_join(config: CrawlConfig, children: list[CrawlConfig]) -> None:
@@ -118,63 +154,119 @@ def run_local_cluster(config: CrawlConfig,
             f"--workers {config.workers} needs --store postgresql://…: the embedded SQLite "
             "store admits one writer process at a time (see docs/deployment.md)")
     config.data.mkdir(parents=True, exist_ok=True)
+    remember_roots(config.data, warc_folders(config))
     children_configs = child_configs(config)
     if not config.join:
         asyncio.run(_refuse_join(config, children_configs))
     asyncio.run(_queue_seeds(config, report_problem))
     context = multiprocessing.get_context("spawn")
-    results: Queue[Any] = context.Queue()
+    messages: Queue[Any] = context.Queue()
     verbose = logging.getLogger().isEnabledFor(logging.DEBUG)
     children: list[BaseProcess] = [
-        context.Process(target=_child, args=(child, results, verbose), name=child.data.name)
+        context.Process(target=_child, args=(child, messages, verbose), name=child.data.name)
         for child in children_configs
     ]
-    for child in children:
-        child.start()
-    interrupts = 0
+    # started with SIGINT ignored (inherited through the exec) until each installs its own
+    # handlers and says so (READY): a Ctrl-C meanwhile is passed on then
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    received: list[int] = []
+    ready: set[str] = set()
+
+    def send(child: BaseProcess, signum: int) -> None:
+        if child.pid is not None and child.is_alive():
+            # the first stop drains, a second one aborts (the child's own handlers)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child.pid, signum)
 
     def forward(signum: int, _frame: object) -> None:
-        nonlocal interrupts
-        interrupts += 1
+        received.append(signum)
         for child in children:
-            if child.pid is not None and child.is_alive():
-                # the first stop drains, a second one aborts (the child's own handlers)
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(child.pid, signal.SIGINT if interrupts == 1 else signal.SIGTERM)
+            if child.name in ready:
+                send(child, signum)
 
-    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
-    statuses: list[dict[str, Any]] = []
     try:
-        # read while they run: a child exits only once its result has left the pipe
-        while any(child.is_alive() for child in children) or not results.empty():
+        for child in children:
+            child.start()
+    finally:
+        for sig in previous:
+            signal.signal(sig, forward)
+    display = ClusterProgress(len(children), config.progress, progress_stream(config))
+    statuses: dict[str, dict[str, Any]] = {}
+    try:
+        # read while they run: a child exits only once its messages have left the pipe
+        while any(child.is_alive() for child in children) or not messages.empty():
             with contextlib.suppress(queue.Empty):
-                statuses.append(results.get(timeout=0.5))
+                kind, name, figures = messages.get(timeout=0.5)
+                if kind == FINAL:
+                    statuses[name] = figures
+                elif kind == READY:
+                    ready.add(name)
+                    for signum in received[:2]:  # signals that came while it started
+                        send(next(c for c in children if c.name == name), signum)
+                else:
+                    display.update(name, figures)
+            display.show()
         for child in children:
             child.join()
     finally:
+        display.close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    failed = [c.name for c in children if c.exitcode not in (0, None)]
+    failed = {c.name or "": c.exitcode for c in children
+              if not _ended_well(c.exitcode, c.name in statuses, received)}
     if failed:
+        _report_failed(failed, len(children), len(received), config.lease_ttl)
+    return _summed(list(statuses.values()), list(failed))
+
+
+def _ended_well(exitcode: int | None, reported: bool, forwarded: list[int]) -> bool:
+    """A child ended well when it exited 0, or when it had sent its final figures and then
+    a signal passed on from the user ended it (its exit, not its crawl, was cut short)."""
+    if exitcode == 0:
+        return True
+    return reported and exitcode is not None and (
+        -exitcode in forwarded or exitcode == EXIT_ABORTED)
+
+
+def _report_failed(failed: Mapping[str, int | None], workers: int, interrupts: int,
+                   lease_ttl: float) -> None:
+    """One line on the worker processes that did not end normally, saying what becomes of
+    what they held: a sibling still running takes their shards over; otherwise a run on
+    the same store does, once their leases have lapsed."""
+    names = ", ".join(failed)
+    codes = ", ".join(f"{name} {code}" for name, code in failed.items())
+    later = (f"a run on the same --store resumes what they held once their shard leases "
+             f"lapse (--lease-ttl {lease_ttl:g} s)")
+    if interrupts >= 2:
+        log_event(notice, logging.INFO, "workers_aborted",
+                  "worker processes %s stopped at once (a second signal): %s",
+                  names, later, worker=names, reason="aborted")
+    elif len(failed) < workers:
         log_event(log, logging.ERROR, "worker_failed",
-                  "worker processes %s ended abnormally; their shards went to the others",
-                  ", ".join(failed), worker=", ".join(failed), reason="abnormal exit")
-    return _summed(statuses, failed)
+                  "worker processes %s ended abnormally (exit codes: %s); the workers still "
+                  "running took their shards over, and %s", names, codes, later,
+                  worker=names, reason="abnormal exit")
+    else:
+        log_event(log, logging.ERROR, "worker_failed",
+                  "every worker process ended abnormally (exit codes: %s), so no other "
+                  "took their shards over: %s", codes, later, worker=names,
+                  reason="abnormal exit")
 
 
 def _summed(statuses: list[dict[str, Any]], failed: list[str]) -> CrawlStatus:
-    total = CrawlStatus()
     if not statuses:
+        total = CrawlStatus()
         total.stop_reason = "no worker finished"
         return total
-    total.started_at = min(s["started_at"] for s in statuses)
-    total.now = max(s["now"] for s in statuses)
-    for name in ("pages", "fetched", "errors", "denied", "bytes", "discovered",
-                 "stale_commits"):
-        setattr(total, name, sum(s[name] for s in statuses))
-    total.longest_stall = max(s["longest_stall"] for s in statuses)
-    total.left_for_later = any(s["left_for_later"] for s in statuses)
-    total.warc_files = sorted(f for s in statuses for f in s["warc_files"])
+    total = summed_status([CrawlStatus(**figures) for figures in statuses])
     reasons = sorted({s["stop_reason"] for s in statuses})
     total.stop_reason = ", ".join(reasons) + (f" ({len(failed)} failed)" if failed else "")
     return total
+
+
+def warc_folders(config: CrawlConfig) -> list[str]:
+    """Where the worker processes write their WARC files: ``--archive`` when given (all
+    of them; a remote one is spooled under each child's folder), else ``DATA/worker-I/warc``."""
+    if config.archive:
+        return [config.archive]
+    return [str(child.data / "warc") for child in child_configs(config)]

@@ -39,6 +39,7 @@ from typing import Any, Final, TextIO
 __all__ = [
     "KNOWN_FIELDS",
     "LOG_FORMATS",
+    "NOTICE_LOGGER",
     "STABLE_KEYS",
     "TEXT_FORMAT",
     "JsonFormatter",
@@ -52,6 +53,10 @@ TEXT_FORMAT: Final = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 STABLE_KEYS: Final = ("time", "level", "logger", "event", "message")
 #: keys written (in this order, after the stable ones) when a line knows them
 KNOWN_FIELDS: Final = ("host", "url", "shard", "worker", "outcome", "reason")
+#: the logger of the info lines a crawl process announces to whoever runs it (the API's
+#: address, a stop under way, what became of the worker processes of ``crawl --workers
+#: N``): shown at the default level, where other info lines are not
+NOTICE_LOGGER: Final = "courtier.notice"
 #: ``event`` of a line logged without one (a library's, or a call not converted yet)
 PLAIN_EVENT: Final = "log"
 _MARK: Final = "_courtier_handler"
@@ -121,9 +126,10 @@ def setup_logging(log_format: str = "text", verbose: bool = False,
                   stream: TextIO | None = None, logger: logging.Logger | None = None,
                   worker: str | None = None) -> None:
     """Send log records to ``stream`` (stderr) in ``log_format``; DEBUG with ``verbose``,
-    else WARNING. Calling it again replaces the handler it installed. Like
-    ``logging.basicConfig``, it leaves a root logger alone that others configured (a
-    test runner, an application embedding courtier); ``logger`` targets another one.
+    else WARNING, save the info lines of :data:`NOTICE_LOGGER`. Calling it again replaces
+    the handler it installed. Like ``logging.basicConfig``, it leaves a root logger alone
+    that others configured (a test runner, an application embedding courtier); ``logger``
+    targets another one.
     With json, Python warnings are logged too (``py.warnings``), so they are JSON lines."""
     if log_format not in LOG_FORMATS:
         raise ValueError(f"log format must be text or json, not {log_format!r}")
@@ -141,6 +147,7 @@ def setup_logging(log_format: str = "text", verbose: bool = False,
                          if log_format == "json" else logging.Formatter(text))
     target.addHandler(handler)
     target.setLevel(logging.DEBUG if verbose else logging.WARNING)
+    logging.getLogger(NOTICE_LOGGER).setLevel(logging.DEBUG if verbose else logging.INFO)
     if logger is None:
         logging.captureWarnings(log_format == "json")
 

@@ -17,14 +17,14 @@ import re
 import secrets
 import signal
 import socket
-import sys
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from pathlib import Path
-from typing import Any, TextIO, TypeVar, cast
+from typing import Any, TypeVar
 
 from courtier.api.server import make_app, start_api
 from courtier.api.worker_control import WorkerControl
 from courtier.archive.recovery import recover_warc_dir
+from courtier.archive.roots import remember_roots
 from courtier.archive.spool import SpooledArchive, is_remote, storage_options
 from courtier.archive.warc import WarcWriter
 from courtier.cluster.coordinator import LeaseSettings, ShardCoordinator
@@ -33,13 +33,13 @@ from courtier.cluster.timed_store import with_call_timeout
 from courtier.core.clock import Clock, RealClock
 from courtier.core.config import CrawlConfig, api_address
 from courtier.core.errors import ConfigError, FetchError, InvalidURL
-from courtier.core.logs import log_event
+from courtier.core.logs import NOTICE_LOGGER, log_event
 from courtier.core.urls import canonicalize, registrable_domain
 from courtier.crawl.intake import Intake, Scope, SeedProblem, read_seed_lines
 from courtier.crawl.loopwatch import LoopLagMonitor, log_tasks
 from courtier.crawl.metrics import CrawlMetrics
-from courtier.crawl.progress import Progress
-from courtier.crawl.status import CrawlStatus
+from courtier.crawl.progress import Progress, progress_stream
+from courtier.crawl.status import STOP_REASONS, CrawlStatus
 from courtier.crawl.worker import Worker
 from courtier.dedup.simhash import prepare_compiled
 from courtier.fetch.aiohttp_transport import AiohttpTransport
@@ -52,6 +52,7 @@ from courtier.store.open import is_shared, open_store, store_url
 from courtier.store.postgres.dsn import STALLED_TRANSACTION_TIMEOUT
 
 log = logging.getLogger("courtier")
+notice = logging.getLogger(NOTICE_LOGGER)
 T = TypeVar("T")
 
 
@@ -142,6 +143,7 @@ async def crawl(
             await store.close()
             await transport.close()
             raise
+    remember_roots(data, [config.archive if remote and config.archive else str(warc_root)])
     archive = open_archive(config, store) if remote else WarcWriter(
         str(warc_root), max_file_bytes=config.warc_max_bytes, software=config.user_agent)
     ticks: asyncio.Task[None] | None = None
@@ -185,20 +187,23 @@ async def crawl(
         loop = asyncio.get_running_loop()
         interrupts = 0
 
-        def on_signal() -> None:
+        def on_signal(sig: int) -> None:
             nonlocal interrupts
             interrupts += 1
             if interrupts == 1:
-                log_event(log, logging.WARNING, "stopping",
-                          "stopping: finishing in-flight fetches (Ctrl-C again to exit now)",
-                          reason="interrupted")
-                worker.request_stop("interrupted")
+                reason = STOP_REASONS.get(sig, "stopped")
+                again = "Ctrl-C again" if sig == signal.SIGINT else "a second signal"
+                log_event(notice, logging.INFO, "stopping",
+                          "stopping (%s): finishing in-flight fetches (%s to exit now)",
+                          signal.Signals(sig).name, again, reason=reason)
+                worker.request_stop(reason)
             else:
                 worker.abort()
 
+        previous_handlers = {sig: signal.getsignal(sig) for sig in STOP_REASONS}
         if install_signals:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, on_signal)
+            for sig in STOP_REASONS:
+                loop.add_signal_handler(sig, on_signal, sig)
             loop.add_signal_handler(signal.SIGUSR1, log_tasks)  # where each task awaits
         runner = None
         if config.api is not None:
@@ -206,7 +211,8 @@ async def crawl(
             app = make_app(WorkerControl(worker), worker.metrics.render, config.api_token,
                            config.api_allowed_hosts)
             runner, port = await start_api(app, api_host, api_port)
-            log_event(log, logging.WARNING, "api_listening", "admin API and dashboard on http://%s:%d/",
+            log_event(notice, logging.INFO, "api_listening",
+                      "admin API and dashboard on http://%s:%d/",
                       api_host, port, url=f"http://{api_host}:{port}/")
             if announce is not None:
                 announce(f"http://{api_host}:{port}/")
@@ -223,8 +229,10 @@ async def crawl(
             if runner is not None:
                 await runner.cleanup()
             if install_signals:
-                for sig in (signal.SIGINT, signal.SIGTERM):
+                for sig, handler in previous_handlers.items():
                     loop.remove_signal_handler(sig)
+                    if handler is not None:  # what the process had before (a child's)
+                        signal.signal(sig, handler)
         if not remote:
             status.warc_files = sorted(str(p) for p in warc_root.rglob("*.warc.gz"))
         return status
@@ -347,24 +355,18 @@ def crawl_gc() -> Iterator[None]:
         gc.unfreeze()
 
 
-def _progress_stream(config: CrawlConfig, mode: str) -> TextIO | None:
-    """With ``--log-format json`` progress lines (``log`` mode, or ``auto`` off a terminal)
-    are JSON log lines too (``event`` ``progress``); None: stderr as it is."""
-    if config.log_format != "json" or mode not in ("auto", "log") or \
-            (mode == "auto" and sys.stderr.isatty()):
-        return None
-    from courtier.core.logs import JsonLineStream
-
-    return cast(TextIO, JsonLineStream(sys.stderr))
-
-
 def run(config: CrawlConfig, progress_mode: str = "auto",
-        report_problem: Callable[[SeedProblem], None] | None = None) -> CrawlStatus:
-    """Synchronous entry point used by the CLI."""
-    progress = Progress(progress_mode, _progress_stream(config, progress_mode))
+        report_problem: Callable[[SeedProblem], None] | None = None, *,
+        on_progress: Callable[[CrawlStatus], None] | None = None,
+        stop: asyncio.Event | None = None) -> CrawlStatus:
+    """Synchronous entry point used by the CLI. ``on_progress`` (a worker process of
+    ``crawl --workers N``) takes the live figures instead of the progress display;
+    ``stop`` as in :func:`crawl`."""
+    progress = Progress(progress_mode, progress_stream(config, progress_mode))
     with data_dir_lock(config.data), crawl_gc():
         try:
-            return run_async(crawl(config, progress, report_problem))
+            return run_async(crawl(config, on_progress or progress, report_problem,
+                                   stop=stop))
         finally:
             progress.close()
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, TextIO, cast
 
 from courtier.crawl.progress_text import RATE_WINDOW, RecentRate
 
 if TYPE_CHECKING:  # the CLI imports this module; the worker loads only for a crawl
+    from courtier.core.config import CrawlConfig
     from courtier.crawl.status import CrawlStatus
 
 
@@ -56,6 +57,36 @@ def _left_for_later(s: CrawlStatus) -> str:
             "--data to finish them")
 
 
+class ProgressOutput:
+    """Where progress lines go: ``mode`` "bar" (one terminal line, rewritten), "log"
+    (time-stamped lines), "none", or "auto" (bar on a TTY, log otherwise). :meth:`show`
+    draws the first line (bar) or writes every line (log); :meth:`close` ends a bar."""
+
+    def __init__(self, mode: str = "auto", stream: TextIO | None = None) -> None:
+        self.stream = stream or sys.stderr
+        if mode == "auto":
+            mode = "bar" if self.stream.isatty() else "log"
+        self.mode = mode
+        self._drawn = False
+
+    def show(self, lines: list[str]) -> None:
+        if self.mode == "none" or not lines:
+            return
+        if self.mode == "bar":
+            self.stream.write("\r\x1b[2K" + lines[0])
+            self._drawn = True
+        else:
+            stamp = time.strftime("%H:%M:%S ")
+            self.stream.write("".join(stamp + line + "\n" for line in lines))
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self._drawn:
+            self.stream.write("\n")
+            self.stream.flush()
+            self._drawn = False
+
+
 class Progress:
     """Callable handed to the worker; rate-limited so it costs nothing on the hot path.
 
@@ -65,13 +96,10 @@ class Progress:
 
     def __init__(self, mode: str = "auto", stream: TextIO | None = None,
                  log_every: float = 5.0) -> None:
-        self.stream = stream or sys.stderr
-        if mode == "auto":
-            mode = "bar" if self.stream.isatty() else "log"
-        self.mode = mode
-        self.interval = 0.25 if mode == "bar" else log_every
+        self.output = ProgressOutput(mode, stream)
+        self.mode = self.output.mode
+        self.interval = 0.25 if self.mode == "bar" else log_every
         self._last = 0.0
-        self._drawn = False
         self._rate = RecentRate()
 
     def __call__(self, status: CrawlStatus) -> None:
@@ -82,16 +110,20 @@ class Progress:
         if now - self._last < self.interval:
             return
         self._last = now
-        line = status_line(status, rate)
-        if self.mode == "bar":
-            self.stream.write("\r\x1b[2K" + line)
-            self._drawn = True
-        else:
-            self.stream.write(time.strftime("%H:%M:%S ") + line + "\n")
-        self.stream.flush()
+        self.output.show([status_line(status, rate)])
 
     def close(self) -> None:
-        if self._drawn:
-            self.stream.write("\n")
-            self.stream.flush()
-            self._drawn = False
+        self.output.close()
+
+
+def progress_stream(config: CrawlConfig, mode: str | None = None) -> TextIO | None:
+    """With ``--log-format json`` progress lines (``log`` mode, or ``auto`` off a terminal)
+    are JSON log lines too (``event`` ``progress``); None: stderr as it is. ``mode``:
+    ``config.progress`` when not given."""
+    mode = config.progress if mode is None else mode
+    if config.log_format != "json" or mode not in ("auto", "log") or \
+            (mode == "auto" and sys.stderr.isatty()):
+        return None
+    from courtier.core.logs import JsonLineStream
+
+    return cast(TextIO, JsonLineStream(sys.stderr))

@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from courtier.archive.reader import StoredResponse, read_response
+from courtier.archive.roots import ArchiveRoots
 from courtier.archive.warc import WarcLocation
 from courtier.core.clock import Clock, RealClock
 from courtier.core.errors import ArchiveError, InvalidURL
@@ -94,9 +95,9 @@ def _capture(event: Event, selection: Selection) -> WarcLocation | None:
 
 
 class Reparser:
-    def __init__(self, store: Store, warc_root: str, intake: Intake, parse: Parse,
+    def __init__(self, store: Store, roots: ArchiveRoots, intake: Intake, parse: Parse,
                  parser_version: int, clock: Clock) -> None:
-        self.store, self.root, self.intake = store, warc_root, intake
+        self.store, self.roots, self.intake = store, roots, intake
         self.parse, self.parser_version, self.clock = parse, parser_version, clock
         self.duplicates = DuplicateTracker()
         self.unreadable: list[str] = []
@@ -104,7 +105,8 @@ class Reparser:
     def _one(self, event: Event, location: WarcLocation, depth: int
              ) -> tuple[ReparseEvent, list[NewUrl]] | None:
         try:
-            stored: StoredResponse = read_response(self.root, location)
+            stored: StoredResponse = read_response(self.roots.root_of(location.file),
+                                                   location)
         except ArchiveError as exc:
             self.unreadable.append(str(exc))
             return None
@@ -158,10 +160,12 @@ async def reparse(
     store: Store, warc_root: str, intake: Intake, *, selection: Selection = Selection(),
     checkpoint: Path | None = None, from_start: bool = False, parse: Parse = default_parse,
     parser_version: int = PARSER_VERSION, clock: Clock | None = None,
-    should_stop: Callable[[], bool] | None = None,
+    should_stop: Callable[[], bool] | None = None, more_roots: Sequence[str] = (),
 ) -> ReparseReport:
-    """Re-parse the selected captures (see the module docstring); returns the figures."""
-    reparser = Reparser(store, warc_root, intake, parse, parser_version, clock or RealClock())
+    """Re-parse the selected captures (see the module docstring); returns the figures.
+    ``more_roots``: the other WARC folders of a crawl of several workers."""
+    reparser = Reparser(store, ArchiveRoots([warc_root, *more_roots]), intake, parse,
+                        parser_version, clock or RealClock())
     report = ReparseReport()
     cursor = 0 if from_start else load_cursor(checkpoint, 0, "reparse checkpoint")
     while not (should_stop is not None and should_stop()):

@@ -3,6 +3,8 @@ the progress display, the admin API and the final summary."""
 
 from __future__ import annotations
 
+import signal
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 
@@ -35,3 +37,37 @@ class CrawlStatus:
     def pages_per_second(self) -> float:
         elapsed = self.now - self.started_at
         return self.fetched / elapsed if elapsed > 0 else 0.0
+
+
+#: the signals that stop a crawl, and the stop reason each gives (the summary's first
+#: word): Ctrl-C interrupts, a service manager's SIGTERM stops
+STOP_REASONS: dict[int, str] = {signal.SIGINT: "interrupted", signal.SIGTERM: "stopped"}
+
+#: figures that add up across the workers of one crawl (their shards are disjoint)
+SUMMED_FIGURES = ("pages", "fetched", "errors", "denied", "bytes", "queued", "in_flight",
+                  "hosts_active", "discovered", "stale_commits")
+
+
+def summed_status(statuses: Sequence[CrawlStatus]) -> CrawlStatus:
+    """The crawl-wide figures of several workers' statuses: counts added up, the earliest
+    start and the latest time, the longest stall, each worker's waiting text, the left
+    counts added when every worker knows its own, the WARC files of all. The stop reason
+    is left to the caller (it depends on how the workers ended)."""
+    total = CrawlStatus()
+    if not statuses:
+        return total
+    total.started_at = min(s.started_at for s in statuses)
+    total.now = max(s.now for s in statuses)
+    for name in SUMMED_FIGURES:
+        setattr(total, name, sum(getattr(s, name) for s in statuses))
+    total.longest_stall = max(s.longest_stall for s in statuses)
+    total.left_for_later = any(s.left_for_later for s in statuses)
+    waiting = [s.waiting.removeprefix("waiting: ") for s in statuses if s.waiting]
+    total.waiting = "waiting: " + "; ".join(waiting) if waiting else ""
+    unfetched = [s.left_unfetched for s in statuses if s.left_for_later]
+    retrying = [s.left_retrying for s in statuses if s.left_for_later]
+    if all(n is not None for n in unfetched + retrying):
+        total.left_unfetched = sum(n for n in unfetched if n is not None)
+        total.left_retrying = sum(n for n in retrying if n is not None)
+    total.warc_files = sorted(f for s in statuses for f in s.warc_files)
+    return total

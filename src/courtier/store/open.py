@@ -70,6 +70,25 @@ def make_data_dir(data_dir: Path) -> None:
         raise ConfigError(f"--data {data_dir}: the folder is not writable")
 
 
+def data_dir_in_use(data_dir: Path) -> bool:
+    """True when a crawl process holds ``DATA/courtier.lock`` (``crawl.app.data_dir_lock``):
+    probed with a non-blocking lock taken and dropped at once; a missing lock file is no
+    crawl."""
+    import fcntl
+
+    try:
+        handle = (data_dir / "courtier.lock").open("r")
+    except OSError:
+        return False
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        return False
+
+
 def is_shared(url: str | None) -> bool:
     """True when the store is a server (PostgreSQL), not the file under --data."""
     return url is not None and is_postgres_url(url)

@@ -16,7 +16,6 @@ from courtier.testweb.server import (
     TestWebServer,
     max_overlap,
     politeness_violations,
-    run_testweb_forever,
     serve_testweb,
 )
 from courtier.testweb.site import TestWeb
@@ -52,6 +51,5 @@ __all__ = [
     "normalize_path",
     "politeness_violations",
     "render_retry_after",
-    "run_testweb_forever",
     "serve_testweb",
 ]

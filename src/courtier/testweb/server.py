@@ -14,9 +14,7 @@ at zero when the server starts.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import ssl
-import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
@@ -128,13 +126,17 @@ class TestWebServer:
     With ``ssl_context`` (see :mod:`courtier.testweb.tls`) the server speaks
     HTTPS only and every URL of :attr:`web` is ``https://``; a request whose TLS
     handshake fails never reaches the handler, so it is not in :attr:`log`.
+    ``on_request`` is called with each record as it is appended to :attr:`log` (the
+    access log of ``courtier testweb serve``).
     """
 
     __test__ = False  # not a pytest test class
 
     def __init__(self, spec: WebSpec, port: int = 0, host: str = "127.0.0.1",
-                 ssl_context: ssl.SSLContext | None = None) -> None:
+                 ssl_context: ssl.SSLContext | None = None,
+                 on_request: Callable[[RequestRecord], None] | None = None) -> None:
         self.spec = spec
+        self._on_request = on_request
         self.bind_host = host
         self.ssl_context = ssl_context
         self._requested_port = port
@@ -277,21 +279,12 @@ class TestWebServer:
             return resp
         finally:
             end = time.monotonic()
-            self.log.append(
-                RequestRecord(
-                    host,
-                    request.raw_path,
-                    request.method,
-                    start,
-                    end,
-                    status,
-                    peer_port,
-                    retry_until,
-                    request.headers.get("User-Agent", ""),
-                    sent,
-                    whole,
-                )
-            )
+            record = RequestRecord(host, request.raw_path, request.method, start, end, status,
+                                   peer_port, retry_until,
+                                   request.headers.get("User-Agent", ""), sent, whole)
+            self.log.append(record)
+            if self._on_request is not None:
+                self._on_request(record)
 
     def _busy(self, spec: HostSpec) -> tuple[PageResponse, float | None]:
         """The busy answer and the monotonic time its Retry-After asks to wait until."""
@@ -392,17 +385,3 @@ async def serve_testweb(
         if on_ready is not None:
             on_ready(server)
         await asyncio.Event().wait()
-
-
-def _announce(server: TestWebServer) -> None:
-    print(f"courtier testweb listening on 127.0.0.1:{server.port}", file=sys.stderr)
-    print("hosts file:\n" + server.web.hosts_file_text(), file=sys.stderr)
-    for seed in server.web.seeds():
-        print(seed)
-    sys.stdout.flush()
-
-
-def run_testweb_forever(spec: WebSpec, port: int = 8080) -> None:
-    """Serve ``spec`` in the foreground until interrupted (Ctrl-C); prints seeds to stdout."""
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve_testweb(spec, port, on_ready=_announce))

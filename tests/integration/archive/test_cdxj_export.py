@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 from pathlib import Path
@@ -70,3 +71,25 @@ def test_files_still_marked_open_are_skipped_and_named(tmp_path: Path,
     assert main(["export", "cdxj", "--data", str(tmp_path)]) == 0
     captured = capsys.readouterr()
     assert captured.out == "" and "x.warc.gz" in captured.err
+    # issue #36: it says so in a line of its own, not only file by file
+    assert captured.err.splitlines()[-1] == (
+        "courtier: indexed 0 WARC files (0 lines); 1 still open, not indexed: run it again "
+        "once the crawl writing them has stopped")
+
+
+@pytest.mark.timeout(120)
+async def test_the_archive_a_crawl_wrote_to_is_the_default_of_export_and_reparse(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue #36: after ``crawl --archive DIR``, ``export cdxj --data D`` answered "no WARC
+    folder here". The crawl remembers its archive in D; export and reparse find it.
+    Red with ``remember_roots`` not called by the crawl."""
+    data, elsewhere = tmp_path / "data", tmp_path / "elsewhere"
+    async with TestWebServer(default_web(n_hosts=2, pages_per_host=3, crawl_delay=0.2)) as server:
+        await crawl(config_for(server, data, archive=str(elsewhere)),  # type: ignore[arg-type]
+                    install_signals=False)
+    assert not (data / "warc").exists() and any(elsewhere.glob("*.warc.gz"))
+    rows = cdxj_lines(data)
+    assert rows and all((elsewhere / entry["filename"]).is_file() for _, _, entry in rows)
+    assert await asyncio.to_thread(main, ["reparse", "--data", str(data)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["captures"] > 0 and report["unreadable"] == 0, report

@@ -41,7 +41,7 @@ def test_values_and_host_tiers_from_the_cli(tmp_path: Path) -> None:
     data = tmp_path / "data"
     data.mkdir()
     asyncio.run(SqliteStore(data / "courtier.db").open())
-    code, answer = _run(run_query, "seed", "add", "http://a.test/", "http://a.test/b",
+    code, answer = _run(run_query, "seed", "add", "--json", "http://a.test/", "http://a.test/b",
                         "--value", "7.5", "--data", str(data))
     assert code == 0 and answer["accepted"] == 2, answer
     values_file = tmp_path / "values.tsv"
@@ -76,7 +76,7 @@ def test_a_bad_values_file_imports_nothing_and_names_every_bad_line(tmp_path: Pa
     data = tmp_path / "data"
     data.mkdir()
     asyncio.run(SqliteStore(data / "courtier.db").open())
-    _run(run_query, "seed", "add", "http://a.test/", "--data", str(data))
+    _run(run_query, "seed", "add", "--json", "http://a.test/", "--data", str(data))
     bad = tmp_path / "bad.tsv"
     bad.write_text("http://a.test/\t2\nno tab here\nhttp://a.test/\tlots\n"
                    "http://a.test/\t-1\n", encoding="utf-8")

@@ -33,7 +33,7 @@ async def test_seeds_added_to_a_new_folder_are_crawled_by_crawl_data(tmp_path: P
     data = tmp_path / "new-crawl"
     async with TestWebServer(default_web(n_hosts=2, pages_per_host=4, crawl_delay=0.2)) as server:
         seeds = server.web.seeds()
-        code, added = await asyncio.to_thread(_cli, run_query, "seed", "add", *seeds,
+        code, added = await asyncio.to_thread(_cli, run_query, "seed", "add", "--json", *seeds,
                                               "--data", str(data))
         assert code == 0 and added["accepted"] == len(seeds)
         first_host = seeds[0].split("/")[2]

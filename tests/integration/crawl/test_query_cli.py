@@ -72,7 +72,8 @@ async def test_same_answers_from_the_store_and_from_the_api(tmp_path: Path) -> N
     code, domain = await asyncio.to_thread(query, "domain", "stats", host, "--data", str(data))
     assert code == 0 and domain["hosts"][0]["stored"]["fetched"] > 0  # type: ignore[index]
     code, added = await asyncio.to_thread(
-        query, "seed", "add", "http://new.example/", "not a url", seed, "--data", str(data))
+        query, "seed", "add", "--json", "http://new.example/", "not a url", seed,
+        "--data", str(data))
     results = [r["result"] for r in added["results"]]  # type: ignore[index,union-attr]
     assert results == ["accepted", "rejected", "duplicate"]
     code, missing = await asyncio.to_thread(query, "url", "http://nowhere.example/x",

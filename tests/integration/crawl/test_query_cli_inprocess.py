@@ -52,7 +52,7 @@ def test_seed_add_and_policy_set_open_no_socket(tmp_path: Path,
     data.mkdir()
     asyncio.run(_empty_crawl(data))
     opened = _no_listening(monkeypatch)
-    code, answer = _run(run_query, "seed", "add", "http://a.test/", "http://a.test/b",
+    code, answer = _run(run_query, "seed", "add", "--json", "http://a.test/", "http://a.test/b",
                         "--priority", "42", "--data", str(data))
     assert code == 0 and answer["accepted"] == 2, answer
     code, policy = _run(run_admin, "policy", "set", "a.test", "--delay", "3", "--data", str(data))

@@ -66,8 +66,8 @@ def test_commands_share_one_postgres_store(capsys: pytest.CaptureFixture[str],
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     seeds = tmp_path / "seeds.txt"
     seeds.write_text("http://a.test/\nhttp://b.test/x\n# comment\n")
-    code, out, _ = run(capsys, "seed", "add", "--file", str(seeds), "--data", str(tmp_path),
-                       "--store", pg_dsn)
+    code, out, _ = run(capsys, "seed", "add", "--json", "--file", str(seeds),
+                       "--data", str(tmp_path), "--store", pg_dsn)
     assert code == 0 and [r["result"] for r in json.loads(out)["results"]] == ["accepted"] * 2
     assert not (tmp_path / "courtier.db").exists()  # nothing written to SQLite
     monkeypatch.setenv("COURTIER_STORE", pg_dsn)

@@ -129,7 +129,7 @@ def test_seed_add_file_names_bad_lines_and_adds_the_good_ones(
     seeds = tmp_path / "seeds.txt"
     seeds.write_text("http://a.test/ # comment\nnope, http://b.test/x\n")
     data = tmp_path / "new-crawl"
-    assert main(["seed", "add", "--file", str(seeds), "--data", str(data)]) == 0
+    assert main(["seed", "add", "--json", "--file", str(seeds), "--data", str(data)]) == 0
     out, err = capsys.readouterr()
     assert err.splitlines() == [f"courtier: skipped seed {seeds}:2: not a valid absolute URL "
                                 "(WHATWG parsing failed, no base given): 'nope': 'nope'"]
@@ -235,7 +235,7 @@ def test_query_commands_answer_a_bad_api_in_one_line(capsys: pytest.CaptureFixtu
 def test_configuration_commands_create_a_new_embedded_crawl(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     seeded, policed = tmp_path / "seeded", tmp_path / "policed"
-    assert main(["seed", "add", "http://a.test/", "--data", str(seeded)]) == 0
+    assert main(["seed", "add", "--json", "http://a.test/", "--data", str(seeded)]) == 0
     assert json.loads(capsys.readouterr().out)["accepted"] == 1
     assert (seeded / "courtier.db").exists()
     assert main(["policy", "set", "b.test", "--delay", "3", "--data", str(policed)]) == 0
@@ -273,3 +273,20 @@ def test_a_bad_hosts_file_names_resolve_file_and_line(tmp_path: Path,
     line = _config_error(["crawl", "--resolve", str(hosts), "--data", str(tmp_path / "d"),
                           "--progress", "none", "http://a.test/"], capsys)
     assert line == f"courtier: error: --resolve {hosts}:2: '1.2.3' is not an IP address"
+
+
+def test_seed_add_prints_one_summary_line_unless_json(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue #36: ``seed add`` printed ~7 JSON lines per URL. Now one line on stdout, and
+    each refused URL named on stderr; ``--json`` gives the API's answer. Red with the
+    summary branch removed from run_query."""
+    data = tmp_path / "crawl"
+    argv = ["seed", "add", "http://a.test/", "http://a.test/b", "ftp://x", "--data", str(data)]
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines() == ["courtier: 2 seeds added, 0 already known, 1 rejected"]
+    assert err.splitlines() == ["courtier: rejected seed 'ftp://x': bad URL: unsupported "
+                                "scheme 'ftp' in 'ftp://x': only http and https are crawlable"]
+    assert main(["seed", "add", "http://a.test/", "--data", str(data), "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["duplicate"] == 1 and answer["results"][0]["result"] == "duplicate"

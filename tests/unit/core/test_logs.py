@@ -18,6 +18,7 @@ import pytest
 from courtier.core.config import build_config
 from courtier.core.errors import ConfigError
 from courtier.core.logs import (
+    NOTICE_LOGGER,
     STABLE_KEYS,
     JsonFormatter,
     JsonLineStream,
@@ -162,3 +163,30 @@ def test_log_format_setting_from_flag_env_and_file(tmp_path: Path) -> None:
     assert build_config({"log_format": "text"}, toml, environ={}).log_format == "text"
     with pytest.raises(ConfigError, match="--log-format must be text or json"):
         build_config({}, environ={"COURTIER_LOG_FORMAT": "yaml"})
+
+
+def test_the_crawls_notices_are_info_lines_shown_where_other_info_lines_are_not() -> None:
+    """Issue #36: informational lines (a stop under way, the API's address) are logged
+    at INFO, not WARNING, and still shown without -v. Red with the notice logger's level
+    left unset."""
+    top = logging.getLogger("courtier.test_notice_top")
+    top.propagate = False
+    notice = logging.getLogger(NOTICE_LOGGER)
+    saved = (notice.parent, notice.level)
+    notice.parent = top  # as under the root: its lines reach the handler of ``top``
+    out = io.StringIO()
+    try:
+        setup_logging("text", stream=out, logger=top)
+        log_event(notice, logging.INFO, "stopping", "stopping (SIGTERM)")
+        log_event(logging.getLogger("courtier.test_notice_top.frontier"), logging.INFO,
+                  "backoff", "a host backs off")
+        setup_logging("text", verbose=True, stream=out, logger=top)
+        log_event(notice, logging.DEBUG, "detail", "a notice's detail under -v")
+    finally:
+        notice.parent, _ = saved
+        notice.setLevel(saved[1])
+        setup_logging("text", stream=io.StringIO(), logger=top)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2, lines
+    assert " INFO courtier.notice: stopping (SIGTERM)" in lines[0]
+    assert "a notice's detail under -v" in lines[1]
