@@ -14,6 +14,7 @@ at zero when the server starts.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
 import time
 from collections import defaultdict
