@@ -92,6 +92,9 @@ class Committer:
         #: results given up that way (their URLs are fetched again; module docstring)
         self.given_up = 0
         self._last_start = float("-inf")
+        #: the intake's known-link skips already counted in courtier_links_known (the
+        #: intake is made with its worker, so it starts at 0)
+        self._known_skips_counted = 0
 
     # ---- what the rest of the worker hands in ------------------------------------------
 
@@ -215,10 +218,20 @@ class Committer:
                           reason=str(exc))
                 await asyncio.sleep(COMMIT_RETRY)
         self._status.discovered += result.new_urls
+        self._count_links(batch, result.new_urls)
         self._status.stale_commits += result.stale
         self._metrics.stale_commits.inc(result.stale)
         self._metrics.events_emitted.inc(result.applied)
         self._intake.remember(u.url_key for c in batch for u in c.new_urls)
+
+    def _count_links(self, batch: list[FetchCommit], new: int) -> None:
+        """Links found and already known: the intake's skips of links the store had
+        acknowledged since the last commit, and the batch's rows the store did not insert."""
+        offered = sum(len(c.new_urls) for c in batch)
+        skips = self._intake.known_skips - self._known_skips_counted
+        self._known_skips_counted = self._intake.known_skips
+        self._metrics.links_found.inc(offered + skips)
+        self._metrics.links_known.inc(max(0, offered - new) + skips)
 
     def _give_up(self, batch: list[FetchCommit], exc: StoreError) -> None:
         """Stopping, and the store still refuses the batch: leave it (module docstring)."""

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from courtier.core.config import CrawlConfig
 from courtier.core.records import DAY
 from courtier.crawl.day_counts import DayCountLedger
+from courtier.crawl.metrics import CrawlMetrics
 from courtier.frontier.budget import DailyBudget
 from courtier.frontier.host import HostState
 from courtier.frontier.scheduler import Frontier
@@ -31,8 +32,9 @@ class DayLimits:
     """The daily budget and the per-host day counts of one worker."""
 
     def __init__(self, config: CrawlConfig, store: Store, frontier: Frontier,
-                 request_stop: Callable[[str], None]) -> None:
+                 request_stop: Callable[[str], None], metrics: CrawlMetrics) -> None:
         self._config = config
+        self._metrics = metrics
         self._store = store
         self._frontier = frontier
         self._request_stop = request_stop
@@ -59,6 +61,8 @@ class DayLimits:
         if self._budget.allows(now):
             self.spent_until = None
             return True
+        if self.spent_until is None:  # the budget begins holding fetches back
+            self._metrics.daily_budget_spent.inc()
         self.spent_until = self._budget.next_allowed(now)
         if self._budget.spent_for_today(now) and not self._config.continuous:
             self._request_stop("daily budget spent")
@@ -69,8 +73,11 @@ class DayLimits:
         if self._budget is not None:
             self._budget.spend(issued_at)
             self._ledger.add(DAILY_BUDGET_KEY, self._budget.day_start)
-        if host.policy.max_pages is not None and host.day_start is not None:
+        cap = host.policy.max_pages
+        if cap is not None and host.day_start is not None:
             self._ledger.add(host.host_key, host.day_start)
+            if host.day_pages == cap:  # this lease is the host's last of its day
+                self._metrics.host_day_caps.inc()
 
     async def write_ahead(self) -> None:
         """Return once every count noted so far is in the store (before a request)."""

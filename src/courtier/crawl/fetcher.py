@@ -128,7 +128,9 @@ class Fetcher:
             self.limits, max_body_bytes=MAX_ROBOTS_BYTES, max_decoded_bytes=MAX_ROBOTS_BYTES)
         #: the store's payload index, asked for many fetches at once
         self.payload_lookups = PayloadLookups(store)
-        self.parsers = OffLoopParser(timeout=config.parse_timeout)
+        self.parsers = OffLoopParser(timeout=config.parse_timeout,
+                                     on_wait=metrics.parse_wait.observe)
+        metrics.parse_queue.set_function(lambda: self.parsers.unfinished)
         #: no new fetch before this (a WARC write failed)
         self.archive_trouble_until = float("-inf")
         #: discovered rows whose intake failed (store error), queued again by :meth:`requeue`
@@ -157,6 +159,7 @@ class Fetcher:
         self.auditor.on_finish(lease.host_key)
         self.frontier.return_lease(lease)
         self.metrics.fenced_requests.inc()
+        self.metrics.re_lease("fenced")
 
     def _request(self, lease: Lease) -> FetchRequest:
         headers = [("User-Agent", self.config.user_agent)]
@@ -202,14 +205,30 @@ class Fetcher:
             # fenced, drained or stopped while the store was being asked (a stalled or
             # restarting server): nothing was sent, so the host's and the address's
             # in-flight slots and the URL go back, as for any cancelled request
-            self.auditor.on_finish(lease.host_key)
-            self.frontier.return_lease(lease)
+            self._cancelled(lease)
             raise
         if isinstance(retry_at, int):
             return retry_at
         self.auditor.on_finish(lease.host_key)
         self.frontier.defer_lease(lease, retry_at)
+        self.metrics.re_lease("deferred")
         return None
+
+    def _cancelled(self, lease: Lease) -> None:
+        """A lease cancelled before its answer (stop, lost or drained shard, fence): its
+        slot is freed and its URL returned unchanged, to be leased again."""
+        self.auditor.on_finish(lease.host_key)
+        self.frontier.return_lease(lease)
+        self.metrics.re_lease("cancelled")
+
+    def _requested(self, lease: Lease, resp: FetchResponse | None) -> None:
+        """A request was sent: latency of its answer, and whether it is a refetch."""
+        if resp is not None:
+            self.metrics.fetch_ttfb.observe(resp.ttfb)
+            self.metrics.fetch_duration.observe(resp.elapsed)
+        due = lease.due
+        if due is not None and due.version > 0:
+            self.metrics.refetches.inc()
 
     async def _fetch_page(self, lease: Lease) -> None:
         try:
@@ -223,6 +242,7 @@ class Fetcher:
             return
         except FetchError as exc:
             self._finished(lease, None)
+            self._requested(lease, None)
             if isinstance(exc, BlockedAddressError):  # first: its URLs are denied, not released
                 self.frontier.block_address(lease.host_key)
             self.frontier.finish_page(lease, FetchFeedback(None, 0.0, None, lease.ip))
@@ -232,11 +252,12 @@ class Fetcher:
             self.metrics.fetches.labels(str(commit.outcome), "error").inc()
             return
         except asyncio.CancelledError:
-            self.auditor.on_finish(lease.host_key)
-            self.frontier.return_lease(lease)
+            self._cancelled(lease)
             raise
         now = self.clock.now()
         self._finished(lease, resp.status)
+        self._requested(lease, resp)
+        self.metrics.response(resp.status)
         retry_at = parse_retry_after(resp.header("retry-after"), now)
         self.frontier.finish_page(
             lease, FetchFeedback(resp.status, resp.elapsed, retry_at, resp.remote_ip))
@@ -247,6 +268,7 @@ class Fetcher:
             # this URL, so it goes back to the store as it was
             assert lease.due is not None
             self.frontier.release_url(lease.due, lease.due.next_fetch_at)
+            self.metrics.re_lease("cancelled")
             raise
 
     async def _after_response(self, lease: Lease, resp: FetchResponse, now: float) -> None:
@@ -300,11 +322,17 @@ class Fetcher:
                       url=lease.url, host=lease.host_key, reason=str(exc))
             self.frontier.release_url(lease.due, now + ARCHIVE_RETRY)
             self.archive_trouble_until = now + ARCHIVE_RETRY
+            self.metrics.re_lease("archive_error")
             return
         self.committer.add(commit)
         self._count(lease, resp)
-        self.metrics.fetches.labels(str(commit.outcome), status_class(resp.status)).inc()
-        self.metrics.bytes.inc(len(resp.raw_body))
+        metrics = self.metrics
+        metrics.fetches.labels(str(commit.outcome), status_class(resp.status)).inc()
+        metrics.bytes.inc(len(resp.raw_body))
+        if first_copy is not None and first_copy.url != lease.url:  # a revisit record
+            metrics.duplicates.labels("exact").inc()
+        if commit.near_dup_of is not None:
+            metrics.duplicates.labels("near").inc()
 
     async def _sitemap_changed(self, lease: Lease, sitemap: SitemapResult, now: float) -> None:
         """Known URLs whose sitemap ``lastmod`` is later than their last fetch become due
@@ -333,7 +361,6 @@ class Fetcher:
         if found is None:
             return None
         warc_file, offset, url, fetched_at = found
-        self.metrics.duplicates.labels("exact").inc()
         return FirstCopy(url, fetched_at, warc_file, offset)
 
     async def _discover_sitemaps(self, lease: Lease, sitemaps: Sequence[str]) -> None:
@@ -398,6 +425,7 @@ class Fetcher:
             if not self.may_start():
                 raise SendRefused(f"{lease.url}: fenced before the request")
             resp = await self.transport.fetch(self._request(lease), self.robots_limits)
+            self._requested(lease, resp)
             if 200 <= resp.status < 300 and resp.truncated in INCOMPLETE_ROBOTS:
                 raise FetchError(f"{lease.url}: robots.txt cut short ({resp.truncated})")
             parsed = (await parse_off_loop(resp.body, self.agent)
@@ -412,8 +440,7 @@ class Fetcher:
                 frontier.block_address(lease.host_key)
             frontier.finish_robots(lease, None, error_kind=exc.kind)
         except asyncio.CancelledError:
-            self.auditor.on_finish(lease.host_key)
-            frontier.return_lease(lease)
+            self._cancelled(lease)
             raise
         else:
             self.auditor.on_finish(lease.host_key)

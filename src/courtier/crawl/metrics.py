@@ -23,6 +23,45 @@ from courtier.frontier.scheduler import Frontier
 
 TOP_HOSTS = 10   # bounded label cardinality: only the busiest hosts get a series
 
+#: statuses with a series of their own in ``courtier_responses_total``; any other is "other"
+RESPONSE_STATUSES = (200, 204, 206, 301, 302, 303, 304, 307, 308, 400, 401, 403, 404, 410,
+                     429, 500, 502, 503, 504)
+_STATUS_LABELS = {status: str(status) for status in RESPONSE_STATUSES}
+#: hosts with a series of their own in ``courtier_host_politeness_violations_total``
+VIOLATION_HOSTS = 20
+#: the label shared by every status, or host, beyond the bounded set
+OTHER = "other"
+#: why a lease ended without a result, so that its URL is leased again
+RE_LEASE_REASONS = ("cancelled", "fenced", "deferred", "archive_error", "recovered")
+
+
+def status_label(status: int) -> str:
+    """The ``status`` label of a response: the code itself when it is one of
+    :data:`RESPONSE_STATUSES`, else ``"other"`` (bounded cardinality)."""
+    return _STATUS_LABELS.get(status, OTHER)
+
+
+class FirstLabels:
+    """A bounded label set: the first ``limit`` distinct values keep their own label, every
+    later one shares ``"other"`` (the set never changes once full, so a series never moves)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._kept: set[str] = set()
+
+    def label(self, value: str) -> str:
+        kept = self._kept
+        if value in kept:
+            return value
+        if len(kept) < self.limit and value != OTHER:
+            kept.add(value)
+            return value
+        return OTHER
+
+
+#: seconds: bucket bounds of the fetch latency histograms
+FETCH_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
 
 class _FrontierCollector(Collector):
     def __init__(self, frontier: Frontier, clock: Clock) -> None:
@@ -136,8 +175,64 @@ class CrawlMetrics:
             "lease starts that broke a host's delay or in-flight cap (must stay 0)", registry=r)
         self.robots_fetches = Counter("courtier_robots_fetches", "robots.txt fetches",
                                       ["status_class"], registry=r)
-        self.duplicates = Counter("courtier_duplicates", "duplicates found", ["kind"],
-                                  registry=r)
+        self.duplicates = Counter(
+            "courtier_duplicates",
+            "duplicates found (exact: same payload under another URL; near: SimHash twin)",
+            ["kind"], registry=r)
+        for kind in ("exact", "near"):
+            self.duplicates.labels(kind)
+        self.responses = Counter(
+            "courtier_responses",
+            "page responses by status (common codes; any other is \"other\")",
+            ["status"], registry=r)
+        for status in (*_STATUS_LABELS.values(), OTHER):
+            self.responses.labels(status)
+        self.fetch_ttfb = Histogram(
+            "courtier_fetch_ttfb_seconds",
+            "time to first byte of page and robots.txt responses (request sent to headers)",
+            buckets=FETCH_BUCKETS, registry=r)
+        self.fetch_duration = Histogram(
+            "courtier_fetch_duration_seconds",
+            "total time of page and robots.txt responses (request sent to body read)",
+            buckets=FETCH_BUCKETS, registry=r)
+        self.refetches = Counter(
+            "courtier_refetches",
+            "page requests for a URL whose earlier fetch cycle was committed "
+            "(recrawls and retries)", registry=r)
+        self.re_leases = Counter(
+            "courtier_re_leases",
+            "leases that ended without a result, so their URL is leased again, by reason",
+            ["reason"], registry=r)
+        for reason in RE_LEASE_REASONS:
+            self.re_leases.labels(reason)
+        self.links_found = Counter(
+            "courtier_links_found",
+            "links, redirect targets and sitemap entries of fetched pages that passed the "
+            "scope and trap rules (distinct on each page)", registry=r)
+        self.links_known = Counter(
+            "courtier_links_known",
+            "of courtier_links_found, those the crawl already knew", registry=r)
+        self.parse_queue = Gauge(
+            "courtier_parse_queue",
+            "pages and sitemaps handed to a parse thread or child process, not yet parsed",
+            registry=r)
+        self.parse_wait = Histogram(
+            "courtier_parse_wait_seconds",
+            "how long a page or sitemap handed off the loop waited for a parse thread or "
+            "child process to start it",
+            buckets=(0.001, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30), registry=r)
+        self.daily_budget_spent = Counter(
+            "courtier_daily_budget_spent",
+            "times the daily budget (--daily-budget) began holding fetches back", registry=r)
+        self.host_day_caps = Counter(
+            "courtier_host_day_caps",
+            "times a host reached its pages-per-day cap (policy max-pages-per-day)",
+            registry=r)
+        self.host_politeness_violations = Counter(
+            "courtier_host_politeness_violations",
+            f"courtier_politeness_violations by host (the first {VIOLATION_HOSTS} hosts; "
+            "later ones as \"other\")", ["host"], registry=r)
+        self._violation_hosts = FirstLabels(VIOLATION_HOSTS)
         self.not_html = Counter(
             "courtier_not_html",
             "page fetches stopped after the headers (or the first 512 bytes): a type not "
@@ -188,6 +283,21 @@ class CrawlMetrics:
         self._frontier: _FrontierCollector | None = None
         self._spool: _SpoolCollector | None = None
         self._tracking: _TrackingCollector | None = None
+
+    def response(self, status: int) -> None:
+        """A page response with this status."""
+        self.responses.labels(status_label(status)).inc()
+
+    def re_lease(self, reason: str, count: int = 1) -> None:
+        """``count`` leases ended without a result (``reason`` in :data:`RE_LEASE_REASONS`)."""
+        if reason not in RE_LEASE_REASONS:
+            raise ValueError(f"unknown re-lease reason {reason!r}")
+        self.re_leases.labels(reason).inc(count)
+
+    def politeness_violation(self, host: str) -> None:
+        """A lease start broke ``host``'s delay or in-flight cap."""
+        self.politeness_violations.inc()
+        self.host_politeness_violations.labels(self._violation_hosts.label(host)).inc()
 
     def bind_frontier(self, frontier: Frontier, clock: Clock) -> None:
         """Report live frontier gauges on every scrape."""

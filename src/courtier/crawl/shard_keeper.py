@@ -116,7 +116,8 @@ class ShardKeeper:
         SCHEDULED in them."""
         epochs = await self._store.acquire_shards(self._owner, self.shards, now, SHARD_LEASE)
         self._frontier.epochs = dict(epochs)
-        await self._store.reset_scheduled(sorted(epochs), epochs)
+        recovered = await self._store.reset_scheduled(sorted(epochs), epochs)
+        self._metrics.re_lease("recovered", recovered)
         if self.shard_state is None:
             self.shards = sorted(epochs)
         else:  # they join the refill once the pages of earlier runs are in the index
@@ -166,11 +167,13 @@ class ShardKeeper:
         if changes.gained:
             now = self._clock.now()
             try:
-                await self._store.reset_scheduled(sorted(changes.gained), changes.gained)
+                recovered = await self._store.reset_scheduled(sorted(changes.gained),
+                                                               changes.gained)
             except StoreError:
                 assert self.coordinator is not None
                 self.coordinator.requeue(changes)  # applied on a later turn
                 raise
+            self._metrics.re_lease("recovered", recovered)
             for shard, epoch in changes.gained.items():
                 self._frontier.epochs[shard] = epoch
                 self._gained[shard] = (now, shard in changes.taken_over)

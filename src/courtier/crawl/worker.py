@@ -148,7 +148,8 @@ class Worker:
             self.releaser, self.request_stop, owner, coordinator, shard_state, shards,
             drain_timeout=min(config.total_timeout,
                               coordinator.settings.fence_margin if coordinator else 5.0))
-        self.day_limits = DayLimits(config, store, self.frontier, self.request_stop)
+        self.day_limits = DayLimits(config, store, self.frontier, self.request_stop,
+                                    self.metrics)
         ip_slots = None
         if coordinator is not None and config.max_in_flight_per_ip > 0:
             ip_slots = IpSlots(store, coordinator, clock, config.max_in_flight_per_ip,
@@ -301,11 +302,12 @@ class Worker:
                 return
             if not self.may_start():  # self-fenced: the lease goes back unsent
                 frontier.return_lease(lease)
+                self.metrics.re_lease("fenced")
                 return
             host = frontier.hosts[lease.host_key]
             if self.auditor.on_issue(lease.host_key, lease.issued_at, lease.delay,
                                      frontier.max_in_flight_of(host)):
-                self.metrics.politeness_violations.inc()
+                self.metrics.politeness_violation(lease.host_key)
                 log_event(log, logging.ERROR, "politeness_violation",
                           "politeness self-check: %s", self.auditor.last[-1],
                           host=lease.host_key, url=lease.url)

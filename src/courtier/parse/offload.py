@@ -36,7 +36,9 @@ import contextlib
 import logging
 import os
 import threading
-from typing import Literal
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal, TypeVar
 
 from courtier.core.logs import log_event
 from courtier.parse.guard import PARSE_NICENESS, GuardedParser, needs_guard
@@ -53,6 +55,7 @@ PARSE_THREADS = 2
 SITEMAP_KILL_MARGIN = 5.0  # seconds past the sitemap reader's own time budget
 
 Placement = Literal["inline", "thread", "process"]
+T = TypeVar("T")
 
 
 def html_placement(body: bytes) -> Placement:
@@ -79,6 +82,12 @@ def _parse_sitemap(body: bytes, url: str, budget: float) -> SitemapResult:
     return parse_sitemap(body, url, time_budget=budget)
 
 
+def _timed(fn: Callable[..., T], *args: Any) -> tuple[float, T]:
+    """``fn(*args)`` and when it started (``time.monotonic``: one clock for the whole
+    machine on Linux, so a child's start compares with the parent's hand-off)."""
+    return time.monotonic(), fn(*args)
+
+
 def _parse_page(body: bytes, url: str, content_type: str | None, x_robots_tag: str | None,
                 agent: str) -> ParsedPage:
     return parse_html(body, url, content_type, x_robots_tag, agent_token=agent, want_text=True)
@@ -88,8 +97,15 @@ class OffLoopParser:
     """Parses HTML pages and sitemaps inline, in a thread or in a child process."""
 
     def __init__(self, timeout: float = 10.0, threads: int = PARSE_THREADS,
-                 guarded: GuardedParser | None = None) -> None:
+                 guarded: GuardedParser | None = None,
+                 on_wait: Callable[[float], None] | None = None) -> None:
+        """``on_wait`` is told how many seconds each document handed off the loop waited
+        for its thread or child process to start it (not called for a parse that failed
+        or overran its budget: its start is unknown)."""
         self.timeout = timeout
+        self.on_wait = on_wait
+        #: documents handed to a thread or child process, not yet parsed (or given up)
+        self.unfinished = 0
         self.guarded = guarded or GuardedParser(timeout=timeout)
         # its own child: a page stuck in the other one does not hold sitemaps back; the
         # reader stops itself at ``timeout``, the kill comes a little later
@@ -108,13 +124,15 @@ class OffLoopParser:
         if where == "inline":
             return False
         if where == "process":
-            return await self.guarded.parse(body, url, content_type, x_robots_tag, agent)
+            guarded = self.guarded
+            return await self._waited(guarded.call(url, _timed, guarded.target, body, url,
+                                                   content_type, x_robots_tag, agent))
         loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(self._threads, _parse_page, body, url, content_type,
-                                      x_robots_tag, agent)
+        future = loop.run_in_executor(self._threads, _timed, _parse_page, body, url,
+                                      content_type, x_robots_tag, agent)
         try:
             async with asyncio.timeout(self.timeout):  # not wait_for: see timed_store.py
-                return await future
+                return await self._waited(future)
         except TimeoutError:
             # a thread cannot be killed: it finishes on its own (pathological pages go
             # to the child process, so this is rare) and its result is dropped
@@ -128,10 +146,27 @@ class OffLoopParser:
         """The sitemap's entries, cut (``truncated``) when its time budget ran out."""
         if sitemap_placement(body) == "inline":
             return parse_sitemap(body, url, time_budget=self.timeout)
-        result = await self.sitemap_child.call(url, _parse_sitemap, body, url, self.timeout)
+        result = await self._waited(self.sitemap_child.call(url, _timed, _parse_sitemap, body,
+                                                            url, self.timeout))
         if result is None:
             result = SitemapResult(truncated=True)
             result.error("sitemap parse failed or overran its budget; nothing read")
+        return result
+
+    async def _waited(self, work: Awaitable[tuple[float, T] | None]) -> T | None:
+        """The result of a parse handed off the loop now; counted in :attr:`unfinished`
+        until it ends, and its wait reported to ``on_wait``."""
+        handed = time.monotonic()
+        self.unfinished += 1
+        try:
+            timed = await work
+        finally:
+            self.unfinished -= 1
+        if timed is None:
+            return None
+        started, result = timed
+        if self.on_wait is not None:
+            self.on_wait(max(0.0, started - handed))
         return result
 
     def close(self) -> None:
