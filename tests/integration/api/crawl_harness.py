@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from courtier.crawl.worker import Worker
 from courtier.fetch.aiohttp_transport import AiohttpTransport
 from courtier.fetch.guard import AddressGuard
 from courtier.fetch.resolver import Resolver, load_hosts_file
+from courtier.store.base import Store
 from courtier.store.sqlite import SqliteStore
 from courtier.testweb import TestWebServer, WebSpec
 
@@ -41,9 +42,12 @@ class LiveCrawl:
 
 @contextlib.asynccontextmanager
 async def live_crawl(
-    spec: WebSpec, tmp: Path, token: str | None = None, **flags: Any
+    spec: WebSpec, tmp: Path, token: str | None = None,
+    prepare: Callable[[Store, TestWebServer], Awaitable[None]] | None = None, **flags: Any
 ) -> AsyncIterator[LiveCrawl]:
-    """Serve ``spec``, crawl it with the admin API on a free loopback port, stop on exit."""
+    """Serve ``spec``, crawl it with the admin API on a free loopback port, stop on exit.
+
+    ``prepare`` runs on the open store before the crawl starts (policies, rows)."""
     async with TestWebServer(spec) as server:
         resolve = tmp / "hosts.txt"
         resolve.write_text(server.web.hosts_file_text())
@@ -72,6 +76,8 @@ async def live_crawl(
         (config.data / "warc").mkdir(parents=True, exist_ok=True)
         archive = WarcWriter(str(config.data / "warc"), software=config.user_agent)
         await store.open()
+        if prepare is not None:
+            await prepare(store, server)
         runner = None
         task: asyncio.Task[Any] | None = None
         try:
