@@ -145,6 +145,11 @@ def test_archive_write_errors_release_the_url_for_a_later_fetch() -> None:
         counts = page_counts(crawl)
         assert set(counts) == allowed(web)
         assert sum(counts.values()) == len(allowed(web)) + 4  # four pages fetched twice
+        registry = report.worker.metrics.registry
+        # leased again for the archive error; not refetches: no cycle of theirs was committed
+        assert registry.get_sample_value("courtier_re_leases_total",
+                                         {"reason": "archive_error"}) == 4
+        assert registry.get_sample_value("courtier_refetches_total") == 0
         store = crawl.store
         assert isinstance(store, MemoryStore)
         await one_event_per_url_version(store)
@@ -200,9 +205,14 @@ def test_crash_after_responses_before_commit_refetches_and_emits_once() -> None:
         before = sum(page_counts(crawl).values())
         assert 0 < before < len(allowed(web))
         killable.revive()
-        await crawl.run()  # a new process on the same store
+        report = await crawl.run()  # a new process on the same store
         counts = page_counts(crawl)
         assert set(counts) == allowed(web)
+        # every page fetched twice was left scheduled by the crash and recovered at start
+        recovered = report.worker.metrics.registry.get_sample_value(
+            "courtier_re_leases_total", {"reason": "recovered"})
+        assert recovered is not None
+        assert recovered >= sum(counts.values()) - len(allowed(web)) > 0
         events = await store.read_events(0, 10_000)
         # exactly one "ok" event per page, though some pages were fetched twice
         assert sum(e.payload["outcome"] == "ok" for e in events) == len(allowed(web))

@@ -87,7 +87,11 @@ def test_a_fence_while_requests_wait_for_an_ip_slot_gives_their_urls_back() -> N
         registry = worker.metrics.registry
         assert stalling.back_at is not None and stalling.stalled_calls > 0
         # the fence cancelled requests that were waiting on the stalled store
-        assert (registry.get_sample_value("courtier_fenced_requests_total") or 0) > 0
+        fenced = registry.get_sample_value("courtier_fenced_requests_total") or 0
+        assert fenced > 0
+        # each request the fence cancelled is leased again (and fetched once: below)
+        assert registry.get_sample_value("courtier_re_leases_total",
+                                         {"reason": "cancelled"}) == fenced
         assert status.stop_reason == "nothing due", status.stop_reason
         counts = page_counts(crawl)
         assert set(counts) == allowed(web)
