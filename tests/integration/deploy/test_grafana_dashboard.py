@@ -69,7 +69,13 @@ def test_dashboard_covers_rates_status_hosts_lag_and_shards() -> None:
     names = set().union(*(metric_names(e) for e in dashboard_exprs()))
     for needed in ("courtier_fetches_total", "courtier_host_queue_depth",
                    "courtier_eligible_lag_seconds_bucket", "courtier_shards_owned",
-                   "courtier_durability_lag_seconds", "courtier_politeness_violations_total"):
+                   "courtier_durability_lag_seconds", "courtier_politeness_violations_total",
+                   "courtier_fetch_ttfb_seconds_bucket", "courtier_responses_total",
+                   "courtier_re_leases_total", "courtier_refetches_total",
+                   "courtier_links_known_total", "courtier_parse_queue",
+                   "courtier_parse_wait_seconds_bucket", "courtier_daily_budget_spent_total",
+                   "courtier_host_day_caps_total",
+                   "courtier_host_politeness_violations_total"):
         assert needed in names
 
 

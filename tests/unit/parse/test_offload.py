@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 
 from courtier.parse.offload import (
@@ -37,5 +38,24 @@ async def test_thread_and_inline_parses_give_the_same_answers() -> None:
         body = gzip.compress(b"<urlset><url><loc>http://a.test/s</loc></url></urlset>")
         result = await parser.sitemap(body, "http://a.test/sitemap.xml.gz")
         assert [e.loc for e in result.urls] == ["http://a.test/s"]
+    finally:
+        parser.close()
+
+
+async def test_parses_off_the_loop_are_counted_until_done_and_report_their_wait() -> None:
+    waits: list[float] = []
+    parser = OffLoopParser(timeout=60.0, threads=1, on_wait=waits.append)
+    try:
+        # one thread: the second page waits for the first; the third goes to the child
+        tasks = [asyncio.create_task(parser.html(body, "http://a.test/", "text/html", None,
+                                                 "courtier"))
+                 for body in (LINKS, LINKS, b"<br>" * 20_001)]
+        await asyncio.sleep(0)
+        assert parser.unfinished == 3
+        pages = await asyncio.gather(*tasks)
+        assert all(pages) and parser.unfinished == 0
+        assert len(waits) == 3 and all(w >= 0 for w in waits)
+        await parser.html(b"<a href=/x>x</a>", "http://a.test/", None, None, "courtier")
+        assert len(waits) == 3  # an inline parse is not handed off
     finally:
         parser.close()
