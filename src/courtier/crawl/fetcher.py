@@ -242,9 +242,10 @@ class Fetcher:
             return
         except FetchError as exc:
             self._finished(lease, None)
-            self._requested(lease, None)
             if isinstance(exc, BlockedAddressError):  # first: its URLs are denied, not released
                 self.frontier.block_address(lease.host_key)
+            else:  # a request was tried (the guard's refusal makes none)
+                self._requested(lease, None)
             self.frontier.finish_page(lease, FetchFeedback(None, 0.0, None, lease.ip))
             self._count(lease, None)
             commit = self.processor.failed(lease, exc, self.clock.now())

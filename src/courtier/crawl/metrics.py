@@ -197,8 +197,8 @@ class CrawlMetrics:
             buckets=FETCH_BUCKETS, registry=r)
         self.refetches = Counter(
             "courtier_refetches",
-            "page requests for a URL whose earlier fetch cycle was committed "
-            "(recrawls and retries)", registry=r)
+            "page fetches (a response or a network error) of a URL whose earlier fetch "
+            "cycle was committed: recrawls and retries", registry=r)
         self.re_leases = Counter(
             "courtier_re_leases",
             "leases that ended without a result, so their URL is leased again, by reason",
