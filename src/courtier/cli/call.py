@@ -16,10 +16,13 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from courtier.core.errors import CourtierError
 from courtier.store.open import STORE_HELP, data_dir_in_use, is_shared, open_store, store_url
+
+if TYPE_CHECKING:
+    from courtier.store.base import Store
 
 # aiohttp, the API and the configuration load inside the functions that use them,
 # so that ``courtier --help`` and argument errors answer at once.
@@ -100,20 +103,32 @@ async def open_caller(args: argparse.Namespace) -> AsyncIterator[Caller]:
 
         yield over_api
         return
-    from courtier.api.control import StoreOnlyControl
-    from courtier.api.routes import invoke
+    async with open_args_store(args) as store:
+        yield store_caller(store)
 
+
+@asynccontextmanager
+async def open_args_store(args: argparse.Namespace) -> AsyncIterator[Store]:
+    """The existing store ``--store`` or ``--data`` names, opened here and closed after."""
     store = await open_store(store_url(getattr(args, "store", None)), args.data,
                              must_exist=True)
     try:
-        control = StoreOnlyControl(store)
-
-        async def over_store(method: str, path: str, body: Any) -> tuple[int, Any]:
-            return await invoke(control, method, path, body)
-
-        yield over_store
+        yield store
     finally:
         await store.close()
+
+
+def store_caller(store: Store) -> Caller:
+    """A :data:`Caller` running every API operation in-process over ``store``."""
+    from courtier.api.control import StoreOnlyControl
+    from courtier.api.routes import invoke
+
+    control = StoreOnlyControl(store)
+
+    async def over_store(method: str, path: str, body: Any) -> tuple[int, Any]:
+        return await invoke(control, method, path, body)
+
+    return over_store
 
 
 def add_store_flag(parser: argparse.ArgumentParser) -> None:
