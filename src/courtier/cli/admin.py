@@ -19,14 +19,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import quote
 
-from courtier.cli.call import add_api_flags, add_store_flag, call
+from courtier.cli.call import (
+    add_api_flags,
+    add_store_flag,
+    answer_error,
+    call,
+    check_consumer_name,
+    page_reader,
+)
 from courtier.core.config import SCOPES
 from courtier.core.errors import ConfigError, CourtierError, InvalidURL
 from courtier.store.open import open_store, store_url
 
 if TYPE_CHECKING:  # the URL code loads only when a command runs
-    from courtier.cli.call import Caller
-    from courtier.events.drain import PageReader
     from courtier.store.base import Store
 
 
@@ -165,13 +170,6 @@ def _events_limit(args: argparse.Namespace) -> int | None:
     return limit
 
 
-def _answer_error(status: int, answer: Any) -> CourtierError:
-    """A non-2xx answer of the events route, as the error the command exits with (its
-    message goes to stderr, never into the JSON-lines stream)."""
-    text = answer.get("error") if isinstance(answer, dict) else None
-    return CourtierError(f"events: answered {status}: {text or json.dumps(answer)}")
-
-
 async def _events(args: argparse.Namespace, out: TextIO) -> int:
     """Print events after the cursor as JSON lines. Without ``--follow``: every event up
     to now, paged (``events/drain.py``), then exit 0; ``--limit N`` caps the total.
@@ -201,7 +199,7 @@ async def _events(args: argparse.Namespace, out: TextIO) -> int:
         from courtier.events.drain import drain
 
         async with open_caller(args) as caller:
-            async for page in drain(_page_reader(caller), cursor, limit):
+            async for page in drain(page_reader(caller), cursor, limit):
                 emit(page.events, page.next_after)
         return 0
     from courtier.events.drain import PAGE_SIZE
@@ -218,7 +216,7 @@ async def _events(args: argparse.Namespace, out: TextIO) -> int:
                 raise
             status, answer = 0, {"events": [], "next_after": cursor}  # down: try again
         if status and not 200 <= status < 300:
-            raise _answer_error(status, answer)
+            raise answer_error(status, answer)
         emit(answer["events"], answer.get("next_after", cursor))
         if left is not None:
             left -= len(answer["events"])
@@ -236,26 +234,6 @@ def _print_events(events: list[dict[str, Any]], out: TextIO) -> None:
     out.flush()
 
 
-def _page_reader(caller: Caller) -> PageReader:
-    """The events route, page by page, through ``caller`` (a failure is raised)."""
-    from courtier.events.drain import Page
-
-    async def read(after: int, size: int) -> Page:
-        status, answer = await caller("GET", f"/v1/events?after={after}&limit={size}", None)
-        if not 200 <= status < 300:
-            raise _answer_error(status, answer)
-        return Page(answer["events"], answer["next_after"])
-
-    return read
-
-
-def check_consumer_name(name: str) -> str:
-    """A registered cursor's name: 1-100 printable characters, no spaces."""
-    if not 1 <= len(name) <= 100 or not name.isprintable() or any(c.isspace() for c in name):
-        raise ConfigError(f"--consumer {name!r}: give a name of 1-100 characters, no spaces")
-    return name
-
-
 async def _consumer_events(args: argparse.Namespace, out: TextIO, limit: int | None) -> int:
     """``events --consumer NAME``: every event after NAME's registered position (0 for a new
     name) up to now, paged; the position advances to the last event of each page after
@@ -271,7 +249,7 @@ async def _consumer_events(args: argparse.Namespace, out: TextIO, limit: int | N
 
     async with open_args_store(args) as store:
         cursor = await store.register_consumer(name)
-        async for page in drain(_page_reader(store_caller(store)), cursor, limit):
+        async for page in drain(page_reader(store_caller(store)), cursor, limit):
             _print_events(page.events, out)
             await store.advance_consumer(name, page.next_after)
     return 0

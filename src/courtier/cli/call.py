@@ -12,16 +12,18 @@ through it.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from courtier.core.errors import CourtierError
+from courtier.core.errors import ConfigError, CourtierError
 from courtier.store.open import STORE_HELP, data_dir_in_use, is_shared, open_store, store_url
 
 if TYPE_CHECKING:
+    from courtier.events.drain import PageReader
     from courtier.store.base import Store
 
 # aiohttp, the API and the configuration load inside the functions that use them,
@@ -141,3 +143,30 @@ def add_api_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api-token", help="bearer token (visible in ps: prefer "
                                             "COURTIER_API_TOKEN or --api-token-file)")
     parser.add_argument("--api-token-file", type=Path, help="file holding the bearer token")
+
+
+def answer_error(status: int, answer: Any) -> CourtierError:
+    """A non-2xx answer of the events route, as the error the command exits with (its
+    message goes to stderr, never into the JSON-lines stream)."""
+    text = answer.get("error") if isinstance(answer, dict) else None
+    return CourtierError(f"events: answered {status}: {text or json.dumps(answer)}")
+
+
+def page_reader(caller: Caller) -> PageReader:
+    """The events route, page by page, through ``caller`` (a failure is raised)."""
+    from courtier.events.drain import Page
+
+    async def read(after: int, size: int) -> Page:
+        status, answer = await caller("GET", f"/v1/events?after={after}&limit={size}", None)
+        if not 200 <= status < 300:
+            raise answer_error(status, answer)
+        return Page(answer["events"], answer["next_after"])
+
+    return read
+
+
+def check_consumer_name(name: str) -> str:
+    """``--consumer``: a registered cursor's name, 1-100 printable characters, no spaces."""
+    if not 1 <= len(name) <= 100 or not name.isprintable() or any(c.isspace() for c in name):
+        raise ConfigError(f"--consumer {name!r}: give a name of 1-100 characters, no spaces")
+    return name
