@@ -166,7 +166,10 @@ def page_reader(caller: Caller) -> PageReader:
 
 
 def check_consumer_name(name: str) -> str:
-    """``--consumer``: a registered cursor's name, 1-100 printable characters, no spaces."""
-    if not 1 <= len(name) <= 100 or not name.isprintable() or any(c.isspace() for c in name):
-        raise ConfigError(f"--consumer {name!r}: give a name of 1-100 characters, no spaces")
+    """``--consumer``: a registered cursor's name (:func:`consumer_name_problem`)."""
+    from courtier.events.cursor import consumer_name_problem
+
+    problem = consumer_name_problem(name)
+    if problem is not None:
+        raise ConfigError(f"--consumer {name!r}: {problem}")
     return name
