@@ -85,6 +85,12 @@ class CrawlControl(Protocol):
     async def events(self, after: int, limit: int) -> dict[str, Any]:
         """Outbox events with ``id > after``: ``{"events": [...], "next_after": id}``."""
 
+    async def consumer_events(self, name: str, after: int | None,
+                              limit: int) -> dict[str, Any]:
+        """:meth:`events` for the consumer cursor ``name`` registered in the store: ``after``
+        (if given) acknowledges the events up to it, moving the cursor forward; the events
+        returned follow the cursor. Adds ``"consumer"`` and ``"position"`` (the cursor)."""
+
     async def cluster(self, worker_ttl: float) -> dict[str, Any]:
         """Workers, shards per worker, epochs, lease ages and handovers (store clock):
         :func:`courtier.cluster.report.cluster_report`."""
@@ -344,6 +350,12 @@ class StoreOnlyControl(FreshnessControl):
             {"host_key": key, "errors": count, "live": self._live_host(key)}
             for key, count in self.tally.host_errors.most_common(limit)
         ]
+
+    async def consumer_events(self, name: str, after: int | None,
+                              limit: int) -> dict[str, Any]:
+        position = (await self.store.register_consumer(name) if after is None
+                    else await self.store.advance_consumer(name, after))
+        return {**await self.events(position, limit), "consumer": name, "position": position}
 
     async def events(self, after: int, limit: int) -> dict[str, Any]:
         if after < 0 or not 1 <= limit <= MAX_EVENTS_PER_CALL:

@@ -209,7 +209,9 @@ _DOCUMENT: dict[str, Any] = {
         },
         "/v1/events": {
             "get": _op(
-                "Outbox events after a cursor (id order)",
+                "Outbox events after a cursor (id order); with consumer=NAME after the "
+                "cursor registered in the store under NAME, which after=N moves forward "
+                "to N (acknowledged) first",
                 _ok(
                     "events",
                     {
@@ -217,6 +219,8 @@ _DOCUMENT: dict[str, Any] = {
                         "properties": {
                             "events": {"type": "array", "items": schema_ref("Event")},
                             "next_after": {"type": "integer"},
+                            "consumer": {"type": "string"},
+                            "position": {"type": "integer"},
                         },
                     },
                 ),
@@ -225,6 +229,12 @@ _DOCUMENT: dict[str, Any] = {
                         "name": "after",
                         "in": "query",
                         "schema": {"type": "integer", "minimum": 0, "default": 0},
+                    },
+                    {
+                        "name": "consumer",
+                        "in": "query",
+                        "schema": {"type": "string", "minLength": 1, "maxLength": 100,
+                                   "pattern": "^[^\\s]+$"},
                     },
                     {
                         "name": "limit",

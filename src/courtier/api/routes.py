@@ -192,7 +192,16 @@ async def get_top_hosts(control: CrawlControl, call: ApiCall) -> Any:
 async def get_events(control: CrawlControl, call: ApiCall) -> Any:
     after = int_param(call.query, "after", 0, 0, 2**63 - 1)
     limit = int_param(call.query, "limit", 100, 1, MAX_EVENTS_PER_CALL)
-    return await control.events(after, limit)
+    consumer = call.query.get("consumer")
+    if consumer is None:
+        return await control.events(after, limit)
+    from courtier.events.cursor import consumer_name_problem
+
+    problem = consumer_name_problem(consumer)
+    if problem is not None:
+        raise views.ApiInputError(f"consumer: {problem}")
+    acknowledged = after if "after" in call.query else None
+    return await control.consumer_events(consumer, acknowledged, limit)
 
 
 async def get_event_schema(control: CrawlControl, call: ApiCall) -> Any:

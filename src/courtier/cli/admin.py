@@ -19,7 +19,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import quote
 
-from courtier.cli.call import add_api_flags, add_store_flag, call
+from courtier.cli.call import (
+    add_api_flags,
+    add_store_flag,
+    answer_error,
+    call,
+    check_consumer_name,
+    page_reader,
+)
 from courtier.core.config import SCOPES
 from courtier.core.errors import ConfigError, CourtierError, InvalidURL
 from courtier.store.open import open_store, store_url
@@ -67,6 +74,11 @@ def add_admin_commands(sub: Any) -> None:
     events.add_argument("--cursor-file", type=Path,
                         help="resumable cursor: read at start (wins over --after), rewritten "
                              "atomically after each batch is printed")
+    events.add_argument("--consumer", metavar="NAME",
+                        help="a cursor registered in the store under NAME: start after its "
+                             "position (registered at 0 if new) and advance it after each "
+                             "batch is printed (not with --api, --follow, --after or "
+                             "--cursor-file)")
     add_api_flags(events)
     again = sub.add_parser("reparse", help="parse archived pages again (no network): new "
                                            "links, fingerprints, one reparse event per capture")
@@ -158,13 +170,6 @@ def _events_limit(args: argparse.Namespace) -> int | None:
     return limit
 
 
-def _answer_error(status: int, answer: Any) -> CourtierError:
-    """A non-2xx answer of the events route, as the error the command exits with (its
-    message goes to stderr, never into the JSON-lines stream)."""
-    text = answer.get("error") if isinstance(answer, dict) else None
-    return CourtierError(f"events: answered {status}: {text or json.dumps(answer)}")
-
-
 async def _events(args: argparse.Namespace, out: TextIO) -> int:
     """Print events after the cursor as JSON lines. Without ``--follow``: every event up
     to now, paged (``events/drain.py``), then exit 0; ``--limit N`` caps the total.
@@ -177,13 +182,13 @@ async def _events(args: argparse.Namespace, out: TextIO) -> int:
     from courtier.events.cursor import load_cursor, save_cursor
 
     limit = _events_limit(args)
+    if getattr(args, "consumer", None) is not None:
+        return await _consumer_events(args, out, limit)
     cursor = load_cursor(cursor_file, args.after)
 
     def emit(events: list[dict[str, Any]], next_after: int) -> None:
         nonlocal cursor
-        for event in events:
-            out.write(json.dumps(event, sort_keys=True) + "\n")
-        out.flush()
+        _print_events(events, out)
         if next_after != cursor:
             cursor = next_after
             if cursor_file is not None:
@@ -191,17 +196,10 @@ async def _events(args: argparse.Namespace, out: TextIO) -> int:
 
     if not args.follow:
         from courtier.cli.call import open_caller
-        from courtier.events.drain import Page, drain
+        from courtier.events.drain import drain
 
         async with open_caller(args) as caller:
-            async def read(after: int, size: int) -> Page:
-                status, answer = await caller("GET", f"/v1/events?after={after}&limit={size}",
-                                              None)
-                if not 200 <= status < 300:
-                    raise _answer_error(status, answer)
-                return Page(answer["events"], answer["next_after"])
-
-            async for page in drain(read, cursor, limit):
+            async for page in drain(page_reader(caller), cursor, limit):
                 emit(page.events, page.next_after)
         return 0
     from courtier.events.drain import PAGE_SIZE
@@ -218,7 +216,7 @@ async def _events(args: argparse.Namespace, out: TextIO) -> int:
                 raise
             status, answer = 0, {"events": [], "next_after": cursor}  # down: try again
         if status and not 200 <= status < 300:
-            raise _answer_error(status, answer)
+            raise answer_error(status, answer)
         emit(answer["events"], answer.get("next_after", cursor))
         if left is not None:
             left -= len(answer["events"])
@@ -228,6 +226,33 @@ async def _events(args: argparse.Namespace, out: TextIO) -> int:
             return 0
         if not answer["events"]:
             await asyncio.sleep(0.5)
+
+
+def _print_events(events: list[dict[str, Any]], out: TextIO) -> None:
+    for event in events:
+        out.write(json.dumps(event, sort_keys=True) + "\n")
+    out.flush()
+
+
+async def _consumer_events(args: argparse.Namespace, out: TextIO, limit: int | None) -> int:
+    """``events --consumer NAME``: every event after NAME's registered position (0 for a new
+    name) up to now, paged; the position advances to the last event of each page after
+    the page is printed and flushed (at-least-once delivery, like ``--cursor-file``)."""
+    for flag, given in (("--api", args.api), ("--follow", args.follow),
+                        ("--cursor-file", args.cursor_file), ("--after", args.after)):
+        if given:
+            raise ConfigError(f"--consumer: give it without {flag} (the store keeps the "
+                              "cursor; --data or --store name the store)")
+    name = check_consumer_name(args.consumer)
+    from courtier.cli.call import open_args_store, store_caller
+    from courtier.events.drain import drain
+
+    async with open_args_store(args) as store:
+        cursor = await store.register_consumer(name)
+        async for page in drain(page_reader(store_caller(store)), cursor, limit):
+            _print_events(page.events, out)
+            await store.advance_consumer(name, page.next_after)
+    return 0
 
 
 async def _export_audit(store: Store, out: TextIO) -> int:

@@ -12,14 +12,19 @@ through it.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from courtier.core.errors import CourtierError
+from courtier.core.errors import ConfigError, CourtierError
 from courtier.store.open import STORE_HELP, data_dir_in_use, is_shared, open_store, store_url
+
+if TYPE_CHECKING:
+    from courtier.events.drain import PageReader
+    from courtier.store.base import Store
 
 # aiohttp, the API and the configuration load inside the functions that use them,
 # so that ``courtier --help`` and argument errors answer at once.
@@ -100,20 +105,32 @@ async def open_caller(args: argparse.Namespace) -> AsyncIterator[Caller]:
 
         yield over_api
         return
-    from courtier.api.control import StoreOnlyControl
-    from courtier.api.routes import invoke
+    async with open_args_store(args) as store:
+        yield store_caller(store)
 
+
+@asynccontextmanager
+async def open_args_store(args: argparse.Namespace) -> AsyncIterator[Store]:
+    """The existing store ``--store`` or ``--data`` names, opened here and closed after."""
     store = await open_store(store_url(getattr(args, "store", None)), args.data,
                              must_exist=True)
     try:
-        control = StoreOnlyControl(store)
-
-        async def over_store(method: str, path: str, body: Any) -> tuple[int, Any]:
-            return await invoke(control, method, path, body)
-
-        yield over_store
+        yield store
     finally:
         await store.close()
+
+
+def store_caller(store: Store) -> Caller:
+    """A :data:`Caller` running every API operation in-process over ``store``."""
+    from courtier.api.control import StoreOnlyControl
+    from courtier.api.routes import invoke
+
+    control = StoreOnlyControl(store)
+
+    async def over_store(method: str, path: str, body: Any) -> tuple[int, Any]:
+        return await invoke(control, method, path, body)
+
+    return over_store
 
 
 def add_store_flag(parser: argparse.ArgumentParser) -> None:
@@ -126,3 +143,33 @@ def add_api_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api-token", help="bearer token (visible in ps: prefer "
                                             "COURTIER_API_TOKEN or --api-token-file)")
     parser.add_argument("--api-token-file", type=Path, help="file holding the bearer token")
+
+
+def answer_error(status: int, answer: Any) -> CourtierError:
+    """A non-2xx answer of the events route, as the error the command exits with (its
+    message goes to stderr, never into the JSON-lines stream)."""
+    text = answer.get("error") if isinstance(answer, dict) else None
+    return CourtierError(f"events: answered {status}: {text or json.dumps(answer)}")
+
+
+def page_reader(caller: Caller) -> PageReader:
+    """The events route, page by page, through ``caller`` (a failure is raised)."""
+    from courtier.events.drain import Page
+
+    async def read(after: int, size: int) -> Page:
+        status, answer = await caller("GET", f"/v1/events?after={after}&limit={size}", None)
+        if not 200 <= status < 300:
+            raise answer_error(status, answer)
+        return Page(answer["events"], answer["next_after"])
+
+    return read
+
+
+def check_consumer_name(name: str) -> str:
+    """``--consumer``: a registered cursor's name (:func:`consumer_name_problem`)."""
+    from courtier.events.cursor import consumer_name_problem
+
+    problem = consumer_name_problem(name)
+    if problem is not None:
+        raise ConfigError(f"--consumer {name!r}: {problem}")
+    return name

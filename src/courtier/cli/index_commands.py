@@ -17,8 +17,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from courtier.cli.call import add_api_flags, add_store_flag
-from courtier.core.errors import ConfigError, CourtierError
+from courtier.cli.call import add_api_flags, add_store_flag, check_consumer_name
+from courtier.core.errors import ConfigError
 
 # the consumer, the API and aiohttp load inside the functions that use them, so that
 # ``courtier --help`` and argument errors answer at once
@@ -49,6 +49,10 @@ def add_index_commands(sub: Any) -> None:
                        help="also write the index's cursor here after each batch, for "
                             "`courtier archive gc --cursor-file FILE` (it may lag the index, "
                             "never lead it)")
+    index.add_argument("--consumer", metavar="NAME",
+                       help="also advance the cursor registered in the store under NAME "
+                            "after each batch (registered if new; it may lag the index, "
+                            "never lead it; not with --api)")
     index.add_argument("--batch", type=int, default=DEFAULT_BATCH, metavar="N",
                        help=f"events per transaction, 1-1000 ({DEFAULT_BATCH})")
     search = sub.add_parser("search", help="search the index built by `courtier index`: "
@@ -98,6 +102,11 @@ def index_settings(args: argparse.Namespace) -> tuple[Path, list[str], Path]:
     """(index file, WARC roots, --data folder of the feed) from the flags, each checked."""
     if args.store and args.api:
         raise ConfigError("index: give --store or --api, not both")
+    if getattr(args, "consumer", None) is not None:
+        if args.api:
+            raise ConfigError("--consumer: give it without --api (the cursor is registered "
+                              "in the store --data or --store names)")
+        check_consumer_name(args.consumer)
     if not 1 <= args.batch <= 1000:
         raise ConfigError(f"--batch {args.batch}: give 1 to 1000 events")
     cursor_file: Path | None = args.cursor_file
@@ -135,22 +144,18 @@ def index_settings(args: argparse.Namespace) -> tuple[Path, list[str], Path]:
 
 
 @contextlib.asynccontextmanager
-async def open_feed(args: argparse.Namespace) -> AsyncIterator[Any]:
+async def open_feed(args: argparse.Namespace) -> AsyncIterator[tuple[Any, Any]]:
     """The feed as a :data:`courtier.events.drain.PageReader`: over ``--api``, else over
-    the store (``--store``, or the SQLite database under ``--data``) in this process."""
-    from courtier.cli.call import open_caller
-    from courtier.events.drain import Page
+    the store (``--store``, or the SQLite database under ``--data``) in this process; and
+    with ``--consumer`` that store (else None), where the registered cursor is kept."""
+    from courtier.cli.call import open_args_store, open_caller, page_reader, store_caller
 
+    if getattr(args, "consumer", None) is not None:  # the store itself, for the cursor
+        async with open_args_store(args) as store:
+            yield page_reader(store_caller(store)), store
+        return
     async with open_caller(args) as caller:
-        async def read(after: int, limit: int) -> Page:
-            status, answer = await caller("GET", f"/v1/events?after={after}&limit={limit}",
-                                          None)
-            if not 200 <= status < 300:
-                text = answer.get("error") if isinstance(answer, dict) else answer
-                raise CourtierError(f"events: answered {status}: {text}")
-            return Page(answer["events"], answer["next_after"])
-
-        yield read
+        yield page_reader(caller), None
 
 
 async def index_crawl(args: argparse.Namespace, path: Path, roots: list[str],
@@ -163,7 +168,10 @@ async def index_crawl(args: argparse.Namespace, path: Path, roots: list[str],
     from courtier.events.cursor import save_cursor
     from courtier.parse.offload import OffLoopParser
 
-    async with open_feed(args) as feed:  # first: a bad --data makes no index file
+    async with open_feed(args) as (feed, store):  # first: a bad --data makes no index file
+        consumer: str | None = getattr(args, "consumer", None)
+        if store is not None and consumer is not None:
+            await store.register_consumer(consumer)
         index = SearchIndex.open(path, create=True)
         parser = OffLoopParser()
         try:
@@ -172,17 +180,22 @@ async def index_crawl(args: argparse.Namespace, path: Path, roots: list[str],
             follow = bool(getattr(args, "follow", False))
             cursor_file: Path | None = getattr(args, "cursor_file", None)
 
-            def after_batch(report: IndexReport) -> None:
-                if cursor_file is not None:  # after the commit: it lags, never leads
-                    save_cursor(cursor_file, report.cursor)
+            async def advance(cursor: int) -> None:  # after the commit: lags, never leads
+                if cursor_file is not None:
+                    save_cursor(cursor_file, cursor)
+                if store is not None and consumer is not None:
+                    await store.advance_consumer(consumer, cursor)
+
+            async def after_batch(report: IndexReport) -> None:
+                await advance(report.cursor)
                 if follow:
                     out.write(f"courtier: index: {report.line(index.page_count())}\n")
                     out.flush()
 
             try:
                 await indexer.run(follow=follow, stop=stop, on_batch=after_batch)
-                if cursor_file is not None:
-                    save_cursor(cursor_file, index.cursor())
+                if cursor_file is not None or consumer is not None:
+                    await advance(index.cursor())
             finally:
                 pages = index.page_count()
                 out.write(f"courtier: index {path}: {indexer.report.line(pages)}\n")

@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import logging
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,8 +67,10 @@ class Indexer:
 
     async def run(self, *, follow: bool = False, stop: asyncio.Event | None = None,
                   poll: float = 1.0,
-                  on_batch: Callable[[IndexReport], None] | None = None) -> IndexReport:
-        """Index batch after batch until caught up (or, with ``follow``, until ``stop``)."""
+                  on_batch: Callable[[IndexReport], Awaitable[None] | None] | None = None,
+                  ) -> IndexReport:
+        """Index batch after batch until caught up (or, with ``follow``, until ``stop``);
+        ``on_batch`` (awaited if it returns an awaitable) after each committed batch."""
         stop = stop or asyncio.Event()
         failing = False
         while not stop.is_set():
@@ -88,7 +90,9 @@ class Indexer:
             else:
                 failing = False
             if read and on_batch is not None:
-                on_batch(self.report)
+                done = on_batch(self.report)
+                if done is not None:
+                    await done
             if read < self.batch:
                 if not follow:
                     break

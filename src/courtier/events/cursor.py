@@ -1,4 +1,5 @@
-"""A consumer's cursor (the last event id it has handled) kept in a small file."""
+"""A consumer's cursor (the last event id it has handled) kept in a small file, and the
+names of the cursors registered in the store (``events --consumer``, ``?consumer=``)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,19 @@ from pathlib import Path
 
 from courtier.core.errors import ConfigError
 
-__all__ = ["load_cursor", "save_cursor"]
+__all__ = ["consumer_name_problem", "load_cursor", "save_cursor"]
+
+#: the longest name of a registered consumer cursor
+MAX_CONSUMER_NAME = 100
+
+
+def consumer_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a registered cursor (1-100 printable characters, no
+    spaces), or None when it can."""
+    if not 1 <= len(name) <= MAX_CONSUMER_NAME or not name.isprintable() \
+            or any(c.isspace() for c in name):
+        return f"give a name of 1-{MAX_CONSUMER_NAME} printable characters, no spaces"
+    return None
 
 
 def load_cursor(path: Path | None, default: int, flag: str = "--cursor-file") -> int:

@@ -223,6 +223,18 @@ class Store(ClusterStore, Protocol):
     async def read_events(self, after: int, limit: int) -> list[Event]:
         """Outbox events with ``id > after`` in id order."""
 
+    async def register_consumer(self, name: str) -> int:
+        """Register the consumer ``name`` at position 0 unless it is registered; return its
+        position (the id of the last event it consumed). Registering again keeps it."""
+
+    async def consumer_position(self, name: str) -> int | None:
+        """The registered position of consumer ``name``; None if it is not registered."""
+
+    async def advance_consumer(self, name: str, position: int) -> int:
+        """Move consumer ``name`` forward to ``position`` (registering it if new) and
+        return its position after the call: never backwards, so a repeated or late call
+        changes nothing."""
+
     async def event_counts(self) -> EventCounts:
         """The outbox's tallies (events, outcomes, status mix) as kept at write time: equal
         to :meth:`EventCounts.of_payloads` over every event (``store/event_counts.py``)."""

@@ -88,6 +88,7 @@ class MemoryStore:
         self.shards: dict[int, tuple[str | None, int, float]] = {}
         self.events: list[Event] = []
         self._event_keys: set[tuple[bytes, int]] = set()
+        self.consumers: dict[str, int] = {}  # registered consumer cursors
         self._reparse_keys: set[tuple[bytes, int, int]] = set()
         self.payloads: dict[str, PayloadLocation] = {}
         self._segments: dict[str, SegmentRecord] = {}
@@ -373,6 +374,16 @@ class MemoryStore:
 
     async def read_events(self, after: int, limit: int) -> list[Event]:
         return [e for e in self.events if e.id > after][:limit]
+
+    async def register_consumer(self, name: str) -> int:
+        return self.consumers.setdefault(name, 0)
+
+    async def consumer_position(self, name: str) -> int | None:
+        return self.consumers.get(name)
+
+    async def advance_consumer(self, name: str, position: int) -> int:
+        self.consumers[name] = max(self.consumers.get(name, 0), position)
+        return self.consumers[name]
 
     async def event_counts(self) -> EventCounts:
         return EventCounts.of_payloads(e.payload for e in self.events)

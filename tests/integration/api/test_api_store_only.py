@@ -325,3 +325,26 @@ async def test_event_schema_is_served_and_listed_in_the_openapi_document(
     assert await resp.json() == load_schema()
     document = await (await client.get("/openapi.json")).json()
     assert "/v1/events/schema" in document["paths"]
+
+
+async def test_events_of_a_registered_consumer(client: TestClient[Any, Any],
+                                               memory: MemoryStore) -> None:
+    """``?consumer=NAME`` reads after NAME's cursor in the store (registered at 0 when new);
+    ``after=N`` acknowledges up to N first, and the cursor never moves backwards. Checked
+    by breaking it: with ``after`` read but never stored (control.consumer_events
+    registering only), the second read returned the event again."""
+    first = await (await client.get("/v1/events", params={"consumer": "feed"})).json()
+    [event] = first["events"]
+    assert (first["consumer"], first["position"]) == ("feed", 0)
+    assert await memory.consumer_position("feed") == 0  # read, not yet acknowledged
+    acked = await (await client.get("/v1/events", params={"consumer": "feed",
+                                                           "after": event["id"]})).json()
+    assert acked["events"] == [] and acked["position"] == event["id"]
+    assert await memory.consumer_position("feed") == event["id"]
+    again = await (await client.get("/v1/events", params={"consumer": "feed"})).json()
+    assert again["events"] == [] and again["position"] == event["id"]  # resumes there
+    back = await (await client.get("/v1/events", params={"consumer": "feed", "after": "0"})
+                  ).json()
+    assert back["events"] == [] and back["position"] == event["id"]  # never backwards
+    for name in ("", "two words", "x" * 101):
+        await error_of(await client.get("/v1/events", params={"consumer": name}), 400)

@@ -320,3 +320,29 @@ async def test_index_over_the_admin_api(crawled: Crawled, tmp_path: Path) -> Non
     assert proc.returncode == 0, err.decode()
     assert_every_page_once(crawled, index)
     assert out.decode().splitlines()[-1] == f"search it: courtier search WORDS --index {index}"
+
+
+async def _registered(data: Path, name: str) -> int | None:
+    store = await open_store(None, data, must_exist=True)
+    try:
+        return await store.consumer_position(name)
+    finally:
+        await store.close()
+
+
+@pytest.mark.timeout(300)
+def test_index_advances_its_registered_consumer_cursor(crawled: Crawled, tmp_path: Path) -> None:
+    """``--consumer NAME`` registers NAME in the crawl's store and leaves it at the index's
+    own cursor: the last event of the feed. Checked by breaking it: without the advance
+    (cli/index_commands.py) the registered position stayed 0."""
+    index = tmp_path / "search.db"
+    done = subprocess.run(courtier("index", "--data", str(crawled.data), "--index", str(index),
+                                   "--batch", "7", "--consumer", "indexer"),
+                          capture_output=True, text=True, timeout=GUARD)
+    assert done.returncode == 0, done.stderr
+    assert_every_page_once(crawled, index)
+    assert asyncio.run(_registered(crawled.data, "indexer")) == crawled.events[-1][0]
+    refused = subprocess.run(courtier("index", "--api", "127.0.0.1:9", "--index", str(index),
+                                      "--archive", str(tmp_path), "--consumer", "indexer"),
+                             capture_output=True, text=True, timeout=GUARD)
+    assert refused.returncode == 2 and "--consumer: give it without --api" in refused.stderr

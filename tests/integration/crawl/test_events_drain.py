@@ -31,14 +31,14 @@ EVENTS = 2_345
 HOST = "http://drain.test:8080"
 
 
-async def fill_outbox(db: Path, count: int) -> None:
-    """``count`` fetch events, event ``n`` carrying ``"n": n`` in commit order."""
+async def fill_outbox(db: Path, count: int, host: str = HOST) -> None:
+    """``count`` fetch events of ``host``, event ``n`` carrying ``"n": n`` in commit order."""
     store = SqliteStore(db)
     await store.open()
     try:
         rows = []
         for n in range(count):
-            url = canonicalize(f"{HOST}/page/{n}")
+            url = canonicalize(f"{host}/page/{n}")
             rows.append(NewUrl(url.url_key, url.url, url.host_key, url.shard, 0, 0, 1.0, 1.0))
         await store.add_urls(rows)
         shards = sorted({r.shard for r in rows})

@@ -736,6 +736,42 @@ class PostgresStore:
     async def counts(self) -> dict[str, int]:
         return await self._run("counts", _queries.counts, write=False)
 
+    async def register_consumer(self, name: str) -> int:
+        now = self._clock.now()
+
+        async def job(conn: Conn) -> int:
+            # the no-op update returns the kept row, also when a concurrent call added it
+            position = await conn.fetchval(
+                "INSERT INTO consumer_cursors (name, position, updated_at) VALUES ($1, 0, $2)"
+                " ON CONFLICT (name) DO UPDATE SET name = excluded.name RETURNING position",
+                name, now)
+            return int(position)
+
+        return await self._run("register_consumer", job, one_statement=True)
+
+    async def consumer_position(self, name: str) -> int | None:
+        async def job(conn: Conn) -> int | None:
+            position = await conn.fetchval(
+                "SELECT position FROM consumer_cursors WHERE name = $1", name)
+            return None if position is None else int(position)
+
+        return await self._run("consumer_position", job, write=False)
+
+    async def advance_consumer(self, name: str, position: int) -> int:
+        now = self._clock.now()
+
+        async def job(conn: Conn) -> int:
+            await conn.execute(
+                "INSERT INTO consumer_cursors (name, position, updated_at) VALUES ($1, $2, $3)"
+                " ON CONFLICT (name) DO UPDATE SET position = excluded.position,"
+                " updated_at = excluded.updated_at"
+                " WHERE excluded.position > consumer_cursors.position",
+                name, max(0, position), now)
+            return int(await conn.fetchval(
+                "SELECT position FROM consumer_cursors WHERE name = $1", name))
+
+        return await self._run("advance_consumer", job)
+
     async def event_counts(self) -> EventCounts:
         return await self._run("event_counts", _event_counts.read_counts, write=False)
 

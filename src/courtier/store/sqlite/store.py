@@ -613,6 +613,40 @@ class SqliteStore:
 
         return await self._tx("read_events", job, write=False)
 
+    async def register_consumer(self, name: str) -> int:
+        now = self._clock.now()
+
+        def job(conn: sqlite3.Connection) -> int:
+            conn.execute("INSERT INTO consumer_cursors (name, position, updated_at)"
+                         " VALUES (?, 0, ?) ON CONFLICT (name) DO NOTHING", (name, now))
+            return int(conn.execute("SELECT position FROM consumer_cursors WHERE name = ?",
+                                    (name,)).fetchone()[0])
+
+        return await self._tx("register_consumer", job)
+
+    async def consumer_position(self, name: str) -> int | None:
+        def job(conn: sqlite3.Connection) -> int | None:
+            row = conn.execute("SELECT position FROM consumer_cursors WHERE name = ?",
+                               (name,)).fetchone()
+            return None if row is None else int(row[0])
+
+        return await self._tx("consumer_position", job, write=False)
+
+    async def advance_consumer(self, name: str, position: int) -> int:
+        now = self._clock.now()
+
+        def job(conn: sqlite3.Connection) -> int:
+            conn.execute(
+                "INSERT INTO consumer_cursors (name, position, updated_at) VALUES (?, ?, ?)"
+                " ON CONFLICT (name) DO UPDATE SET position = excluded.position,"
+                " updated_at = excluded.updated_at"
+                " WHERE excluded.position > consumer_cursors.position",
+                (name, max(0, position), now))
+            return int(conn.execute("SELECT position FROM consumer_cursors WHERE name = ?",
+                                    (name,)).fetchone()[0])
+
+        return await self._tx("advance_consumer", job)
+
     async def event_counts(self) -> EventCounts:
         return await self._tx("event_counts", _event_counts.read_counts, write=False)
 
