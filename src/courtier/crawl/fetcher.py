@@ -251,6 +251,7 @@ class Fetcher:
             commit = self.processor.failed(lease, exc, self.clock.now())
             self.committer.add(commit)
             self.metrics.fetches.labels(str(commit.outcome), "error").inc()
+            self.metrics.fetch_errors.labels(exc.kind, "page").inc()
             return
         except asyncio.CancelledError:
             self._cancelled(lease)
@@ -437,6 +438,7 @@ class Fetcher:
         except FetchError as exc:
             self._finished(lease, None)
             self.metrics.robots_fetches.labels("error").inc()
+            self.metrics.fetch_errors.labels(exc.kind, "robots").inc()
             if isinstance(exc, BlockedAddressError):  # first: its URLs are denied, not released
                 frontier.block_address(lease.host_key)
             frontier.finish_robots(lease, None, error_kind=exc.kind)

@@ -233,6 +233,12 @@ class CrawlMetrics:
             f"courtier_politeness_violations by host (the first {VIOLATION_HOSTS} hosts; "
             "later ones as \"other\")", ["host"], registry=r)
         self._violation_hosts = FirstLabels(VIOLATION_HOSTS)
+        self.fetch_errors = Counter(
+            "courtier_fetch_errors",
+            "fetches that ended without a response, by the failure's class (error_kind: dns, "
+            "refused, connect, connect_timeout, header_timeout, timeout, reset, tls_*, "
+            "protocol, blocked, error) and by what was fetched (robots, page)",
+            ["kind", "target"], registry=r)
         self.not_html = Counter(
             "courtier_not_html",
             "page fetches stopped after the headers (or the first 512 bytes): a type not "

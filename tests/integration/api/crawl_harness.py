@@ -47,7 +47,8 @@ async def live_crawl(
 ) -> AsyncIterator[LiveCrawl]:
     """Serve ``spec``, crawl it with the admin API on a free loopback port, stop on exit.
 
-    ``prepare`` runs on the open store before the crawl starts (policies, rows)."""
+    ``prepare`` runs on the open store before the crawl starts (policies, rows), and
+    before the resolver reads ``tmp/hosts.txt`` (a test may add names to it)."""
     async with TestWebServer(spec) as server:
         resolve = tmp / "hosts.txt"
         resolve.write_text(server.web.hosts_file_text())
@@ -66,18 +67,18 @@ async def live_crawl(
         values.update(flags)
         config = build_config(values)
         clock = RealClock()
+        store = SqliteStore(config.data / "courtier.db", clock=clock)
+        (config.data / "warc").mkdir(parents=True, exist_ok=True)
+        archive = WarcWriter(str(config.data / "warc"), software=config.user_agent)
+        await store.open()
+        if prepare is not None:  # (it may add names to the hosts file, read below)
+            await prepare(store, server)
         resolver = Resolver(
             AddressGuard(allow=config.allow_network),
             overrides=load_hosts_file(str(resolve)),
             clock=clock,
         )
         transport = AiohttpTransport(resolver, limit_per_host=1)
-        store = SqliteStore(config.data / "courtier.db", clock=clock)
-        (config.data / "warc").mkdir(parents=True, exist_ok=True)
-        archive = WarcWriter(str(config.data / "warc"), software=config.user_agent)
-        await store.open()
-        if prepare is not None:
-            await prepare(store, server)
         runner = None
         task: asyncio.Task[Any] | None = None
         try:

@@ -12,6 +12,7 @@ stop, so every request the server logged has been counted.
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections import Counter
 from pathlib import Path
 
@@ -155,3 +156,38 @@ async def test_the_daily_budget_trigger_is_counted_when_it_holds_fetches_back(
         server = crawl.server
     assert len(_pages(server)) == 1  # the seed; its 4 links waited for the budget
     assert value(samples, "courtier_daily_budget_spent_total") >= 1
+
+
+
+async def test_fetch_failures_are_counted_by_their_class(tmp_path: Path) -> None:
+    """Two hosts the test web does not serve: one named to a loopback port where nothing
+    listens (its robots.txt fetch is refused), one named to a private address the network
+    guard refuses (no packet sent). ``courtier_fetch_errors_total`` counts each by its
+    error_kind, the class ``courtier url`` and the events show; the server's log has no
+    request at all (the test web's own host is not seeded). Red with the counter left out
+    of the robots.txt path."""
+    with socket.socket() as probe:  # a loopback port with nothing listening on it
+        probe.bind(("127.0.0.1", 0))
+        closed_port = probe.getsockname()[1]
+    refused, blocked = "refused.metrics.test", "blocked.metrics.test"
+
+    async def add_names(store: Store, server: TestWebServer) -> None:
+        del store, server
+        hosts = tmp_path / "hosts.txt"  # written by the harness; read after this
+        hosts.write_text(hosts.read_text() + f"127.0.0.1 {refused}\n10.0.0.1 {blocked}\n")
+
+    spec = WebSpec(hosts=[HostSpec("ok.metrics.test", pages=2)])
+    seeds = (f"http://{refused}:{closed_port}/", f"http://{blocked}/")
+    async with live_crawl(spec, tmp_path, prepare=add_names, seeds=seeds) as crawl:
+        while True:
+            samples = await scrape(crawl)
+            counts = {kind: value(samples, "courtier_fetch_errors_total", kind=kind,
+                                  target="robots") for kind in ("refused", "blocked")}
+            if all(counts.values()):
+                break
+            assert not crawl.task.done(), f"the crawl ended before {counts}"
+            await asyncio.sleep(0.1)
+        crawl.worker.request_stop("test over")
+        await crawl.task
+        server = crawl.server
+    assert server.log == []
