@@ -70,9 +70,11 @@ async def test_a_held_response_does_not_hold_up_a_handover(cluster: Cluster) -> 
     await wait_for("the held URL's final event", final_event)
     await stop(cluster)
     events = [e.payload for e in await cluster.events() if e.payload["url"] == held_url]
-    # one event, the newcomer's answer: the cut was no failure (a fetch that ran into its
-    # header timeout would have been one, retried later)
-    assert [(e.get("status"), e.get("error_kind")) for e in events] == [(200, None)], events
+    # one event, the newcomer's answer, whatever the page answers (the held link may be a
+    # redirect: a 301 was seen): the cut was no failure (a fetch that ran into its header
+    # timeout would have been one, with error_kind 'timeout', retried later)
+    assert len(events) == 1, events
+    assert events[0].get("status") is not None and events[0].get("error_kind") is None, events
     # the newcomer's request came after the old one ended (the cut), one at a time
     cut = next(r for r in server.requests_for(HOST)
                if r.path_qs == held.target and r.user_agent == agent_of("w0"))
