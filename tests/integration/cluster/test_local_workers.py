@@ -61,11 +61,6 @@ async def _start_crawl(dsn: str, data: Path, server: TestWebServer, hosts: Path,
         env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True)
 
 
-def _ctrl_c(proc: asyncio.subprocess.Process) -> None:
-    """What a Ctrl-C at the terminal does: SIGINT to the command's process group."""
-    os.killpg(proc.pid, signal.SIGINT)
-
-
 async def _read_until(proc: asyncio.subprocess.Process, seen: list[str],
                       done: Callable[[list[str]], bool]) -> None:
     """Append stderr lines to ``seen`` until ``done(seen)`` (fails if the crawl ends first)."""
@@ -228,29 +223,3 @@ async def test_progress_while_it_runs_a_sigterm_stops_it_and_the_warc_folders_ar
     host_delays = {h.name: max(DELAY, h.crawl_delay) for h in spec.of_kind("crawl_delay")}
     assert politeness_violations(log, delay=DELAY, max_in_flight=1,
                                  host_delays=host_delays) == []
-
-
-async def test_a_double_ctrl_c_claims_no_shards_went_to_other_workers(
-        pg_dsn: str, tmp_path: Path) -> None:
-    """Ctrl-C twice at the terminal (SIGINT to the process group) while both workers fetch:
-    the first drains (each worker says so once), the second stops them; the crawl ends
-    "interrupted", exit 0, with no line saying a worker failed or that shards went to the
-    others (there are none)."""
-    spec = default_web(**STOPPED_WEB)
-    async with TestWebServer(spec) as server:
-        hosts = tmp_path / "hosts.txt"
-        hosts.write_text(server.web.hosts_file_text())
-        proc = await _start_crawl(pg_dsn, tmp_path / "mw", server, hosts, "--progress", "log")
-        seen: list[str] = []
-        try:
-            await _read_until(proc, seen, _fetching_lines)
-            _ctrl_c(proc)
-            await _read_until(proc, seen, lambda lines: sum(
-                "stopping (SIGINT)" in line for line in lines) == 2)
-            _ctrl_c(proc)
-        finally:
-            out = await _finish(proc, seen)
-    assert proc.returncode == 0, "\n".join(seen[-30:])
-    assert out.splitlines()[-2].startswith("courtier: interrupted after"), out
-    assert not [line for line in seen if "the others" in line or "abnormally" in line], seen
-    assert not [line for line in seen if " WARNING " in line or " ERROR " in line], seen
