@@ -35,7 +35,7 @@ from courtier.frontier.scheduler import path_of
 from courtier.frontier.templates import url_template
 from courtier.parse.caps import MAX_HEADER_CHARS, MAX_VALIDATOR_CHARS, cap_text, whole_or_none
 from courtier.parse.html import ParsedPage, parse_html
-from courtier.parse.sitemaps import SitemapResult, parse_sitemap
+from courtier.parse.sitemaps import SitemapEntry, SitemapResult, parse_sitemap
 from courtier.store.base import DueUrl, FetchCommit, NewUrl
 
 log = logging.getLogger("courtier.crawl.process")
@@ -79,10 +79,14 @@ def looks_like_sitemap(url: str, content_type: str | None, body: bytes) -> bool:
     return b"<urlset" in head or b"<sitemapindex" in head
 
 
-def with_sitemap_hints(result: SitemapResult, rows: list[NewUrl]) -> list[NewUrl]:
-    """``rows`` with the lastmod / changefreq of their sitemap entry: the recrawl prior of
-    each URL."""
-    hints = {e.loc: e for e in result.urls if e.changefreq or e.lastmod is not None}
+def sitemap_hints(result: SitemapResult) -> dict[str, SitemapEntry]:
+    """A sitemap's entries that carry a lastmod or a changefreq, by their loc."""
+    return {e.loc: e for e in result.urls if e.changefreq or e.lastmod is not None}
+
+
+def with_sitemap_hints(hints: dict[str, SitemapEntry], rows: list[NewUrl]) -> list[NewUrl]:
+    """``rows`` with the lastmod / changefreq of their sitemap entry in ``hints``
+    (:func:`sitemap_hints`): the recrawl prior of each URL."""
     return [dataclasses.replace(row, sitemap_changefreq=hints[row.url].changefreq,
                                 sitemap_lastmod=hints[row.url].lastmod)
             if row.url in hints else row for row in rows]
@@ -348,7 +352,7 @@ class PageProcessor:
             return rows
         rows = self.intake.links(raws, due.depth + 1, now, priority=SITEMAP_PRIORITY,
                                  check_traps=False)
-        return with_sitemap_hints(result, rows)
+        return with_sitemap_hints(sitemap_hints(result), rows)
 
     def _redirect(self, lease: Lease, due: DueUrl, resp: FetchResponse, now: float,
                   fields: dict[str, Any]) -> FetchCommit:

@@ -20,7 +20,7 @@ from courtier.core.errors import InvalidURL
 from courtier.core.tracking import TrackingParams
 from courtier.crawl.intake import Intake
 from courtier.crawl.link_memo import canonicalize_link
-from courtier.crawl.process import SITEMAP_PRIORITY, with_sitemap_hints
+from courtier.crawl.process import SITEMAP_PRIORITY, sitemap_hints, with_sitemap_hints
 from courtier.parse.sitemaps import SitemapResult
 from courtier.store.base import NewUrl
 
@@ -35,17 +35,19 @@ async def sitemap_rows(result: SitemapResult, intake: Intake, depth: int,
     changefreq), taken in :data:`STEP` at a time with the loop given back in between:
     50,000 entries in one go held it for seconds."""
     raws = [entry.loc for entry in result.urls] + result.sitemaps
+    hints = sitemap_hints(result)
     rows: list[NewUrl] = []
     keys: set[bytes] = set()
     for start in range(0, len(raws), STEP):
-        for row in intake.links(raws[start:start + STEP], depth, now,
-                                priority=SITEMAP_PRIORITY, check_traps=False):
-            if row.url_key not in keys:  # a URL listed twice, in two steps
-                keys.add(row.url_key)
-                rows.append(row)
+        step = [row for row in intake.links(raws[start:start + STEP], depth, now,
+                                            priority=SITEMAP_PRIORITY, check_traps=False)
+                if row.url_key not in keys]  # not a URL listed twice, in two steps
+        keys.update(row.url_key for row in step)
+        # the hints go on by step too: 50,000 rows rebuilt at once held the loop ~0.3 s
+        rows.extend(with_sitemap_hints(hints, step))
         if start + STEP < len(raws):
             await asyncio.sleep(0)
-    return with_sitemap_hints(result, rows)
+    return rows
 
 
 async def lastmod_hints(result: SitemapResult, tracking: TrackingParams,
