@@ -10,7 +10,13 @@ Invariants:
 * a page lease's count is noted when the lease is issued and is in the store before its
   request is sent (:meth:`write_ahead`): a crash never spends a budget twice;
 * the store's counts (every worker's fetches) replace ours when they are higher
-  (:meth:`adopt`), so N workers share one budget and one count per host;
+  (:meth:`adopt`), so N workers share one day's count and one count per host: the day's
+  total passes the budget by at most the leases other workers issued since our last
+  store answer (the write-ahead lag);
+* the budget's pacing is this worker's part of the crawl's: before each decision the
+  bucket takes the share of the shards held now (``held_share``), so the buckets of N
+  workers together fill at the budget's rate and hold one hour's share
+  (:mod:`courtier.frontier.budget` says why, and how handovers and crashes keep it);
 * a one-shot crawl whose budget is spent for the day stops (``request_stop``).
 """
 
@@ -32,8 +38,11 @@ class DayLimits:
     """The daily budget and the per-host day counts of one worker."""
 
     def __init__(self, config: CrawlConfig, store: Store, frontier: Frontier,
-                 request_stop: Callable[[str], None], metrics: CrawlMetrics) -> None:
+                 request_stop: Callable[[str], None], metrics: CrawlMetrics,
+                 held_share: Callable[[], float]) -> None:
         self._config = config
+        #: the shards this worker holds now, as a share of all shards (0 to 1)
+        self._held_share = held_share
         self._metrics = metrics
         self._store = store
         self._frontier = frontier
@@ -47,7 +56,7 @@ class DayLimits:
         """The global daily budget continues the window an earlier run saved."""
         if self._config.daily_budget is None:
             return
-        self._budget = DailyBudget(self._config.daily_budget, now)
+        self._budget = DailyBudget(self._config.daily_budget, now, self._held_share())
         saved = (await self._store.load_day_counts([DAILY_BUDGET_KEY])).get(DAILY_BUDGET_KEY)
         if saved is not None:
             self._budget.restore(saved.day_start, saved.used, now)
@@ -57,7 +66,8 @@ class DayLimits:
         if self._config.daily_budget is None:
             return True
         if self._budget is None:
-            self._budget = DailyBudget(self._config.daily_budget, now)
+            self._budget = DailyBudget(self._config.daily_budget, now, self._held_share())
+        self._budget.set_share(self._held_share(), now)
         if self._budget.allows(now):
             self.spent_until = None
             return True

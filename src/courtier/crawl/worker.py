@@ -149,7 +149,7 @@ class Worker:
             drain_timeout=min(config.total_timeout,
                               coordinator.settings.fence_margin if coordinator else 5.0))
         self.day_limits = DayLimits(config, store, self.frontier, self.request_stop,
-                                    self.metrics)
+                                    self.metrics, self.shard_keeper.held_share)
         ip_slots = None
         if coordinator is not None and config.max_in_flight_per_ip > 0:
             ip_slots = IpSlots(store, coordinator, clock, config.max_in_flight_per_ip,

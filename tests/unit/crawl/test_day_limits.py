@@ -16,7 +16,7 @@ from courtier.store.memory import MemoryStore
 def _day_limits(metrics: CrawlMetrics, clock: VirtualClock, budget: int | None) -> DayLimits:
     config = build_config({"daily_budget": budget, "continuous": True}, environ={})
     return DayLimits(config, MemoryStore(), Frontier(clock, "courtier"), lambda _: None,
-                     metrics)
+                     metrics, lambda: 1.0)
 
 
 def test_the_daily_budget_counts_each_time_it_begins_holding_fetches_back() -> None:
