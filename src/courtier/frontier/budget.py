@@ -14,8 +14,9 @@ fills at its share of the budget's rate. Shards are held by one worker at a time
 sum to at most 1 and their buckets together hold at most one hour's share and
 fill at the budget's rate: the crawl as a whole never starts more than
 ``budget / 24 + budget · t / 24 h`` page fetches in any ``t`` seconds, plus at most
-one fetch per worker whose share of an hour rounds up to one. No clocks of two
-machines are compared and nothing is read from the store to decide.
+one fetch per worker whose share of an hour rounds up to one, plus the write-ahead
+lag of a day's beginning (below). No clocks of two machines are compared and
+nothing is read from the store to decide.
 
 Shares change with the shards: a bucket's tokens never grow with its share (a
 worker that gains shards, by a join, a graceful handover or a takeover, fills
@@ -25,9 +26,13 @@ a worker that crashed took its tokens with it. See docs/scale-out.md ("The
 shared daily budget") for why this was chosen over one bucket kept in the store.
 
 The day's count (``used``) is crawl-wide: the worker saves each count in the store
-(``Store.reserve_day_counts``, write-ahead) before the counted fetch starts,
-:meth:`restore`s the window at its start and adopts the store's higher count from
-every answer (crawl/day_limits.py). Pure: callers pass ``now`` and the share.
+(``Store.reserve_day_counts``, write-ahead) before the counted fetch starts and adopts
+the store's higher count from every answer. Its bucket is made once it holds a shard
+(``DayLimits.begin``, crawl/day_limits.py): full at its share when the store has no
+count of the window, else empty (:meth:`restore`). Read after the gain, a count of 0
+means nobody has sent a request of the window; leases other workers issued whose
+counts are not in the store yet (the write-ahead lag, at most their fetches in
+flight) are the slack. Pure: callers pass ``now`` and the share.
 """
 
 from __future__ import annotations
