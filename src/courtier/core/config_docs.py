@@ -57,7 +57,9 @@ SETTING_DOCS: dict[str, SettingDoc] = {
     "max_seconds": SettingDoc("Limits", "Stop after this much time. Unset: no limit.",
                               "seconds"),
     "daily_budget": SettingDoc("Limits", "Page fetches per 24 hours across all hosts (every "
-                               "outcome counts), paced over the day. Unset: no budget."),
+                               "outcome counts), paced over the day; the workers of a "
+                               "crawl share it, each pacing its share of the shards. "
+                               "Unset: no budget."),
     "user_agent": SettingDoc("Fetching", "User-Agent header; its product token (before the "
                              "`/`) is the name robots.txt groups are matched against."),
     "resolve": SettingDoc("Fetching", "Hosts file (`IP name…` per line) that overrides DNS for "

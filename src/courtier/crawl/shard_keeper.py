@@ -99,6 +99,13 @@ class ShardKeeper:
         #: drained shards whose release failed (store error): retried each turn
         self._unreleased: set[int] = set()
 
+    def held_share(self) -> float:
+        """The shards this worker holds a lease on (refilling, draining or waiting for
+        their near-duplicate pages), as a share of all shards: its part of the crawl's
+        daily budget (frontier/budget.py). A shard is dropped from it when its release
+        returns or its loss is learnt, and joins it when its gain is applied."""
+        return len(self._frontier.epochs) / SHARD_COUNT
+
     @property
     def draining(self) -> bool:
         """A graceful handover is under way."""

@@ -149,7 +149,7 @@ class Worker:
             drain_timeout=min(config.total_timeout,
                               coordinator.settings.fence_margin if coordinator else 5.0))
         self.day_limits = DayLimits(config, store, self.frontier, self.request_stop,
-                                    self.metrics)
+                                    self.metrics, self.shard_keeper.held_share)
         ip_slots = None
         if coordinator is not None and config.max_in_flight_per_ip > 0:
             ip_slots = IpSlots(store, coordinator, clock, config.max_in_flight_per_ip,
@@ -214,7 +214,6 @@ class Worker:
             with contextlib.suppress(StoreError):  # the rounds task retries
                 await coordinator.round()  # the first leases before the first refill
             rounds = asyncio.create_task(coordinator.run())
-        await self.day_limits.restore(start)
         ticks = _Ticks(rerank=start)
         try:
             while True:
@@ -271,6 +270,7 @@ class Worker:
             ticks.refill = now
         self._collect_denials(now)
         await self.releaser.release_returned()
+        await self.day_limits.begin(now)  # once a shard is held (day_limits.py)
         self.day_limits.adopt(now)
         await self.fetcher.requeue()
         if (not stopping and now >= self.fetcher.archive_trouble_until
