@@ -23,10 +23,10 @@ from importlib import resources
 import asyncpg
 
 from courtier.core.outcome import Outcome
+from courtier.core.urls import SHARD_COUNT
 from courtier.store.base import FetchCommit
 from courtier.store.postgres import PostgresStore
 from courtier.store.postgres._rows import commit_rows
-from courtier.core.urls import SHARD_COUNT
 
 T0 = 1_700_000_000.0  # as in store_bench.py
 PER_HOST = 64

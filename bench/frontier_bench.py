@@ -33,12 +33,12 @@ import time
 import tracemalloc
 from collections import deque
 
-from courtier.crawl.app import crawl_gc
 from courtier.core.clock import VirtualClock
+from courtier.core.urls import shard_of
+from courtier.crawl.app import crawl_gc
 from courtier.frontier import FetchFeedback, Frontier, Lease, LeaseKind
 from courtier.politeness.delays import DelayPolicy
 from courtier.store.base import DueUrl
-from courtier.core.urls import shard_of
 
 ROBOTS = b"User-agent: *\nDisallow: /private/\n"
 TARGET = 50_000

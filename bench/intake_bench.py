@@ -26,12 +26,12 @@ from pathlib import Path
 
 from courtier.core.clock import VirtualClock
 from courtier.core.config import build_config
-from courtier.frontier.traps import TemplateTracker, TrapRules
+from courtier.core.urls import canonicalize
 from courtier.crawl.intake import Intake, Scope
+from courtier.frontier.traps import TemplateTracker, TrapRules
 from courtier.store.sqlite import SqliteStore
 from courtier.store.sqlite._queries import insert_urls
 from courtier.store.sqlite._schema import connect
-from courtier.core.urls import canonicalize
 
 TARGET = 100_000
 LINKS_PER_PAGE = 50

@@ -36,10 +36,10 @@ from pathlib import Path
 from store_fill import HostRow, bulk_fill, prepare_target
 
 from courtier.core.outcome import Outcome
+from courtier.core.urls import SHARD_COUNT, canonicalize
 from courtier.store.base import FetchCommit, NewUrl, Store
 from courtier.store.postgres import PostgresStore
 from courtier.store.sqlite import SqliteStore
-from courtier.core.urls import SHARD_COUNT, canonicalize
 
 T0 = 1_700_000_000.0
 WANT = 10_000  # due URLs per refill
