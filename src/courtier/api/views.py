@@ -243,6 +243,9 @@ def live_host_view(host: HostState, now: float, delay: float) -> dict[str, Any]:
         "delay": delay,
         "pages_issued": host.pages_issued,
         "ip": host.ip,
+        "tls_handshakes": host.tls_handshakes,
+        "tls_resumed": host.tls_resumed,
+        "https_upgrade": host.https_upgrade,
         "robots": {
             "state": str(robots.status),
             "last_status": robots.last_status,
