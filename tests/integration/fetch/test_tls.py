@@ -93,7 +93,7 @@ async def test_each_new_tls_connection_is_reported_once(ca: TestCA, tmp_path: Pa
     fetches over one kept-alive connection make one report, the same two from a second
     transport (a new pool) one more, as many as the server counted for the name; a
     handshake that fails (another CA) is no report. Seen red with the report taken out
-    of ``_wrap_create_connection`` (none heard) and with it made for every fetch (4)."""
+    of ``_wrap_create_connection`` (none heard) and with one report made per fetch."""
     heard: list[tuple[str, bool]] = []
     async with tls_web(ca.server_context(["a.tls.test"])) as server:
         for _ in range(2):
