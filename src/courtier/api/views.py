@@ -221,6 +221,7 @@ def stored_host_view(record: HostRecord, now: float) -> dict[str, Any]:
         "robots_age": age,
         "crawl_delay": record.crawl_delay,
         "backoff_until": record.backoff_until,
+        "https_upgrade": record.https_upgrade,
         "policy": policy_view(policy_of(record)),
     }
 

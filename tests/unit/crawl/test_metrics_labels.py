@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 
 from courtier.crawl.metrics import (
+    HANDSHAKE_HOSTS,
     OTHER,
     RE_LEASE_REASONS,
     RESPONSE_STATUSES,
     VIOLATION_HOSTS,
     CrawlMetrics,
-    HANDSHAKE_HOSTS,
     FirstLabels,
     status_label,
 )
