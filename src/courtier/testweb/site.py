@@ -37,7 +37,8 @@ URL space of every host::
     /near-leaf/{k}.html       to its own leaf
     /trap/{n}.html            (trap_fanout) an endless trap of one text, left out of the oracle
     http://HOST:HTTP_PORT/…   (http_redirect, an HTTPS web's plain side) 301 to the https
-                              twin ("twin") or index ("home"); the index links every
+                              twin ("twin"; "twin_pages": robots.txt 404) or index
+                              ("home"); the index links every
                               /p/{i}.html there, each page the next one's
     /about.html               a page whose bytes are served again, identical, at
     /mirror/about.html        this second URL (both linked from the index), so a
@@ -328,12 +329,14 @@ class TestWeb(CrawlOracle):
 
     def plain_http_page(self, host: str, path_qs: str) -> PageResponse:
         """What ``path_qs`` of ``host`` answers on the plain-HTTP side of an HTTPS web:
-        301 to its https twin (``http_redirect="twin"``), 301 to the https index
-        (``"home"``), else 404."""
+        301 to its https twin (``http_redirect="twin"``, and ``"twin_pages"`` but for
+        robots.txt: 404), 301 to the https index (``"home"``), else 404."""
         spec = self.spec.host(host.lower().rstrip("."))
         if spec is None or spec.http_redirect is None:
             return plain(404, b"no plain http here\n")
-        if spec.http_redirect == "twin":
+        if spec.http_redirect == "twin_pages" and is_robots_path(normalize_path(path_qs)):
+            return plain(404, b"no robots.txt on http\n")
+        if spec.http_redirect in ("twin", "twin_pages"):
             return redirect(301, self.url(spec.name, path_qs))
         return redirect(301, self.url(spec.name, "/"))
 

@@ -86,8 +86,9 @@ Extra content (all off by default; see :mod:`courtier.testweb.site`):
     for a web served over HTTPS with a plain-HTTP side (``TestWebServer(...,
     plain_http=True)``): what the host's http URLs answer. ``"twin"``: every one
     (robots.txt included) 301 to the same path and query on https (a site that
-    upgrades its http URLs); ``"home"``: every one 301 to the https index (a redirect,
-    not to the same URL). Its index then also links every ``/p/{i}.html`` as an
+    upgrades its http URLs); ``"twin_pages"``: the same but robots.txt, which answers 404
+    on http (so a page is the first http URL to redirect); ``"home"``: every one 301 to
+    the https index (for any path but ``/``, a redirect that is not to the same URL). Its index then also links every ``/p/{i}.html`` as an
     ``http://`` URL of the plain port, and each page the next page's. Hosts without
     it answer 404 on the plain port. :meth:`TestWeb.expected_fetches` does not model
     the plain side (which GETs a crawler makes there depends on its upgrade rule).
@@ -146,9 +147,9 @@ ALL_ROBOTS_KINDS: tuple[RobotsKind, ...] = ROBOTS_KINDS + MORE_ROBOTS_KINDS
 #: statuses a busy host answers with
 BUSY_STATUSES = (429, 503)
 
-HttpRedirect = Literal["twin", "home"]
+HttpRedirect = Literal["twin", "twin_pages", "home"]
 #: what a host's plain-http URLs may answer (``HostSpec.http_redirect``)
-HTTP_REDIRECTS: tuple[HttpRedirect, ...] = ("twin", "home")
+HTTP_REDIRECTS: tuple[HttpRedirect, ...] = ("twin", "twin_pages", "home")
 
 #: prefix of a ``retry_after`` value asking for an HTTP-date N seconds ahead
 HTTP_DATE_PREFIX = "http-date+"
