@@ -211,8 +211,8 @@ class PageProcessor:
                  now: float) -> FetchCommit:
         """An http URL whose host redirects its URLs to https, settled without a request:
         outcome ``redirect`` to its https twin, no status, ``error_kind`` ``https_upgrade``;
-        the twin is taken in as a redirect's target is (one more hop, within
-        ``--max-redirect-hops``; the hop's status in its chain is
+        the twin is taken in as a redirect's target is (one more hop, within the
+        ``max-redirect-hops`` setting; the hop's status in its chain is
         :data:`~courtier.crawl.https_upgrade.UPGRADE_HOP_STATUS`)."""
         lease = Lease(kind=LeaseKind.PAGE, host_key=due.host_key, url=due.url, issued_at=now,
                       epoch=epoch, delay=0.0, due=due)
