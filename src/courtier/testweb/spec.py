@@ -86,12 +86,13 @@ Extra content (all off by default; see :mod:`courtier.testweb.site`):
     for a web served over HTTPS with a plain-HTTP side (``TestWebServer(...,
     plain_http=True)``): what the host's http URLs answer. ``"twin"``: every one
     (robots.txt included) 301 to the same path and query on https (a site that
-    upgrades its http URLs); ``"twin_pages"``: the same but robots.txt, which answers 404
-    on http (so a page is the first http URL to redirect); ``"home"``: every one 301 to
-    the https index (for any path but ``/``, a redirect that is not to the same URL). Its index then also links every ``/p/{i}.html`` as an
-    ``http://`` URL of the plain port, and each page the next page's. Hosts without
-    it answer 404 on the plain port. :meth:`TestWeb.expected_fetches` does not model
-    the plain side (which GETs a crawler makes there depends on its upgrade rule).
+    upgrades its http URLs); ``"twin_pages"``: the same but robots.txt, which answers
+    404 on http (so a page is the first http URL to redirect); ``"home"``: every one 301
+    to the https index (for any path but ``/``, a redirect that is not to the same URL).
+    Its index then also links every ``/p/{i}.html`` as an ``http://`` URL of the plain
+    port, and each page the next page's. Hosts without it answer 404 on the plain port.
+    :meth:`TestWeb.expected_fetches` does not model the plain side (which GETs a crawler
+    makes there depends on its upgrade rule).
 """
 
 from __future__ import annotations
