@@ -722,6 +722,27 @@ async def test_backoff_round_trip(store: Store) -> None:
     assert host is not None and host.backoff_until == T0 + 600
 
 
+async def test_https_upgrade_round_trip_keeps_the_rest_of_the_host(store: Store) -> None:
+    """The https host key an http host upgrades to is kept with the host, beside its
+    robots copy and back-off (a later robots or back-off write keeps it), and can be
+    cleared. Seen red with load_host not reading the column (None read back)."""
+    await store.save_robots(HostRecord("http://a.test", 1, robots_status=200,
+                                       robots_body=b"ok"))
+    await store.save_https_upgrade("http://a.test", 1, "https://a.test")
+    await store.save_backoff("http://a.test", 1, T0 + 600)
+    await store.save_robots(HostRecord("http://a.test", 1, robots_status=200,
+                                       robots_body=None))
+    host = await store.load_host("http://a.test")
+    assert host is not None and host.https_upgrade == "https://a.test"
+    assert (host.robots_body, host.backoff_until) == (b"ok", T0 + 600)
+    await store.save_https_upgrade("http://b.test:8080", 1, "https://b.test:8443")
+    other = await store.load_host("http://b.test:8080")
+    assert other is not None and other.https_upgrade == "https://b.test:8443"
+    await store.save_https_upgrade("http://a.test", 1, None)
+    cleared = await store.load_host("http://a.test")
+    assert cleared is not None and cleared.https_upgrade is None
+
+
 async def test_sitemap_hints_round_trip_and_due_within(store: Store) -> None:
     hinted = NewUrl(key("http://a.test/s"), "http://a.test/s", "a.test", 1, 1, 1, T0, T0,
                     sitemap_changefreq="daily", sitemap_lastmod=T0 - 100)

@@ -221,6 +221,7 @@ def stored_host_view(record: HostRecord, now: float) -> dict[str, Any]:
         "robots_age": age,
         "crawl_delay": record.crawl_delay,
         "backoff_until": record.backoff_until,
+        "https_upgrade": record.https_upgrade,
         "policy": policy_view(policy_of(record)),
     }
 
@@ -243,6 +244,9 @@ def live_host_view(host: HostState, now: float, delay: float) -> dict[str, Any]:
         "delay": delay,
         "pages_issued": host.pages_issued,
         "ip": host.ip,
+        "tls_handshakes": host.tls_handshakes,
+        "tls_resumed": host.tls_resumed,
+        "https_upgrade": host.https_upgrade,
         "robots": {
             "state": str(robots.status),
             "last_status": robots.last_status,

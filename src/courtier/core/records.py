@@ -192,6 +192,8 @@ class HostRecord:
     errors: int = 0
     bytes: int = 0
     ttfb_sum: float = 0.0
+    #: an http host that redirects its URLs to https: the https host key they go to
+    https_upgrade: str | None = None
 
 
 #: the :class:`DayCount` key of the crawl-wide ``--daily-budget``

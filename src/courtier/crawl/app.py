@@ -35,6 +35,7 @@ from courtier.core.config import CrawlConfig, api_address
 from courtier.core.errors import ConfigError, FetchError, InvalidURL
 from courtier.core.logs import NOTICE_LOGGER, log_event
 from courtier.core.urls import canonicalize, registrable_domain
+from courtier.crawl.handshakes import HandshakeCounter
 from courtier.crawl.intake import Intake, Scope, SeedProblem, read_seed_lines
 from courtier.crawl.loopwatch import LoopLagMonitor, log_tasks
 from courtier.crawl.metrics import CrawlMetrics
@@ -178,6 +179,7 @@ async def crawl(
                         resolve_ip=host_ip_lookup(resolver), metrics=metrics,
                         coordinator=coordinator)
         transport.send_gate = worker.may_start  # the last check before a request is written
+        transport.on_tls_handshake = HandshakeCounter(worker.frontier, metrics)
         lag_monitor = LoopLagMonitor(metrics)
         if isinstance(archive, SpooledArchive):
             worker.metrics.warc_upload_backlog.set_function(lambda: archive.backlog)

@@ -39,6 +39,7 @@ from courtier.core.logs import log_event
 from courtier.core.urls import canonicalize
 from courtier.crawl.committer import Committer
 from courtier.crawl.day_limits import DayLimits
+from courtier.crawl.https_upgrade import PERMANENT_REDIRECTS, upgrade_target
 from courtier.crawl.intake import Intake
 from courtier.crawl.metrics import CrawlMetrics, status_class
 from courtier.crawl.process import (
@@ -275,6 +276,7 @@ class Fetcher:
 
     async def _after_response(self, lease: Lease, resp: FetchResponse, now: float) -> None:
         await self._persist_backoff(lease, now)
+        await self._learn_upgrade(lease, resp)
         if resp.truncated == "type":
             # not a type asked for: nothing archived, fetched again after a long while
             commit = self.processor.not_html(lease, resp, now)
@@ -403,6 +405,27 @@ class Fetcher:
             stats.status_5xx += 1
             stats.errors += 1
 
+    async def _learn_upgrade(self, lease: Lease, resp: FetchResponse) -> None:
+        """An http URL (page or robots.txt) answered a permanent redirect to its very same
+        URL on https: from now on the host's http URLs are settled as redirects to their
+        https twins without a request (``crawl/https_upgrade.py``), and the store keeps
+        the rule with the host (a restart, the shard's next owner)."""
+        if resp.status not in PERMANENT_REDIRECTS:
+            return
+        target = upgrade_target(lease.url, lease.host_key, resp.status, resp.header("location"))
+        host = self.frontier.hosts.get(lease.host_key)
+        if target is None or host is None or host.https_upgrade == target:
+            return
+        self.frontier.upgrade_to_https(host.host_key, target)
+        log_event(log, logging.INFO, "https_upgrade",
+                  "%s redirects its URLs to %s: its other http URLs are taken as https "
+                  "without a request", host.host_key, target, url=lease.url,
+                  host=host.host_key, reason=f"{resp.status} to {target}")
+        try:
+            await self.store.save_https_upgrade(host.host_key, host.shard, target)
+        except StoreError as exc:  # this process keeps the rule; a restart learns it again
+            log.warning("could not save the https upgrade of %s: %s", host.host_key, exc)
+
     async def _persist_backoff(self, lease: Lease, now: float) -> None:
         """A long pause (beyond the release horizon) is saved so a restart keeps it."""
         host = self.frontier.hosts.get(lease.host_key)
@@ -459,6 +482,7 @@ class Fetcher:
             retry_at = parse_retry_after(resp.header("retry-after"), self.clock.now())
             frontier.finish_robots(lease, resp.status, resp.body, location, resp.remote_ip,
                                    retry_at, parsed)
+            await self._learn_upgrade(lease, resp)
             host_state = frontier.hosts.get(lease.host_key)
             if 200 <= resp.status < 300 and host_state and host_state.robots.rules is not None:
                 await self._discover_sitemaps(lease, host_state.robots.rules.sitemaps)

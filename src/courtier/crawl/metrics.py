@@ -29,6 +29,8 @@ RESPONSE_STATUSES = (200, 204, 206, 301, 302, 303, 304, 307, 308, 400, 401, 403,
 _STATUS_LABELS = {status: str(status) for status in RESPONSE_STATUSES}
 #: hosts with a series of their own in ``courtier_host_politeness_violations_total``
 VIOLATION_HOSTS = 20
+#: hosts with a series of their own in ``courtier_tls_handshakes_total``
+HANDSHAKE_HOSTS = 20
 #: the label shared by every status, or host, beyond the bounded set
 OTHER = "other"
 #: why a lease ended without a result, so that its URL is leased again
@@ -233,6 +235,13 @@ class CrawlMetrics:
             f"courtier_politeness_violations by host (the first {VIOLATION_HOSTS} hosts; "
             "later ones as \"other\")", ["host"], registry=r)
         self._violation_hosts = FirstLabels(VIOLATION_HOSTS)
+        self.tls_handshakes = Counter(
+            "courtier_tls_handshakes",
+            "TLS handshakes (new https connections; kept-alive ones make none) by host (the "
+            f"first {HANDSHAKE_HOSTS} hosts; later ones as \"other\") and session (new: a "
+            "full handshake, resumed: an earlier session resumed)",
+            ["host", "session"], registry=r)
+        self._handshake_hosts = FirstLabels(HANDSHAKE_HOSTS)
         self.fetch_errors = Counter(
             "courtier_fetch_errors",
             "fetches that ended without a response, by the failure's class (error_kind: dns, "
@@ -304,6 +313,11 @@ class CrawlMetrics:
         """A lease start broke ``host``'s delay or in-flight cap."""
         self.politeness_violations.inc()
         self.host_politeness_violations.labels(self._violation_hosts.label(host)).inc()
+
+    def tls_handshake(self, host: str, resumed: bool) -> None:
+        """A TLS handshake with ``host`` completed (``resumed``: an earlier session)."""
+        self.tls_handshakes.labels(self._handshake_hosts.label(host),
+                                   "resumed" if resumed else "new").inc()
 
     def bind_frontier(self, frontier: Frontier, clock: Clock) -> None:
         """Report live frontier gauges on every scrape."""

@@ -21,6 +21,7 @@ from courtier.core.errors import BlockedAddressError, FetchError, InvalidURL
 from courtier.core.logs import log_event
 from courtier.core.outcome import Outcome
 from courtier.core.urls import canonicalize
+from courtier.crawl.https_upgrade import UPGRADE_HOP_STATUS, UPGRADE_KIND, https_twin
 from courtier.crawl.intake import SEED_PRIORITY, Intake
 from courtier.dedup.fingerprint64 import hamming
 from courtier.dedup.pages import DuplicateTracker, FirstCopy
@@ -193,15 +194,43 @@ class PageProcessor:
     def denied(self, due: DueUrl, reason: str, digest: str | None, epoch: int,
                now: float) -> FetchCommit:
         """A URL not fetched: robots.txt disallows it (no error_kind), a policy blocks its
-        host (``policy_blocked``), the SSRF guard refused its address (``blocked``), or its
+        host (``policy_blocked``), the SSRF guard refused its address (``blocked``), its
         host's robots.txt stayed unreachable (``robots_unreachable:<why>``; the cycle ends,
-        it returns at recrawl)."""
+        it returns at recrawl), or its http host upgrades to https (``digest`` is then the
+        https host key: :meth:`upgraded`)."""
+        if reason == UPGRADE_KIND and digest is not None:
+            return self.upgraded(due, digest, epoch, now)
         self.figures.denied += 1
         outcome = _DENIED_OUTCOMES.get(reason, Outcome.ERROR)
         lease = Lease(kind=LeaseKind.PAGE, host_key=due.host_key, url=due.url, issued_at=now,
                       epoch=epoch, delay=0.0, due=due, robots_digest=digest)
         error_kind = _DENIED_KINDS.get(reason, reason)
         return self._commit(lease, due, outcome, now, error_kind=error_kind)
+
+    def upgraded(self, due: DueUrl, https_host_key: str, epoch: int,
+                 now: float) -> FetchCommit:
+        """An http URL whose host redirects its URLs to https, settled without a request:
+        outcome ``redirect`` to its https twin, no status, ``error_kind`` ``https_upgrade``;
+        the twin is taken in as a redirect's target is (one more hop, within the
+        ``max-redirect-hops`` setting; the hop's status in its chain is
+        :data:`~courtier.crawl.https_upgrade.UPGRADE_HOP_STATUS`)."""
+        lease = Lease(kind=LeaseKind.PAGE, host_key=due.host_key, url=due.url, issued_at=now,
+                      epoch=epoch, delay=0.0, due=due)
+        twin = https_twin(due.url, due.host_key, https_host_key)
+        new_urls: list[NewUrl] = []
+        try:
+            target = canonicalize(twin)
+        except InvalidURL:  # not expected: the twin of a canonical URL is canonical
+            target = None
+        hops = due.redirect_hops + 1
+        if target is not None and hops <= self.config.max_redirect_hops:
+            chain = extend_chain(due.redirect_chain, due.url, UPGRADE_HOP_STATUS)
+            new = self.intake.make(target, due.depth, now, redirect_hops=hops,
+                                   redirect_chain=chain)
+            if new is not None:
+                new_urls.append(new)
+        return self._commit(lease, due, Outcome.REDIRECT, now, new_urls=new_urls,
+                            redirect_to=twin, error_kind=UPGRADE_KIND)
 
     def failed(self, lease: Lease, exc: FetchError, now: float) -> FetchCommit:
         """No usable response: retry with capped back-off, or give up after max_retries."""

@@ -34,6 +34,8 @@ Contract beyond the protocol:
 * HTTPS is verified (system trust store plus ``ca_file``, host names checked,
   TLS >= 1.2) through one :class:`ssl.SSLContext` per transport
   (``courtier.fetch.tls``); pooled keep-alive connections spare handshakes.
+  Every handshake a fetch completes is reported to ``on_tls_handshake`` (when
+  set) with the fetch's URL and whether the session was resumed.
 * Failures before a usable response raise, each with a stable ``kind``:
   :class:`DNSError` (``dns``), :class:`BlockedAddressError` (``blocked``),
   :class:`RefusedError` (``refused``), :class:`ResetError` (``reset``: reset,
@@ -105,13 +107,16 @@ class _Phase:
     """How far the current fetch's connection got: ``tls_started`` once the TCP
     connection stood and the TLS handshake began, ``connected`` once a connection
     (new or pooled) was handed to the request. Tells a connect timeout from a
-    handshake that never ended, and a reset before TLS from one during it."""
+    handshake that never ended, and a reset before TLS from one during it.
+    ``handshakes`` holds one entry per TLS handshake the fetch completed (a new
+    connection): whether its session was resumed."""
 
-    __slots__ = ("connected", "tls_started")
+    __slots__ = ("connected", "handshakes", "tls_started")
 
     def __init__(self) -> None:
         self.tls_started = False
         self.connected = False
+        self.handshakes: list[bool] = []
 
 
 _PHASE: contextvars.ContextVar[_Phase | None] = contextvars.ContextVar(
@@ -195,9 +200,12 @@ class _CleanConnector(aiohttp.TCPConnector):
     async def _wrap_create_connection(self, *args: Any, **kwargs: Any) -> Any:
         """aiohttp opens the TCP connection, then asks asyncio for the TLS layer,
         which calls the protocol factory once TCP stands: that call marks the
-        handshake's start in the fetch's :class:`_Phase`."""
+        handshake's start in the fetch's :class:`_Phase`. A connection returned here
+        has finished its handshake: the phase notes it, and whether its session was
+        resumed."""
         phase = _PHASE.get()
-        if phase is not None and kwargs.get("ssl") and args:
+        tls = phase is not None and bool(kwargs.get("ssl")) and bool(args)
+        if tls and phase is not None:
             factory = args[0]
 
             def marked() -> Any:
@@ -205,7 +213,11 @@ class _CleanConnector(aiohttp.TCPConnector):
                 return factory()
 
             args = (marked, *args[1:])
-        return await super()._wrap_create_connection(*args, **kwargs)
+        made = await super()._wrap_create_connection(*args, **kwargs)
+        if tls and phase is not None:
+            ssl_object = made[0].get_extra_info("ssl_object")
+            phase.handshakes.append(bool(getattr(ssl_object, "session_reused", False)))
+        return made
 
 
 #: OpenSSL verify codes (X509_V_ERR_*) by the TLS error class they mean
@@ -357,6 +369,11 @@ class AiohttpTransport:
         self._closed = False
         #: asked right before each request is written (see _CleanConnector)
         self.send_gate: Callable[[], bool] | None = None
+        #: told of every TLS handshake a fetch completed (a new connection; pooled ones
+        #: make none), with the fetch's URL and whether the TLS session was resumed;
+        #: called once the fetch has its headers or has failed, handshakes that led to
+        #: a failure included
+        self.on_tls_handshake: Callable[[str, bool], None] | None = None
 
     def _get_session(self) -> aiohttp.ClientSession:
         if self._closed:
@@ -443,6 +460,9 @@ class AiohttpTransport:
             _PHASE.reset(phase_token)
             if token is not None:
                 _PINNED.reset(token)
+            if phase.handshakes and self.on_tls_handshake is not None:
+                for resumed in phase.handshakes:
+                    self.on_tls_handshake(request.url, resumed)
         ttfb = loop.time() - start
         try:
             raw_headers = [

@@ -93,6 +93,13 @@ class HostState:
     #: the delay is looked up several times per lease, the rules change rarely
     delay_rules: object = None
     crawl_delay: float | None = None
+    #: TLS handshakes (new connections) this process made to the host since its state
+    #: was created, and how many of them resumed a session (crawl/handshakes.py)
+    tls_handshakes: int = 0
+    tls_resumed: int = 0
+    #: an http host that redirects its URLs to the same URLs on https: the https host
+    #: key they are settled to, without a request (crawl/https_upgrade.py); None: fetched
+    https_upgrade: str | None = None
 
     def push(self, due: DueUrl, now: float) -> None:
         heapq.heappush(self.queue, (*url_rank(due, now), due))

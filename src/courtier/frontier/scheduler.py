@@ -33,7 +33,10 @@ Invariants the frontier keeps for every host:
 * no page lease before robots.txt has been fetched (or while it is expired);
 * no page lease while the host is backing off or robots.txt is unreachable
   with no earlier good copy;
-* no page lease for a URL its robots.txt disallows (those are *denied*).
+* no page lease for a URL its robots.txt disallows (those are *denied*);
+* no lease at all for a host whose every URL is settled without a request: blocked
+  (policy, SSRF guard) or an http host that upgrades to https (its URLs are denied,
+  and become redirects to their https twins).
 """
 
 from __future__ import annotations
@@ -58,9 +61,13 @@ from courtier.politeness.robots_state import RobotsPolicy, RobotsStatus
 
 log = logging.getLogger("courtier.frontier")
 
-#: (url row, reason, robots digest); reason: "robots", "blocked" (domain policy),
-#: "blocked_address" (the SSRF guard refused its address), "robots_unreachable[:KIND]"
+#: (url row, reason, detail); reason: "robots", "blocked" (domain policy),
+#: "blocked_address" (the SSRF guard refused its address), "robots_unreachable[:KIND]",
+#: :data:`UPGRADE_DENIAL` (an http host that moved to https); detail: the robots digest
+#: (robots), the https host key (an upgrade), else None
 Denial = tuple[DueUrl, str, str | None]
+#: the denial of an http URL whose host redirects its URLs to https (crawl/https_upgrade.py)
+UPGRADE_DENIAL = "https_upgrade"
 
 
 def robots_unreachable_kind(last_error: str | None) -> str:
@@ -161,6 +168,7 @@ class Frontier:
                 record.blocked,
             )
             host.timing.backoff_until = record.backoff_until or 0.0
+            host.https_upgrade = record.https_upgrade
             # We may have fetched from this host moments ago (a restart after a crash or
             # a shard takeover); its last start time is unknown, so wait one delay.
             host.next_allowed_at = self.clock.now() + self.delay_for(host)
@@ -181,6 +189,15 @@ class Frontier:
             return
         host.policy = policy
         self._reschedule(host)
+
+    def upgrade_to_https(self, host_key: str, https_host_key: str) -> None:
+        """The http host redirects its URLs to the same URLs under ``https_host_key``: none
+        of them is requested any more; its queued URLs (and any that come) are denied
+        with :data:`UPGRADE_DENIAL`, the https host key as the detail."""
+        host = self.hosts.get(host_key)
+        if host is not None:
+            host.https_upgrade = https_host_key
+            self._reschedule(host)
 
     def block_address(self, host_key: str) -> None:
         """The host's address is refused by the SSRF guard: deny its URLs (outcome BLOCKED)
@@ -245,18 +262,26 @@ class Frontier:
         self._robots_units = UNITS_PER_TURN  # the turn ends: the caller yields now
         return None
 
-    def _deny_blocked(self, host: HostState) -> bool:
-        """A blocked host (policy or SSRF guard): deny its queued URLs; True if blocked."""
-        if not (host.policy.blocked or host.address_blocked):
+    def _deny_all(self, host: HostState) -> bool:
+        """A host none of whose URLs is requested — blocked (policy or SSRF guard), or an
+        http host that upgrades to https — has its queued URLs denied; True if so."""
+        detail = None
+        if host.policy.blocked:
+            why = "blocked"
+        elif host.address_blocked:
+            why = "blocked_address"
+        elif host.https_upgrade is not None:
+            why, detail = UPGRADE_DENIAL, host.https_upgrade
+        else:
             return False
-        why = "blocked" if host.policy.blocked else "blocked_address"
         for due in host.drain():
             self._queued -= 1
-            self._denied.append((due, why, None))
+            self._denied.append((due, why, detail))
         return True
 
     def _lease_from(self, host: HostState, now: float) -> Lease | None:
-        if (host.policy.blocked or host.address_blocked) and self._deny_blocked(host):
+        if (host.policy.blocked or host.address_blocked or host.https_upgrade is not None) \
+                and self._deny_all(host):
             return None
         robots = host.robots
         status = robots.status
@@ -433,8 +458,9 @@ class Frontier:
     def _reschedule(self, host: HostState) -> None:
         host.token += 1
         if host.queue:
-            if (host.policy.blocked or host.address_blocked) and self._deny_blocked(host):
-                return  # never released to be retried: their outcome is BLOCKED
+            if (host.policy.blocked or host.address_blocked
+                    or host.https_upgrade is not None) and self._deny_all(host):
+                return  # never released to be retried: settled without a request
             robots = host.robots  # given_up() is only ever True while unreachable
             if robots.status is _UNREACHABLE and robots.given_up(self.robots_policy):
                 why = robots_unreachable_kind(robots.last_error)

@@ -198,6 +198,12 @@ class Store(ClusterStore, Protocol):
         """Record that a host pauses until ``until`` (429/5xx/errors), so a restart or a
         new shard owner keeps the pause."""
 
+    async def save_https_upgrade(self, host_key: str, shard: int,
+                                 https_host_key: str | None) -> None:
+        """Record that the http host ``host_key`` redirects its URLs to the same URLs under
+        ``https_host_key`` (None: it no longer does), so a restart or a new shard owner
+        settles them without a request too (``load_host`` returns it)."""
+
     async def load_day_counts(self, keys: Collection[str]) -> dict[str, DayCount]:
         """The stored counts of these keys (written by :meth:`reserve_day_counts`); keys
         never counted are absent."""

@@ -287,6 +287,11 @@ class MemoryStore:
         host = self.hosts.setdefault(host_key, HostRecord(host_key, shard))
         host.backoff_until = until
 
+    async def save_https_upgrade(self, host_key: str, shard: int,
+                                 https_host_key: str | None) -> None:
+        host = self.hosts.setdefault(host_key, HostRecord(host_key, shard))
+        host.https_upgrade = https_host_key
+
     async def set_policy(self, host_key: str, shard: int, delay: float | None,
                          max_in_flight: int | None, max_pages: int | None,
                          blocked: bool) -> None:

@@ -14,15 +14,18 @@ at zero when the server starts.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import ssl
 import time
+import weakref
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 
 from aiohttp import web
+from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_request import BaseRequest
 from aiohttp.web_response import StreamResponse
 
@@ -48,7 +51,8 @@ class RequestRecord:
     by a comment in it). ``body_sent`` counts the body bytes the server wrote before the
     response ended or the client went away (written in 64 KiB pieces, each awaited);
     ``whole`` is False when the client closed the connection before the body was all
-    written.
+    written. ``scheme`` is the one the request came over: ``https`` on the TLS port,
+    ``http`` on a plain one (an HTTP web, or the plain side of an HTTPS web).
     """
 
     host: str
@@ -62,6 +66,21 @@ class RequestRecord:
     user_agent: str = ""
     body_sent: int = 0
     whole: bool = True
+    scheme: str = "http"
+
+
+class _ConnectionCountingServer(web.Server):
+    """aiohttp's low-level server, telling ``on_connection`` of each connection made
+    (for TLS: once its handshake has completed)."""
+
+    def __init__(self, handler: Callable[[BaseRequest], Awaitable[StreamResponse]],
+                 on_connection: Callable[[asyncio.Transport], None]) -> None:
+        super().__init__(handler)
+        self._on_connection = on_connection
+
+    def connection_made(self, handler: RequestHandler, transport: asyncio.Transport) -> None:
+        super().connection_made(handler, transport)
+        self._on_connection(transport)
 
 
 class HeldResponse:
@@ -126,7 +145,13 @@ class TestWebServer:
 
     With ``ssl_context`` (see :mod:`courtier.testweb.tls`) the server speaks
     HTTPS only and every URL of :attr:`web` is ``https://``; a request whose TLS
-    handshake fails never reaches the handler, so it is not in :attr:`log`.
+    handshake fails never reaches the handler, so it is not in :attr:`log`. Each
+    completed handshake is counted by the name the client asked for (SNI) in
+    :attr:`tls_handshakes` (and in :attr:`tls_resumed` when it resumed a session):
+    one per TLS connection, whatever number of requests it then carries.
+    ``plain_http=True`` (with ``ssl_context``) also listens for plain HTTP on
+    :attr:`http_port`, where the hosts answer as their ``HostSpec.http_redirect``
+    says; those requests are logged too, with ``scheme="http"``.
     ``on_request`` is called with each record as it is appended to :attr:`log` (the
     access log of ``courtier testweb serve``).
     """
@@ -135,8 +160,20 @@ class TestWebServer:
 
     def __init__(self, spec: WebSpec, port: int = 0, host: str = "127.0.0.1",
                  ssl_context: ssl.SSLContext | None = None,
-                 on_request: Callable[[RequestRecord], None] | None = None) -> None:
+                 on_request: Callable[[RequestRecord], None] | None = None,
+                 plain_http: bool = False) -> None:
+        if plain_http and ssl_context is None:
+            raise ConfigError("TestWebServer: plain_http is the plain side of an HTTPS web "
+                              "(give ssl_context too)")
         self.spec = spec
+        self.plain_http = plain_http
+        #: the plain-HTTP port of an HTTPS web started with ``plain_http`` (else None)
+        self.http_port: int | None = None
+        #: completed TLS handshakes by the server name the client sent (SNI), and those
+        #: that resumed a session
+        self.tls_handshakes: collections.Counter[str] = collections.Counter()
+        self.tls_resumed: collections.Counter[str] = collections.Counter()
+        self._sni: weakref.WeakKeyDictionary[ssl.SSLObject, str] = weakref.WeakKeyDictionary()
         self._on_request = on_request
         self.bind_host = host
         self.ssl_context = ssl_context
@@ -173,29 +210,55 @@ class TestWebServer:
         """Bind and start serving; idempotent. Raises ConfigError if the port is taken."""
         if self._runner is not None:
             return
-        runner = web.ServerRunner(web.Server(self._handle), access_log=None)
+        if self.ssl_context is not None:
+            self._name_connections(self.ssl_context)
+        runner = web.ServerRunner(_ConnectionCountingServer(self._handle, self._connected),
+                                  access_log=None)
         await runner.setup()
-        site = web.TCPSite(runner, self.bind_host, self._requested_port,
-                           ssl_context=self.ssl_context)
+        sites = [web.TCPSite(runner, self.bind_host, self._requested_port,
+                             ssl_context=self.ssl_context)]
+        if self.plain_http:
+            sites.append(web.TCPSite(runner, self.bind_host, 0))
         try:
-            await site.start()
+            for site in sites:
+                await site.start()
         except OSError as exc:
             await runner.cleanup()
             raise ConfigError(
                 f"testweb cannot listen on port {self._requested_port}: {exc}"
             ) from exc
-        port = None
-        for addr in runner.addresses:
-            if isinstance(addr, tuple) and len(addr) >= 2:
-                port = int(addr[1])
-                break
-        if port is None:
+        # one socket a site (an IPv4 or IPv6 address), in the order the sites started
+        ports = [int(addr[1]) for addr in runner.addresses
+                 if isinstance(addr, tuple) and len(addr) >= 2]
+        if len(ports) != len(sites):
             await runner.cleanup()
-            raise ConfigError("testweb server did not report a listening port")
+            raise ConfigError("testweb server did not report its listening ports")
         self._runner = runner
-        self._port = port
-        self._web = TestWeb(self.spec, port,
-                            scheme="http" if self.ssl_context is None else "https")
+        self._port = ports[0]
+        self.http_port = ports[1] if self.plain_http else None
+        self._web = TestWeb(self.spec, ports[0],
+                            scheme="http" if self.ssl_context is None else "https",
+                            http_port=self.http_port)
+
+    def _name_connections(self, context: ssl.SSLContext) -> None:
+        """Note the server name (SNI) each TLS client asks for, keeping any callback the
+        context had."""
+        earlier = context.sni_callback
+
+        def note(ssl_object: ssl.SSLObject, name: str | None,
+                 ctx: ssl.SSLContext) -> int | None:
+            self._sni[ssl_object] = (name or "").lower()
+            return earlier(ssl_object, name or "", ctx) if earlier is not None else None
+
+        context.sni_callback = note
+
+    def _connected(self, transport: asyncio.Transport) -> None:
+        ssl_object = transport.get_extra_info("ssl_object")
+        if isinstance(ssl_object, ssl.SSLObject):
+            name = self._sni.get(ssl_object, "")
+            self.tls_handshakes[name] += 1
+            if ssl_object.session_reused:
+                self.tls_resumed[name] += 1
 
     def hold_next(self, host: str, path: str | None = None) -> HeldResponse:
         """Hold the next request to ``host`` (for ``path``, a raw request target; any page
@@ -249,15 +312,10 @@ class TestWebServer:
                 if held.cut:  # nobody to answer: the log records the end now
                     status = 499
                     return StreamResponse(status=status)
-            page = self.web.page(host, request.raw_path)
-            if spec is not None and spec.changing_pages:
-                self._editions[(host, request.raw_path)] += 1
-                page = self.web.edition(host, request.raw_path, page,
-                                        self._editions[(host, request.raw_path)])
-            if spec is not None and not is_robots_path(normalize_path(request.raw_path)):
-                self._page_requests[host] += 1
-                if spec.is_busy(self._page_requests[host]):
-                    page, retry_until = self._busy(spec)
+            if self.plain_http and request.scheme == "http":
+                page = self.web.plain_http_page(host, request.raw_path)
+            else:
+                page, retry_until = self._page(host, spec, request.raw_path)
             status, body = page.status, page.body
             etag = page.header("ETag")
             if etag is not None and etag in request.headers.get("If-None-Match", ""):
@@ -282,10 +340,27 @@ class TestWebServer:
             end = time.monotonic()
             record = RequestRecord(host, request.raw_path, request.method, start, end, status,
                                    peer_port, retry_until,
-                                   request.headers.get("User-Agent", ""), sent, whole)
+                                   request.headers.get("User-Agent", ""), sent, whole,
+                                   request.scheme)
             self.log.append(record)
             if self._on_request is not None:
                 self._on_request(record)
+
+    def _page(self, host: str, spec: HostSpec | None,
+              target: str) -> tuple[PageResponse, float | None]:
+        """The answer to ``target`` (a raw request target) of ``host`` on the web's own
+        port, with its changing editions and busy answers, and the monotonic time a
+        busy answer's Retry-After asks to wait until."""
+        page = self.web.page(host, target)
+        retry_until = None
+        if spec is not None and spec.changing_pages:
+            self._editions[(host, target)] += 1
+            page = self.web.edition(host, target, page, self._editions[(host, target)])
+        if spec is not None and not is_robots_path(normalize_path(target)):
+            self._page_requests[host] += 1
+            if spec.is_busy(self._page_requests[host]):
+                page, retry_until = self._busy(spec)
+        return page, retry_until
 
     def _busy(self, spec: HostSpec) -> tuple[PageResponse, float | None]:
         """The busy answer and the monotonic time its Retry-After asks to wait until."""

@@ -36,6 +36,10 @@ URL space of every host::
     /near/{k}.html            (near_duplicates) one text, one word apart; each links
     /near-leaf/{k}.html       to its own leaf
     /trap/{n}.html            (trap_fanout) an endless trap of one text, left out of the oracle
+    http://HOST:HTTP_PORT/…   (http_redirect, an HTTPS web's plain side) 301 to the https
+                              twin ("twin"; "twin_pages": robots.txt 404) or index
+                              ("home"); the index links every
+                              /p/{i}.html there, each page the next one's
     /about.html               a page whose bytes are served again, identical, at
     /mirror/about.html        this second URL (both linked from the index), so a
                               crawler stores one response and one revisit
@@ -88,10 +92,13 @@ class TestWeb(CrawlOracle):
 
     __test__ = False  # not a pytest test class
 
-    def __init__(self, spec: WebSpec, port: int, scheme: str = "http") -> None:
+    def __init__(self, spec: WebSpec, port: int, scheme: str = "http",
+                 http_port: int | None = None) -> None:
         self.spec = spec
         self.port = port
         self.scheme = scheme
+        #: the plain-HTTP side of an HTTPS web (``HostSpec.http_redirect``), or None
+        self.http_port = http_port
         self._cache: dict[tuple[str, str], PageResponse] = {}
         self._models: dict[tuple[str, str], HtmlPage] = {}
 
@@ -103,6 +110,19 @@ class TestWeb(CrawlOracle):
     def url(self, host: str, path: str) -> str:
         """The canonical URL of ``path`` on ``host``."""
         return self.base_url(host) + path
+
+    def http_url(self, host: str, path: str) -> str:
+        """The canonical ``http://`` URL of ``path`` on the plain-HTTP side."""
+        if self.http_port is None:
+            raise ValueError("this test web has no plain-HTTP side")
+        return LinkWriter("http", host, self.http_port, "/").canonical(host.lower(), path)
+
+    def _http_links(self, spec: HostSpec, pages: range) -> list[Link]:
+        """Links to ``/p/{i}.html`` of the plain-HTTP side (``HostSpec.http_redirect``)."""
+        if spec.http_redirect is None or self.http_port is None:
+            return []
+        urls = [self.http_url(spec.name, f"/p/{i}.html") for i in pages]
+        return [Link(href=url, target=url) for url in urls]
 
     def seeds(self) -> list[str]:
         """Every host's index URL, in spec order."""
@@ -178,6 +198,7 @@ class TestWeb(CrawlOracle):
                 links += [tracked_link(writer, host, j, "index") for j in range(n)]
                 kept = writer.canonical(host, "/p/0.html?v=2")
                 links.append(Link(href=kept, target=kept))
+            links += self._http_links(spec, range(spec.pages))
             return HtmlPage(title=f"{host} index", links=tuple(links))
         if spec.trap_fanout and (m := re.fullmatch(r"/trap/(\d{6,})\.html", path)):
             n, fanout = int(m.group(1)), spec.trap_fanout
@@ -236,6 +257,7 @@ class TestWeb(CrawlOracle):
         links += [writer.link(host, p) for cond, p in specials if cond]
         if spec.tracking_links:
             links.append(tracked_link(writer, host, (i + 1) % n, f"p{i}"))
+        links += self._http_links(spec, range((i + 1) % n, (i + 1) % n + 1))
         if i % 8 == 6:
             links.append(writer.link(host, "/nofollow-target.html", rel="external NoFollow"))
         if not with_base:
@@ -304,6 +326,19 @@ class TestWeb(CrawlOracle):
             body = body.replace(b'<p id="section-2">end</p>',
                                 f'<p id="section-2">end {word}</p>'.encode())
         return ok("text/html; charset=utf-8", body)
+
+    def plain_http_page(self, host: str, path_qs: str) -> PageResponse:
+        """What ``path_qs`` of ``host`` answers on the plain-HTTP side of an HTTPS web:
+        301 to its https twin (``http_redirect="twin"``, and ``"twin_pages"`` but for
+        robots.txt: 404), 301 to the https index (``"home"``), else 404."""
+        spec = self.spec.host(host.lower().rstrip("."))
+        if spec is None or spec.http_redirect is None:
+            return plain(404, b"no plain http here\n")
+        if spec.http_redirect == "twin_pages" and is_robots_path(normalize_path(path_qs)):
+            return plain(404, b"no robots.txt on http\n")
+        if spec.http_redirect in ("twin", "twin_pages"):
+            return redirect(301, self.url(spec.name, path_qs))
+        return redirect(301, self.url(spec.name, "/"))
 
     def edition(self, host: str, path_qs: str, page: PageResponse, count: int) -> PageResponse:
         """``page`` as served for the ``count``-th request of its path: a changing page

@@ -82,6 +82,17 @@ Extra content (all off by default; see :mod:`courtier.testweb.site`):
     endless calendar of empty months), each linking to the next ``trap_fanout``
     numbers ``n·f + 1 … n·f + f``. Unbounded, so :meth:`TestWeb.expected_fetches`
     leaves it out; tests judge how many of its pages were requested.
+``http_redirect``
+    for a web served over HTTPS with a plain-HTTP side (``TestWebServer(...,
+    plain_http=True)``): what the host's http URLs answer. ``"twin"``: every one
+    (robots.txt included) 301 to the same path and query on https (a site that
+    upgrades its http URLs); ``"twin_pages"``: the same but robots.txt, which answers
+    404 on http (so a page is the first http URL to redirect); ``"home"``: every one 301
+    to the https index (for any path but ``/``, a redirect that is not to the same URL).
+    Its index then also links every ``/p/{i}.html`` as an ``http://`` URL of the plain
+    port, and each page the next page's. Hosts without it answer 404 on the plain port.
+    :meth:`TestWeb.expected_fetches` does not model the plain side (which GETs a crawler
+    makes there depends on its upgrade rule).
 """
 
 from __future__ import annotations
@@ -137,6 +148,10 @@ ALL_ROBOTS_KINDS: tuple[RobotsKind, ...] = ROBOTS_KINDS + MORE_ROBOTS_KINDS
 #: statuses a busy host answers with
 BUSY_STATUSES = (429, 503)
 
+HttpRedirect = Literal["twin", "twin_pages", "home"]
+#: what a host's plain-http URLs may answer (``HostSpec.http_redirect``)
+HTTP_REDIRECTS: tuple[HttpRedirect, ...] = ("twin", "twin_pages", "home")
+
 #: prefix of a ``retry_after`` value asking for an HTTP-date N seconds ahead
 HTTP_DATE_PREFIX = "http-date+"
 
@@ -188,6 +203,8 @@ class HostSpec:
     #: ``?fbclid=…``), one URL each for a crawler that removes them (module docstring)
     tracking_links: bool = False
     big_sitemap: int = 0      # entries of /sitemaps/big.xml (module docstring)
+    #: what its http URLs answer on the plain-HTTP side of an HTTPS web (module docstring)
+    http_redirect: HttpRedirect | None = None
 
     def __post_init__(self) -> None:
         self.name = self.name.lower()
@@ -207,6 +224,9 @@ class HostSpec:
         if min(self.sitemap_pages, self.near_duplicates, self.changing_pages,
                self.trap_fanout, self.media_bytes, self.big_sitemap) < 0:
             raise ConfigError(f"testweb host {self.name}: negative sitemap_pages/near_duplicates")
+        if self.http_redirect is not None and self.http_redirect not in HTTP_REDIRECTS:
+            raise ConfigError(f"testweb host {self.name}: http_redirect must be one of "
+                              f"{', '.join(HTTP_REDIRECTS)}")
         if (self.slow_after is not None and self.slow_after < 0) or self.slow_latency < 0:
             raise ConfigError(f"testweb host {self.name}: negative slow_after/slow_latency")
         retry = self.retry_after or ""

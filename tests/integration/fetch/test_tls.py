@@ -88,6 +88,34 @@ async def test_verified_fetch_with_ca_file(ca: TestCA, tmp_path: Path) -> None:
         assert server.log[0].peer_port == server.log[1].peer_port  # one TLS connection
 
 
+async def test_each_new_tls_connection_is_reported_once(ca: TestCA, tmp_path: Path) -> None:
+    """``on_tls_handshake`` hears of every completed handshake and of nothing else: two
+    fetches over one kept-alive connection make one report, the same two from a second
+    transport (a new pool) one more, as many as the server counted for the name; a
+    handshake that fails (another CA) is no report. Seen red with the report taken out
+    of ``_wrap_create_connection`` (none heard) and with one report made per fetch."""
+    heard: list[tuple[str, bool]] = []
+    async with tls_web(ca.server_context(["a.tls.test"])) as server:
+        for _ in range(2):
+            client = transport(ca.write_pem(tmp_path / "ca.pem"))
+            client.on_tls_handshake = lambda url, resumed: heard.append((url, resumed))
+            try:
+                await fetch(client, server.url("a.tls.test", "/"))
+                await fetch(client, server.url("a.tls.test", "/robots.txt"))
+            finally:
+                await client.close()
+        untrusting = transport()
+        untrusting.on_tls_handshake = lambda url, resumed: heard.append((url, resumed))
+        try:
+            assert await failure_kind(untrusting, server.url("a.tls.test", "/")) \
+                == "tls_unknown_issuer"
+        finally:
+            await untrusting.close()
+    assert heard == [(server.url("a.tls.test", "/"), False)] * 2
+    assert server.tls_handshakes == {"a.tls.test": 2}
+    assert len({r.peer_port for r in server.log}) == 2
+
+
 async def test_unknown_issuer_without_ca_file(ca: TestCA) -> None:
     """Default verification: a private CA's certificate is refused (self-signed too)."""
     async with tls_web(ca.server_context(["a.tls.test"])) as server:

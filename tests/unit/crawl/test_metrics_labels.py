@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from courtier.crawl.metrics import (
+    HANDSHAKE_HOSTS,
     OTHER,
     RE_LEASE_REASONS,
     RESPONSE_STATUSES,
@@ -64,6 +65,20 @@ def test_politeness_violations_by_host_are_bounded() -> None:
     assert (hosts[VIOLATION_HOSTS],) not in series
     assert series[(OTHER,)] == 15
     assert metrics.registry.get_sample_value("courtier_politeness_violations_total") == 37
+
+
+def test_tls_handshakes_by_host_are_bounded_and_split_by_session() -> None:
+    """Seen red with the host label left unbounded (35 host series)."""
+    metrics = CrawlMetrics()
+    hosts = [f"https://h{i}.test" for i in range(HANDSHAKE_HOSTS + 15)]
+    for host in hosts:
+        metrics.tls_handshake(host, False)
+    metrics.tls_handshake(hosts[0], True)
+    series = samples(metrics, "courtier_tls_handshakes")
+    assert len({labels[0] for labels in series}) == HANDSHAKE_HOSTS + 1
+    assert series[(hosts[0], "new")] == 1 and series[(hosts[0], "resumed")] == 1
+    assert (hosts[HANDSHAKE_HOSTS], "new") not in series
+    assert series[(OTHER, "new")] == 15
 
 
 def test_an_unknown_re_lease_reason_is_refused() -> None:

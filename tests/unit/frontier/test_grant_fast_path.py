@@ -95,7 +95,7 @@ class SlowFrontier(Frontier):
         return None
 
     def _lease_from(self, host: HostState, now: float) -> Lease | None:
-        if self._deny_blocked(host):
+        if self._deny_all(host):
             return None
         if host.robots.needs_fetch(now):
             if host.in_flight > 0:
@@ -184,7 +184,7 @@ class SlowFrontier(Frontier):
 
     def _reschedule(self, host: HostState) -> None:
         host.token += 1
-        if host.queue and self._deny_blocked(host):
+        if host.queue and self._deny_all(host):
             return
         if host.queue and host.robots.given_up(self.robots_policy):
             for item in host.drain():

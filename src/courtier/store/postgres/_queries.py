@@ -95,6 +95,19 @@ async def save_backoff(conn: Conn, host_key: str, until: float, now: float) -> N
     )
 
 
+async def save_https_upgrade(conn: Conn, host_key: str, https_host_key: str | None,
+                             now: float) -> None:
+    await conn.execute(
+        "INSERT INTO hosts (shard, host_key, https_upgrade, updated_at) VALUES ($1, $2, $3, $4)"
+        " ON CONFLICT (shard, host_key) DO UPDATE SET https_upgrade = EXCLUDED.https_upgrade,"
+        " updated_at = EXCLUDED.updated_at",
+        host_shard(host_key),
+        host_key,
+        https_host_key,
+        now,
+    )
+
+
 async def set_policy(
     conn: Conn,
     host_key: str,

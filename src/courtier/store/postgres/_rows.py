@@ -157,7 +157,7 @@ def due_url(r: Any) -> DueUrl:
 HOST_COLUMNS = (
     "host_key, shard, robots_status, robots_body, robots_fetched_at, robots_expires_at,"
     " robots_digest, crawl_delay, backoff_until, policy_delay, policy_max_in_flight,"
-    " policy_max_pages, blocked, fetched, errors, bytes, ttfb_sum"
+    " policy_max_pages, blocked, fetched, errors, bytes, ttfb_sum, https_upgrade"
 )
 
 
@@ -180,4 +180,5 @@ def host_record(r: Any) -> HostRecord:
         errors=int(r["errors"]),
         bytes=int(r["bytes"]),
         ttfb_sum=float(r["ttfb_sum"]),
+        https_upgrade=r["https_upgrade"],
     )

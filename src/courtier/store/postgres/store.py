@@ -660,6 +660,12 @@ class PostgresStore:
         await self._run("save_backoff",
                         lambda conn: _queries.save_backoff(conn, host_key, until, now))
 
+    async def save_https_upgrade(self, host_key: str, shard: int,
+                                 https_host_key: str | None) -> None:
+        now = self._clock.now()
+        await self._run("save_https_upgrade", lambda conn: _queries.save_https_upgrade(
+            conn, host_key, https_host_key, now))
+
     async def load_day_counts(self, keys: Collection[str]) -> dict[str, DayCount]:
         wanted = list(keys)
         if not wanted:

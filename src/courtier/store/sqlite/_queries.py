@@ -147,7 +147,7 @@ def due_within(conn: sqlite3.Connection, shards: Sequence[int], until: float) ->
 _HOST_COLUMNS = (
     "host_key, shard, robots_status, robots_body, robots_fetched_at, robots_expires_at,"
     " robots_digest, crawl_delay, backoff_until, policy_delay, policy_max_in_flight,"
-    " policy_max_pages, blocked, fetched, errors, bytes, ttfb_sum"
+    " policy_max_pages, blocked, fetched, errors, bytes, ttfb_sum, https_upgrade"
 )
 
 
@@ -175,6 +175,7 @@ def load_host(conn: sqlite3.Connection, host_key: str) -> HostRecord | None:
         errors=row[14],
         bytes=row[15],
         ttfb_sum=row[16],
+        https_upgrade=row[17],
     )
 
 
@@ -217,6 +218,17 @@ def save_backoff(
         " ON CONFLICT (host_key) DO UPDATE SET backoff_until = excluded.backoff_until,"
         " updated_at = excluded.updated_at",
         (host_key, shard, until, now),
+    )
+
+
+def save_https_upgrade(conn: sqlite3.Connection, host_key: str, shard: int,
+                       https_host_key: str | None, now: float) -> None:
+    """Upsert the https host key an http host's URLs go to (None: fetched as http)."""
+    conn.execute(
+        "INSERT INTO hosts (host_key, shard, https_upgrade, updated_at) VALUES (?, ?, ?, ?)"
+        " ON CONFLICT (host_key) DO UPDATE SET https_upgrade = excluded.https_upgrade,"
+        " updated_at = excluded.updated_at",
+        (host_key, shard, https_host_key, now),
     )
 
 

@@ -512,6 +512,12 @@ class SqliteStore:
             "save_backoff", lambda conn: _queries.save_backoff(conn, host_key, shard, until, now)
         )
 
+    async def save_https_upgrade(self, host_key: str, shard: int,
+                                 https_host_key: str | None) -> None:
+        now = self._clock.now()
+        await self._tx("save_https_upgrade", lambda conn: _queries.save_https_upgrade(
+            conn, host_key, shard, https_host_key, now))
+
     async def load_day_counts(self, keys: Collection[str]) -> dict[str, DayCount]:
         wanted = list(keys)
         if not wanted:
