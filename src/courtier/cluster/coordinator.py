@@ -15,6 +15,12 @@ renewal. Every ``renew_every`` seconds one round:
    shards to *hand over* (the rendezvous target is another live worker: drain,
    then :meth:`release`).
 
+**Start-up.** Before its first lease a worker may wait, heartbeating every
+``QUORUM_POLL`` seconds: for the workers started with it by one launcher, until its
+start gate opens (:mod:`courtier.cluster.start_gate`, no deadline), then for
+``expect_workers`` live workers (at most one lease TTL). Either way the workers that
+start together plan over each other and split the shards without a first handover.
+
 **Self-fencing.** The renewal sent at local time ``t`` (the worker's monotonic
 clock) that succeeded proves every lease it covered lasts until at least
 ``t + lease_seconds`` on any clock that does not run faster than ours by more
@@ -37,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from courtier.cluster.membership import fence_deadline, live_weights, plan_shards
+from courtier.cluster.start_gate import StartGate
 from courtier.core.clock import Clock
 from courtier.core.errors import StoreError
 from courtier.core.logs import log_event
@@ -104,6 +111,7 @@ class ShardCoordinator:
         on_fence: Callable[[], None] | None = None,
         on_change: Callable[[], None] | None = None,
         expect_workers: int = 1,
+        start_gate: StartGate | None = None,
     ) -> None:
         self.store = store
         self.worker_id = worker_id
@@ -135,6 +143,10 @@ class ShardCoordinator:
         self.expect_workers = expect_workers
         self._quorum_until: float | None = None
         self.awaiting_quorum = False
+        #: the workers started with this one (``crawl --workers N``): no shard before it
+        #: opens, however long that takes (cluster/start_gate.py); None once passed
+        self.start_gate = start_gate
+        self._gate_waited_since: float | None = None
 
     # ---- what the worker asks ---------------------------------------------------------------
 
@@ -199,11 +211,14 @@ class ShardCoordinator:
             self._slots_freed = True
         sent = self.clock.now()
         await store.heartbeat(self.worker_id, settings.weight, self.info, sent)
+        # asked before the view is read: a gate seen open means that every sibling's
+        # heartbeat is in the store, and so in the view the plan is made from
+        gated = self._awaiting_siblings()
         view = await store.cluster_view()
         received = self.clock.now()
         self.offset = view.now - (sent + received) / 2
         self.offset_error = (received - sent) / 2
-        if self._awaiting_quorum(view) or self._stopping:
+        if gated or self._awaiting_quorum(view) or self._stopping:
             return ShardChanges()  # halted meanwhile: no new leases for a leaving worker
         plan = plan_shards(self.worker_id, view.worker_views(), view.lease_views(),
                            self.shards, view.now, settings.worker_ttl)
@@ -256,6 +271,32 @@ class ShardCoordinator:
                 ordered = sorted(shards)
                 log_event(log, level, event, text, len(ordered), worker=self.worker_id,
                           shard=ordered[0] if len(ordered) == 1 else None, shards=ordered)
+
+    def _awaiting_siblings(self) -> bool:
+        """Before the first lease of a worker started with others by one launcher: until
+        the start gate opens (each sibling registered or ended). No deadline: the
+        launcher opens it (cluster/start_gate.py)."""
+        gate = self.start_gate
+        if gate is None:
+            return False
+        gate.registered()  # our heartbeat is in the store
+        now = self.clock.now()
+        if gate.is_open():
+            self.start_gate = None  # passed once: never asked again
+            if self._gate_waited_since is not None:
+                waited = now - self._gate_waited_since
+                log_event(log, logging.INFO, "siblings_registered",
+                          "the workers started with this one have registered (or ended; "
+                          "waited %.1f s): taking this worker's shards", waited,
+                          worker=self.worker_id, seconds=waited)
+            return False
+        if self._gate_waited_since is None:
+            self._gate_waited_since = now
+            log_event(log, logging.INFO, "awaiting_siblings",
+                      "waiting for the workers started with this one to register before "
+                      "taking shards", worker=self.worker_id)
+        self.awaiting_quorum = True
+        return True
 
     def _awaiting_quorum(self, view: ClusterView) -> bool:
         """Before the first lease: fewer live workers than expected, and still time to wait

@@ -4,7 +4,10 @@ The parent queues the seeds in the store, starts N child processes (``spawn``:
 each a fresh interpreter with its own event loop, so the crawl uses N cores),
 and waits. Each child is an ordinary one-shot worker on the shared PostgreSQL
 store with its own spool ``DATA/worker-I`` (and API port ``PORT + I`` when
-``--api`` is given); the shard coordinator spreads the shards over them. A child
+``--api`` is given); the shard coordinator spreads the shards over them. No child takes
+a shard before every child has registered in the store (or ended): the parent opens
+their start gate then (cluster/start_gate.py), so each takes its own share at once and
+none takes all and hands most over. A child
 ends when the whole crawl is done — no URL SCHEDULED anywhere and no unfinished
 cycle due within ``--linger`` — so all of them end together, like a one-shot
 crawl. The first Ctrl-C (or SIGTERM) is passed on to every child: they drain and
@@ -32,7 +35,14 @@ from multiprocessing.queues import Queue
 from typing import Any
 
 from courtier.archive.roots import remember_roots
-from courtier.cluster.local_progress import FINAL, READY, ChildReporter, ClusterProgress
+from courtier.cluster.local_progress import (
+    FINAL,
+    READY,
+    REGISTERED,
+    ChildReporter,
+    ClusterProgress,
+)
+from courtier.cluster.start_gate import Flag, GateKeeper, SiblingGate
 from courtier.core.config import CrawlConfig, api_address
 from courtier.core.errors import ConfigError
 from courtier.core.logs import NOTICE_LOGGER, log_event
@@ -51,7 +61,10 @@ __all__ = ["child_configs", "run_local_cluster", "warc_folders"]
 
 
 def child_configs(config: CrawlConfig) -> list[CrawlConfig]:
-    """The settings of each child: own spool and worker id, no seeds, one worker each."""
+    """The settings of each child: own spool and worker id, no seeds, one worker each.
+
+    Its siblings are awaited through the start gate, not ``expect_workers``, which keeps
+    the user's value: workers started elsewhere that the crawl should wait for too."""
     out = []
     api_host, api_port = api_address(config.api) if config.api else ("", 0)
     for i in range(config.workers):
@@ -60,7 +73,6 @@ def child_configs(config: CrawlConfig) -> list[CrawlConfig]:
             api = f"{api_host}:{api_port + i if api_port else 0}"
         out.append(dataclasses.replace(
             config, data=config.data / f"worker-{i}", seeds=(), seeds_file=None, workers=1,
-            expect_workers=max(config.expect_workers, config.workers),
             join=True,  # its siblings are live workers of the same store
             api=api, progress="none",
             worker_id=f"{config.worker_id}-{i}" if config.worker_id else None))
@@ -85,24 +97,26 @@ class _ChildSignals:
         self.stop.set()
 
 
-def _child(config: CrawlConfig, messages: Queue[Any], verbose: bool) -> None:
+def _child(config: CrawlConfig, messages: Queue[Any], verbose: bool, opened: Flag) -> None:
     # the parent alone hears the terminal's Ctrl-C, and passes each signal on once: a
     # child in the terminal's process group would get every Ctrl-C twice (an abort)
     os.setpgrp()
     signals = _ChildSignals()
     signals.install()
-    messages.put((READY, config.data.name, {}))
+    name = config.data.name
+    messages.put((READY, name, {}))
+    gate = SiblingGate(opened, lambda: messages.put((REGISTERED, name, {})))
     try:
         from courtier.core.logs import setup_logging
 
         setup_logging(config.log_format, verbose, worker=config.data.name)
         from courtier.crawl.app import run
 
-        status = run(config, "none", on_progress=ChildReporter(config.data.name, messages.put),
-                     stop=signals.stop)
+        status = run(config, "none", on_progress=ChildReporter(name, messages.put),
+                     stop=signals.stop, start_gate=gate)
     except KeyboardInterrupt:  # a second signal before or after the crawl: exit now
         sys.exit(EXIT_ABORTED)
-    messages.put((FINAL, config.data.name, dataclasses.asdict(status)))
+    messages.put((FINAL, name, dataclasses.asdict(status)))
 
 
 async def _refuse_join(config: CrawlConfig, children: list[CrawlConfig]) -> None:
@@ -162,8 +176,11 @@ def run_local_cluster(config: CrawlConfig,
     context = multiprocessing.get_context("spawn")
     messages: Queue[Any] = context.Queue()
     verbose = logging.getLogger().isEnabledFor(logging.DEBUG)
+    opened = context.Event()  # the children's start gate
+    gate = GateKeeper([child.data.name for child in children_configs], opened)
     children: list[BaseProcess] = [
-        context.Process(target=_child, args=(child, messages, verbose), name=child.data.name)
+        context.Process(target=_child, args=(child, messages, verbose, opened),
+                        name=child.data.name)
         for child in children_configs
     ]
     # started with SIGINT ignored (inherited through the exec) until each installs its own
@@ -203,8 +220,12 @@ def run_local_cluster(config: CrawlConfig,
                     ready.add(name)
                     for signum in received[:2]:  # signals that came while it started
                         send(next(c for c in children if c.name == name), signum)
+                elif kind == REGISTERED:
+                    gate.registered(name)
                 else:
                     display.update(name, figures)
+            if gate.waiting:  # a child that ended before registering is not awaited
+                gate.ended({c.name: c.is_alive() for c in children})
             display.show()
         for child in children:
             child.join()

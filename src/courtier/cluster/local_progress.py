@@ -22,9 +22,10 @@ from courtier.crawl.status import CrawlStatus, summed_status
 REPORT_EVERY = 1.0
 
 #: the messages a child sends its parent: (kind, worker name, figures as a dict), where
-#: kind is READY (its signal handlers are in place; no figures), PROGRESS (its live
+#: kind is READY (its signal handlers are in place; no figures), REGISTERED (its first
+#: heartbeat is in the store: cluster/start_gate.py; no figures), PROGRESS (its live
 #: figures) or FINAL (its crawl's end)
-READY, PROGRESS, FINAL = "ready", "progress", "final"
+READY, REGISTERED, PROGRESS, FINAL = "ready", "registered", "progress", "final"
 
 
 class ChildReporter:

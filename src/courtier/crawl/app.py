@@ -29,6 +29,7 @@ from courtier.archive.spool import SpooledArchive, is_remote, storage_options
 from courtier.archive.warc import WarcWriter
 from courtier.cluster.coordinator import LeaseSettings, ShardCoordinator
 from courtier.cluster.membership import live_others
+from courtier.cluster.start_gate import StartGate
 from courtier.cluster.timed_store import with_call_timeout
 from courtier.core.clock import Clock, RealClock
 from courtier.core.config import CrawlConfig, api_address
@@ -97,12 +98,15 @@ async def crawl(
     announce: Callable[[str], None] | None = None,
     clock: Clock | None = None,
     stop: asyncio.Event | None = None,
+    start_gate: StartGate | None = None,
 ) -> CrawlStatus:
     """Run one crawl to its end (nothing due, a limit, or a stop signal).
 
     ``clock`` (tests only) replaces the real clock everywhere: store, resolver,
     frontier, worker. ``stop`` (an embedder's): once set, the crawl stops as on
-    SIGTERM (no new requests, in-flight fetches finish, everything committed)."""
+    SIGTERM (no new requests, in-flight fetches finish, everything committed).
+    ``start_gate`` (a worker process of ``crawl --workers N``): no shard is taken before
+    it opens (cluster/start_gate.py)."""
     data = config.data
     # the Public Suffix List takes ~50 ms to load: not on the loop, where scope checks
     # (registrable_domain) would first load it
@@ -171,7 +175,7 @@ async def crawl(
             coordinator = ShardCoordinator(
                 worker_store, worker_id_of(config), clock,
                 LeaseSettings(config.lease_ttl, config.worker_weight),
-                expect_workers=config.expect_workers,
+                expect_workers=config.expect_workers, start_gate=start_gate,
                 info={"host": socket.gethostname(), "pid": os.getpid(),
                       "api": config.api or "", "data": str(config.data)})
         worker = Worker(config, worker_store, transport, archive, clock, intake,
@@ -360,15 +364,16 @@ def crawl_gc() -> Iterator[None]:
 def run(config: CrawlConfig, progress_mode: str = "auto",
         report_problem: Callable[[SeedProblem], None] | None = None, *,
         on_progress: Callable[[CrawlStatus], None] | None = None,
-        stop: asyncio.Event | None = None) -> CrawlStatus:
+        stop: asyncio.Event | None = None,
+        start_gate: StartGate | None = None) -> CrawlStatus:
     """Synchronous entry point used by the CLI. ``on_progress`` (a worker process of
     ``crawl --workers N``) takes the live figures instead of the progress display;
-    ``stop`` as in :func:`crawl`."""
+    ``stop`` and ``start_gate`` as in :func:`crawl`."""
     progress = Progress(progress_mode, progress_stream(config, progress_mode))
     with data_dir_lock(config.data), crawl_gc():
         try:
             return run_async(crawl(config, on_progress or progress, report_problem,
-                                   stop=stop))
+                                   stop=stop, start_gate=start_gate))
         finally:
             progress.close()
 

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
-from courtier.cluster.coordinator import LeaseSettings, ShardCoordinator
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from courtier.cluster.coordinator import LeaseSettings, ShardChanges, ShardCoordinator
+from courtier.cluster.rendezvous import target_owners
+from courtier.cluster.start_gate import GateKeeper, SiblingGate
 from courtier.core.clock import VirtualClock
+from courtier.store.cluster import ClusterView
 from courtier.store.memory import MemoryStore
 
 SHARDS = range(8)
@@ -112,3 +119,79 @@ async def test_a_worker_joining_a_running_cluster_does_not_wait() -> None:
     newcomer = expecting(store, clock, "w2", 5)
     await newcomer.round()
     assert not newcomer.awaiting_quorum
+
+
+# ---- the start gate of `crawl --workers N` (cluster/start_gate.py) ------------------------
+
+
+def gated(store: object, clock: VirtualClock, worker_id: str,
+          keeper: GateKeeper, opened: threading.Event) -> ShardCoordinator:
+    """A coordinator whose start gate is a child's side of ``keeper``, as in local.py."""
+    gate = SiblingGate(opened, lambda: keeper.registered(worker_id))
+    return ShardCoordinator(store, worker_id, clock, LeaseSettings(30.0),  # type: ignore[arg-type]
+                            shards=SHARDS, start_gate=gate)
+
+
+async def test_gated_workers_wait_past_any_lease_ttl_then_each_takes_its_own_share() -> None:
+    """Seen red with the gate ignored (``_awaiting_siblings`` returning False): w1 took
+    every shard on its first round."""
+    clock = VirtualClock()
+    store = MemoryStore(clock)
+    opened = threading.Event()
+    keeper = GateKeeper(["w1", "w2", "w3"], opened)
+    workers = [gated(store, clock, w, keeper, opened) for w in ("w1", "w2", "w3")]
+    first, second, third = workers
+    for _ in range(10):  # five lease TTLs: a quorum's deadline would have ended the wait
+        assert not await first.round() and not await second.round()
+        assert first.awaiting_quorum and first.held == {}
+        clock.advance(15.0)
+    changes = [await third.round(), await first.round(), await second.round()]
+    targets = target_owners(SHARDS, {"w1": 1.0, "w2": 1.0, "w3": 1.0})
+    for worker, got in zip((third, first, second), changes, strict=True):
+        assert set(got.gained) == {s for s, w in targets.items() if w == worker.worker_id}
+        assert not got.handover and not worker.awaiting_quorum
+    assert [await w.round() for w in workers] == [ShardChanges()] * 3  # nothing moves after
+
+
+class _SiblingRegistersDuringTheView:
+    """The memory store, where ``arrive`` runs while the first cluster view is read (after
+    the view's snapshot): a sibling heartbeats and registers in that moment."""
+
+    def __init__(self, store: MemoryStore, arrive: Callable[[], Awaitable[None]]) -> None:
+        self._store = store
+        self._arrive: Callable[[], Awaitable[None]] | None = arrive
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def cluster_view(self) -> ClusterView:
+        view = await self._store.cluster_view()
+        if self._arrive is not None:
+            arrive, self._arrive = self._arrive, None
+            await arrive()
+        return view
+
+
+async def test_the_gate_is_read_before_the_view_the_plan_is_made_from() -> None:
+    """A gate that opens while a view is read must not let a plan use that view (it may
+    lack the sibling whose registration opened the gate). Seen red with the gate asked
+    after the view: w1 took all 8 shards, then handed w2's over."""
+    clock = VirtualClock()
+    store = MemoryStore(clock)
+    opened = threading.Event()
+    keeper = GateKeeper(["w1", "w2"], opened)
+
+    async def w2_registers() -> None:
+        await store.heartbeat("w2", 1.0, {}, clock.now())
+        keeper.registered("w2")
+
+    first = gated(_SiblingRegistersDuringTheView(store, w2_registers), clock, "w1", keeper,
+                  opened)
+    second = gated(store, clock, "w2", keeper, opened)
+    got = [await first.round(), await first.round()]
+    got.append(await second.round())
+    got.append(await first.round())
+    targets = target_owners(SHARDS, {"w1": 1.0, "w2": 1.0})
+    assert set(first.held) == {s for s, w in targets.items() if w == "w1"}
+    assert set(second.held) == {s for s, w in targets.items() if w == "w2"}
+    assert not any(changes.handover for changes in got)
