@@ -194,7 +194,11 @@ SETTING_DOCS: dict[str, SettingDoc] = {
                                  "wait for before taking any shard, for at most one lease "
                                  "TTL, so that workers started together split the shards at "
                                  "once instead of the first taking all and handing most "
-                                 "over. `crawl --workers N` sets it to N for its children."),
+                                 "over. The children of `crawl --workers N` wait for each "
+                                 "other without it, and without a time limit (their start "
+                                 "gate: docs/scale-out.md, \"Membership\"); given to "
+                                 "`crawl --workers N` above N, its children then also wait "
+                                 "for workers started elsewhere, up to that many in all."),
     "join": SettingDoc("Cluster", "`courtier crawl` on a shared (PostgreSQL) store: join the "
                        "live workers already crawling it. Without it, a crawl that finds "
                        "another live worker (a fresh heartbeat or an unexpired shard lease) "

@@ -118,8 +118,9 @@ async def _cdxj(data: Path) -> list[dict[str, Any]]:
 #: the web of the tests that stop the crawl once both workers fetch: far more pages than
 #: they wait for (a stop drains only the fetches in flight, so the size costs nothing).
 #: With 20 pages a host, on a machine whose cores were both busy, the second worker had
-#: fetched nothing when the first had crawled the whole web alone (the first worker takes
-#: every shard and hands half over when the second joins: issue #29).
+#: fetched nothing when the first had crawled the whole web alone (the first worker took
+#: every shard and handed half over when the second joined, before the children's start
+#: gate of issue #29: test_start_gate.py).
 STOPPED_WEB: dict[str, Any] = {"n_hosts": 6, "pages_per_host": 80, "crawl_delay": 0.3,
                                "latency": 0.02}
 

@@ -7,26 +7,31 @@ which every graceful handover ends with, bumps it; a takeover bumps it), the sto
 handover counters are 0 — and each shard's owner is its rendezvous target among the
 three workers (the placement is the usual one). The bound is exact: 0 handovers. The
 launcher's start gate (cluster/start_gate.py) lets no worker take a shard before every
-worker has registered, so each worker's first plan counts all three; a worker whose
-heartbeat went stale for a whole lease TTL in that moment would be the only way to a
-handover, and no test here runs with a stall that long.
+worker has registered, so each worker's first plan counts all three; the only way left
+to a handover is a registered worker whose heartbeat goes stale in that moment (no
+heartbeat for a whole lease TTL, 3 s here, while the others heartbeat every 0.2 s).
 
-Seen red on a scratch copy (restored since):
+Seen red on a scratch copy (restored since), each run against the tests as they are:
 
-* the gate and the quorum both taken out (``start_gate=None`` in ``crawl/app.py``, children
-  with ``expect_workers=1``: the first worker takes every shard and hands most over):
-  both tests fail, e.g. "epochs {1: 341, 2: 683}, handovers {'graceful': 683, ...}";
+* no gate and no quorum (``start_gate=None`` in ``crawl/app.py``; the children keep
+  ``expect_workers=1``: the first worker takes every shard and hands most over): both
+  lease tests fail, "epochs {1: 688, 2: 336}, handovers {'graceful': 336, ...}" and
+  891 shards handed over with the third worker held;
 * the main branch's start-up (no gate; the children wait for 3 live workers for at most
-  one lease TTL): the test whose third worker is held fails — the two others took every
-  shard after 3 s, fetched, and handed a third over when it came ("graceful": 3xx) —
-  while the plain one passes on this machine (the three children register within 0.1-2 s
-  of each other, inside the 3 s TTL).
+  one lease TTL), by ``PYTHONPATH`` to its source: the held-worker test fails — the two
+  others took every shard after 3 s, fetched, and handed 344 over when the third came —
+  while the plain test passes on this machine (the children registered within 0.05-2 s
+  of each other, inside the 3 s TTL);
+* the parent never noticing a child that ended (``gate.ended`` not called): the test of
+  the child that cannot start fails at its deadline (the two others waited for ever).
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import fcntl
 import json
 import os
 import signal
@@ -44,7 +49,7 @@ from courtier.store.base import Store
 from courtier.store.open import make_store
 from courtier.testweb.server import TestWebServer
 from courtier.testweb.spec import default_web
-from tests.integration.cluster.harness import TTL, wait_for
+from tests.integration.cluster.harness import DEADLINE, TTL, wait_for
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -178,6 +183,37 @@ async def test_a_worker_slow_to_start_is_waited_for_however_long_it_takes(
             code = await _stop(proc)
             await store.close()
     assert code == 0, log.read_text(errors="replace")[-3000:]
+
+
+async def test_a_worker_that_ends_before_registering_is_not_waited_for(
+        dsn: str, tmp_path: Path) -> None:
+    """The third worker cannot start (its ``DATA/worker-2`` is locked, as by another
+    courtier process): the parent stops awaiting it when it ends, and the two others crawl
+    the whole web, each page once (the test web's log). Seen red with the parent never
+    looking at which children ended (``gate.ended`` not called): the two waited for ever
+    and the crawl did not end within the test's deadline."""
+    spec = default_web(n_hosts=4, pages_per_host=6, crawl_delay=0.3, latency=0.02)
+    async with TestWebServer(spec) as server:
+        hosts = tmp_path / "hosts.txt"
+        hosts.write_text(server.web.hosts_file_text())
+        data, log = tmp_path / "crawl", tmp_path / "crawl.log"
+        (data / "worker-2").mkdir(parents=True)
+        with (data / "worker-2" / "courtier.lock").open("a+") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            proc = await _start(dsn, data, server, hosts, log)
+            try:
+                await asyncio.wait_for(proc.wait(), DEADLINE)  # a hang guard
+            finally:
+                code = await _stop(proc)
+        expected = server.web.expected_fetches()
+        pages = [r for r in server.log if not r.path_qs.startswith("/robots")]
+    counts = collections.Counter(server.url(r.host, r.path_qs) for r in pages)
+    text = log.read_text(errors="replace")
+    assert code == 0, text[-3000:]
+    assert expected - set(counts) == set(), "expected pages not fetched"
+    assert {u: n for u, n in counts.items() if n > 1} == {}, "a page was fetched twice"
+    failed = _events(log, "worker_failed")
+    assert len(failed) == 1 and "worker-2" in str(failed[0]["message"]), text[-3000:]
 
 
 def _answer_twice(fifo: Path, worker_id: str, release: threading.Event) -> None:
