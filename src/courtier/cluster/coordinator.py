@@ -21,6 +21,11 @@ start gate opens (:mod:`courtier.cluster.start_gate`, no deadline), then for
 ``expect_workers`` live workers (at most one lease TTL). Either way the workers that
 start together plan over each other and split the shards without a first handover.
 
+**The end.** While ``crawl_over`` says that the worker's last look found a one-shot
+crawl over, a round acquires no shard the worker does not hold (it renews those it
+does): the shards siblings release as they leave at the crawl's end hold nothing due
+(:mod:`courtier.cluster.end_gate`).
+
 **Self-fencing.** The renewal sent at local time ``t`` (the worker's monotonic
 clock) that succeeded proves every lease it covered lasts until at least
 ``t + lease_seconds`` on any clock that does not run faster than ours by more
@@ -112,6 +117,7 @@ class ShardCoordinator:
         on_change: Callable[[], None] | None = None,
         expect_workers: int = 1,
         start_gate: StartGate | None = None,
+        crawl_over: Callable[[], bool] | None = None,
     ) -> None:
         self.store = store
         self.worker_id = worker_id
@@ -147,6 +153,9 @@ class ShardCoordinator:
         #: opens, however long that takes (cluster/start_gate.py); None once passed
         self.start_gate = start_gate
         self._gate_waited_since: float | None = None
+        #: True while the worker's last look found its one-shot crawl over: no free shard
+        #: is taken then (cluster/end_gate.py); the worker sets it
+        self.crawl_over = crawl_over
 
     # ---- what the worker asks ---------------------------------------------------------------
 
@@ -223,7 +232,11 @@ class ShardCoordinator:
         plan = plan_shards(self.worker_id, view.worker_views(), view.lease_views(),
                            self.shards, view.now, settings.worker_ttl)
         leases = {lease.shard: lease for lease in view.leases}
-        want = sorted(set(plan.keep) | set(plan.acquire) | self.draining
+        acquire = set(plan.acquire)
+        if self.crawl_over is not None and self.crawl_over():
+            # what siblings leave at the crawl's end holds nothing due: not ours to take
+            acquire &= set(self.held)
+        want = sorted(set(plan.keep) | acquire | self.draining
                       | (set(plan.handover) & set(self.held)))
         renew_sent = self.clock.now()
         epochs = await store.acquire_shards(self.worker_id, want, renew_sent,

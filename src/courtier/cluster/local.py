@@ -7,11 +7,13 @@ store with its own spool ``DATA/worker-I`` (and API port ``PORT + I`` when
 ``--api`` is given); the shard coordinator spreads the shards over them. No child takes
 a shard before every child has registered in the store (or ended): the parent opens
 their start gate then (cluster/start_gate.py), so each takes its own share at once and
-none takes all and hands most over. A child
-ends when the whole crawl is done — no URL SCHEDULED anywhere and no unfinished
-cycle due within ``--linger`` — so all of them end together, like a one-shot
-crawl. The first Ctrl-C (or SIGTERM) is passed on to every child: they drain and
-hand their shards over; a second one aborts them.
+none takes all and hands most over. A child finds the crawl over when the whole crawl is
+done — no URL SCHEDULED anywhere and no unfinished cycle due within ``--linger`` — and
+says so to the parent; it leaves once every child has said so (or ended), which the
+parent tells them through their end gate (cluster/end_gate.py), so all of them end
+together, like a one-shot crawl, and none gains the shards of another that left. The
+first Ctrl-C (or SIGTERM) is passed on to every child: they drain and hand their shards
+over; a second one aborts them.
 
 The embedded SQLite store is refused for N > 1: it is one file under one
 ``--data`` guarded by a process lock, and it admits one writer at a time, so
@@ -35,8 +37,11 @@ from multiprocessing.queues import Queue
 from typing import Any
 
 from courtier.archive.roots import remember_roots
+from courtier.cluster.end_gate import EndKeeper, SiblingEndGate
 from courtier.cluster.local_progress import (
+    BUSY,
     FINAL,
+    OVER,
     READY,
     REGISTERED,
     ChildReporter,
@@ -97,7 +102,8 @@ class _ChildSignals:
         self.stop.set()
 
 
-def _child(config: CrawlConfig, messages: Queue[Any], verbose: bool, opened: Flag) -> None:
+def _child(config: CrawlConfig, messages: Queue[Any], verbose: bool, opened: Flag,
+           ended: Flag) -> None:
     # the parent alone hears the terminal's Ctrl-C, and passes each signal on once: a
     # child in the terminal's process group would get every Ctrl-C twice (an abort)
     os.setpgrp()
@@ -106,6 +112,8 @@ def _child(config: CrawlConfig, messages: Queue[Any], verbose: bool, opened: Fla
     name = config.data.name
     messages.put((READY, name, {}))
     gate = SiblingGate(opened, lambda: messages.put((REGISTERED, name, {})))
+    end_gate = SiblingEndGate(ended, lambda over: messages.put((OVER if over else BUSY,
+                                                                name, {})))
     try:
         from courtier.core.logs import setup_logging
 
@@ -113,7 +121,7 @@ def _child(config: CrawlConfig, messages: Queue[Any], verbose: bool, opened: Fla
         from courtier.crawl.app import run
 
         status = run(config, "none", on_progress=ChildReporter(name, messages.put),
-                     stop=signals.stop, start_gate=gate)
+                     stop=signals.stop, start_gate=gate, end_gate=end_gate)
     except KeyboardInterrupt:  # a second signal before or after the crawl: exit now
         sys.exit(EXIT_ABORTED)
     messages.put((FINAL, name, dataclasses.asdict(status)))
@@ -178,8 +186,10 @@ def run_local_cluster(config: CrawlConfig,
     verbose = logging.getLogger().isEnabledFor(logging.DEBUG)
     opened = context.Event()  # the children's start gate
     gate = GateKeeper([child.data.name for child in children_configs], opened)
+    ended = context.Event()  # their end gate: every child found the crawl over, or ended
+    end = EndKeeper([child.data.name for child in children_configs], ended)
     children: list[BaseProcess] = [
-        context.Process(target=_child, args=(child, messages, verbose, opened),
+        context.Process(target=_child, args=(child, messages, verbose, opened, ended),
                         name=child.data.name)
         for child in children_configs
     ]
@@ -222,10 +232,14 @@ def run_local_cluster(config: CrawlConfig,
                         send(next(c for c in children if c.name == name), signum)
                 elif kind == REGISTERED:
                     gate.registered(name)
+                elif kind in (OVER, BUSY):
+                    end.said(name, kind == OVER)
                 else:
                     display.update(name, figures)
+            alive = {c.name: c.is_alive() for c in children}
             if gate.waiting:  # a child that ended before registering is not awaited
-                gate.ended({c.name: c.is_alive() for c in children})
+                gate.ended(alive)
+            end.ended(alive)  # nor, at the end, one that died or stopped
             display.show()
         for child in children:
             child.join()

@@ -24,8 +24,10 @@ REPORT_EVERY = 1.0
 #: the messages a child sends its parent: (kind, worker name, figures as a dict), where
 #: kind is READY (its signal handlers are in place; no figures), REGISTERED (its first
 #: heartbeat is in the store: cluster/start_gate.py; no figures), PROGRESS (its live
-#: figures) or FINAL (its crawl's end)
+#: figures), OVER or BUSY (its look found the crawl over, or it has work again:
+#: cluster/end_gate.py; no figures) or FINAL (its crawl's end)
 READY, REGISTERED, PROGRESS, FINAL = "ready", "registered", "progress", "final"
+OVER, BUSY = "over", "busy"
 
 
 class ChildReporter:

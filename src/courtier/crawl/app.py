@@ -28,6 +28,7 @@ from courtier.archive.roots import remember_roots
 from courtier.archive.spool import SpooledArchive, is_remote, storage_options
 from courtier.archive.warc import WarcWriter
 from courtier.cluster.coordinator import LeaseSettings, ShardCoordinator
+from courtier.cluster.end_gate import CrawlEnd, EndGate
 from courtier.cluster.membership import live_others
 from courtier.cluster.start_gate import StartGate
 from courtier.cluster.timed_store import with_call_timeout
@@ -99,6 +100,7 @@ async def crawl(
     clock: Clock | None = None,
     stop: asyncio.Event | None = None,
     start_gate: StartGate | None = None,
+    end_gate: EndGate | None = None,
 ) -> CrawlStatus:
     """Run one crawl to its end (nothing due, a limit, or a stop signal).
 
@@ -106,7 +108,8 @@ async def crawl(
     frontier, worker. ``stop`` (an embedder's): once set, the crawl stops as on
     SIGTERM (no new requests, in-flight fetches finish, everything committed).
     ``start_gate`` (a worker process of ``crawl --workers N``): no shard is taken before
-    it opens (cluster/start_gate.py)."""
+    it opens (cluster/start_gate.py); ``end_gate`` (the same): a crawl found over is left
+    only once it opens (cluster/end_gate.py)."""
     data = config.data
     # the Public Suffix List takes ~50 ms to load: not on the loop, where scope checks
     # (registrable_domain) would first load it
@@ -181,7 +184,7 @@ async def crawl(
         worker = Worker(config, worker_store, transport, archive, clock, intake,
                         on_progress=progress,
                         resolve_ip=host_ip_lookup(resolver), metrics=metrics,
-                        coordinator=coordinator)
+                        coordinator=coordinator, end=CrawlEnd(end_gate))
         transport.send_gate = worker.may_start  # the last check before a request is written
         transport.on_tls_handshake = HandshakeCounter(worker.frontier, metrics)
         lag_monitor = LoopLagMonitor(metrics)
@@ -365,15 +368,17 @@ def run(config: CrawlConfig, progress_mode: str = "auto",
         report_problem: Callable[[SeedProblem], None] | None = None, *,
         on_progress: Callable[[CrawlStatus], None] | None = None,
         stop: asyncio.Event | None = None,
-        start_gate: StartGate | None = None) -> CrawlStatus:
+        start_gate: StartGate | None = None,
+        end_gate: EndGate | None = None) -> CrawlStatus:
     """Synchronous entry point used by the CLI. ``on_progress`` (a worker process of
     ``crawl --workers N``) takes the live figures instead of the progress display;
-    ``stop`` and ``start_gate`` as in :func:`crawl`."""
+    ``stop``, ``start_gate`` and ``end_gate`` as in :func:`crawl`."""
     progress = Progress(progress_mode, progress_stream(config, progress_mode))
     with data_dir_lock(config.data), crawl_gc():
         try:
             return run_async(crawl(config, on_progress or progress, report_problem,
-                                   stop=stop, start_gate=start_gate))
+                                   stop=stop, start_gate=start_gate,
+                                   end_gate=end_gate))
         finally:
             progress.close()
 

@@ -2,7 +2,10 @@
 (``--max-pages``, ``--max-seconds``), the end of a one-shot crawl (nothing due now, no
 unfinished cycle within ``--linger``; with many workers, none of them holding a URL),
 the wait between turns, and the live figures (:class:`~courtier.crawl.status.CrawlStatus`)
-handed to the progress display.
+handed to the progress display. Each look for the end is a verdict, kept by the
+worker's :class:`~courtier.cluster.end_gate.CrawlEnd`: the crawl is over, or there is
+work (a look held back by the :class:`ShareGate`, or one made while gained shards are
+still being indexed, says neither).
 
 Owns: until when an idle worker sleeps (retries or backed-off hosts only), the gate on
 looks for the crawl's end (:class:`ShareGate`), when the figures were last reported, and
@@ -20,6 +23,7 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 
+from courtier.cluster.end_gate import CrawlEnd
 from courtier.core.clock import Clock
 from courtier.core.config import CrawlConfig
 from courtier.core.errors import StoreError
@@ -75,7 +79,8 @@ class Pacer:
                  status: CrawlStatus, in_flight: InFlight, committer: Committer,
                  day_limits: DayLimits, signals: LoopSignals,
                  request_stop: Callable[[str], None],
-                 on_progress: Callable[[CrawlStatus], None] | None) -> None:
+                 on_progress: Callable[[CrawlStatus], None] | None,
+                 end: CrawlEnd | None = None) -> None:
         self._config = config
         self._store = store
         self._clock = clock
@@ -90,6 +95,8 @@ class Pacer:
         self._signals = signals
         self._request_stop = request_stop
         self._on_progress = on_progress
+        #: the verdict of the last look for the crawl's end
+        self.end = end if end is not None else CrawlEnd()
         #: longest idle sleep; bounds how late work added from outside is noticed
         self.idle_poll = IDLE_POLL
         self._idle_until: float | None = None
@@ -116,7 +123,10 @@ class Pacer:
         """A one-shot crawl ends when nothing is due now and no unfinished fetch cycle
         (a retry, a host in back-off or with robots.txt unreachable) is due within
         ``--linger`` seconds; later ones stay queued for the next run. Recrawls are
-        never waited for."""
+        never waited for. The look's verdict is kept in ``end``; a worker started with
+        others by one launcher leaves only once each has found the crawl over (or ended:
+        cluster/end_gate.py), and looks again about every :data:`CLUSTER_DONE_POLL`
+        until then."""
         store, shards, status = self._store, self._shards.shards, self._status
         if self._shards.rebuilding:
             return False  # gained shards not in the refill yet
@@ -126,14 +136,22 @@ class Pacer:
             return False
         due_at = await store.next_due_at(shards)
         if due_at is not None and due_at <= now:
+            self.end.found_work()
             return False
         pending_at = await store.next_due_at(shards, pending_only=True)
         status.waiting = waiting_text(self._frontier.hosts.values(), pending_at, now)
         if pending_at is not None and pending_at - now <= self._config.linger:
             self._idle_until = pending_at
+            self.end.found_work()
             return False
         if self._shards.coordinator is not None and not await self._cluster_done(now):
             self._idle_until = now + CLUSTER_DONE_POLL  # others may still find work for us
+            self.end.found_work()
+            return False
+        self.end.found_over()
+        if not self.end.may_leave():  # siblings still crawling: look again in a moment
+            self._idle_until = now + CLUSTER_DONE_POLL
+            status.waiting = "finished: waiting for the other workers to finish"
             return False
         status.left_for_later = pending_at is not None
         if status.left_for_later:

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from courtier.archive.base import ArchiveWriter
 from courtier.cluster.coordinator import ShardCoordinator
+from courtier.cluster.end_gate import CrawlEnd
 from courtier.cluster.ip_slots import IpSlots
 from courtier.cluster.shard_state import ShardStateKeeper
 from courtier.core.clock import Clock
@@ -106,6 +107,7 @@ class Worker:
         record_lags: bool = False,
         metrics: CrawlMetrics | None = None,
         coordinator: ShardCoordinator | None = None,
+        end: CrawlEnd | None = None,
     ) -> None:
         self.config = config
         self.store = store
@@ -166,10 +168,13 @@ class Worker:
         self.pacer = Pacer(
             config, store, clock, self.frontier, self.processor, self.metrics,
             self.shard_keeper, self.status, self.in_flight, self.committer, self.day_limits,
-            self.signals, self.request_stop, on_progress)
+            self.signals, self.request_stop, on_progress, end)
+        #: whether this worker's last look found the crawl over (cluster/end_gate.py)
+        self.end = self.pacer.end
         if coordinator is not None:
             coordinator.on_fence = self._fence
             coordinator.on_change = self.wake
+            coordinator.crawl_over = self.end.is_over
         self._coordinator = coordinator
         self._pages_issued = 0
 
@@ -319,6 +324,7 @@ class Worker:
                     self.metrics.eligible_lag.observe(lag)
                     if self.record_lags:
                         self.due_lags.append(lag)
+            self.end.found_work()  # a fetch: the crawl is not over for this worker
             self.in_flight.start(lease, self.fetcher.fetch(lease))
 
     def _collect_denials(self, now: float) -> None:

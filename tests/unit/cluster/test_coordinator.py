@@ -195,3 +195,42 @@ async def test_the_gate_is_read_before_the_view_the_plan_is_made_from() -> None:
     assert set(first.held) == {s for s, w in targets.items() if w == "w1"}
     assert set(second.held) == {s for s, w in targets.items() if w == "w2"}
     assert not any(changes.handover for changes in got)
+
+
+# ---- the end of a one-shot crawl (cluster/end_gate.py) ----------------------------------
+
+
+async def test_a_worker_that_found_the_crawl_over_takes_no_shard_a_sibling_left() -> None:
+    """w2 leaves (releases everything, leaves the membership), or dies (its leases lapse):
+    w1, whose last look found the crawl over, renews its own shards and takes none of
+    w2's; once a look finds work, its next round takes them all. Seen red with the rule
+    gone (``crawl_over`` not read): w1 gained w2's shards at once."""
+    for w2_dies in (False, True):
+        clock = VirtualClock()
+        store = MemoryStore(clock)
+        over = [False]
+        first = ShardCoordinator(store, "w1", clock, LeaseSettings(30.0), shards=SHARDS,
+                                 crawl_over=lambda: over[0])
+        second = coordinator(store, clock, "w2")
+        await store.heartbeat("w2", 1.0, {}, clock.now())  # both live before any plan
+        await first.round()
+        await second.round()
+        targets = target_owners(SHARDS, {"w1": 1.0, "w2": 1.0})
+        mine = {s for s, w in targets.items() if w == "w1"}
+        assert set(first.held) == mine and 0 < len(mine) < len(SHARDS)
+        epochs = dict(first.held)
+        over[0] = True
+        if w2_dies:
+            clock.advance(31.0)  # w2's heartbeat and leases lapse: no stop, no release
+        else:
+            await second.stop(leave=True)
+            clock.advance(1.0)
+        assert await first.round() == ShardChanges()
+        assert first.held == epochs  # its own leases renewed, nothing more
+        view = await store.cluster_view()
+        assert {lease.shard for lease in view.leases
+                if lease.owner == "w1" and lease.expires_at > view.now} == mine
+        over[0] = False  # a look found work (a URL SCHEDULED in w2's shards, say)
+        got = await first.round()
+        assert set(got.gained) == set(SHARDS) - mine and set(first.held) == set(SHARDS)
+        assert got.taken_over == (set(SHARDS) - mine if w2_dies else set())
