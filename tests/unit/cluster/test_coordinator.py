@@ -208,9 +208,9 @@ async def test_a_worker_that_found_the_crawl_over_takes_no_shard_a_sibling_left(
     for w2_dies in (False, True):
         clock = VirtualClock()
         store = MemoryStore(clock)
-        over = [False]
+        over = threading.Event()
         first = ShardCoordinator(store, "w1", clock, LeaseSettings(30.0), shards=SHARDS,
-                                 crawl_over=lambda: over[0])
+                                 crawl_over=over.is_set)
         second = coordinator(store, clock, "w2")
         await store.heartbeat("w2", 1.0, {}, clock.now())  # both live before any plan
         await first.round()
@@ -219,7 +219,7 @@ async def test_a_worker_that_found_the_crawl_over_takes_no_shard_a_sibling_left(
         mine = {s for s, w in targets.items() if w == "w1"}
         assert set(first.held) == mine and 0 < len(mine) < len(SHARDS)
         epochs = dict(first.held)
-        over[0] = True
+        over.set()
         if w2_dies:
             clock.advance(31.0)  # w2's heartbeat and leases lapse: no stop, no release
         else:
@@ -230,7 +230,7 @@ async def test_a_worker_that_found_the_crawl_over_takes_no_shard_a_sibling_left(
         view = await store.cluster_view()
         assert {lease.shard for lease in view.leases
                 if lease.owner == "w1" and lease.expires_at > view.now} == mine
-        over[0] = False  # a look found work (a URL SCHEDULED in w2's shards, say)
+        over.clear()  # a look found work (a URL SCHEDULED in w2's shards, say)
         got = await first.round()
         assert set(got.gained) == set(SHARDS) - mine and set(first.held) == set(SHARDS)
         assert got.taken_over == (set(SHARDS) - mine if w2_dies else set())
