@@ -7,9 +7,9 @@ any shard due within ``--linger``. The workers look at different moments, a seco
 more apart. The first to find the crawl over used to leave at once and release its
 shards; the others, a look away from the same finding, gained them at their next
 coordinator round (every ``--lease-ttl``/6), reset, indexed and refilled them, found
-nothing, and left in turn, their shards gained by the last ones: hundreds of shard
-handovers at the end of every crawl of ``--workers 8 --lease-ttl 2`` (docs/scale-out.md,
-"The end of a crawl"). Two rules end that:
+nothing, and left in turn, their shards gained by the last ones: up to 1,004 shard
+handovers at the end of a crawl of ``--workers 8 --lease-ttl 2``, hundreds at other
+settings (docs/scale-out.md, "The end of a crawl"). Two rules end that:
 
 * **A worker whose last look found the crawl over takes no free shard.** Its
   :class:`CrawlEnd` says so to its coordinator, which still renews what it holds but
