@@ -21,13 +21,18 @@ process has seen.
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from courtier.dedup.simhash import simhash_words
 from courtier.dedup.simhash_index import SimHashIndex
+
+if TYPE_CHECKING:
+    from courtier.dedup.simhash_switch import CompiledSwitch
 
 MAX_DISTANCE = 3
 MIN_WORDS = 20  # fewer SimHash words than this (plus one): never a near-duplicate
@@ -69,7 +74,13 @@ def id_hex(item: int) -> str:
 
 
 class DuplicateTracker:
-    def __init__(self, max_fingerprints: int = 2_000_000, recent_digests: int = 50_000) -> None:
+    """``switch`` (a crawl's): told the CPU time of each fingerprint taken by the numpy
+    path, so the compiled path is loaded once it is worth it (``dedup/simhash_switch.py``);
+    without one the compiled path is used only if something else loaded it."""
+
+    def __init__(self, max_fingerprints: int = 2_000_000, recent_digests: int = 50_000,
+                 switch: CompiledSwitch | None = None) -> None:
+        self.switch = switch
         self.max_fingerprints = max_fingerprints
         self.index = SimHashIndex(MAX_DISTANCE)
         #: pages read back from the store (gained shards); replaced whole, never added to
@@ -94,7 +105,12 @@ class DuplicateTracker:
 
         ``text`` need not have its whitespace collapsed (the words are the same).
         """
-        fp, words = simhash_words(text)  # = simhash64(text), one tokenize
+        if self.switch is not None and self.switch.counting:
+            started = time.thread_time()
+            fp, words = simhash_words(text)  # = simhash64(text), one tokenize
+            self.switch.spent(time.thread_time() - started)
+        else:
+            fp, words = simhash_words(text)
         me = item_id(url_key)
         if words <= MIN_WORDS:  # too little text to compare: never a near-duplicate
             return fp, None
