@@ -77,7 +77,6 @@ from courtier.dedup.word_hashes import word_hashes
 __all__ = [
     "MASK64",
     "compiled_kernels",
-    "compiled_ready",
     "from_signed64",
     "hamming",
     "prepare_compiled",
@@ -241,11 +240,6 @@ def prepare_compiled() -> bool:
     Blocks for the load (~0.45 CPU-s with numba's cache, ~3 s without): the crawl calls
     it in a thread (``dedup/simhash_switch.py``)."""
     return compiled_kernels() is not None
-
-
-def compiled_ready() -> bool:
-    """Whether :func:`simhash_words` takes the compiled path now (loads nothing)."""
-    return isinstance(_kernels, ModuleType)
 
 
 def _run(k: Any, sep: bytes) -> tuple[int, int]:

@@ -20,26 +20,31 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from courtier.dedup.simhash import compiled_ready, prepare_compiled
-
 #: CPU seconds loading numba and the cached SimHash kernels takes (measured 0.42–0.58 s
 #: on the 2-core benchmark machine, bench/README.md "Start-up")
 LOAD_COST = 0.5
 
 
+def _prepare_compiled() -> bool:
+    from courtier.dedup.simhash import prepare_compiled
+
+    return prepare_compiled()
+
+
 class CompiledSwitch:
     """Counts the CPU time the numpy path spends (:meth:`spent`) and, once it reaches
-    ``after`` seconds, runs ``load`` once in a thread of its own (a daemon: a crawl that
-    ends meanwhile does not wait for it). ``counting`` is False from then on (or when the
-    compiled path was ready already), so callers stop measuring. ``loaded`` is set when
-    ``load`` has returned, whatever it returned (it may fall back to numpy)."""
+    ``after`` seconds, runs ``load`` (by default ``simhash.prepare_compiled``) once in a
+    thread of its own (a daemon: a crawl that ends meanwhile does not wait for it).
+    ``counting`` is False from then on, so callers stop measuring. ``loaded`` is set when
+    ``load`` has returned, whatever it returned (it may fall back to numpy). Time spent
+    by the compiled path, when something else loaded it, counts the same: the load it
+    then triggers returns at once."""
 
     def __init__(self, after: float = LOAD_COST,
-                 load: Callable[[], object] = prepare_compiled,
-                 ready: Callable[[], bool] = compiled_ready) -> None:
+                 load: Callable[[], object] = _prepare_compiled) -> None:
         self.after = after
         self._load = load
-        self.counting = not ready()
+        self.counting = True
         self.total = 0.0
         self.loaded = threading.Event()
 

@@ -1,0 +1,36 @@
+"""Work done once, in a thread, the first time a crawl needs it: an import too slow for
+the event loop (numpy and the SimHash code: ~0.1 CPU-s, which a crawl need not pay before
+its first request).
+
+:meth:`OffLoopLoad.start` begins it without waiting (the fetcher does so as it sends its
+first page request, so the import overlaps the wait for the answer); :meth:`ready` waits
+for it without holding the loop, and returns at once from then on. A load that raised
+raises again at every :meth:`ready`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+
+class OffLoopLoad:
+    def __init__(self, load: Callable[[], object]) -> None:
+        self._load = load
+        self._task: asyncio.Future[object] | None = None
+        self.done = False
+
+    def start(self) -> None:
+        """Begin the load in a thread unless it has begun (inside the running loop)."""
+        if self._task is None:
+            self._task = asyncio.ensure_future(asyncio.to_thread(self._load))
+
+    async def ready(self) -> None:
+        """Until the load has finished (begun here if it had not); a cancelled waiter
+        leaves it running for the others."""
+        if self.done:
+            return
+        self.start()
+        assert self._task is not None
+        await asyncio.shield(self._task)
+        self.done = True
