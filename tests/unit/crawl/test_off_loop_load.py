@@ -15,16 +15,18 @@ async def test_one_load_in_a_thread_for_every_waiter() -> None:
     never ran on) and with ``start`` not remembering its task (more than one load)."""
     gate = threading.Event()
     threads: list[int] = []
+    loop = asyncio.get_running_loop()
+    started = asyncio.Event()
 
     def load() -> None:
         threads.append(threading.get_ident())
+        loop.call_soon_threadsafe(started.set)
         assert gate.wait(30)
 
     work = OffLoopLoad(load)
     work.start()
     waiters = [asyncio.create_task(work.ready()) for _ in range(3)]
-    while not threads:  # the loop runs on while the load is under way
-        await asyncio.sleep(0.001)
+    await asyncio.wait_for(started.wait(), 30)  # the loop runs on while the load is under way
     assert not any(w.done() for w in waiters) and not work.done
     gate.set()
     await asyncio.wait_for(asyncio.gather(*waiters), 30)
