@@ -85,35 +85,34 @@ class LoopThread:
         self.loop.close()
 
 
-class OneHostWeb:
-    """One test host (``--pages`` pages, robots.txt allows all) served on loopback by
-    a :class:`TestWebServer` in this process, with its hosts and seeds files."""
+class ServedWeb:
+    """Test hosts (``host_specs``: :class:`HostSpec` values) served on loopback by a
+    :class:`TestWebServer` in this process, with their hosts and seeds files."""
 
-    HOST = "h00.courtier.test"
-
-    def __init__(self, folder: Path, pages: int) -> None:
+    def __init__(self, folder: Path, host_specs: list[Any]) -> None:
         from courtier.testweb.server import TestWebServer
-        from courtier.testweb.spec import HostSpec, WebSpec
+        from courtier.testweb.spec import WebSpec
 
         self.loop = LoopThread()
-        self.server = TestWebServer(WebSpec([HostSpec(self.HOST, pages=pages)]))
+        self.server = TestWebServer(WebSpec(host_specs))
         self.loop.submit(self.server.start()).result(60)
+        self.first_host = host_specs[0].name
         self.hosts = folder / "hosts.txt"
         self.seeds = folder / "seeds.txt"
         self.hosts.write_text(self.server.web.hosts_file_text())
         self.seeds.write_text("".join(f"{seed}\n" for seed in self.server.web.seeds()))
 
-    def crawl_argv(self, data: Path) -> list[str]:
+    def crawl_argv(self, data: Path, *extra: str) -> list[str]:
         return ["crawl", "--resolve", str(self.hosts), "--allow-network", "127.0.0.0/8",
                 "--seeds-file", str(self.seeds), "--data", str(data), "--delay", "0",
-                "--progress", "none"]
+                "--progress", "none", *extra]
 
     def first_request(self, pid: int, started: float) -> Future[tuple[float, float]]:
-        """(wall s since ``started``, CPU s of ``pid``) when the host's robots.txt request
-        arrives; that request is then answered."""
+        """(wall s since ``started``, CPU s of ``pid``) when the first host's robots.txt
+        request arrives; that request is then answered."""
 
         async def hold_robots() -> HeldResponse:
-            return self.server.hold_next(self.HOST, "/robots.txt")
+            return self.server.hold_next(self.first_host, "/robots.txt")
 
         held = self.loop.submit(hold_robots()).result(60)
 
@@ -131,16 +130,22 @@ class OneHostWeb:
         self.loop.close()
 
 
-def crawl_run(web: OneHostWeb, src: Path, data: Path) -> tuple[float, float, float, float]:
-    """(wall, CPU) to the first request and (wall, CPU) of the whole crawl of ``web``,
-    run from the tree ``src`` into the new folder ``data``."""
-    # bytecode is written and then used, as an installed package has it
+def child_env(src: Path) -> dict[str, str]:
+    """The environment of a ``courtier`` child running the tree ``src``: bytecode is
+    written and then used, as an installed package has it."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPATH"] = str(src)
+    return env
+
+
+def crawl_run(web: ServedWeb, src: Path, data: Path) -> tuple[float, float, float, float]:
+    """(wall, CPU) to the first request and (wall, CPU) of the whole crawl of ``web``,
+    run from the tree ``src`` into the new folder ``data``."""
     cpu, start = _children_cpu(), time.perf_counter()
     with (data.parent / f"{data.name}.stderr").open("w") as errors:
         child = subprocess.Popen([sys.executable, "-m", "courtier", *web.crawl_argv(data)],
-                                 env=env, stdout=subprocess.DEVNULL, stderr=errors)
+                                 env=child_env(src), stdout=subprocess.DEVNULL,
+                                 stderr=errors)
         arrival = web.first_request(child.pid, start)
         try:
             first_wall, first_cpu = arrival.result(330)
@@ -158,7 +163,9 @@ def crawl_bench(trees: dict[str, Path], repeat: int, pages: int) -> None:
     """Alternating crawls of each tree: CPU to the first request, CPU of the whole crawl."""
     runs: dict[str, list[tuple[float, float, float, float]]] = {t: [] for t in trees}
     with tempfile.TemporaryDirectory(prefix="startup-bench-") as folder:
-        web = OneHostWeb(Path(folder), pages)
+        from courtier.testweb.spec import HostSpec
+
+        web = ServedWeb(Path(folder), [HostSpec("h00.courtier.test", pages=pages)])
         try:
             for n, src in enumerate(trees.values()):  # uncounted: numba's cache, bytecode
                 crawl_run(web, src, Path(folder) / f"warm-{n}")

@@ -175,7 +175,7 @@ async def crawl(
                         coordinator=coordinator)
         transport.send_gate = worker.may_start  # the last check before a request is written
         transport.on_tls_handshake = HandshakeCounter(worker.frontier, metrics)
-        lag_monitor = LoopLagMonitor(metrics)
+        lag_monitor = LoopLagMonitor(metrics, idle=worker.pacer.idle)
         if isinstance(archive, SpooledArchive):
             worker.metrics.warc_upload_backlog.set_function(lambda: archive.backlog)
         if rows:

@@ -51,7 +51,7 @@ from courtier.crawl.process import (
     looks_like_sitemap,
 )
 from courtier.crawl.sitemap_hints import lastmod_hints, sitemap_rows
-from courtier.dedup.pages import FirstCopy, load_fingerprinting
+from courtier.dedup.pages import FirstCopy, fingerprinting_loaded, load_fingerprinting
 from courtier.dedup.payload_lookups import PayloadLookups
 from courtier.fetch.accept import looks_like_sitemap_url, page_accept
 from courtier.fetch.sniff import media_type, type_label
@@ -138,7 +138,7 @@ class Fetcher:
         #: discovered rows whose intake failed (store error), queued again by :meth:`requeue`
         self._unqueued: list[NewUrl] = []
         #: numpy and the SimHash code, imported in a thread from the first page request on
-        self.fingerprinting = OffLoopLoad(load_fingerprinting)
+        self.fingerprinting = OffLoopLoad(load_fingerprinting, fingerprinting_loaded)
 
     async def requeue(self) -> None:
         """Queue the rows an earlier intake failed to (kept again if this fails too)."""

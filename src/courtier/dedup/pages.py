@@ -26,6 +26,7 @@ request: bench/README.md, "Start-up").
 
 from __future__ import annotations
 
+import sys
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -59,6 +60,12 @@ def load_fingerprinting() -> None:
     for ~0.1 CPU-s the first time, so an event loop calls it in a thread."""
     import courtier.dedup.simhash
     import courtier.dedup.simhash_index  # noqa: F401
+
+
+def fingerprinting_loaded() -> bool:
+    """Whether :func:`load_fingerprinting` has nothing left to do (no thread needed)."""
+    return "courtier.dedup.simhash" in sys.modules and \
+        "courtier.dedup.simhash_index" in sys.modules
 
 
 def new_index() -> SimHashIndex:

@@ -65,3 +65,14 @@ async def test_a_failed_load_fails_every_wait() -> None:
         with pytest.raises(ImportError):
             await asyncio.wait_for(work.ready(), 30)
     assert not work.done
+
+
+async def test_nothing_to_load_starts_no_thread() -> None:
+    """The simulator's virtual clock must not run on while a thread works: with the
+    modules imported already, ``ready`` neither calls the load nor waits on a thread.
+    Seen red with ``loaded`` not asked (the load ran)."""
+    calls: list[int] = []
+    work = OffLoopLoad(lambda: calls.append(1), loaded=lambda: True)
+    work.start()
+    await work.ready()
+    assert work.done and calls == []
