@@ -7,7 +7,7 @@ the same process, which notes ``sys.modules`` the moment the first request's byt
 arrive. Nothing there may be what a crawl needs only later or only sometimes: numba
 (loaded once the numpy path has cost as much as the load), numpy and the SimHash code
 (imported in a thread from the first *page* request on), the admin API and aiohttp's
-server side (only with ``--api``).
+server side (only with ``--api``), fsspec (only for an archive that is not a local folder).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 
 #: loaded only after the first request, or never for this crawl
 LATER = ("numba", "numpy", "courtier.dedup.simhash", "courtier.dedup.simhash_index",
-         "courtier.api.server", "courtier.api.routes", "aiohttp.web")
+         "courtier.api.server", "courtier.api.routes", "aiohttp.web", "fsspec")
 
 _PROBE = r"""
 import contextlib, io, json, socket, sys, threading
