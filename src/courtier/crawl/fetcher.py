@@ -7,8 +7,10 @@ fetch (stop, lost or drained shard, self-fencing) gives its URL back to the fron
 unchanged.
 
 Owns: the fetch limits (pages and robots.txt), the store's payload index lookups, the
-off-loop parsers, until when a WARC write error pauses new fetches, and discovered rows
-whose intake failed (queued again by :meth:`requeue`).
+off-loop parsers, until when a WARC write error pauses new fetches, discovered rows
+whose intake failed (queued again by :meth:`requeue`), and the import of the SimHash
+code (numpy) in a thread from the first page request on, awaited before the first page
+is processed (``crawl/off_loop_load.py``: not before the crawl's first request).
 
 Invariants: every lease handed to :meth:`fetch` ends in exactly one of a result handed to
 the committer, a URL released or returned to the frontier (with its host's in-flight slot
