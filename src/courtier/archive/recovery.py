@@ -33,9 +33,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-import fsspec
-from fsspec.implementations.local import LocalFileSystem
-
+from courtier.archive.local_disk import file_system, is_local
 from courtier.archive.warc import OPEN_MARKER_SUFFIX, WARC_SUFFIX
 from courtier.core.errors import ArchiveError
 
@@ -140,7 +138,7 @@ def _later_member_exists(fs: Any, path: str, after: int) -> bool:
 
 
 def _cut(fs: Any, path: str, size: int) -> None:
-    if isinstance(fs, LocalFileSystem):
+    if is_local(fs):
         with open(path, "r+b") as handle:
             handle.truncate(size)
             handle.flush()
@@ -185,7 +183,7 @@ def recover_warc_dir(root: str, full: bool = False) -> list[RecoveryReport]:
     be read or repaired.
     """
     try:
-        fs, base = fsspec.core.url_to_fs(root)
+        fs, base = file_system(root)
         base = base.rstrip("/")
         if not fs.exists(base):
             return []
@@ -294,6 +292,8 @@ def check_warc(path: str) -> CheckReport:
     problems: list[str] = []
     seen: set[str] = set()
     records = 0
+    import fsspec  # any URL: a command of its own, never a crawl's start-up
+
     try:
         raw = fsspec.open(path, "rb").open()
     except (OSError, ValueError) as exc:

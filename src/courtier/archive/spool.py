@@ -32,8 +32,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import fsspec
-
 from courtier.archive.recovery import recover_warc_dir
 from courtier.archive.warc import OPEN_MARKER_SUFFIX, WARC_SUFFIX, ArchivedRecord, WarcWriter
 from courtier.core.clock import Clock, RealClock
@@ -81,6 +79,8 @@ class SpooledArchive:
         if not owner or "/" in owner or owner.startswith("."):
             raise ConfigError(f"--archive-prefix {owner!r}: one path segment, not empty")
         try:
+            import fsspec  # only for a remote archive: a local one never loads it
+
             self.fs: Any
             self.fs, root = fsspec.core.url_to_fs(remote, **dict(options or {}))
         except (ImportError, ValueError) as exc:

@@ -1,4 +1,4 @@
-"""WARC/1.1 writer: one gzip member per record, fsspec output, rotation.
+"""WARC/1.1 writer: one gzip member per record, local or fsspec output, rotation.
 
 Records are built here (warcio's writer hard-codes gzip level 9, ≈1.6 ms per
 record). Each record is its own gzip member, so it can be read alone from its
@@ -37,10 +37,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import IO, Any
 
-import fsspec
-from fsspec.implementations.local import LocalFileSystem
 from isal import isal_zlib
 
+from courtier.archive.local_disk import file_system, is_local
 from courtier.archive.warc_fields import (
     clean_field,
     encode_head,
@@ -119,13 +118,13 @@ class WarcWriter:
         if not 0 <= compress_level <= 9:
             raise ConfigError(f"WARC compress_level must be 0..9, got {compress_level}")
         try:
-            fs, path = fsspec.core.url_to_fs(root)
+            fs, path = file_system(root)
             fs.makedirs(path, exist_ok=True)
         except (OSError, ValueError) as exc:
             raise ArchiveError(f"cannot use WARC root {root!r}: {exc}") from exc
         self._fs: Any = fs
         self._root = path.rstrip("/")  # "" for the filesystem root
-        self._local = isinstance(fs, LocalFileSystem)
+        self._local = is_local(fs)
         self._prefix = prefix
         self._max_bytes = max_file_bytes
         self._software = software

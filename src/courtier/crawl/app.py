@@ -21,8 +21,6 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from courtier.api.server import make_app, start_api
-from courtier.api.worker_control import WorkerControl
 from courtier.archive.recovery import recover_warc_dir
 from courtier.archive.roots import remember_roots
 from courtier.archive.spool import SpooledArchive, is_remote, storage_options
@@ -44,7 +42,6 @@ from courtier.crawl.metrics import CrawlMetrics
 from courtier.crawl.progress import Progress, progress_stream
 from courtier.crawl.status import STOP_REASONS, CrawlStatus
 from courtier.crawl.worker import Worker
-from courtier.dedup.simhash import prepare_compiled
 from courtier.fetch.aiohttp_transport import AiohttpTransport
 from courtier.fetch.guard import AddressGuard
 from courtier.fetch.resolver import Resolver, load_hosts_file
@@ -114,8 +111,6 @@ async def crawl(
     # the Public Suffix List takes ~50 ms to load: not on the loop, where scope checks
     # (registrable_domain) would first load it
     await asyncio.to_thread(registrable_domain, "example.com")
-    # nor the compiled SimHash path (numba's import, its kernels' machine code): ~0.5 s
-    await asyncio.to_thread(prepare_compiled)
     remote = is_remote(config.archive)
     warc_root = Path(config.archive.removeprefix("file://")) if config.archive and not remote \
         else data / "warc"
@@ -187,7 +182,7 @@ async def crawl(
                         coordinator=coordinator, end=CrawlEnd(end_gate))
         transport.send_gate = worker.may_start  # the last check before a request is written
         transport.on_tls_handshake = HandshakeCounter(worker.frontier, metrics)
-        lag_monitor = LoopLagMonitor(metrics)
+        lag_monitor = LoopLagMonitor(metrics, idle=worker.pacer.idle)
         if isinstance(archive, SpooledArchive):
             worker.metrics.warc_upload_backlog.set_function(lambda: archive.backlog)
         if rows:
@@ -215,7 +210,10 @@ async def crawl(
                 loop.add_signal_handler(sig, on_signal, sig)
             loop.add_signal_handler(signal.SIGUSR1, log_tasks)  # where each task awaits
         runner = None
-        if config.api is not None:
+        if config.api is not None:  # aiohttp's server side and the API: only when asked
+            from courtier.api.server import make_app, start_api
+            from courtier.api.worker_control import WorkerControl
+
             api_host, api_port = api_address(config.api)
             app = make_app(WorkerControl(worker), worker.metrics.render, config.api_token,
                            config.api_allowed_hosts)

@@ -7,8 +7,10 @@ fetch (stop, lost or drained shard, self-fencing) gives its URL back to the fron
 unchanged.
 
 Owns: the fetch limits (pages and robots.txt), the store's payload index lookups, the
-off-loop parsers, until when a WARC write error pauses new fetches, and discovered rows
-whose intake failed (queued again by :meth:`requeue`).
+off-loop parsers, until when a WARC write error pauses new fetches, discovered rows
+whose intake failed (queued again by :meth:`requeue`), and the import of the SimHash
+code (numpy) in a thread from the first page request on, awaited before the first page
+is processed (``crawl/off_loop_load.py``: not before the crawl's first request).
 
 Invariants: every lease handed to :meth:`fetch` ends in exactly one of a result handed to
 the committer, a URL released or returned to the frontier (with its host's in-flight slot
@@ -42,6 +44,7 @@ from courtier.crawl.day_limits import DayLimits
 from courtier.crawl.https_upgrade import PERMANENT_REDIRECTS, upgrade_target
 from courtier.crawl.intake import Intake
 from courtier.crawl.metrics import CrawlMetrics, status_class
+from courtier.crawl.off_loop_load import OffLoopLoad
 from courtier.crawl.process import (
     HTML_TYPES,
     SITEMAP_PRIORITY,
@@ -50,7 +53,7 @@ from courtier.crawl.process import (
     looks_like_sitemap,
 )
 from courtier.crawl.sitemap_hints import lastmod_hints, sitemap_rows
-from courtier.dedup.pages import FirstCopy
+from courtier.dedup.pages import FirstCopy, fingerprinting_loaded, load_fingerprinting
 from courtier.dedup.payload_lookups import PayloadLookups
 from courtier.fetch.accept import looks_like_sitemap_url, page_accept
 from courtier.fetch.sniff import media_type, type_label
@@ -136,6 +139,8 @@ class Fetcher:
         self.archive_trouble_until = float("-inf")
         #: discovered rows whose intake failed (store error), queued again by :meth:`requeue`
         self._unqueued: list[NewUrl] = []
+        #: numpy and the SimHash code, imported in a thread from the first page request on
+        self.fingerprinting = OffLoopLoad(load_fingerprinting, fingerprinting_loaded)
 
     async def requeue(self) -> None:
         """Queue the rows an earlier intake failed to (kept again if this fails too)."""
@@ -237,6 +242,7 @@ class Fetcher:
             if not self.may_start():
                 raise SendRefused(f"{lease.url}: fenced before the request")
             limits = self.sitemap_limits if looks_like_sitemap_url(lease.url) else self.limits
+            self.fingerprinting.start()  # while the answer is awaited
             resp = await self.transport.fetch(self._request(lease), limits)
         except SendRefused:
             self._give_back(lease)
@@ -316,6 +322,7 @@ class Fetcher:
             rows = await sitemap_rows(sitemap, self.intake, lease.due.depth + 1, now)
             if sitemap.urls:
                 await self._sitemap_changed(lease, sitemap, now)
+        await self.fingerprinting.ready()  # the page's SimHash needs it
         try:
             commit = self.processor.fetched(lease, resp, now, first_copy, parsed, sitemap,
                                             rows)

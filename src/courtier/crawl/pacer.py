@@ -7,7 +7,10 @@ worker's :class:`~courtier.cluster.end_gate.CrawlEnd`: the crawl is over, or the
 work (a look held back by the :class:`ShareGate`, or one made while gained shards are
 still being indexed, says neither).
 
-Owns: until when an idle worker sleeps (retries or backed-off hosts only), the gate on
+Owns: until when an idle worker sleeps (retries or backed-off hosts only; kept from the
+look at the store that found it until work turns up, so a lingering crawl wakes about
+once per ``idle_poll``, not at every refill's end), what a lingering crawl waits for and
+how long it slept for it (``CrawlStatus.waited``, said by the final line), the gate on
 looks for the crawl's end (:class:`ShareGate`), when the figures were last reported, and
 the longest idle sleep (``idle_poll``, which bounds how late work added from outside is
 noticed).
@@ -33,7 +36,7 @@ from courtier.crawl.day_limits import DayLimits
 from courtier.crawl.in_flight import InFlight
 from courtier.crawl.metrics import CrawlMetrics
 from courtier.crawl.process import PageProcessor
-from courtier.crawl.progress_text import waiting_text
+from courtier.crawl.progress_text import unfinished_urls_text, waited_for_text, waiting_line
 from courtier.crawl.refiller import REFILL_EVERY
 from courtier.crawl.shard_keeper import ShardKeeper
 from courtier.crawl.signals import LoopSignals
@@ -100,6 +103,10 @@ class Pacer:
         #: longest idle sleep; bounds how late work added from outside is noticed
         self.idle_poll = IDLE_POLL
         self._idle_until: float | None = None
+        #: what the idle sleeps wait for while a one-shot crawl lingers (else None), and
+        #: the unfinished URLs counted for it in this idle spell
+        self._lingering_for: str | None = None
+        self._unfinished: str | None = None
         self._end_look = ShareGate(clock, END_CHECK_SHARE)
         self._last_report = float("-inf")
 
@@ -139,11 +146,14 @@ class Pacer:
             self.end.found_work()
             return False
         pending_at = await store.next_due_at(shards, pending_only=True)
-        status.waiting = waiting_text(self._frontier.hosts.values(), pending_at, now)
+        waited_for = waited_for_text(self._frontier.hosts.values(), now)
+        status.waiting = waiting_line(waited_for, pending_at, now)
         if pending_at is not None and pending_at - now <= self._config.linger:
             self._idle_until = pending_at
             self.end.found_work()
+            self._lingering_for = waited_for or await self._unfinished_urls()
             return False
+        self._lingering_for = self._unfinished = None
         if self._shards.coordinator is not None and not await self._cluster_done(now):
             self._idle_until = now + CLUSTER_DONE_POLL  # others may still find work for us
             self.end.found_work()
@@ -160,6 +170,18 @@ class Pacer:
                     await store.pending_counts(shards)
         return True
 
+    async def _unfinished_urls(self) -> str:
+        """What a lingering crawl waits for when no host is in back-off or without its
+        robots.txt (URLs retrying after their own failures): their count, read once per
+        idle spell (a scan of the queued rows: ``Store.pending_counts``)."""
+        if self._unfinished is None:
+            try:
+                never, retrying = await self._store.pending_counts(self._shards.shards)
+            except StoreError:
+                return ""
+            self._unfinished = unfinished_urls_text(never, retrying)
+        return self._unfinished
+
     async def _cluster_done(self, now: float) -> bool:
         """Many workers: the crawl is over only when no worker holds a URL (none is
         SCHEDULED) and no unfinished cycle of any shard is due within ``--linger``.
@@ -172,6 +194,13 @@ class Pacer:
         pending_at = await self._store.next_due_at(range(SHARD_COUNT), pending_only=True)
         return pending_at is None or pending_at - now > self._config.linger
 
+    def idle(self) -> bool:
+        """Only retries or backed-off hosts (or recrawls) remain, and the store said when
+        the first is due: the loop sleeps until then (or ``idle_poll``), and so may the
+        loop-lag monitor (crawl/loopwatch.py)."""
+        return self._idle_until is not None and not self._in_flight \
+            and self._frontier.queued == 0
+
     async def wait(self, now: float) -> None:
         """Sleep until the next thing to do (see the module docstring)."""
         frontier, signals = self._frontier, self._signals
@@ -181,10 +210,18 @@ class Pacer:
             timeout = COMMIT_EVERY  # a finishing fetch or commit wakes us sooner
         else:
             timeout = min(COMMIT_EVERY, max(MIN_WAIT, wake - now))
-        idle_until, self._idle_until = self._idle_until, None
-        if idle_until is not None and not self._in_flight and frontier.queued == 0:
-            # only retries or backed-off hosts remain: sleep until the first is due
+        idle_until = self._idle_until
+        lingering = None
+        if idle_until is not None and self.idle():
+            lingering = self._lingering_for
+            # only retries or backed-off hosts remain: sleep until the first is due. Kept
+            # for the turns until then (a refill's end wakes the loop at once, and the next
+            # look at the store is not due yet), so a lingering crawl wakes about once
+            # per idle_poll instead of every COMMIT_EVERY (bench/linger_bench.py)
             timeout = min(self.idle_poll, max(REFILL_EVERY, idle_until - now))
+        else:
+            self._idle_until = None  # working again: the next idle spell looks anew
+            self._lingering_for = self._unfinished = None
         spent_until = self._day_limits.spent_until
         if spent_until is not None and spent_until > now:
             # the daily budget is spent: nothing may start before it renews
@@ -194,11 +231,15 @@ class Pacer:
             deadline = self._status.started_at + self._config.max_seconds
             timeout = min(timeout, max(MIN_WAIT, deadline - now))
         if not signals.wakeup.is_set() and timeout > 0:
+            began = self._clock.now()
             # asyncio.timeout, not wait_for: on 3.11 wait_for can drop a cancellation
             # (see cluster/timed_store.py)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(timeout):
                     await signals.wakeup.wait()
+            if lingering is not None:  # the final line says how long, and for what
+                self._status.waited += max(0.0, self._clock.now() - began)
+                self._status.waited_for = lingering
         signals.wakeup.clear()
 
     def report(self, now: float, pages_issued: int, force: bool = False) -> None:

@@ -25,6 +25,7 @@ from courtier.crawl.https_upgrade import UPGRADE_HOP_STATUS, UPGRADE_KIND, https
 from courtier.crawl.intake import SEED_PRIORITY, Intake
 from courtier.dedup.fingerprint64 import hamming
 from courtier.dedup.pages import DuplicateTracker, FirstCopy
+from courtier.dedup.simhash_switch import CompiledSwitch
 from courtier.events.feed import fetch_event, page_fields
 from courtier.events.redirects import chain_hops, extend_chain
 from courtier.fetch.transport import FetchResponse
@@ -144,7 +145,7 @@ class PageProcessor:
         self.agent = agent_token
         self.figures = PageFigures()
         self.policy = recrawl_policy(config)
-        self.duplicates = DuplicateTracker()
+        self.duplicates = DuplicateTracker(switch=CompiledSwitch())
         self.planner = refresh_planner(config, self.policy)
 
     def _commit(self, lease: Lease, due: DueUrl, outcome: Outcome, now: float,

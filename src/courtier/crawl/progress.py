@@ -39,20 +39,33 @@ def summary_line(s: CrawlStatus) -> str:
         f"courtier: {s.stop_reason or 'finished'} after {elapsed:.1f} s: fetched {s.fetched} "
         f"({s.pages_per_second:.1f}/s), errors {s.errors}, robots-denied {s.denied}, "
         f"discovered {s.discovered} new URLs, {human_bytes(s.bytes)}"
+        + _waited(s)
         + (_left_for_later(s) if s.left_for_later else "")
     )
 
 
+def _waited(s: CrawlStatus) -> str:
+    """How long a one-shot crawl slept for retries within ``--linger``, and for what
+    (nothing when it did not wait a second)."""
+    if s.waited < 1.0:
+        return ""
+    return f"; waited {s.waited:.0f} s for {s.waited_for or 'retries'}"
+
+
 def _left_for_later(s: CrawlStatus) -> str:
-    """How many URLs of an unfinished cycle stay in the store, and why. URLs waiting only
-    for their next recrawl are not left for later: their cycle is done."""
+    """How many URLs of an unfinished cycle stay in the store, and why (the hosts only
+    when the wait before did not name them already). URLs waiting only for their next
+    recrawl are not left for later: their cycle is done."""
     counts = ""
     if s.left_unfetched is not None and s.left_retrying is not None:
         kinds = [f"{n} {label}" for n, label in ((s.left_unfetched, "never fetched"),
                                                  (s.left_retrying, "retrying")) if n]
         counts = (f"{s.left_unfetched + s.left_retrying} URLs unfinished"
                   f" ({', '.join(kinds)}); ") if kinds else ""
-    why = s.waiting.removeprefix("waiting: ") or "retries due later"
+    why = s.waiting.removeprefix("waiting: ")
+    if s.waited >= 1.0 and s.waited_for:
+        why = why.removeprefix(s.waited_for).removeprefix(", ")
+    why = why or "retries due later"
     return (f"; left for later: {counts}{why} (beyond --linger): run again on the same "
             "--data to finish them")
 

@@ -17,8 +17,24 @@ RATE_WINDOW = 10.0  # seconds of history behind the "recent rate"
 
 def waiting_text(hosts: Iterable[HostState], next_retry_at: float | None, now: float) -> str:
     """E.g. ``"waiting: 12 hosts (robots.txt unreachable: 5 [dns 3, http_503 2], back-off
-    429/5xx: 7), next retry in 40 s"``: the robots.txt reasons are the hosts' last errors
-    (``RobotsState.last_error``), most frequent first; empty when nothing waits."""
+    429/5xx: 7), next retry in 40 s"``: :func:`waited_for_text`, then when the next retry
+    is due; empty when nothing waits."""
+    return waiting_line(waited_for_text(hosts, now), next_retry_at, now)
+
+
+def waiting_line(waited_for: str, next_retry_at: float | None, now: float) -> str:
+    """The waiting text of :func:`waited_for_text`'s ``waited_for`` and the next retry."""
+    parts = [waited_for] if waited_for else []
+    if next_retry_at is not None:
+        parts.append(f"next retry in {max(0.0, next_retry_at - now):.0f} s")
+    return "waiting: " + ", ".join(parts) if parts else ""
+
+
+def waited_for_text(hosts: Iterable[HostState], now: float) -> str:
+    """The hosts a lingering crawl waits for, e.g. ``"12 hosts (robots.txt unreachable: 5
+    [dns 3, http_503 2], back-off 429/5xx: 7)"``: the robots.txt reasons are the hosts'
+    last errors (``RobotsState.last_error``), most frequent first; empty when no host
+    waits (only URLs retrying after their own failures)."""
     from courtier.politeness.robots_state import RobotsStatus  # loaded by the crawl already
 
     robots = backoff = 0
@@ -37,12 +53,19 @@ def waiting_text(hosts: Iterable[HostState], next_retry_at: float | None, now: f
     reasons = [f"{label}: {n}{extra}" for label, n, extra in
                (("robots.txt unreachable", robots, kinds), ("back-off 429/5xx", backoff, ""))
                if n]
-    parts = []
-    if robots or backoff:
-        parts.append(f"{robots + backoff} hosts ({', '.join(reasons)})")
-    if next_retry_at is not None:
-        parts.append(f"next retry in {max(0.0, next_retry_at - now):.0f} s")
-    return "waiting: " + ", ".join(parts) if parts else ""
+    hosts_waiting = robots + backoff
+    plural = "" if hosts_waiting == 1 else "s"
+    return f"{hosts_waiting} host{plural} ({', '.join(reasons)})" if hosts_waiting else ""
+
+
+def unfinished_urls_text(never_fetched: int, retrying: int) -> str:
+    """E.g. ``"3 unfinished URLs (1 never fetched, 2 retrying)"``; empty for none."""
+    total = never_fetched + retrying
+    if not total:
+        return ""
+    kinds = ", ".join(f"{n} {label}" for n, label in
+                      ((never_fetched, "never fetched"), (retrying, "retrying")) if n)
+    return f"{total} unfinished URL{'' if total == 1 else 's'} ({kinds})"
 
 
 class RecentRate:

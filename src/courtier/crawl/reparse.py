@@ -39,6 +39,7 @@ from courtier.core.urls import canonicalize
 from courtier.crawl.intake import Intake
 from courtier.crawl.process import is_html
 from courtier.dedup.pages import DuplicateTracker
+from courtier.dedup.simhash_switch import CompiledSwitch
 from courtier.events.cursor import load_cursor, save_cursor
 from courtier.events.feed import fetch_event, page_fields
 from courtier.parse.html import PARSER_VERSION, ParsedPage, parse_html
@@ -99,7 +100,7 @@ class Reparser:
                  parser_version: int, clock: Clock) -> None:
         self.store, self.roots, self.intake = store, roots, intake
         self.parse, self.parser_version, self.clock = parse, parser_version, clock
-        self.duplicates = DuplicateTracker()
+        self.duplicates = DuplicateTracker(switch=CompiledSwitch())
         self.unreadable: list[str] = []
 
     def _one(self, event: Event, location: WarcLocation, depth: int

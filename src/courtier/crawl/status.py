@@ -27,6 +27,11 @@ class CrawlStatus:
     left_for_later: bool = False   # unfinished retries remain beyond --linger
     longest_stall: float = 0.0     # seconds: the event loop's longest lag (loopwatch.py)
     waiting: str = ""              # what a lingering one-shot crawl waits for (progress.py)
+    #: seconds a one-shot crawl slept waiting for retries within --linger, and what it
+    #: waited for the last time (progress_text.waited_for_text; "" when only URLs
+    #: retrying after their own failures): the final line says so
+    waited: float = 0.0
+    waited_for: str = ""
     #: URLs of an unfinished cycle left in the store when it ended (recrawls not counted)
     left_unfetched: int | None = None   # never fetched
     left_retrying: int | None = None    # retrying after a failure
@@ -50,7 +55,7 @@ SUMMED_FIGURES = ("pages", "fetched", "errors", "denied", "bytes", "queued", "in
 
 def summed_status(statuses: Sequence[CrawlStatus]) -> CrawlStatus:
     """The crawl-wide figures of several workers' statuses: counts added up, the earliest
-    start and the latest time, the longest stall, each worker's waiting text, the left
+    start and the latest time, the longest stall and wait, each worker's waiting text, the left
     counts added when every worker knows its own, the WARC files of all. The stop reason
     is left to the caller (it depends on how the workers ended)."""
     total = CrawlStatus()
@@ -61,6 +66,8 @@ def summed_status(statuses: Sequence[CrawlStatus]) -> CrawlStatus:
     for name in SUMMED_FIGURES:
         setattr(total, name, sum(getattr(s, name) for s in statuses))
     total.longest_stall = max(s.longest_stall for s in statuses)
+    longest_wait = max(statuses, key=lambda s: s.waited)
+    total.waited, total.waited_for = longest_wait.waited, longest_wait.waited_for
     total.left_for_later = any(s.left_for_later for s in statuses)
     waiting = [s.waiting.removeprefix("waiting: ") for s in statuses if s.waiting]
     total.waiting = "waiting: " + "; ".join(waiting) if waiting else ""

@@ -44,11 +44,14 @@ dependency since the fifth CPU round; it was the optional ``jit`` extra): the ke
 of ``dedup/_simhash_kernels.py`` (word edges and xxh3's short paths; shingles and lane
 votes) cost about a third of the numpy path (``bench/simhash_bench.py``) and give the
 same values (tests check them against it). numba is ~200 MB installed and ~0.45 s to
-import, so only the crawl loads it (:func:`prepare_compiled`, at a crawl's start, in a
-thread), never the CLI's query commands. A machine's first run compiles the kernels
-(~3 CPU-s) and caches the machine code beside the module (or in numba's user-wide cache
-directory when that is read-only); later runs load it (~0.3 s). When numba is missing or
-fails to import or compile, the numpy path is used and the reason logged once.
+import, so nothing loads it by importing this module: :func:`simhash_words` takes the
+compiled path only once :func:`prepare_compiled` has loaded it, and the numpy path
+until then. A crawl loads it in a thread once its pages have shown it is worth the
+cost (``dedup/simhash_switch.py``), never at start-up; the CLI's query commands never
+do. A machine's first load compiles the kernels (~3 CPU-s) and caches the machine code
+beside the module (or in numba's user-wide cache directory when that is read-only);
+later loads read it (~0.3 s). When numba is missing or fails to import or compile, the
+numpy path is used and the reason logged once.
 
 Fingerprints are unsigned 64-bit Python ints. SQLite and PostgreSQL store
 signed 64-bit integers: use :func:`to_signed64` before writing and
@@ -234,8 +237,8 @@ def compiled_kernels() -> ModuleType | None:
 def prepare_compiled() -> bool:
     """Load (or compile) the kernels now; whether the compiled path is in use.
 
-    The crawl calls this at start-up in a thread, so the first page does not pay it
-    on the event loop."""
+    Blocks for the load (~0.45 CPU-s with numba's cache, ~3 s without): the crawl calls
+    it in a thread (``dedup/simhash_switch.py``)."""
     return compiled_kernels() is not None
 
 
@@ -253,9 +256,11 @@ def _run(k: Any, sep: bytes) -> tuple[int, int]:
 
 
 def simhash_words(text: str) -> tuple[int, int]:
-    """``(simhash64(text), number of SimHash words of text)``, compiled when possible."""
-    k = compiled_kernels()
-    if k is None:
+    """``(simhash64(text), number of SimHash words of text)``: compiled once
+    :func:`prepare_compiled` has loaded the kernels, by numpy until then (this never
+    starts a load)."""
+    k = _kernels
+    if not isinstance(k, ModuleType):
         features, words = text_features(text)
         return simhash_from_features(features), words
     return _run(k, separated(text))

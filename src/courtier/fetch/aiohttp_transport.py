@@ -90,7 +90,7 @@ from courtier.core.errors import (
 from courtier.fetch.decoding import BodyDecoder, DecodedCap
 from courtier.fetch.resolver import Resolver
 from courtier.fetch.sniff import SNIFF_BYTES, media_type, needs_sniff, sniff, type_allowed
-from courtier.fetch.tls import client_context
+from courtier.fetch.tls import client_context, read_ca_file
 from courtier.fetch.transport import FetchLimits, FetchRequest, FetchResponse
 
 ACCEPT_ENCODING: Final = "gzip, deflate, br"
@@ -345,10 +345,12 @@ class AiohttpTransport:
 
     ``limit_per_host`` and ``limit`` bound pooled connections per host and in
     total; ``ca_file`` is a private CA (PEM) trusted besides the system store;
-    ``ssl_verify=False`` disables certificate checks (test setups only). The
-    TLS context is built here, once (a bad ``ca_file`` raises ConfigError). The
-    session is created on the first fetch, inside the running loop. The ``resolver``
-    stays the caller's: :meth:`close` does not close it.
+    ``ssl_verify=False`` disables certificate checks (test setups only). A bad
+    ``ca_file`` raises ConfigError here; the TLS context itself is built once, at the
+    first https fetch (:attr:`ssl_context`: loading the system trust store costs 20–40 ms
+    of CPU, which a crawl of http URLs never needs). The session is created on the
+    first fetch, inside the running loop. The ``resolver`` stays the caller's:
+    :meth:`close` does not close it.
     """
 
     def __init__(
@@ -362,9 +364,11 @@ class AiohttpTransport:
         self._resolver = resolver
         self._limit_per_host = limit_per_host
         self._limit = limit
-        #: one context for every connection (trust store loaded once)
-        self.ssl_context: ssl.SSLContext | None = client_context(ca_file) if ssl_verify \
-            else None
+        self._ssl_verify = ssl_verify
+        self._ca_file = ca_file
+        if ca_file is not None:
+            read_ca_file(ca_file)  # a bad --ca-file stops the crawl before it starts
+        self._ssl_context: ssl.SSLContext | None = None
         self._session: aiohttp.ClientSession | None = None
         self._closed = False
         #: asked right before each request is written (see _CleanConnector)
@@ -375,6 +379,22 @@ class AiohttpTransport:
         #: a failure included
         self.on_tls_handshake: Callable[[str, bool], None] | None = None
 
+    @property
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """The one context of every TLS connection (the trust store loaded once, when
+        first asked); None without certificate checks (``ssl_verify=False``)."""
+        if self._ssl_verify and self._ssl_context is None:
+            self._ssl_context = client_context(self._ca_file)
+        return self._ssl_context
+
+    def _tls_for(self, scheme: str) -> ssl.SSLContext | bool:
+        """aiohttp's ``ssl`` argument of a request: the context for https (False: no
+        checks), True (aiohttp's "no say") for http, where it is not used."""
+        if scheme != "https":
+            return True
+        context = self.ssl_context
+        return context if context is not None else False
+
     def _get_session(self) -> aiohttp.ClientSession:
         if self._closed:
             raise ConnectError("transport is closed")
@@ -384,7 +404,7 @@ class AiohttpTransport:
                 use_dns_cache=False,
                 limit=self._limit,
                 limit_per_host=self._limit_per_host,
-                ssl=self.ssl_context if self.ssl_context is not None else False,
+                ssl=False,  # each request names its context (_tls_for)
             )
             connector.send_gate = self._gate_open
             self._session = aiohttp.ClientSession(
@@ -439,6 +459,7 @@ class AiohttpTransport:
                     url,
                     headers=headers,
                     allow_redirects=False,
+                    ssl=self._tls_for(url.scheme),
                     max_line_size=line_cap,
                     max_field_size=line_cap,
                     timeout=aiohttp.ClientTimeout(

@@ -23,6 +23,7 @@ from courtier.core.config import CrawlConfig
 from courtier.crawl.intake import Intake, Scope
 from courtier.crawl.status import CrawlStatus
 from courtier.crawl.worker import Worker
+from courtier.dedup.pages import load_fingerprinting
 from courtier.frontier.traps import TemplateTracker, TrapRules
 from courtier.politeness.robots import product_token
 from courtier.sim.archive import DigestOnlyArchive
@@ -74,6 +75,9 @@ class SimCrawl:
         return self._ips.get(host_key)
 
     def worker(self, archive: ArchiveWriter | None = None) -> Worker:
+        # imported now: a real crawl imports it in a thread at its first page request,
+        # whose real time the virtual clock would not see (sim/loop.py)
+        load_fingerprinting()
         intake = Intake(Scope(self.config, []), traps=TemplateTracker(TrapRules(), self.clock))
         worker = Worker(self.config, self.store, self.transport,
                         archive or DigestOnlyArchive(), self.clock, intake,

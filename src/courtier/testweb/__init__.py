@@ -12,6 +12,7 @@ Used by integration tests and ``courtier demo``::
 from courtier.testweb.links import HtmlPage, Link
 from courtier.testweb.responses import PageResponse, normalize_path
 from courtier.testweb.server import (
+    HeldResponse,
     RequestRecord,
     TestWebServer,
     max_overlap,

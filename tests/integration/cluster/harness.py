@@ -294,14 +294,34 @@ def newcomer_taking(shards: set[int], members: tuple[str, ...]) -> str:
     raise AssertionError("no newcomer id takes one of the shards")  # (1 - 1/N) ** 100
 
 
-async def start_three(cluster: Cluster) -> None:
-    await cluster.start("w0", *cluster.server.web.seeds())
-    await cluster.start("w1")
-    await cluster.start("w2")
+def ids_each_owning(hosts: dict[str, int], count: int = 3,
+                    at_least: int = 2) -> tuple[str, ...]:
+    """The first ``count`` ids in a row, w{k}, w{k+1}, …, each of which owns at least
+    ``at_least`` of ``hosts`` (host → shard) among their rendezvous targets. Which shard a
+    host is in depends on the server's port: of the 10 hosts of the cluster web with pages,
+    one of w0, w1, w2 owns none for about 1 port in 20."""
+    for first in range(0, 100 * count, count):
+        ids = tuple(f"w{first + i}" for i in range(count))
+        targets = target_owners(sorted(set(hosts.values())), dict.fromkeys(ids, 1.0))
+        owned = collections.Counter(targets[shard] for shard in hosts.values())
+        if all(owned[i] >= at_least for i in ids):
+            return ids
+    raise AssertionError(f"no {count} ids each owning {at_least} of {sorted(hosts)}")
+
+
+async def owning_targets(cluster: Cluster, ids: tuple[str, ...]) -> bool:
+    """Whether every shard is owned by its rendezvous target among ``ids``."""
+    return await cluster.owners() == target_owners(range(SHARD_COUNT), dict.fromkeys(ids, 1.0))
+
+
+async def start_three(cluster: Cluster, ids: tuple[str, str, str] = ("w0", "w1", "w2")) -> None:
+    await cluster.start(ids[0], *cluster.server.web.seeds())
+    await cluster.start(ids[1])
+    await cluster.start(ids[2])
 
     async def all_own_shards() -> bool:
         owners = await cluster.owners()
-        return len(owners) == SHARD_COUNT and set(owners.values()) == {"w0", "w1", "w2"}
+        return len(owners) == SHARD_COUNT and set(owners.values()) == set(ids)
 
     await wait_for("three workers owning every shard", all_own_shards)
 

@@ -3,6 +3,11 @@ a real crawl on SQLite, stopped (as on SIGTERM) and started again on the same ``
 
 Judged from the test web's request log (how many trap pages were requested in both runs)
 and the store's rows (``near_dup_of`` of the first near page the second run fetched).
+
+Where run 1 stops is set by the test web's holds, not by timing: a host's queue is taken in
+the order of its URLs' hashes, and the URLs carry the server's port, so with a free order
+some ports (e.g. 40366, 41605) had run 1 fetch all five near pages before the trap's ninth
+page and the test failed its precondition ("run 1 fetched every near page") in ~3 s.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import pytest
 from courtier.core.urls import canonicalize
 from courtier.crawl.app import crawl
 from courtier.store.sqlite import SqliteStore
-from courtier.testweb import HostSpec, TestWebServer, WebSpec
+from courtier.testweb import HeldResponse, HostSpec, RequestRecord, TestWebServer, WebSpec
 from tests.integration.cluster.harness import wait_for
 from tests.integration.politeness.helpers import config_for
 
@@ -53,10 +58,34 @@ async def test_a_restart_continues_the_trap_throttle_and_the_near_duplicate_inde
                  crawl_delay=NEAR_DELAY),
     ])
     data = tmp_path / "d"
-    async with TestWebServer(spec) as server:
+    trap_served: list[RequestRecord] = []
+    trap_hold: list[HeldResponse] = []
+
+    def hold_the_trap_when_far_enough(record: RequestRecord) -> None:
+        # called as the record is logged, before the trap host's next request (a Crawl-delay
+        # later): the trap stays at MIN_FETCHED + 1 pages however long run 1 waits for its
+        # near page, so run 1 cannot use up the trap's allowance and leave run 2 nothing
+        if record.host == "trap.test" and record.path_qs.startswith("/trap/"):
+            trap_served.append(record)
+            if len(trap_served) == MIN_FETCHED + 1:
+                trap_hold.append(server.hold_next("trap.test"))
+
+    async with TestWebServer(spec, on_request=hold_the_trap_when_far_enough) as server:
+        # every near page is held; the first one run 1 asks for is let through, so run 1
+        # fetches one near page before its stop and at most one more (held then) after it
+        near_holds = [server.hold_next("near.test", f"/near/{k}.html") for k in range(NEAR)]
         config = config_for(server, data, delay=0.05, traps=TRAPS + working_set)
         stop = asyncio.Event()
         first = asyncio.create_task(crawl(config, install_signals=False, stop=stop))
+
+        async def near_page_asked() -> bool:
+            return first.done() or any(h.arrived.is_set() for h in near_holds)
+
+        await wait_for("run 1 to ask for a near page", near_page_asked, every=0.05)
+        for held in near_holds:
+            if held.arrived.is_set():
+                held.release()
+                break
 
         async def far_enough() -> bool:
             # the throttle fires while the MIN_FETCHED-th trap page is processed; every page
@@ -68,6 +97,8 @@ async def test_a_restart_continues_the_trap_throttle_and_the_near_duplicate_inde
         await wait_for("run 1 to fetch the trap's first pages and a near page", far_enough,
                        every=0.05)
         stop.set()
+        for held in near_holds + trap_hold:  # run 1 finishes what it has in flight
+            held.release()
         await asyncio.wait_for(first, 120)
         trap_run1 = _paths(server, "trap.test", "/trap/")
         near_run1 = _paths(server, "near.test", "/near/")

@@ -88,6 +88,36 @@ async def test_verified_fetch_with_ca_file(ca: TestCA, tmp_path: Path) -> None:
         assert server.log[0].peer_port == server.log[1].peer_port  # one TLS connection
 
 
+async def test_the_trust_store_is_loaded_at_the_first_https_fetch_only(
+        ca: TestCA, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """http fetches build no TLS context (loading the trust store costs 20-40 ms of a
+    crawl's start-up); the first https fetch builds the one every later fetch uses.
+    Seen red with the context built in the constructor again (one build before any
+    fetch)."""
+    import courtier.fetch.aiohttp_transport as module
+
+    built: list[Path | None] = []
+    real = module.client_context
+
+    def counted(ca_file: Path | None = None) -> ssl.SSLContext:
+        built.append(ca_file)
+        return real(ca_file)
+
+    monkeypatch.setattr(module, "client_context", counted)
+    ca_file = ca.write_pem(tmp_path / "ca.pem")
+    client = transport(ca_file)
+    try:
+        async with TestWebServer(SPEC) as plain:
+            assert (await fetch(client, plain.url("a.tls.test", "/"))).status == 200
+        assert built == []
+        async with tls_web(ca.server_context(["a.tls.test"])) as server:
+            for path in ("/", "/robots.txt"):
+                assert (await fetch(client, server.url("a.tls.test", path))).status == 200
+        assert built == [ca_file]
+    finally:
+        await client.close()
+
+
 async def test_each_new_tls_connection_is_reported_once(ca: TestCA, tmp_path: Path) -> None:
     """``on_tls_handshake`` hears of every completed handshake and of nothing else: two
     fetches over one kept-alive connection make one report, the same two from a second

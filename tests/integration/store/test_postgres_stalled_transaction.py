@@ -46,9 +46,12 @@ async def test_a_transaction_whose_client_stopped_does_not_block_the_lease_calls
         # another worker's round locks the same rows: it gets its answer (the shards are
         # a's, not expired) once the server has ended a's silent transaction
         assert await other.acquire_shards("b", [0, 1, 2], T0, 30.0) == {2: 1}
-        # the stopped session was ended by the server, not by us
+        # the stopped session was ended by the server, not by us (asyncpg may have read the
+        # server's last message and not yet the close of the socket: it then refuses the call
+        # with InternalClientError "another operation is in progress", as it did once in CI;
+        # docs/testing.md, the store-loss entry)
         with pytest.raises((asyncpg.PostgresError, asyncpg.InterfaceError,
-                            ConnectionError)):
+                            asyncpg.InternalClientError, ConnectionError)):
             await conn.execute("SELECT 1")
         await pool.release(conn)
         # the stopped worker, woken, goes on with a fresh connection

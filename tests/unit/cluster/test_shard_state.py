@@ -3,10 +3,20 @@
 
 from __future__ import annotations
 
-from courtier.cluster.shard_state import SAVE_EVERY, ShardStateKeeper
+from collections.abc import Collection
+
+import pytest
+
+from courtier.cluster import shard_state
+from courtier.cluster.shard_state import (
+    ROWS_PER_QUERY,
+    SAVE_EVERY,
+    SIMHASHES_PER_SHARD,
+    ShardStateKeeper,
+)
 from courtier.core.clock import VirtualClock
 from courtier.core.errors import StoreError
-from courtier.core.urls import canonicalize, shard_of
+from courtier.core.urls import SHARD_COUNT, canonicalize, shard_of
 from courtier.dedup.pages import DuplicateTracker, id_hex
 from courtier.dedup.simhash import simhash64
 from courtier.frontier.trap_state import ShardedTemplateTracker
@@ -142,3 +152,52 @@ async def test_registering_hosts_with_nothing_stored_keeps_the_working_set() -> 
     await owner.restore_hosts([host_key()] + [f"http://new{i}.test" for i in range(50)])
     assert owner.tracker.hosts() == [host_key()] and owner.hosts_restored == 0
     assert owner.tracker.is_ready(host_key())  # nothing stored: memory holds all of it
+
+
+class CountedSimhashes(MemoryStore):
+    """A memory store noting the shards asked and the rows answered by each
+    ``load_simhashes``."""
+
+    def __init__(self, clock: VirtualClock) -> None:
+        super().__init__(clock)
+        self.answers: list[tuple[int, int]] = []  # (shards asked, rows answered)
+
+    async def load_simhashes(self, shards: Collection[int], limit_per_shard: int
+                             ) -> dict[int, list[tuple[bytes, int]]]:
+        found = await super().load_simhashes(shards, limit_per_shard)
+        self.answers.append((len(list(shards)), sum(len(v) for v in found.values())))
+        return found
+
+
+async def test_a_new_crawls_empty_shards_take_two_round_trips() -> None:
+    """A store without a fetched page: the first round trip asks as many shards as full
+    ones would fill ROWS_PER_QUERY with, the second asks the rest. Seen red with the batch
+    kept at its first size (256 round trips)."""
+    clock = VirtualClock(T0)
+    store = CountedSimhashes(clock)
+    owner = ShardStateKeeper(store, None, DuplicateTracker(), clock)
+    owner.gained(set(range(SHARD_COUNT)))
+    assert await owner.rebuild() == set(range(SHARD_COUNT))
+    assert [shards for shards, _ in store.answers] == [
+        ROWS_PER_QUERY // SIMHASHES_PER_SHARD, SHARD_COUNT - ROWS_PER_QUERY // SIMHASHES_PER_SHARD]
+
+
+async def test_round_trips_follow_the_rows_per_shard_seen(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Shards holding rows are asked so many at a time that an answer stays about
+    ROWS_PER_QUERY rows (here 16, four rows a shard: four shards a round trip)."""
+    monkeypatch.setattr(shard_state, "ROWS_PER_QUERY", 16)
+    clock = VirtualClock(T0)
+    store = CountedSimhashes(clock)
+    for shard in range(12):
+        urls = [f"{HOST}/s{shard}/p{i}.html" for i in range(4)]
+        await store.add_urls([new(u, shard=shard) for u in urls])
+        await store.load_due([shard], T0, 100, 100)
+        await store.commit([done(u, shard=shard, simhash=(i + 1) << 40, fetched_at=T0 + i)
+                            for i, u in enumerate(urls)])
+    owner = ShardStateKeeper(store, None, DuplicateTracker(), clock, simhashes_per_shard=4)
+    owner.gained(set(range(40)))
+    assert await owner.rebuild() == set(range(40))
+    assert owner.pages_restored == 48
+    assert max(rows for _, rows in store.answers) <= 16
+    assert store.answers[:3] == [(4, 16), (4, 16), (4, 16)]

@@ -44,3 +44,25 @@ async def test_the_task_list_names_each_task_and_the_await_it_is_parked_on(
     text = caplog.text
     assert "parked-task" in text
     assert "in _parked_here" in text and "await never.wait()" in text
+
+
+def test_an_idle_crawl_is_sampled_every_idle_interval() -> None:
+    """On a virtual clock: twenty samples a virtual second while busy, one while ``idle()``
+    says the crawl only waits for retries. Seen red with ``idle`` ignored (200 samples in
+    the idle ten seconds)."""
+    from courtier.sim.loop import run_virtual
+
+    async def go() -> tuple[int, int]:
+        idle = [True]
+        monitor = LoopLagMonitor(None, interval=0.05, idle=lambda: idle[0], idle_interval=1.0)
+        monitor.start()
+        await asyncio.sleep(10.0)
+        idle_samples = monitor.samples
+        idle[0] = False
+        await asyncio.sleep(10.0)
+        await monitor.stop()
+        return idle_samples, monitor.samples - idle_samples
+
+    idle_samples, busy_samples = run_virtual(go())
+    assert 9 <= idle_samples <= 11
+    assert busy_samples >= 190

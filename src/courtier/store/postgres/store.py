@@ -2,7 +2,10 @@
 
 Connections come from an asyncpg pool: a lost connection is dropped and replaced
 on the next call. A read that hits a lost connection is retried once on a fresh
-one; a write raises StoreError (the caller retries; commits are idempotent).
+one; a write raises StoreError (the caller retries; commits are idempotent). A call
+given a connection whose session the server had already ended, before the call sent
+anything (:func:`_ended_before_sent`), is retried once on a fresh connection, a write
+too: nothing of it was applied.
 Each public method is one transaction, and the hot ones are one round trip: a
 call to a PL/pgSQL function of the schema taking arrays (intake, refill, commit,
 outbox read). Every session runs with ``synchronous_commit = on``: an
@@ -33,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import astuple, replace
 from itertools import chain
@@ -108,6 +112,14 @@ CONNECTION_LOST: tuple[type[BaseException], ...] = (
 )
 
 
+#: asyncpg's refusal to start a statement while the protocol still waits for the end of
+#: an exchange nobody started: the server's FATAL message of a session it ended
+#: (``pg_terminate_backend``, a restart, the stalled-transaction timeout) read before the
+#: close of the socket. The statement was not sent, and the connection is aborted.
+_ENDED_SESSION = re.compile(
+    r"cannot switch to state \d+; another operation \(\d+\) is in progress")
+
+
 class PostgresStore:
     """A Store in one PostgreSQL database, shared by any number of processes.
 
@@ -155,8 +167,9 @@ class PostgresStore:
         if pool is None or self._closed:
             raise StoreError(
                 f"PostgreSQL store {self._where}: {op} called on a store that is not open")
-        attempts = 1 if write else 2  # a read is retried once on a fresh connection
-        for attempt in range(attempts):
+        lost_retries = 0 if write else 1  # a read is retried once on a fresh connection
+        ended_retries = 1  # any call given a connection the server had ended (see above)
+        while True:
             try:
                 async with pool.acquire() as conn:
                     if not write or one_statement:  # see the note above
@@ -168,13 +181,16 @@ class PostgresStore:
             except CONNECTION_LOST as exc:
                 # The server dropped this connection, and most likely its siblings too
                 # (a restart, a failover): retire every pooled connection so that the
-                # next call, or the retry of a read, gets a fresh one.
+                # next call, or a retry, gets a fresh one.
                 await pool.expire_connections()
-                if attempt + 1 == attempts:
+                if ended_retries and _ended_before_sent(exc):
+                    ended_retries -= 1
+                elif lost_retries:
+                    lost_retries -= 1
+                else:
                     raise self._fail(op, exc) from exc
             except DRIVER_ERRORS as exc:
                 raise self._fail(op, exc) from exc
-        raise AssertionError("unreachable")
 
     # -- life cycle ---------------------------------------------------------------
 
@@ -780,6 +796,20 @@ class PostgresStore:
 
     async def event_counts(self) -> EventCounts:
         return await self._run("event_counts", _event_counts.read_counts, write=False)
+
+
+def _ended_before_sent(exc: BaseException) -> bool:
+    """Whether a call failed because its connection's session was already over when one
+    of its statements was to be sent (:data:`_ENDED_SESSION`, maybe under the error of
+    the transaction's exit on the aborted connection). None of the call was committed:
+    that statement was never sent, and a transaction begun before it ended with the
+    session."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, asyncpg.InternalClientError) and _ENDED_SESSION.match(str(seen)):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _reason(exc: BaseException) -> str:
