@@ -65,8 +65,10 @@ def print_report(report: SoakReport, judged: float) -> list[str]:
             print(f"{moment.label:16} {moment.acted - began:8.1f} {seen:>16} "
                   f"{outage.worst:>11} {settled:>12}{extra}")
     worst = max((o.seen for o in report.outages if o.seen is not None), default=0.0)
+    gap = report.round_gap
     print(f"longest until owned again {worst:.2f} s (bound {OWNED_AGAIN:.1f} s); longest "
-          f"coordinator round outside faults {report.round_gap:.2f} s")
+          f"coordinator round outside faults {gap.seconds:.2f} s ({gap.worker}, "
+          f"{gap.seen - began:.0f} s in)")
     print(f"requests {report.requests}, page requests {report.pages}, events {report.events}")
     print(f"politeness violations {len(report.violations)}; expected URLs never fetched "
           f"{len(report.never_fetched)}, without an event {len(report.without_event)}, not "

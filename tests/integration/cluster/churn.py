@@ -53,7 +53,13 @@ from pathlib import Path
 from courtier.cluster.rendezvous import target_owners
 from courtier.core.urls import SHARD_COUNT, canonicalize
 from courtier.testweb.spec import HostSpec, WebSpec, default_web
-from tests.integration.cluster.coverage import CoverageWatch, Episode, episodes, round_gaps
+from tests.integration.cluster.coverage import (
+    CoverageWatch,
+    Episode,
+    RoundGap,
+    episodes,
+    round_gaps,
+)
 from tests.integration.cluster.harness import (
     DEADLINE,
     TTL,
@@ -155,7 +161,7 @@ class SoakReport:
     faults: list[Fault]
     outages: list[Outage]
     quiet_lapses: list[Episode]  # shards without an up owner while no fault was going on
-    round_gap: float  # longest gap between two coordinator rounds of a worker, faults aside
+    round_gap: RoundGap  # the longest between two coordinator rounds of a worker, no fault on
     requests: int
     pages: int
     events: int
@@ -466,7 +472,9 @@ class Soak:
         quiet = self._quiet_spans(ended)
         return SoakReport(
             began=self.began, ended=ended, faults=self.faults, outages=outages,
-            quiet_lapses=lapses, round_gap=max(round_gaps(self.watch.reads, quiet), default=0.0),
+            quiet_lapses=lapses,
+            round_gap=max(round_gaps(self.watch.reads, quiet), key=lambda g: g.seconds,
+                          default=RoundGap(0.0, "", self.began)),
             requests=len(cluster.log()), pages=len(cluster.page_log()), events=len(events),
             violations=cluster.violations(), never_fetched=sorted(expected - fetched),
             without_event=sorted(expected - with_event), not_recrawled=not_recrawled,

@@ -104,19 +104,34 @@ def episodes(reads: Iterable[Read]) -> list[Episode]:
     return found
 
 
-def round_gaps(reads: Iterable[Read], spans: Iterable[tuple[float, float]]) -> list[float]:
-    """Seconds between consecutive heartbeats (store clock) of each worker, seen in the
-    reads whose start falls in one of ``spans`` (monotonic ``[from, to)``), both
-    heartbeats of a gap within one span."""
-    gaps: list[float] = []
+@dataclass(frozen=True, slots=True)
+class RoundGap:
+    """Seconds between two consecutive heartbeats of ``worker`` (store clock); ``seen``
+    is when the watch first saw the second one (monotonic)."""
+
+    seconds: float
+    worker: str
+    seen: float
+
+
+def round_gaps(reads: Iterable[Read], spans: Iterable[tuple[float, float]]) -> list[RoundGap]:
+    """The gaps between consecutive heartbeats of each worker made within one of
+    ``spans`` (monotonic ``[from, to)``): a worker's heartbeat the span's first read
+    shows was made before it (during a fault, perhaps), so it begins no gap."""
+    gaps: list[RoundGap] = []
     for start, end in spans:
-        beats: dict[str, list[float]] = {}
+        before: dict[str, float] = {}
+        beats: dict[str, list[tuple[float, float]]] = {}
         for read in reads:
-            if start <= read.before < end:
-                for worker, beat in read.heartbeats.items():
-                    seen = beats.setdefault(worker, [])
-                    if not seen or beat > seen[-1]:
-                        seen.append(beat)
-        for seen in beats.values():
-            gaps.extend(b - a for a, b in itertools.pairwise(seen))
+            if not start <= read.before < end:
+                continue
+            for worker, beat in read.heartbeats.items():
+                seen = beats.setdefault(worker, [])
+                if worker not in before:
+                    before[worker] = beat
+                elif beat > (seen[-1][0] if seen else before[worker]):
+                    seen.append((beat, read.before))
+        for worker, seen in beats.items():
+            gaps.extend(RoundGap(b[0] - a[0], worker, b[1])
+                        for a, b in itertools.pairwise(seen))
     return gaps

@@ -31,7 +31,7 @@ def rounds_bound(report: SoakReport) -> Callable[[Outage], float]:
     owned again, which may have come late). No wall-clock constant."""
     def bound(outage: Outage) -> float:
         lag = 0.0 if outage.seen is None else outage.seen - outage.sure
-        return TTL + outage.moment.downtime + ROUNDS * report.round_gap + lag
+        return TTL + outage.moment.downtime + ROUNDS * report.round_gap.seconds + lag
     return bound
 
 
@@ -68,7 +68,9 @@ async def test_three_minutes_of_churn_lose_nothing_and_stay_polite(tmp_path: Pat
         seen = "never" if outage.seen is None else f"{outage.seen:.2f}"
         print(f"{outage.moment.label:14} owned again after {outage.sure:.2f}–{seen} s "
               f"({outage.worst} shards out)")
-    print(f"longest round outside faults {report.round_gap:.2f} s; requests "
+    gap = report.round_gap
+    print(f"longest round outside faults {gap.seconds:.2f} s ({gap.worker}, "
+          f"{gap.seen - report.began:.0f} s in); requests "
           f"{report.requests}, events {report.events}, faults {dict(report.kinds())}")
     assert set(report.kinds()) == set(KINDS)
     problems = report.problems(rounds_bound(report))
