@@ -28,7 +28,12 @@ def rounds_bound(report: SoakReport) -> Callable[[Outage], float]:
     coordinator rounds of one worker outside the faults (so a busy machine, whose rounds
     are slower, widens it) + the watch's own uncertainty (the outage is judged by the
     last read that saw a shard without an up owner, not by the read that saw them all
-    owned again, which may have come late). No wall-clock constant."""
+    owned again, which may have come late). No wall-clock constant.
+
+    Why three: a dead or stopped worker's leases and heartbeat are at most a TTL old at
+    the fault, so its shards are free by TTL after it; a survivor's next round starts
+    within one gap and takes them before its end (a second round's length): TTL + two
+    gaps, and one more to spare."""
     def bound(outage: Outage) -> float:
         lag = 0.0 if outage.seen is None else outage.seen - outage.sure
         return TTL + outage.moment.downtime + ROUNDS * report.round_gap.seconds + lag
