@@ -32,8 +32,9 @@ Judged afterwards from the test web's log and the store (:meth:`SoakReport.probl
 * every shard owned again after each fault: :attr:`Outage.seen` (until the first read
   that saw every shard owned by an up worker) at most the caller's bound;
 * graceful exits (the leaves, the final stop) with status 0;
-* memory: each worker's RSS sampled every ``rss_every`` seconds (figures only; the
-  bench judges them).
+* memory (:meth:`SoakReport.rss_problems`): each worker's RSS, sampled every
+  ``rss_every`` seconds, at its end within 10 % of its first sample after ``warm_up``
+  seconds of its life.
 
 :class:`~tests.integration.cluster.coverage.CoverageWatch` reads the lease rows all along.
 """
@@ -79,8 +80,10 @@ RECRAWL_FLAGS = ["--tier", f"default min={RECRAWL:g} max={RECRAWL:g}"]
 SLOW_DELAY = 3.0
 #: fewest and most workers running between faults
 FEWEST, MOST = 2, 4
-#: seconds of a worker's life before its RSS counts as warmed up (bench figures)
+#: seconds of a worker's life before its RSS counts as warmed up (the bench's)
 WARM_UP = 300.0
+#: a worker's RSS at its end within this share of its RSS after the warm-up
+RSS_FLAT = 0.10
 
 
 def churn_web() -> WebSpec:
@@ -202,6 +205,17 @@ class SoakReport:
             found.append(f"graceful stops that did not exit 0: {bad_exits}")
         return found
 
+    def rss_problems(self, judged_after: float, flat: float = RSS_FLAT) -> list[str]:
+        """Workers that lived at least ``judged_after`` seconds whose last RSS is not
+        within ``flat`` of their RSS after the warm-up; a problem too when no worker
+        lived that long."""
+        judged = [r for r in self.rss if r.ratio is not None and r.lived >= judged_after]
+        if not judged:
+            return [f"no worker lived {judged_after:.0f} s to have its RSS judged"]
+        return [f"{r.worker_id}: RSS {r.warm} KiB after the warm-up, {r.last} KiB at the end "
+                f"(ratio {r.ratio:.3f})" for r in judged
+                if r.ratio is not None and abs(r.ratio - 1) > flat]
+
     def kinds(self) -> collections.Counter[str]:
         return collections.Counter(f.kind for f in self.faults)
 
@@ -263,7 +277,7 @@ class Soak:
                     stopped_early = str(exc)
                     break
                 fault.settled = time.monotonic()
-                self.say(f"{fault.settled - self.began:7.1f} s  {kind} {fault.victim}: "
+                self.say(f"{fault.settled - self.began:7.1f} s  {fault.moments[0].label}: "
                          f"settled {fault.settled - fault.moments[0].acted:.1f} s after")
                 next_at = fault.moments[0].acted + self.rng.uniform(*self.gap)
             last_mark = time.monotonic()
