@@ -62,6 +62,22 @@ async def wait_for(what: str, check: Callable[[], Awaitable[bool]],
         await asyncio.sleep(every)
 
 
+async def start_local_crawl(dsn: str, data: Path, server: TestWebServer, hosts: Path,
+                            log: Path, workers: int) -> asyncio.subprocess.Process:
+    """``courtier crawl --workers N`` on the test web, its JSON log (``-v``: the
+    coordinators' lines) appended to ``log``; in a session of its own (the start- and
+    end-gate tests)."""
+    with log.open("ab") as handle:
+        return await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "courtier", "crawl", "--workers", str(workers),
+            "--store", dsn, "--data", str(data), "--resolve", str(hosts),
+            "--allow-network", "127.0.0.0/8", "--delay", "0.15", "--lease-ttl", str(TTL),
+            "--concurrency", "8", "--linger", "0", "--progress", "none",
+            "--log-format", "json", "-v", *server.web.seeds(),
+            stdout=asyncio.subprocess.DEVNULL, stderr=handle,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True)
+
+
 @dataclass
 class WorkerProcess:
     worker_id: str

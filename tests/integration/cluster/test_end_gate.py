@@ -39,7 +39,6 @@ import dataclasses
 import json
 import os
 import signal
-import sys
 from pathlib import Path
 
 import pytest
@@ -50,7 +49,7 @@ from courtier.store.base import Store
 from courtier.store.open import make_store
 from courtier.testweb.server import TestWebServer
 from courtier.testweb.spec import WebSpec, default_web
-from tests.integration.cluster.harness import DEADLINE, TTL, wait_for
+from tests.integration.cluster.harness import DEADLINE, start_local_crawl, wait_for
 
 pytestmark = pytest.mark.timeout(400)
 
@@ -65,19 +64,6 @@ def _web(pages_per_host: int) -> WebSpec:
     return WebSpec([dataclasses.replace(h, robots="allow_all") if h.robots == "500" else h
                     for h in web.hosts], seed=web.seed)
 
-
-async def _start(dsn: str, data: Path, server: TestWebServer, hosts: Path, log: Path
-                 ) -> asyncio.subprocess.Process:
-    """``crawl --workers 3``, its JSON log (``-v``: the coordinators' lines) in ``log``."""
-    with log.open("ab") as handle:
-        return await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "courtier", "crawl", "--workers", str(WORKERS),
-            "--store", dsn, "--data", str(data), "--resolve", str(hosts),
-            "--allow-network", "127.0.0.0/8", "--delay", "0.15", "--lease-ttl", str(TTL),
-            "--concurrency", "8", "--linger", "0", "--progress", "none",
-            "--log-format", "json", "-v", *server.web.seeds(),
-            stdout=asyncio.subprocess.DEVNULL, stderr=handle,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True)
 
 
 async def _ended(proc: asyncio.subprocess.Process) -> int | None:
@@ -139,7 +125,7 @@ async def test_the_workers_of_a_crawl_leave_together_without_a_handover(
         hosts = tmp_path / "hosts.txt"
         hosts.write_text(server.web.hosts_file_text())
         data, log = tmp_path / "crawl", tmp_path / "crawl.log"
-        proc = await _start(dsn, data, server, hosts, log)
+        proc = await start_local_crawl(dsn, data, server, hosts, log, WORKERS)
         code = await _ended(proc)
         expected = server.web.expected_fetches()
         counts = _page_counts(server)
@@ -180,7 +166,7 @@ async def test_a_child_killed_mid_crawl_has_its_shards_crawled_by_the_others(
         data, log = tmp_path / "crawl", tmp_path / "crawl.log"
         store = make_store(dsn, tmp_path / "observer", RealClock())
         await store.open()
-        proc = await _start(dsn, data, server, hosts, log)
+        proc = await start_local_crawl(dsn, data, server, hosts, log, WORKERS)
         try:
             async def slow_host_under_way() -> bool:
                 return sum(1 for r in server.log

@@ -35,7 +35,6 @@ import fcntl
 import json
 import os
 import signal
-import sys
 import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -49,7 +48,7 @@ from courtier.store.base import Store
 from courtier.store.open import make_store
 from courtier.testweb.server import TestWebServer
 from courtier.testweb.spec import default_web
-from tests.integration.cluster.harness import DEADLINE, TTL, wait_for
+from tests.integration.cluster.harness import DEADLINE, start_local_crawl, wait_for
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -57,19 +56,6 @@ pytestmark = pytest.mark.timeout(300)
 WEB = {"n_hosts": 6, "pages_per_host": 80, "crawl_delay": 0.3, "latency": 0.02}
 WORKERS = 3
 
-
-async def _start(dsn: str, data: Path, server: TestWebServer, hosts: Path, log: Path
-                 ) -> asyncio.subprocess.Process:
-    """``crawl --workers 3``, its JSON log (``-v``: the coordinators' lines) in ``log``."""
-    with log.open("ab") as handle:
-        return await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "courtier", "crawl", "--workers", str(WORKERS),
-            "--store", dsn, "--data", str(data), "--resolve", str(hosts),
-            "--allow-network", "127.0.0.0/8", "--delay", "0.15", "--lease-ttl", str(TTL),
-            "--concurrency", "8", "--linger", "0", "--progress", "none",
-            "--log-format", "json", "-v", *server.web.seeds(),
-            stdout=asyncio.subprocess.DEVNULL, stderr=handle,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True)
 
 
 async def _stop(proc: asyncio.subprocess.Process) -> int | None:
@@ -131,7 +117,7 @@ async def test_crawl_with_three_workers_starts_without_a_handover(
         data, log = tmp_path / "crawl", tmp_path / "crawl.log"
         store = make_store(dsn, tmp_path / "observer", RealClock())
         await store.open()
-        proc = await _start(dsn, data, server, hosts, log)
+        proc = await start_local_crawl(dsn, data, server, hosts, log, WORKERS)
         try:
             await wait_for("three workers holding every shard",
                            _all_three_hold_leases(store))
@@ -163,7 +149,7 @@ async def test_a_worker_slow_to_start_is_waited_for_however_long_it_takes(
         feeder.start()
         store = make_store(dsn, tmp_path / "observer", RealClock())
         await store.open()
-        proc = await _start(dsn, data, server, hosts, log)
+        proc = await start_local_crawl(dsn, data, server, hosts, log, WORKERS)
         try:
             async def others_waiting_or_crawling() -> bool:
                 waiting = {e.get("worker") for e in _events(log, "awaiting_siblings")}
@@ -200,7 +186,7 @@ async def test_a_worker_that_ends_before_registering_is_not_waited_for(
         (data / "worker-2").mkdir(parents=True)
         with (data / "worker-2" / "courtier.lock").open("a+") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            proc = await _start(dsn, data, server, hosts, log)
+            proc = await start_local_crawl(dsn, data, server, hosts, log, WORKERS)
             try:
                 await asyncio.wait_for(proc.wait(), DEADLINE)  # a hang guard
             finally:
