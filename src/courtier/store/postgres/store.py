@@ -87,6 +87,7 @@ from courtier.store.postgres import (
 )
 from courtier.store.postgres._rows import Conn
 from courtier.store.postgres.dsn import STALLED_TRANSACTION_TIMEOUT, describe_dsn
+from courtier.store.postgres.pool_log import install as one_line_pool_warnings
 
 T = TypeVar("T")
 
@@ -200,6 +201,7 @@ class PostgresStore:
             return
         if self._closed:
             raise StoreError(f"PostgreSQL store {self._where} was closed; create a new one")
+        one_line_pool_warnings()
         try:
             pool = await asyncpg.create_pool(
                 self._dsn, min_size=self._sizes[0], max_size=self._sizes[1],
