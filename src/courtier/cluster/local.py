@@ -62,15 +62,18 @@ notice = logging.getLogger(NOTICE_LOGGER)
 #: the exit status of a child stopped by a second signal outside its crawl's handlers
 EXIT_ABORTED = 130
 
-__all__ = ["child_configs", "run_local_cluster", "warc_folders"]
+__all__ = ["child_configs", "run_local_cluster", "split_pages", "warc_folders"]
 
 
 def child_configs(config: CrawlConfig) -> list[CrawlConfig]:
     """The settings of each child: own spool and worker id, no seeds, one worker each.
 
     Its siblings are awaited through the start gate, not ``expect_workers``, which keeps
-    the user's value: workers started elsewhere that the crawl should wait for too."""
+    the user's value: workers started elsewhere that the crawl should wait for too.
+    ``--max-pages`` is the crawl's, not each child's: it is split between the children
+    (:func:`split_pages`), so the crawl never issues more page fetches than it says."""
     out = []
+    pages = split_pages(config.max_pages, config.workers)
     api_host, api_port = api_address(config.api) if config.api else ("", 0)
     for i in range(config.workers):
         api = None
@@ -79,9 +82,19 @@ def child_configs(config: CrawlConfig) -> list[CrawlConfig]:
         out.append(dataclasses.replace(
             config, data=config.data / f"worker-{i}", seeds=(), seeds_file=None, workers=1,
             join=True,  # its siblings are live workers of the same store
-            api=api, progress="none",
+            api=api, progress="none", max_pages=pages[i],
             worker_id=f"{config.worker_id}-{i}" if config.worker_id else None))
     return out
+
+
+def split_pages(max_pages: int | None, children: int) -> list[int | None]:
+    """Each child's share of ``max_pages``: as equal as whole numbers go, the first ones
+    taking the remainder; ``None`` (no limit) for all when there is none. A child whose
+    share is 0 ends at once and leaves its shards to its siblings."""
+    if max_pages is None:
+        return [None] * children
+    share, extra = divmod(max_pages, children)
+    return [share + (1 if i < extra else 0) for i in range(children)]
 
 
 class _ChildSignals:

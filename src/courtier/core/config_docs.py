@@ -53,7 +53,10 @@ SETTING_DOCS: dict[str, SettingDoc] = {
     "exclude": SettingDoc("Scope", "Regular expressions that reject a URL (repeatable)."),
     "max_depth": SettingDoc("Scope", "Link hops from a seed; deeper URLs are not stored. "
                             "Unset: no limit.", "hops"),
-    "max_pages": SettingDoc("Limits", "Stop after this many page fetches. Unset: no limit."),
+    "max_pages": SettingDoc("Limits", "Stop after this many page fetches. Unset: no limit."
+                            " With `--workers N` it is the crawl's limit, split between the"
+                            " N workers (a worker whose share is spent stops, its shards go"
+                            " to the others)."),
     "max_seconds": SettingDoc("Limits", "Stop after this much time. Unset: no limit.",
                               "seconds"),
     "daily_budget": SettingDoc("Limits", "Page fetches per 24 hours across all hosts (every "

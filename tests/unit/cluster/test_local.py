@@ -14,7 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from courtier.cluster.local import EXIT_ABORTED, _ended_well, _report_failed, warc_folders
+from courtier.cluster.local import (
+    EXIT_ABORTED,
+    _ended_well,
+    _report_failed,
+    child_configs,
+    warc_folders,
+)
 from courtier.core.config import build_config
 
 
@@ -66,3 +72,24 @@ def test_the_warc_folders_are_each_workers_own_or_the_archive(tmp_path: Path) ->
                            "store": "postgresql://u@127.0.0.1/db",
                            "archive": "s3://bucket/prefix"})
     assert warc_folders(remote) == ["s3://bucket/prefix"]
+
+
+@pytest.mark.parametrize(("max_pages", "workers"), [(10, 3), (2, 3), (0, 2), (9, 1), (7, 7)])
+def test_max_pages_is_the_crawls_split_between_the_children(
+        tmp_path: Path, max_pages: int, workers: int) -> None:
+    """``crawl --workers N --max-pages M`` issues at most M page fetches in all, not M a
+    child (red with the children given the user's value: 30 = 3 × 10 for the first case).
+    """
+    config = build_config({"data": tmp_path / "mw", "workers": workers,
+                           "max_pages": max_pages, "store": "postgresql://u@127.0.0.1/db"})
+    shares = [child.max_pages for child in child_configs(config)]
+    assert all(share is not None for share in shares)
+    assert sum(s for s in shares if s is not None) == max_pages
+    assert max(s for s in shares if s is not None) - min(
+        s for s in shares if s is not None) <= 1
+
+
+def test_without_max_pages_no_child_has_a_limit(tmp_path: Path) -> None:
+    config = build_config({"data": tmp_path / "mw", "workers": 3,
+                           "store": "postgresql://u@127.0.0.1/db"})
+    assert [child.max_pages for child in child_configs(config)] == [None, None, None]
