@@ -56,7 +56,8 @@ import access_log
 import realistic_web
 import record_figures
 import static_web
-from nginx_local import LocalNginx, ensure_nginx, free_port
+import web_tls
+from nginx_local import LocalNginx, TlsFiles, ensure_nginx, free_port
 from report import (
     TARGET_RATIO,
     RunResult,
@@ -152,10 +153,11 @@ def courtier_cmd(
 
 
 def scrapy_cmd(a: argparse.Namespace, seeds: Path, max_pages: int, stats: Path,
-               slot_delays: Path | None = None) -> list[str]:
+               slot_delays: Path | None = None, ca_file: Path | None = None) -> list[str]:
     """The Scrapy peer command line with the same politeness settings (``slot_delays``:
-    the web's Crawl-delays as JSON, host → seconds)."""
+    the web's Crawl-delays as JSON, host → seconds; ``ca_file``: the CA to trust)."""
     extra = ["--slot-delays", str(slot_delays)] if slot_delays else []
+    extra += ["--ca-file", str(ca_file)] if ca_file else []
     return [
         str(PEER_PY),
         "-m",
@@ -181,8 +183,9 @@ def profiled(cmd: list[str], out: Path, rate: int) -> list[str]:
     spy = Path(sys.executable).with_name("py-spy")
     if not spy.exists():
         raise SystemExit(f"--profile-courtier needs {spy}: .venv/bin/pip install py-spy")
-    return [str(spy), "record", "--format", "raw", "--rate", str(rate), "--output", str(out),
-            "--", *cmd]
+    # --subprocesses: `crawl --workers N` runs its workers as child processes
+    return [str(spy), "record", "--format", "raw", "--rate", str(rate), "--subprocesses",
+            "--output", str(out), "--", *cmd]
 
 
 def measure(
@@ -193,15 +196,18 @@ def measure(
     manifest: static_web.SiteManifest | realistic_web.RealisticManifest,
     work: Path,
     out: Path,
+    tls: TlsFiles | None = None,
 ) -> RunResult:
-    """Serve the web with a fresh nginx, run one crawler, judge it from the access log."""
+    """Serve the web with a fresh nginx (over HTTPS with ``tls``), run one crawler, judge
+    it from the access log."""
     work.mkdir(parents=True, exist_ok=True)
     out.mkdir(parents=True, exist_ok=True)
     log = work / f"access-{name}.log"
     print(f"[{name}] {' '.join(cmd)}", flush=True)
     load_before = os.getloadavg()[0]
     with LocalNginx(
-        Path(manifest.root), work / f"nginx-{name}", manifest.port, log, workers=a.nginx_workers
+        Path(manifest.root), work / f"nginx-{name}", manifest.port, log, workers=a.nginx_workers,
+        tls=tls,
     ):
         samples: list[tuple[float, float]] = []
         code, timed_out, wall, ru = run_measured(
@@ -290,8 +296,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--quick", action="store_true",
                     help="the earlier default: 200 hosts x 30 pages, delay 0.5 s")
     ap.add_argument("--small", action="store_true", help="150 hosts x 10 pages")
+    ap.add_argument("--https", action="store_true",
+                    help="serve the realistic web over HTTPS (a CA made at run time, given "
+                         "to both crawlers)")
     ap.add_argument("--smoke", action="store_true", help="10 hosts x 10 pages, delay 0.2 s")
     a = ap.parse_args(argv)
+    if a.https and a.web != "realistic":
+        ap.error("--https serves the realistic web only")
     if a.small:
         a.hosts, a.pages = 150, 10
     if a.smoke:
@@ -328,8 +339,14 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.monotonic()
         manifest: static_web.SiteManifest | realistic_web.RealisticManifest
         slot_delays: Path | None = None
+        tls: TlsFiles | None = None
+        ca_file: Path | None = None
+        if a.https:
+            ca_file, tls = web_tls.issue_web_certificate(work / "tls")
+            a.courtier_arg = [*(a.courtier_arg or []), "--ca-file", str(ca_file)]
         if a.web == "realistic":
-            manifest = realistic_web.generate(work / "www", a.hosts, a.pages, port, a.seed)
+            manifest = realistic_web.generate(work / "www", a.hosts, a.pages, port, a.seed,
+                                              "https" if a.https else "http")
             slot_delays = work / "crawl-delays.json"
             slot_delays.write_text(json.dumps(manifest.crawl_delays()), encoding="utf-8")
         else:
@@ -355,7 +372,8 @@ def main(argv: list[str] | None = None) -> int:
                                        max_pages, help_text)
                     if a.profile_courtier:
                         cmd = profiled(cmd, out / f"courtier-{tag}.pyspy.txt", a.profile_rate)
-                    runs.append(measure(name, cmd, BENCH, a, manifest, work / tag, out / tag))
+                    runs.append(measure(name, cmd, BENCH, a, manifest, work / tag, out / tag,
+                                        tls))
                     if a.figures_out is not None:
                         figures = record_figures.figures_from_run(
                             runs[-1], work / f"courtier-data-{tag}", vars(a),
@@ -364,8 +382,9 @@ def main(argv: list[str] | None = None) -> int:
                         record_figures.write_figures(figures, a.figures_out)
                 else:
                     cmd = scrapy_cmd(a, seeds, max_pages, out / f"scrapy-stats-{tag}.json",
-                                     slot_delays)
-                    runs.append(measure(name, cmd, BENCH, a, manifest, work / tag, out / tag))
+                                     slot_delays, ca_file)
+                    runs.append(measure(name, cmd, BENCH, a, manifest, work / tag, out / tag,
+                                        tls))
     finally:
         if not a.keep:
             shutil.rmtree(work, ignore_errors=True)
@@ -376,7 +395,8 @@ def main(argv: list[str] | None = None) -> int:
                            else TARGET_RATIO)
         print()
         print(
-            f"{a.web} web, delay {delay} s, 1 in flight per host, concurrency {a.concurrency}, "
+            f"{a.web} web{' over HTTPS' if a.https else ''}, delay {delay} s, "
+            f"1 in flight per host, concurrency {a.concurrency}, "
             f"{a.hosts} hosts x {a.pages} pages, {os.cpu_count()} CPUs; "
             "violations = concurrency/gap/robots-order/disallowed, from nginx's log; "
             "dup fetches = pages served again ÷ page responses"

@@ -43,7 +43,9 @@ hosts, a ``mailto:`` and a ``javascript:`` link, and pages of the same host for 
 rest (in the static web's root-relative, document-relative, absolute and
 ``#fragment`` forms).
 
-Contract: the web is a pure function of ``(hosts, pages, port, seed)``.
+Contract: the web is a pure function of ``(hosts, pages, port, seed, scheme)``
+(``scheme="https"`` writes absolute links, sitemaps and seeds for the same web
+served over TLS).
 :func:`generate` writes it and returns its :class:`RealisticManifest`, which says
 which resources exist and are allowed (the coverage denominator, ``pages``), what
 each one is (``category``, ``duplicate_of``), each host's robots.txt answer, rules,
@@ -124,6 +126,7 @@ class RealisticManifest:
     broken: dict[str, list[str]]
     page_bytes: list[int] = field(default_factory=lambda: [MIN_PAGE_BYTES, MAX_PAGE_BYTES])
     links_per_page: list[int] = field(default_factory=lambda: [MIN_LINKS, MAX_LINKS])
+    scheme: str = "http"
 
     @property
     def total_pages(self) -> int:
@@ -137,7 +140,7 @@ class RealisticManifest:
 
     def seeds(self) -> list[str]:
         """One seed URL per host: its home page (robots-500 hosts included)."""
-        return [f"http://{h}:{self.port}/" for h in self.hosts]
+        return [f"{self.scheme}://{h}:{self.port}/" for h in self.hosts]
 
     def crawl_delays(self) -> dict[str, float]:
         """Host → its robots.txt Crawl-delay, for the hosts that have one."""
@@ -259,10 +262,10 @@ def _plan_host(name: str, kind: str, pages: int, rng: random.Random) -> _Host:
 
 
 def _hrefs(rng: random.Random, plan: _Host, names: list[str], hi: int, k: int, port: int,
-           n_links: int, home: bool) -> list[str]:
+           n_links: int, home: bool, scheme: str) -> list[str]:
     """The anchors of one page of ``plan`` (chain page ``k``; ``home`` for "/")."""
     host, pages = plan.name, plan.chain
-    hrefs = [static_web._link_forms(rng, k, (k + 1) % pages, host, port)]
+    hrefs = [static_web._link_forms(rng, k, (k + 1) % pages, host, port, scheme)]
     if home:
         hrefs += plan.extra_links()
     elif plan.lists and rng.random() < 0.5:
@@ -277,23 +280,22 @@ def _hrefs(rng: random.Random, plan: _Host, names: list[str], hi: int, k: int, p
     for _ in range(min(6, len(names) - 1)):
         other = rng.randrange(len(names) - 1)
         other += other >= hi
-        hrefs.append(f"http://{names[other]}:{port}{page_uri(rng.randrange(pages))}")
+        hrefs.append(f"{scheme}://{names[other]}:{port}{page_uri(rng.randrange(pages))}")
     hrefs += [PRIVATE_PATH, f"http://ext{rng.randrange(1000)}.invalid/away.html",
               f"https://ext{rng.randrange(1000)}.invalid/", "mailto:webmaster@example.invalid",
               "javascript:void(0)"]
     while len(hrefs) < n_links:
-        hrefs.append(static_web._link_forms(rng, k, rng.randrange(pages), host, port))
+        hrefs.append(static_web._link_forms(rng, k, rng.randrange(pages), host, port, scheme))
     rng.shuffle(hrefs)
     return hrefs
 
 
-def _robots(plan: _Host, rng: random.Random, port: int, sitemap_form: str | None,
-            delay: float | None) -> HostRobots:
+def _robots(plan: _Host, base: str, sitemap_form: str | None, delay: float | None
+            ) -> HostRobots:
     if plan.kind == "robots-404":
         return HostRobots(404, [], None, [])
     if plan.kind == "robots-500":
         return HostRobots(500, ["/"], None, [])
-    base = f"http://{plan.name}:{port}"
     sitemaps = {None: [], "plain": ["/sitemap.xml"], "gzip": ["/sitemap.xml.gz"],
                 "index": ["/sitemap_index.xml"]}[sitemap_form]
     return HostRobots(200, ["/private/"], delay, [base + s for s in sitemaps])
@@ -335,7 +337,7 @@ def _write_sitemaps(base_dir: Path, base: str, form: str, uris: list[str]) -> No
 
 
 def generate(root: str | Path, hosts: int = 150, pages: int = 10, port: int = 8080,
-             seed: int = 1) -> RealisticManifest:
+             seed: int = 1, scheme: str = "http") -> RealisticManifest:
     """Write the whole web under ``root`` and return (and save) its manifest."""
     if hosts < 1 or pages < 2:
         raise ValueError("hosts must be >= 1 and pages >= 2")
@@ -354,7 +356,8 @@ def generate(root: str | Path, hosts: int = 150, pages: int = 10, port: int = 80
         rng = random.Random(seed * 1_000_003 + hi)
         plan = _plan_host(name, kinds[hi], pages, rng)
         plan.lists = [list_uri(c, n) for c in LIST_CATS for n in LIST_PAGES]
-        robots = _robots(plan, rng, port, sitemap_form.get(hi), delay_of.get(hi))
+        base = f"{scheme}://{name}:{port}"
+        robots = _robots(plan, base, sitemap_form.get(hi), delay_of.get(hi))
         base_dir = root_path / name
         for sub in ("p", "l"):
             (base_dir / sub).mkdir(parents=True, exist_ok=True)
@@ -373,7 +376,8 @@ def generate(root: str | Path, hosts: int = 150, pages: int = 10, port: int = 80
             size = rng.randrange(MIN_PAGE_BYTES, MAX_PAGE_BYTES + 1)
             n_links = rng.randrange(MIN_LINKS, MAX_LINKS + 1)
             html = html_page(rng, f"{name} page {k}",
-                             _hrefs(rng, plan, names, hi, k, port, n_links, k == 0), size)
+                             _hrefs(rng, plan, names, hi, k, port, n_links, k == 0, scheme),
+                             size)
             htmls[k] = html
             uri = page_uri(k)
             (base_dir / ("index.html" if k == 0 else f"p/{k}.html")).write_text(html)
@@ -391,14 +395,15 @@ def generate(root: str | Path, hosts: int = 150, pages: int = 10, port: int = 80
                 size = rng.randrange(MIN_PAGE_BYTES, MAX_PAGE_BYTES + 1)
                 n_links = rng.randrange(MIN_LINKS, MAX_LINKS + 1)
                 html = html_page(rng, f"{name} {cat} list {n}",
-                                 _hrefs(rng, plan, names, hi, 0, port, n_links, False), size)
+                                 _hrefs(rng, plan, names, hi, 0, port, n_links, False, scheme),
+                                 size)
                 (base_dir / "l" / f"{cat}_{n}.html").write_text(html)
                 category[list_uri(cat, n)] = "list"
         if robots.status == 500:
             m["unreachable"][name] = list(category)
             category, duplicate_of = {}, {}
         if sitemap_form.get(hi):
-            _write_sitemaps(base_dir, f"http://{name}:{port}", sitemap_form[hi], list(category))
+            _write_sitemaps(base_dir, base, sitemap_form[hi], list(category))
         m["robots"][name] = robots
         m["pages"][name] = list(category)
         m["category"][name] = category
@@ -409,7 +414,7 @@ def generate(root: str | Path, hosts: int = 150, pages: int = 10, port: int = 80
                                                   else []))
     manifest = RealisticManifest(
         root=str(root_path.resolve()), port=port, seed=seed, hosts=names,
-        kinds=dict(zip(names, kinds, strict=True)), **m)
+        kinds=dict(zip(names, kinds, strict=True)), scheme=scheme, **m)
     manifest.save()
     return manifest
 

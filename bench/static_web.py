@@ -120,7 +120,8 @@ def page_uri(k: int) -> str:
     return "/" if k == 0 else f"/p/{k}.html"
 
 
-def _link_forms(rng: random.Random, here: int, target: int, host: str, port: int) -> str:
+def _link_forms(rng: random.Random, here: int, target: int, host: str, port: int,
+                scheme: str = "http") -> str:
     """One href to ``target`` written as a page at ``here`` of ``host`` might write it."""
     uri = page_uri(target)
     form = rng.randrange(10)
@@ -134,7 +135,7 @@ def _link_forms(rng: random.Random, here: int, target: int, host: str, port: int
         else:
             href = f"{target}.html"
     elif form < 9:
-        href = f"http://{host}:{port}{uri}"
+        href = f"{scheme}://{host}:{port}{uri}"
     else:
         href = f"{uri}#s{rng.randrange(20)}"
     return href

@@ -506,3 +506,62 @@ def test_nginx_serves_the_realistic_rules(tmp_path: Path) -> None:
     assert got[3][2] == got[4][2] == (tmp_path / "www" / host / "l" / "shop_2.html").read_bytes()
     old = m.redirects[host][chain][1]
     assert got[6][1] == f"http://{host}:{port}{old}"
+
+
+def test_realistic_web_over_https_writes_https_urls(tmp_path: Path) -> None:
+    """Seen red: with ``_hrefs`` writing ``http://`` for other hosts' pages whatever the
+    scheme, ``http_links`` held 200 of them ('http://h0004.bench.test:8443/p/2.html'…)."""
+    m = _realistic_scheme(tmp_path, "https")
+    assert m.seeds()[0] == "https://h0000.bench.test:8443/"
+    assert all(s.startswith("https://") for r in m.robots.values() for s in r.sitemaps)
+    links = [h for host in m.hosts for u in m.pages[host]
+             for h in _links(_file_of(tmp_path / "www", host, u))]
+    http_links = [h for h in links if h.startswith("http://") and ".bench.test" in h]
+    assert http_links == []
+    assert any(h.startswith("https://h") for h in links)
+
+
+def _realistic_scheme(tmp_path: Path, scheme: str):
+    import realistic_web
+
+    return realistic_web.generate(tmp_path / "www", hosts=5, pages=4, port=8443, seed=2,
+                                  scheme=scheme)
+
+
+@pytest.mark.skipif(
+    not shutil.which("nginx") and not Path("/usr/sbin/nginx").exists(), reason="nginx not installed"
+)
+def test_nginx_serves_https_with_the_run_time_ca(tmp_path: Path) -> None:
+    """The certificate verifies against this run's CA for every host name, not another's.
+
+    Seen red: without "ssl" added to the listen lines (plain HTTP on the port),
+    the handshake failed: "ssl.SSLError: [SSL: WRONG_VERSION_NUMBER] wrong version
+    number"."""
+    import socket
+    import ssl
+
+    import web_tls
+    from nginx_local import LocalNginx, free_port
+
+    port = free_port()
+    m = _realistic_scheme(tmp_path, "https")
+    ca, tls = web_tls.issue_web_certificate(tmp_path / "tls")
+    other_ca, _ = web_tls.issue_web_certificate(tmp_path / "other")
+
+    def get(ca_file: Path, host: str) -> bytes:
+        ctx = ssl.create_default_context(cafile=str(ca_file))
+        with (socket.create_connection(("127.0.0.1", port), timeout=5) as raw,
+              ctx.wrap_socket(raw, server_hostname=host) as conn):
+            conn.sendall(f"GET /robots.txt HTTP/1.1\r\nHost: {host}\r\n"
+                         "Connection: close\r\n\r\n".encode())
+            chunks = []
+            while chunk := conn.recv(65536):
+                chunks.append(chunk)
+            return b"".join(chunks)
+
+    with LocalNginx(tmp_path / "www", tmp_path / "ngx", port, tmp_path / "a.log", tls=tls):
+        normal = next(h for h in m.hosts if m.kinds[h] == "normal")
+        assert get(ca, normal).startswith(b"HTTP/1.1 200")
+        assert get(ca, m.hosts[1]).split(b" ")[1] in (b"200", b"404", b"500")
+        with pytest.raises(ssl.SSLCertVerificationError):
+            get(other_ca, normal)

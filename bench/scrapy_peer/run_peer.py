@@ -18,12 +18,18 @@ held to the same politeness: a robots.txt answering 5xx disallows everything
 (Scrapy does not read it) comes from ``--slot-delays``, a JSON object host →
 seconds written by the benchmark from the web's manifest, as ``DOWNLOAD_SLOTS``
 with ``delay = max(--delay, Crawl-delay)`` and one request in flight.
+
+With ``--ca-file`` (the web served over HTTPS), Scrapy verifies certificates
+(``DOWNLOAD_VERIFY_CERTIFICATES``; it does not by default) against that CA alone:
+Twisted's platform trust reads OpenSSL's default paths, which ``SSL_CERT_FILE``
+points at the benchmark's CA, as courtier's ``--ca-file`` does.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +69,7 @@ def settings_for(args: argparse.Namespace) -> dict[str, Any]:
         "TELNETCONSOLE_ENABLED": False,
         "REMOTE_CONTROL_ENABLED": False,
         "LOG_LEVEL": "INFO",
+        "DOWNLOAD_VERIFY_CERTIFICATES": bool(args.ca_file),
     }
 
 
@@ -77,7 +84,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--user-agent", default="scrapy-peer-bench/1.0")
     ap.add_argument("--stats-out", default="")
     ap.add_argument("--slot-delays", default="", help="JSON file: host -> Crawl-delay seconds")
+    ap.add_argument("--ca-file", default="", help="PEM of the CA to trust (and verify with)")
     args = ap.parse_args(argv)
+    if args.ca_file:
+        os.environ["SSL_CERT_FILE"] = args.ca_file
     process = CrawlerProcess(settings_for(args), install_root_handler=True)
     crawler = process.create_crawler(BenchSpider)
     process.crawl(crawler, seeds_file=args.seeds_file)
