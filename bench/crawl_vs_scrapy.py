@@ -289,6 +289,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="write courtier's per-core figures for `courtier plan` here "
                          "(no value: the copy shipped in the package)")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (web, logs, data)")
+    ap.add_argument("--web-dir", type=Path,
+                    help="generate the realistic web here and keep it; a later run with the "
+                         "same sizes, seed and scheme reuses it (and its port)")
     ap.add_argument("--profile-courtier", action="store_true",
                     help="run courtier under py-spy (raw stacks saved beside the results; "
                          "its CPU figures then include the sampler's)")
@@ -301,8 +304,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                          "to both crawlers)")
     ap.add_argument("--smoke", action="store_true", help="10 hosts x 10 pages, delay 0.2 s")
     a = ap.parse_args(argv)
-    if a.https and a.web != "realistic":
-        ap.error("--https serves the realistic web only")
+    if (a.https or a.web_dir) and a.web != "realistic":
+        ap.error("--https and --web-dir are for the realistic web only")
     if a.small:
         a.hosts, a.pages = 150, 10
     if a.smoke:
@@ -345,8 +348,10 @@ def main(argv: list[str] | None = None) -> int:
             ca_file, tls = web_tls.issue_web_certificate(work / "tls")
             a.courtier_arg = [*(a.courtier_arg or []), "--ca-file", str(ca_file)]
         if a.web == "realistic":
-            manifest = realistic_web.generate(work / "www", a.hosts, a.pages, port, a.seed,
-                                              "https" if a.https else "http")
+            manifest = realistic_web.reuse_or_generate(
+                a.web_dir or work / "www", a.hosts, a.pages, port, a.seed,
+                "https" if a.https else "http")
+            port = manifest.port
             slot_delays = work / "crawl-delays.json"
             slot_delays.write_text(json.dumps(manifest.crawl_delays()), encoding="utf-8")
         else:
@@ -357,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
         hosts = static_web.write_hosts_file(manifest, work / "hosts.txt")
         print(
             f"{a.web} web: {a.hosts} hosts x {a.pages} pages = {manifest.total_pages} pages "
-            f"on 127.0.0.1:{port} (generated in {time.monotonic() - t0:.1f} s)",
+            f"on 127.0.0.1:{port} (ready in {time.monotonic() - t0:.1f} s)",
             flush=True,
         )
         max_pages = 2 * manifest.total_pages + a.hosts

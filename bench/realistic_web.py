@@ -58,6 +58,8 @@ from __future__ import annotations
 
 import gzip
 import random
+import shutil
+import socket
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
@@ -127,6 +129,7 @@ class RealisticManifest:
     page_bytes: list[int] = field(default_factory=lambda: [MIN_PAGE_BYTES, MAX_PAGE_BYTES])
     links_per_page: list[int] = field(default_factory=lambda: [MIN_LINKS, MAX_LINKS])
     scheme: str = "http"
+    pages_per_host: int = 0
 
     @property
     def total_pages(self) -> int:
@@ -414,9 +417,30 @@ def generate(root: str | Path, hosts: int = 150, pages: int = 10, port: int = 80
                                                   else []))
     manifest = RealisticManifest(
         root=str(root_path.resolve()), port=port, seed=seed, hosts=names,
-        kinds=dict(zip(names, kinds, strict=True)), scheme=scheme, **m)
+        kinds=dict(zip(names, kinds, strict=True)), scheme=scheme, pages_per_host=pages, **m)
     manifest.save()
     return manifest
+
+
+def reuse_or_generate(root: Path, hosts: int, pages: int, port: int, seed: int,
+                      scheme: str = "http") -> RealisticManifest:
+    """The web of these parameters in ``root``: the one already there if its manifest
+    says it was made with them (then on the port it was made for, which must be
+    free), else a new one on ``port``. A web is a pure function of its parameters, so
+    a benchmark that reuses one crawls the same web without writing it again."""
+    if (root / "manifest.json").exists():
+        old = RealisticManifest.load(root)
+        if (len(old.hosts), old.pages_per_host, old.seed, old.scheme) == (hosts, pages, seed,
+                                                                           scheme):
+            with socket.socket() as probe:
+                try:
+                    probe.bind(("127.0.0.1", old.port))
+                except OSError as exc:
+                    raise SystemExit(f"{root} was made for port {old.port}, which is busy "
+                                     f"({exc}); remove the folder to make it again") from exc
+            return old
+        shutil.rmtree(root)
+    return generate(root, hosts, pages, port, seed, scheme)
 
 
 def main(argv: list[str] | None = None) -> int:

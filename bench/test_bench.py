@@ -565,3 +565,38 @@ def test_nginx_serves_https_with_the_run_time_ca(tmp_path: Path) -> None:
         assert get(ca, m.hosts[1]).split(b" ")[1] in (b"200", b"404", b"500")
         with pytest.raises(ssl.SSLCertVerificationError):
             get(other_ca, normal)
+
+
+def test_profile_stages_charge_the_current_module_layout() -> None:
+    """Seen red: with the rules of the flat layout (``courtier/urls.py``,
+    ``courtier/worker.py``, no asyncpg, no cluster), 6 of these 7 stacks fell to
+    'other' (only the parser's was charged)."""
+    import profile_stages
+
+    def stage(*frames: str) -> str:
+        return profile_stages.stage_of(["<module> (courtier/cli/main.py:1)", *frames])
+
+    assert stage("canonicalize (courtier/core/urls.py:300)") == "canonicalization + scope + traps"
+    assert stage("take_in (courtier/crawl/intake.py:80)", "canonicalize (courtier/core/urls.py:3)"
+                 ) == "canonicalization + scope + traps"
+    assert stage("run (courtier/crawl/worker.py:50)") == "worker + page pipeline glue"
+    assert stage("run (courtier/crawl/worker.py:50)", "execute (asyncpg/connection.py:9)"
+                 ) == "store (SQLite / PostgreSQL client)"
+    assert stage("links (courtier/parse/html.py:9)", "css (selectolax/lexbor.py:1)"
+                 ) == "parse + link extraction"
+    assert stage("tick (courtier/crawl/progress.py:5)") == "logging / progress / metrics / API"
+    assert stage("run (courtier/cluster/shard_state.py:5)") == "cluster (shards, gates)"
+
+
+def test_a_kept_web_is_reused_only_for_the_same_parameters(tmp_path: Path) -> None:
+    """Seen red: with the parameter check dropped, the 4-page web came back when 5 pages
+    were asked for ("(8301, 4) == (8302, 5)" failed)."""
+    import realistic_web
+
+    first = realistic_web.reuse_or_generate(tmp_path / "w", 4, 4, 8301, 1)
+    marker = tmp_path / "w" / "h0000.bench.test" / "marker"
+    marker.write_text("kept")
+    again = realistic_web.reuse_or_generate(tmp_path / "w", 4, 4, 8302, 1)
+    assert again == first and again.port == 8301 and marker.exists()
+    other = realistic_web.reuse_or_generate(tmp_path / "w", 4, 5, 8302, 1)
+    assert (other.port, other.pages_per_host) == (8302, 5) and not marker.exists()
