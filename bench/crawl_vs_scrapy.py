@@ -215,6 +215,8 @@ def measure(
         )
     entries = access_log.read_log(log)
     shutil.copy(log, out / log.name)
+    # (epoch s, CPU s) of the crawler's process group: CPU over any part of the crawl
+    (out / f"{name}-cpu-samples.json").write_text(json.dumps(samples), encoding="utf-8")
     realistic = isinstance(manifest, realistic_web.RealisticManifest)
     pol = access_log.check_politeness(
         entries, a.delay, a.tolerance, manifest.disallowed,
