@@ -25,24 +25,30 @@ from pathlib import Path
 RULES: list[tuple[str, re.Pattern[str]]] = [
     ("start-up (imports)", re.compile(r"\(<frozen importlib|\(importlib/")),
     ("dedup (Bloom, digest, SimHash)", re.compile(
-        r"\((courtier/dedup/|numpy/|rbloom)|\b(sha256|payload_digest|digest_of)\b")),
+        r"\((courtier/dedup/|numpy/|numba/|rbloom)|\b(sha256|payload_digest|digest_of)\b")),
     ("WARC writing + compression", re.compile(
         r"\((courtier/archive/|warcio/|fastwarc|isal/|gzip\.py|zlib)")),
     ("parse + link extraction", re.compile(r"\((courtier/parse/|selectolax/|html/)")),
     ("canonicalization + scope + traps", re.compile(
-        r"\((courtier/urls\.py|courtier/intake\.py|courtier/frontier/(traps|templates)\.py|"
+        r"\((courtier/(core/)?(urls|tracking|authority)\.py|courtier/(crawl/)?(intake|link_memo)"
+        r"\.py|courtier/frontier/(traps|trap_rules|trap_state|templates)\.py|"
         r"ada_url/|publicsuffixlist/|urllib/|ipaddress\.py|encodings/idna)")),
-    ("store commit (SQLite)", re.compile(r"\((courtier/store/|sqlite3/)")),
+    ("store (SQLite / PostgreSQL client)", re.compile(
+        r"\((courtier/store/|courtier/events/|sqlite3/|asyncpg/)")),
     ("politeness (robots, delays)", re.compile(r"\(courtier/politeness/")),
     ("frontier", re.compile(r"\((courtier/frontier/|heapq)")),
     ("HTTP client", re.compile(
         r"\((aiohttp/|courtier/fetch/|multidict/|yarl/|aiodns/|brotli|aiohappyeyeballs/|"
-        r"propcache/|http/cookies|email/)")),
+        r"propcache/|http/cookies|email/|ssl\.py)")),
+    ("cluster (shards, gates)", re.compile(r"\(courtier/cluster/")),
     ("logging / progress / metrics / API", re.compile(
-        r"\((logging/|courtier/(progress|metrics)\.py|prometheus_client/|courtier/api/)")),
-    ("worker + page pipeline glue", re.compile(r"\(courtier/(worker|process|app|outcome)\.py")),
+        r"\((logging/|courtier/(crawl/)?(progress|progress_text|metrics|status|loopwatch)\.py|"
+        r"courtier/core/logs\.py|prometheus_client/|courtier/api/)")),
+    ("worker + page pipeline glue", re.compile(
+        r"\(courtier/(crawl/|core/|(worker|process|app|outcome)\.py)")),
     ("asyncio + event loop", re.compile(
-        r"\((asyncio/|uvloop/|selectors\.py|concurrent/futures/|threading\.py|socket\.py)")),
+        r"\((asyncio/|uvloop/|selectors\.py|concurrent/futures/|threading\.py|socket\.py|"
+        r"multiprocessing/)")),
 ]
 OTHER = "other"
 #: a thread blocked here is waiting, not computing; py-spy still samples it as active
