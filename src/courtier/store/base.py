@@ -227,11 +227,17 @@ class Store(ClusterStore, Protocol):
         keys; a digest may be given more than once; no digests ask nothing of the database."""
 
     async def read_events(self, after: int, limit: int) -> list[Event]:
-        """Outbox events with ``id > after`` in id order."""
+        """Outbox events with ``id > after`` in id order.
+
+        Raises :class:`~courtier.core.errors.EventsPruned` when ``after`` is below
+        :meth:`events_pruned_through`: some events after it were removed, and reading on
+        would skip them silently."""
 
     async def register_consumer(self, name: str) -> int:
-        """Register the consumer ``name`` at position 0 unless it is registered; return its
-        position (the id of the last event it consumed). Registering again keeps it."""
+        """Register the consumer ``name`` unless it is registered; return its position (the
+        id of the last event it consumed). A new name starts at
+        :meth:`events_pruned_through` (0 while nothing was pruned): the oldest position
+        still readable. Registering again keeps the position."""
 
     async def consumer_position(self, name: str) -> int | None:
         """The registered position of consumer ``name``; None if it is not registered."""
@@ -243,7 +249,27 @@ class Store(ClusterStore, Protocol):
 
     async def event_counts(self) -> EventCounts:
         """The outbox's tallies (events, outcomes, status mix) as kept at write time: equal
-        to :meth:`EventCounts.of_payloads` over every event (``store/event_counts.py``)."""
+        to :meth:`EventCounts.of_payloads` over every event ever appended, the pruned ones
+        included (``store/event_counts.py``): crawl totals, not the outbox's size."""
+
+    async def events_pruned_through(self) -> int:
+        """The highest position removed by :meth:`prune_events` (0: nothing was removed).
+        Every event with a higher position that was ever readable still is."""
+
+    async def prune_events(self, before: float, limit: int) -> int:
+        """Remove outbox events created before ``before`` (the store's event time) whose
+        position is at or below every registered consumer's position, oldest first, about
+        ``limit`` at most (a bound on one call's cost); return how many were removed (for
+        a whole time partition, PostgreSQL's estimate). An event is never removed before
+        its position is assigned, nor above the lowest registered position, so a
+        registered consumer never misses one; :meth:`events_pruned_through` rises to the
+        highest position removed. Re-parse events lose their "at most once ever" key with
+        the event: a capture whose re-parse event was removed may be re-parsed again."""
+
+    async def prune_audit(self, before: float, limit: int) -> int:
+        """Remove audit rows (:meth:`fetch_log`) fetched before ``before``, oldest first,
+        about ``limit`` at most; return how many (PostgreSQL: an estimate for whole time
+        partitions). Ids are never reused, so an audit reader's ``after`` stays valid."""
 
     async def save_segment(self, name: str, owner: str, state: str, size: int) -> None:
         """Upsert a segment's state (one of :data:`SEGMENT_STATES`) and size, stamped with

@@ -82,6 +82,7 @@ from courtier.store.postgres import (
     _intake,
     _plans,
     _queries,
+    _retention,
     _rows,
     _schema,
 )
@@ -748,8 +749,14 @@ class PostgresStore:
     async def read_events(self, after: int, limit: int) -> list[Event]:
         """Events with position > ``after`` (see the sequencer in migration 0002)."""
         async def job(conn: Conn) -> list[Event]:
-            rows = await conn.fetch("SELECT * FROM courtier_read_events($1, $2)",
-                                    after, max(0, limit))
+            try:
+                rows = await conn.fetch("SELECT * FROM courtier_read_events($1, $2)",
+                                        after, max(0, limit))
+            except asyncpg.PostgresError as exc:
+                pruned = _retention.events_pruned(exc, after)
+                if pruned is None:
+                    raise
+                raise pruned from None
             return [Event(r["read_pos"], bytes(r["url_key"]), r["version"], r["created_at"],
                           json.loads(r["payload"])) for r in rows]
 
@@ -764,7 +771,8 @@ class PostgresStore:
         async def job(conn: Conn) -> int:
             # the no-op update returns the kept row, also when a concurrent call added it
             position = await conn.fetchval(
-                "INSERT INTO consumer_cursors (name, position, updated_at) VALUES ($1, 0, $2)"
+                "INSERT INTO consumer_cursors (name, position, updated_at)"
+                " SELECT $1, pruned_through, $2 FROM outbox_sequencer"
                 " ON CONFLICT (name) DO UPDATE SET name = excluded.name RETURNING position",
                 name, now)
             return int(position)
@@ -796,6 +804,21 @@ class PostgresStore:
 
     async def event_counts(self) -> EventCounts:
         return await self._run("event_counts", _event_counts.read_counts, write=False)
+
+    async def events_pruned_through(self) -> int:
+        return await self._run("events_pruned_through", _retention.pruned_through,
+                               write=False)
+
+    async def prune_events(self, before: float, limit: int) -> int:
+        """Several transactions of their own (``_retention.py``), hence ``write=False``."""
+        now = self._clock.now()
+        return await self._run("prune_events", lambda conn: _retention.prune_events(
+            conn, before, limit, now), write=False)
+
+    async def prune_audit(self, before: float, limit: int) -> int:
+        now = self._clock.now()
+        return await self._run("prune_audit", lambda conn: _retention.prune_audit(
+            conn, before, limit, now), write=False)
 
 
 def _ended_before_sent(exc: BaseException) -> bool:

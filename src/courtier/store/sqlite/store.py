@@ -84,6 +84,7 @@ from courtier.store.sqlite import (
     _plans,
     _queries,
     _refill,
+    _retention,
     _schema,
 )
 
@@ -610,6 +611,7 @@ class SqliteStore:
 
     async def read_events(self, after: int, limit: int) -> list[Event]:
         def job(conn: sqlite3.Connection) -> list[Event]:
+            _retention.check_readable(conn, after)
             rows = conn.execute(
                 "SELECT id, url_key, version, created_at, payload FROM events"
                 " WHERE id > ? ORDER BY id LIMIT ?",
@@ -624,7 +626,8 @@ class SqliteStore:
 
         def job(conn: sqlite3.Connection) -> int:
             conn.execute("INSERT INTO consumer_cursors (name, position, updated_at)"
-                         " VALUES (?, 0, ?) ON CONFLICT (name) DO NOTHING", (name, now))
+                         " SELECT ?, pruned_through, ? FROM outbox_retention"
+                         " WHERE true ON CONFLICT (name) DO NOTHING", (name, now))
             return int(conn.execute("SELECT position FROM consumer_cursors WHERE name = ?",
                                     (name,)).fetchone()[0])
 
@@ -655,6 +658,17 @@ class SqliteStore:
 
     async def event_counts(self) -> EventCounts:
         return await self._tx("event_counts", _event_counts.read_counts, write=False)
+
+    async def events_pruned_through(self) -> int:
+        return await self._tx("events_pruned_through", _retention.pruned_through, write=False)
+
+    async def prune_events(self, before: float, limit: int) -> int:
+        return await self._tx("prune_events",
+                              lambda conn: _retention.prune_events(conn, before, limit))
+
+    async def prune_audit(self, before: float, limit: int) -> int:
+        return await self._tx("prune_audit",
+                              lambda conn: _retention.prune_audit(conn, before, limit))
 
     async def counts(self) -> dict[str, int]:
         """urls, queued, scheduled, retired, fetched (last_fetch_at set), events, hosts.
