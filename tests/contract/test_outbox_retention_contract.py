@@ -9,12 +9,13 @@ Each test runs twice per store: with a prune before the writes (PostgreSQL has t
 made the day partitions, and the prune drops whole partitions) and without (PostgreSQL's
 rows sit in the default partition and are deleted row by row).
 
-Seen red (scratch copies): the memory store pruning without the consumer check removed
-events 3-5 above the cursor 2 (``test_never_above_a_registered_cursor`` saw [] instead of
-[3, 4, 5]); SQLite's ``check_readable`` removed made ``read_events(0, …)`` return events
-3-5 without an error (``test_a_reader_below_the_pruned_position_is_told`` failed with
-"DID NOT RAISE"); PostgreSQL dropping a partition without the ``top > lowest`` check
-failed the same cursor test.
+Seen red (scratch copies): with the consumer check removed from the memory store's
+prune, and with the ``top > lowest`` check removed from PostgreSQL's partition drop,
+``test_never_above_a_registered_cursor`` and ``test_a_restarted_consumer_resumes_exactly``
+failed (the slow consumer, at position 2, got EventsPruned: "the outbox no longer holds
+the events up to position 6"); with SQLite's ``check_readable`` emptied,
+``test_a_reader_below_the_pruned_position_is_told`` failed with "DID NOT RAISE" (a
+silent gap).
 """
 
 from __future__ import annotations

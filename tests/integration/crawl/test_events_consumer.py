@@ -82,7 +82,8 @@ def test_pruning_keeps_what_a_consumer_has_not_read_and_tells_other_readers(
     (the events it had not read were kept); a reader without a registered cursor whose
     position was pruned is refused with the oldest readable position and what to do, and
     gets exactly the rest from there. Seen red: with ``check_readable`` removed from the
-    SQLite store, ``courtier events`` exited 0 printing events 12-29 (a silent gap)."""
+    SQLite store, ``courtier events --after 3`` exited 0 (``assert (0 == 1)``): it read on
+    past the removed events 3-11 without a word."""
     data = tmp_path / "data"
     data.mkdir()
     db = data / "courtier.db"
