@@ -41,8 +41,8 @@ async def test_a_partition_with_an_event_committed_late_waits_for_its_position(
     after its timeout, and the run removes nothing), nor once it commits while its
     position is above the registered consumer's; it goes when the consumer has passed it.
     Seen red: with the sequencer call and the unplaced check removed from the drop
-    (``postgres/_retention.py``), the partition was dropped with the late event in it
-    (``read_events(2)`` returned [] instead of the late event)."""
+    (``postgres/_retention.py``), the prune right after the late commit dropped the
+    partition with the late event in it (``assert 3 == 0``: 3 rows removed)."""
     await truncate(pg_module_dsn)
     clock = VirtualClock(T0)
     store = PostgresStore(pg_module_dsn, clock=clock)
@@ -87,8 +87,9 @@ async def test_an_existing_outbox_becomes_the_legacy_partition(pg_dsn: str) -> N
     rows: after the migration both tables are partitioned, the old rows are the
     ``*_legacy`` partitions (bound: the day after tomorrow), positions and ids go on
     where they were, and the legacy partitions are dropped whole once their bound is
-    older than the retention. Seen red: without ``OWNED BY NONE`` on the id sequences,
-    dropping the legacy partitions dropped the sequences and the next commit failed."""
+    older than the retention. Seen red: without ``OWNED BY NONE`` on the id sequences the
+    legacy partition could not be dropped ("cannot drop table events_legacy because other
+    objects depend on it": the new tables' ids come from its sequence)."""
     steps = _schema.load_migrations()
     [at] = [i for i, m in enumerate(steps) if m.name.endswith("_time_partitions.sql")]
     now = time.time()
