@@ -52,6 +52,7 @@ __all__ = [
     "DAILY_BUDGET_KEY",
     "OVERDUE_AFTER",
     "SEGMENT_STATES",
+    "UNPLACED",
     "UNPLANNED_TIER",
     "CommitResult",
     "DayCount",
@@ -70,6 +71,10 @@ __all__ = [
     "UrlState",
     "WorkerView",
 ]
+
+
+#: the position :meth:`Store.events_by_url` gives an event not yet placed
+UNPLACED = 2**63 - 1
 
 
 class Store(ClusterStore, Protocol):
@@ -232,6 +237,16 @@ class Store(ClusterStore, Protocol):
         Raises :class:`~courtier.core.errors.EventsPruned` when ``after`` is below
         :meth:`events_pruned_through`: some events after it were removed, and reading on
         would skip them silently."""
+
+    async def events_by_url(self, after: bytes | None, urls: int) -> list[Event]:
+        """Every kept event of the next ``urls`` URLs (by url_key) after ``after`` (None: from
+        the first), ordered by url_key then position: a URL's events all come in one call,
+        so a reader of the whole outbox (``courtier archive gc``) holds one page of URLs at
+        a time. An event not yet placed (PostgreSQL: its transaction committed after the
+        last sequencer run) has position :data:`UNPLACED`, above every placed one."""
+
+    async def warc_files_in_use(self, names: Collection[str]) -> set[str]:
+        """Those of ``names`` that some URL row still points at (its current WARC record)."""
 
     async def register_consumer(self, name: str) -> int:
         """Register the consumer ``name`` unless it is registered; return its position (the

@@ -374,6 +374,14 @@ class MemoryStore:
     async def read_events(self, after: int, limit: int) -> list[Event]:
         return self.events.read(after, limit)
 
+    async def events_by_url(self, after: bytes | None, urls: int) -> list[Event]:
+        return self.events.by_url(after, urls)
+
+    async def warc_files_in_use(self, names: Collection[str]) -> set[str]:
+        wanted = set(names)
+        return {row["warc_file"] for row in self.urls.values()
+                if row.get("warc_file") in wanted}
+
     async def register_consumer(self, name: str) -> int:
         return self.events.register(name)
 

@@ -48,6 +48,13 @@ class MemoryOutbox:
         start = bisect.bisect_right(self._events, after, key=lambda e: e.id)
         return self._events[start:start + max(0, limit)]
 
+    def by_url(self, after: bytes | None, urls: int) -> list[Event]:
+        keys = sorted({e.url_key for e in self._events
+                       if after is None or e.url_key > after})[:max(0, urls)]
+        wanted = set(keys)
+        return sorted((e for e in self._events if e.url_key in wanted),
+                      key=lambda e: (e.url_key, e.id))
+
     def counts(self) -> EventCounts:
         return EventCounts.from_counters(self._tally.items())
 

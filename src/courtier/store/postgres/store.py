@@ -49,6 +49,7 @@ from courtier.core.errors import StoreError
 from courtier.dedup.fingerprint64 import from_signed64
 from courtier.store.base import (
     OVERDUE_AFTER,
+    UNPLACED,
     CommitResult,
     DayCount,
     DueUrl,
@@ -764,6 +765,33 @@ class PostgresStore:
 
     async def counts(self) -> dict[str, int]:
         return await self._run("counts", _queries.counts, write=False)
+
+    async def events_by_url(self, after: bytes | None, urls: int) -> list[Event]:
+        shard, key = (-1, b"") if after is None else (_rows.key_shard(after), after)
+
+        async def job(conn: Conn) -> list[Event]:
+            # the shard is the key's leading bits: (shard, url_key) order is url_key order
+            rows = await conn.fetch(
+                "WITH keys AS (SELECT DISTINCT shard, url_key FROM events"
+                " WHERE (shard, url_key) > ($1, $2) ORDER BY shard, url_key LIMIT $3)"
+                " SELECT coalesce(e.read_pos, $4) AS pos, e.url_key, e.version, e.created_at,"
+                " e.payload FROM events e JOIN keys k"
+                " ON e.shard = k.shard AND e.url_key = k.url_key"
+                " ORDER BY e.shard, e.url_key, pos",
+                shard, key, max(0, urls), UNPLACED)
+            return [Event(int(r[0]), bytes(r[1]), r[2], r[3], json.loads(r[4])) for r in rows]
+
+        return await self._run("events_by_url", job, write=False)
+
+    async def warc_files_in_use(self, names: Collection[str]) -> set[str]:
+        wanted = sorted(set(names))
+
+        async def job(conn: Conn) -> set[str]:
+            rows = await conn.fetch("SELECT DISTINCT warc_file FROM urls"
+                                    " WHERE warc_file = ANY($1::text[])", wanted)
+            return {str(r[0]) for r in rows}
+
+        return await self._run("warc_files_in_use", job, write=False)
 
     async def register_consumer(self, name: str) -> int:
         now = self._clock.now()

@@ -621,6 +621,31 @@ class SqliteStore:
 
         return await self._tx("read_events", job, write=False)
 
+    async def events_by_url(self, after: bytes | None, urls: int) -> list[Event]:
+        def job(conn: sqlite3.Connection) -> list[Event]:
+            rows = conn.execute(
+                "SELECT id, url_key, version, created_at, payload FROM events"
+                " WHERE url_key IN (SELECT DISTINCT url_key FROM events WHERE url_key > ?"
+                " ORDER BY url_key LIMIT ?) ORDER BY url_key, id",
+                (b"" if after is None else after, max(0, urls))).fetchall()
+            return [Event(r[0], bytes(r[1]), r[2], r[3], json.loads(r[4])) for r in rows]
+
+        return await self._tx("events_by_url", job, write=False)
+
+    async def warc_files_in_use(self, names: Collection[str]) -> set[str]:
+        wanted = sorted(set(names))
+
+        def job(conn: sqlite3.Connection) -> set[str]:
+            found: set[str] = set()
+            for start in range(0, len(wanted), 500):
+                chunk = wanted[start:start + 500]
+                found.update(r[0] for r in conn.execute(
+                    "SELECT DISTINCT warc_file FROM urls WHERE warc_file IN"
+                    f" ({', '.join('?' * len(chunk))})", chunk))
+            return found
+
+        return await self._tx("warc_files_in_use", job, write=False)
+
     async def register_consumer(self, name: str) -> int:
         now = self._clock.now()
 
