@@ -27,7 +27,7 @@ async def two_fetches_each(store: Store) -> None:
 async def test_events_by_url_pages_whole_urls_in_key_then_position_order(store: Store) -> None:
     await two_fetches_each(store)
     every = await store.read_events(0, 100)
-    truth = sorted(((e.url_key, e.id) for e in every))
+    truth = sorted((e.url_key, e.id) for e in every)
     seen: list[tuple[bytes, int]] = []
     after: bytes | None = None
     pages = 0
