@@ -202,3 +202,14 @@ async def test_old_audit_rows_are_removed_and_ids_never_reused(
                 ahead=False)
     later = await store.fetch_log(0, 100)
     assert len(later) == 4 and min(r["id"] for r in later[1:]) > rows[3]["id"]
+
+
+async def test_a_forgotten_consumer_no_longer_holds_the_outbox(
+        store: Store, store_clock: VirtualClock, ahead: bool) -> None:
+    await store.register_consumer("gone")
+    await crawl(store, store_clock, [f"http://a.test/{i}" for i in range(3)], ahead=ahead)
+    every = await positions(store, 0)
+    assert await prune_all(store, LATER) == 0  # "gone" is at 0: everything stays
+    assert await store.forget_consumer("gone")
+    await prune_all(store, LATER)
+    assert await store.events_pruned_through() == every[-1]

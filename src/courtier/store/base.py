@@ -262,6 +262,13 @@ class Store(ClusterStore, Protocol):
         return its position after the call: never backwards, so a repeated or late call
         changes nothing."""
 
+    async def consumers(self) -> dict[str, int]:
+        """Every registered consumer and its position."""
+
+    async def forget_consumer(self, name: str) -> bool:
+        """Unregister ``name`` (a consumer gone for good, which would hold the outbox's
+        retention back for ever); True if it was registered."""
+
     async def event_counts(self) -> EventCounts:
         """The outbox's tallies (events, outcomes, status mix) as kept at write time: equal
         to :meth:`EventCounts.of_payloads` over every event ever appended, the pruned ones

@@ -391,6 +391,12 @@ class MemoryStore:
     async def advance_consumer(self, name: str, position: int) -> int:
         return self.events.advance(name, position)
 
+    async def consumers(self) -> dict[str, int]:
+        return dict(self.events.consumers)
+
+    async def forget_consumer(self, name: str) -> bool:
+        return self.events.consumers.pop(name, None) is not None
+
     async def event_counts(self) -> EventCounts:
         return self.events.counts()
 

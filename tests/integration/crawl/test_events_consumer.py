@@ -104,3 +104,28 @@ def test_pruning_keeps_what_a_consumer_has_not_read_and_tells_other_readers(
     # a consumer registered after the prune starts at the oldest readable position
     code, newcomer, _ = run(capsys, "--data", str(data), "--consumer", "b")
     assert code == 0 and numbers(newcomer) == list(range(12, 30))
+
+
+@pytest.mark.timeout(120)
+def test_consumers_are_listed_and_a_forgotten_one_stops_holding_the_outbox(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``events --consumers`` lists positions and what was pruned; ``--forget-consumer``
+    unregisters one, after which the retention removes what only it held. Seen red: with
+    the forget answering True without deleting (SqliteStore.forget_consumer), the
+    answer still listed "stale" among the consumers."""
+    data = tmp_path / "data"
+    data.mkdir()
+    db = data / "courtier.db"
+    asyncio.run(fill_outbox(db, 10))
+    assert run(capsys, "--data", str(data), "--consumer", "stale", "--limit", "2")[0] == 0
+    assert run(capsys, "--data", str(data), "--consumer", "live")[0] == 0
+    code, [listed], _ = run(capsys, "--data", str(data), "--consumers")
+    assert code == 0 and listed == {"consumers": {"live": 10, "stale": 2},
+                                    "pruned_through": 0}
+    assert asyncio.run(prune_everything_read(db)) == 2  # "stale" holds the rest
+    code, [answer], _ = run(capsys, "--data", str(data), "--forget-consumer", "stale")
+    assert code == 0 and answer == {"consumers": {"live": 10}, "forgotten": True,
+                                    "pruned_through": 2}
+    assert asyncio.run(prune_everything_read(db)) == 10
+    code, [again], _ = run(capsys, "--data", str(data), "--forget-consumer", "stale")
+    assert code == 1 and again["forgotten"] is False

@@ -830,6 +830,20 @@ class PostgresStore:
 
         return await self._run("advance_consumer", job)
 
+    async def consumers(self) -> dict[str, int]:
+        async def job(conn: Conn) -> dict[str, int]:
+            rows = await conn.fetch("SELECT name, position FROM consumer_cursors ORDER BY name")
+            return {str(r[0]): int(r[1]) for r in rows}
+
+        return await self._run("consumers", job, write=False)
+
+    async def forget_consumer(self, name: str) -> bool:
+        async def job(conn: Conn) -> bool:
+            status = await conn.execute("DELETE FROM consumer_cursors WHERE name = $1", name)
+            return int(status.rsplit(" ", 1)[-1]) > 0
+
+        return await self._run("forget_consumer", job, one_statement=True)
+
     async def event_counts(self) -> EventCounts:
         return await self._run("event_counts", _event_counts.read_counts, write=False)
 

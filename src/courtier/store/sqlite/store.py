@@ -681,6 +681,20 @@ class SqliteStore:
 
         return await self._tx("advance_consumer", job)
 
+    async def consumers(self) -> dict[str, int]:
+        def job(conn: sqlite3.Connection) -> dict[str, int]:
+            return {str(r[0]): int(r[1]) for r in conn.execute(
+                "SELECT name, position FROM consumer_cursors ORDER BY name")}
+
+        return await self._tx("consumers", job, write=False)
+
+    async def forget_consumer(self, name: str) -> bool:
+        def job(conn: sqlite3.Connection) -> bool:
+            return conn.execute("DELETE FROM consumer_cursors WHERE name = ?",
+                                (name,)).rowcount > 0
+
+        return await self._tx("forget_consumer", job)
+
     async def event_counts(self) -> EventCounts:
         return await self._tx("event_counts", _event_counts.read_counts, write=False)
 
