@@ -366,7 +366,7 @@ class PostgresStore:
             applied, stale, added = await conn.fetchval(
                 "SELECT courtier_commit($1::courtier_commit[], $2::courtier_new_url[],"
                 " $3::courtier_host_delta[], $4)", rows, new, stats, now)
-            await _event_counts.add_commit_counts(conn, commits)
+            await _event_counts.add_commit_counts(conn, commits, now)
             return CommitResult(applied=applied, stale=stale, new_urls=added)
 
         return await self._run("commit", job)
