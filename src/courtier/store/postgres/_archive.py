@@ -21,7 +21,7 @@ async def add_reparse_events(conn: Conn, events: Sequence[ReparseEvent], now: fl
             continue
         text = event.payload_json()
         status = await conn.execute(
-            # the unique key holds per day partition (migration 0023): across days the
+            # the unique key holds per day partition (migration time_partitions): across days the
             # NOT EXISTS probe keeps one event per key among the events still kept
             "INSERT INTO events (shard, url_key, version, kind, created_at, payload)"
             " SELECT $1, $2, $3, $4, $5, $6 WHERE NOT EXISTS (SELECT 1 FROM events"

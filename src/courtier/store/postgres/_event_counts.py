@@ -45,7 +45,7 @@ async def add_counts(conn: Conn, counts: Mapping[str, int]) -> None:
 async def add_commit_counts(conn: Conn, commits: Sequence[FetchCommit], now: float) -> None:
     """After ``courtier_commit`` in the same transaction: count the events it wrote (their
     ``created_at`` is the commit's ``now``, which confines the join to that day's
-    partition of the outbox, migration 0023)."""
+    partition of the outbox, migration time_partitions)."""
     shards: list[int] = []
     keys: list[bytes] = []
     versions: list[int] = []

@@ -1,4 +1,4 @@
-"""PostgreSQL side of the outbox and audit-log retention (migration 0023): day partitions
+"""PostgreSQL side of the outbox and audit-log retention (migration time_partitions): day partitions
 made ahead, dropped whole once old enough, and bounded DELETEs in the default partition.
 
 A partition of ``events`` is dropped only under a lock that no writer holds (``ACCESS

@@ -1,4 +1,4 @@
-"""SQLite side of the outbox and audit-log retention (migration 0020): plain DELETEs of
+"""SQLite side of the outbox and audit-log retention (migration outbox_retention): plain DELETEs of
 a bounded prefix of ids, each in the store's one write transaction.
 
 Event ids are handed out in commit order (one writer at a time), so "every id up to

@@ -1,4 +1,4 @@
--- courtier PostgreSQL schema, migration 23: the outbox (events) and the audit log
+-- courtier PostgreSQL schema, migration time_partitions: the outbox (events) and the audit log
 -- (fetch_log) partitioned by time, so that their retention removes a whole day with a
 -- DROP TABLE instead of deleting rows (docs/scale-out.md "Bounded growth").
 --

@@ -1,4 +1,4 @@
--- courtier SQLite schema, migration 20: the retention of the outbox and the audit log
+-- courtier SQLite schema, migration outbox_retention: the retention of the outbox and the audit log
 -- (docs/scale-out.md "Bounded growth"). Old events and audit rows are removed in
 -- bounded batches, oldest id first; pruned_through is the highest event id removed, so
 -- a reader below it is told its position was pruned instead of skipping events, and a
