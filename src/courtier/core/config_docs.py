@@ -183,6 +183,15 @@ SETTING_DOCS: dict[str, SettingDoc] = {
     "durability": SettingDoc("Storage", "SQLite commits: `normal` (WAL, survives kill -9; the "
                              "last commits may be lost on power loss or an OS crash) or "
                              "`full` (fsync every commit)."),
+    "events_retention": SettingDoc("Storage", "How long outbox events are kept: older events "
+                                   "that every registered consumer (`events --consumer`, "
+                                   "`?consumer=`) has passed are removed, about every 10 "
+                                   "minutes; a reader below them is told its position was "
+                                   "pruned. `0` keeps them for ever (docs/scale-out.md, "
+                                   "\"Bounded growth\").", "seconds"),
+    "audit_retention": SettingDoc("Storage", "How long audit rows (`courtier export audit`: "
+                                  "one per fetch, with robots.txt version and delay) are "
+                                  "kept. `0` keeps them for ever.", "seconds"),
     "lease_ttl": SettingDoc("Cluster", "How long a shard lease lasts without renewal (PostgreSQL "
                             "store). Renewed every sixth of it; a worker that cannot renew "
                             "stops starting requests a quarter of it before expiry; a dead "

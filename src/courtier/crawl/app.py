@@ -39,6 +39,7 @@ from courtier.crawl.handshakes import HandshakeCounter
 from courtier.crawl.intake import Intake, Scope, SeedProblem, read_seed_lines
 from courtier.crawl.loopwatch import LoopLagMonitor, log_tasks
 from courtier.crawl.metrics import CrawlMetrics
+from courtier.crawl.outbox_retention import RETENTION_SHARD, OutboxRetention
 from courtier.crawl.progress import Progress, progress_stream
 from courtier.crawl.status import STOP_REASONS, CrawlStatus
 from courtier.crawl.worker import Worker
@@ -150,6 +151,7 @@ async def crawl(
     archive = open_archive(config, store) if remote else WarcWriter(
         str(warc_root), max_file_bytes=config.warc_max_bytes, software=config.user_agent)
     ticks: asyncio.Task[None] | None = None
+    pruning: asyncio.Task[None] | None = None
     try:
         if isinstance(archive, SpooledArchive):
             figures = await archive.start()
@@ -176,6 +178,11 @@ async def crawl(
                 expect_workers=config.expect_workers, start_gate=start_gate,
                 info={"host": socket.gethostname(), "pid": os.getpid(),
                       "api": config.api or "", "data": str(config.data)})
+        retention = OutboxRetention(
+            worker_store, clock, config.events_retention, config.audit_retention,
+            on_duty=lambda: coordinator is None or RETENTION_SHARD in coordinator.held)
+        if retention.enabled:
+            pruning = asyncio.create_task(retention.run())
         worker = Worker(config, worker_store, transport, archive, clock, intake,
                         on_progress=progress,
                         resolve_ip=host_ip_lookup(resolver), metrics=metrics,
@@ -244,10 +251,11 @@ async def crawl(
             status.warc_files = sorted(str(p) for p in warc_root.rglob("*.warc.gz"))
         return status
     finally:
-        if ticks is not None:
-            ticks.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await ticks
+        for task in (ticks, pruning):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         archive.close()
         if isinstance(archive, SpooledArchive):
             await archive.drain()

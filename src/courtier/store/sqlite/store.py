@@ -84,6 +84,7 @@ from courtier.store.sqlite import (
     _plans,
     _queries,
     _refill,
+    _retention,
     _schema,
 )
 
@@ -610,6 +611,7 @@ class SqliteStore:
 
     async def read_events(self, after: int, limit: int) -> list[Event]:
         def job(conn: sqlite3.Connection) -> list[Event]:
+            _retention.check_readable(conn, after)
             rows = conn.execute(
                 "SELECT id, url_key, version, created_at, payload FROM events"
                 " WHERE id > ? ORDER BY id LIMIT ?",
@@ -619,12 +621,38 @@ class SqliteStore:
 
         return await self._tx("read_events", job, write=False)
 
+    async def events_by_url(self, after: bytes | None, urls: int) -> list[Event]:
+        def job(conn: sqlite3.Connection) -> list[Event]:
+            rows = conn.execute(
+                "SELECT id, url_key, version, created_at, payload FROM events"
+                " WHERE url_key IN (SELECT DISTINCT url_key FROM events WHERE url_key > ?"
+                " ORDER BY url_key LIMIT ?) ORDER BY url_key, id",
+                (b"" if after is None else after, max(0, urls))).fetchall()
+            return [Event(r[0], bytes(r[1]), r[2], r[3], json.loads(r[4])) for r in rows]
+
+        return await self._tx("events_by_url", job, write=False)
+
+    async def warc_files_in_use(self, names: Collection[str]) -> set[str]:
+        wanted = sorted(set(names))
+
+        def job(conn: sqlite3.Connection) -> set[str]:
+            found: set[str] = set()
+            for start in range(0, len(wanted), 500):
+                chunk = wanted[start:start + 500]
+                found.update(r[0] for r in conn.execute(
+                    "SELECT DISTINCT warc_file FROM urls WHERE warc_file IN"
+                    f" ({', '.join('?' * len(chunk))})", chunk))
+            return found
+
+        return await self._tx("warc_files_in_use", job, write=False)
+
     async def register_consumer(self, name: str) -> int:
         now = self._clock.now()
 
         def job(conn: sqlite3.Connection) -> int:
             conn.execute("INSERT INTO consumer_cursors (name, position, updated_at)"
-                         " VALUES (?, 0, ?) ON CONFLICT (name) DO NOTHING", (name, now))
+                         " SELECT ?, pruned_through, ? FROM outbox_retention"
+                         " WHERE true ON CONFLICT (name) DO NOTHING", (name, now))
             return int(conn.execute("SELECT position FROM consumer_cursors WHERE name = ?",
                                     (name,)).fetchone()[0])
 
@@ -653,8 +681,33 @@ class SqliteStore:
 
         return await self._tx("advance_consumer", job)
 
+    async def consumers(self) -> dict[str, int]:
+        def job(conn: sqlite3.Connection) -> dict[str, int]:
+            return {str(r[0]): int(r[1]) for r in conn.execute(
+                "SELECT name, position FROM consumer_cursors ORDER BY name")}
+
+        return await self._tx("consumers", job, write=False)
+
+    async def forget_consumer(self, name: str) -> bool:
+        def job(conn: sqlite3.Connection) -> bool:
+            return conn.execute("DELETE FROM consumer_cursors WHERE name = ?",
+                                (name,)).rowcount > 0
+
+        return await self._tx("forget_consumer", job)
+
     async def event_counts(self) -> EventCounts:
         return await self._tx("event_counts", _event_counts.read_counts, write=False)
+
+    async def events_pruned_through(self) -> int:
+        return await self._tx("events_pruned_through", _retention.pruned_through, write=False)
+
+    async def prune_events(self, before: float, limit: int) -> int:
+        return await self._tx("prune_events",
+                              lambda conn: _retention.prune_events(conn, before, limit))
+
+    async def prune_audit(self, before: float, limit: int) -> int:
+        return await self._tx("prune_audit",
+                              lambda conn: _retention.prune_audit(conn, before, limit))
 
     async def counts(self) -> dict[str, int]:
         """urls, queued, scheduled, retired, fetched (last_fetch_at set), events, hosts.
