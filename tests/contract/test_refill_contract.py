@@ -125,8 +125,8 @@ async def scenario(store: Store, data: st.DataObject) -> None:
     model: dict[bytes, Row] = {}
     epochs: dict[int, int] = {}
     for _ in range(data.draw(st.integers(1, 20), label="steps")):
-        op = data.draw(st.sampled_from(["add", "add", "load", "load", "commit", "release",
-                                        "reset"]), label="op")
+        op = data.draw(st.sampled_from(["add", "add", "load", "load", "read", "commit",
+                                        "release", "reset"]), label="op")
         scheduled = sorted(k for k, r in model.items() if r.state == UrlState.SCHEDULED)
         if op == "add":
             batch = []
@@ -158,6 +158,8 @@ async def scenario(store: Store, data: st.DataObject) -> None:
                 row.state = UrlState.SCHEDULED
                 stored = await store.get_url(d.url_key)
                 assert stored is not None and stored["state"] == UrlState.SCHEDULED
+        elif op == "read":
+            await _read_matches(store, model, data)
         elif op == "commit":
             queued = sorted(k for k, r in model.items() if r.state == UrlState.QUEUED)
             pool = scheduled + queued[:3]  # a commit may also hit a row still QUEUED
@@ -208,10 +210,40 @@ async def scenario(store: Store, data: st.DataObject) -> None:
     assert counts["queued"] == 0
 
 
+async def _read_matches(store: Store, model: dict[bytes, Row], data: st.DataObject) -> None:
+    """``read_due`` returns the brute-force ranking, twice in a row (it wrote nothing), and
+    the store's rows and host queue are unchanged (checked after every step)."""
+    present = sorted({r.shard for r in model.values()})
+    shards = data.draw(st.lists(st.sampled_from(present), unique=True)
+                       if present else st.just([]), label="read shards")
+    now = data.draw(st.sampled_from(NOWS), label="read now")
+    limit = data.draw(st.integers(0, 30), label="read limit")
+    per_host = data.draw(st.integers(0, 6), label="read per_host")
+    skip = set(data.draw(st.lists(st.sampled_from(
+        [canonicalize(h).host_key for h in HOSTS]), max_size=2), label="read skip"))
+    want = expected(model, shards, now, limit, per_host, skip)
+    for _ in range(2):
+        got = await store.read_due(shards, now, limit, per_host, skip)
+        assert [d.url_key for d in got] == want
+        for d in got:
+            row = model[d.url_key]
+            assert (d.url, d.priority, d.next_fetch_at, d.depth, d.version) == (
+                row.url, row.priority, row.next_fetch_at, row.depth, row.version)
+    counts = await store.counts()
+    assert counts["scheduled"] == sum(r.state == UrlState.SCHEDULED for r in model.values())
+
+
 _QUEUE_AND_TRUTH = (
-    "SELECT shard, host_key, next_due_at, best_priority FROM host_queue ORDER BY 1, 2",
-    "SELECT shard, host_key, MIN(next_fetch_at), MAX(priority) FROM urls"
-    " WHERE state = 0 GROUP BY 1, 2 ORDER BY 1, 2",
+    "SELECT shard, host_key, next_due_at, best_priority, best_due_at, rest_due_at"
+    " FROM host_queue ORDER BY 1, 2",
+    # the head columns (migrations 0020 SQLite, 0023 PostgreSQL): the best level's
+    # earliest due time, the other levels' (+infinity when there is none)
+    "SELECT u.shard, u.host_key, MIN(u.next_fetch_at), b.best,"
+    " MIN(CASE WHEN u.priority = b.best THEN u.next_fetch_at END),"
+    " COALESCE(MIN(CASE WHEN u.priority < b.best THEN u.next_fetch_at END), {inf})"
+    " FROM urls u JOIN (SELECT shard, host_key, MAX(priority) AS best FROM urls"
+    " WHERE state = 0 GROUP BY 1, 2) b ON b.shard = u.shard AND b.host_key = u.host_key"
+    " WHERE u.state = 0 GROUP BY 1, 2, 4 ORDER BY 1, 2",
     "SELECT shard, host_key, priority, next_due_at FROM host_levels ORDER BY 1, 2, 3",
     "SELECT shard, host_key, priority, MIN(next_fetch_at) FROM urls"
     " WHERE state = 0 GROUP BY 1, 2, 3 ORDER BY 1, 2, 3")
@@ -222,12 +254,13 @@ async def _assert_queue_exact(store: Store) -> None:
     its rows (the refill trusts them; commits keep them by difference)."""
     if isinstance(store, SqliteStore):
         def read(conn: sqlite3.Connection) -> list[list[tuple[object, ...]]]:
-            return [conn.execute(sql).fetchall() for sql in _QUEUE_AND_TRUTH]
+            return [conn.execute(sql.format(inf="9e999")).fetchall() for sql in _QUEUE_AND_TRUTH]
 
         found = await store._call(read)
     elif isinstance(store, PostgresStore):
         async def fetch(conn: Any) -> list[list[tuple[object, ...]]]:
-            return [[tuple(r) for r in await conn.fetch(sql)] for sql in _QUEUE_AND_TRUTH]
+            return [[tuple(r) for r in await conn.fetch(sql.format(inf="'infinity'::float8"))]
+                    for sql in _QUEUE_AND_TRUTH]
 
         found = await store._run("check", fetch, write=False)
     else:

@@ -2,9 +2,10 @@
 
 Three structures serve it (migrations 0010 and 0011):
 
-* ``host_queue (shard, host_key, next_due_at, best_priority)`` — for every host
-  with QUEUED rows, the earliest ``next_fetch_at`` and the best priority of
-  those rows;
+* ``host_queue (shard, host_key, next_due_at, best_priority, best_due_at,
+  rest_due_at)`` — for every host with QUEUED rows, the earliest
+  ``next_fetch_at`` and the best priority of those rows, and the earliest
+  ``next_fetch_at`` of its best level and of its other levels (migration 0020);
 * ``host_levels (shard, host_key, priority, next_due_at)`` — the same split by
   priority level: the earliest ``next_fetch_at`` of the host's QUEUED rows of
   that priority;
@@ -22,7 +23,9 @@ contract order, the overdue ones forming a prefix. So the ready hosts are a
 lazy k-way merge of one keyset-paginated index range per level of host_queue
 (per shard and level when only a few shards are asked for), and a host's best
 rows come from one ``urls_queued`` range of at most ``k`` rows per level that
-has a due row (host_levels says which), sorted in Python. A refill costs about
+has a due row, sorted in Python: a host none of whose other levels is due
+(``rest_due_at > now``) reads its best level's range alone; only the others ask
+host_levels which levels are due. A refill costs about
 ``levels + hosts walked + due levels probed + rows returned`` index steps,
 whatever the backlog of due or known rows.
 """
@@ -33,7 +36,7 @@ import heapq
 import json
 import math
 import sqlite3
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from itertools import islice
 
 from courtier.dedup.fingerprint64 import from_signed64
@@ -47,7 +50,12 @@ SCHEDULED = int(UrlState.SCHEDULED)
 PER_SHARD_RANGES = 64
 FIRST_PAGE = 64
 
-HostKey = tuple[tuple[bool, int, float, str, int], int, str]  # rank, shard, host_key
+#: a refill's selection: (conn, shards, now, limit, per_host_limit, skip_hosts) → rows
+Select = Callable[[sqlite3.Connection, Sequence[int], float, int, int, Collection[str]],
+                  list[DueUrl]]
+
+#: rank, shard, host_key, rest_due_at
+HostKey = tuple[tuple[bool, int, float, str, int], int, str, float]
 
 _LEVELS = """
 WITH RECURSIVE lv(p) AS (
@@ -60,7 +68,7 @@ SELECT p FROM lv WHERE p IS NOT NULL
 """
 
 _HOSTS = """
-SELECT shard, host_key, next_due_at FROM host_queue INDEXED BY {index}
+SELECT shard, host_key, next_due_at, rest_due_at FROM host_queue INDEXED BY {index}
 WHERE {shard_clause} AND best_priority = :level AND next_due_at <= :now
   AND (next_due_at, host_key, shard) > (:after_due, :after_host, :after_shard)
   {skip_clause}
@@ -75,12 +83,17 @@ _COLUMNS = (
     " u.sitemap_lastmod, u.redirect_chain"
 )
 
-# The best k due rows of each (host, due level): one urls_queued range per level.
+# The best k due rows of each (host, due level): one urls_queued range per level. A host
+# given with its best level (its only due one) skips host_levels.
 _PROBE = f"""
-WITH h(i, shard, host_key) AS (SELECT key, value ->> 0, value ->> 1 FROM json_each(:hosts)),
+WITH h(i, shard, host_key, best) AS (
+    SELECT key, value ->> 0, value ->> 1, value ->> 2 FROM json_each(:hosts)),
 lv(i, shard, host_key, p) AS (
+    SELECT i, shard, host_key, best FROM h WHERE best IS NOT NULL
+    UNION ALL
     SELECT h.i, l.shard, l.host_key, l.priority FROM h JOIN host_levels AS l
     ON l.shard = h.shard AND l.host_key = h.host_key AND l.next_due_at <= :now
+    WHERE h.best IS NULL
 )
 SELECT lv.i, {_COLUMNS}
 FROM lv JOIN urls AS u ON u.url_key IN (
@@ -101,12 +114,11 @@ SELECT t.shard, t.host_key, t.p,
 FROM t
 """
 
-# host_queue from host_levels: the best level and the earliest due time of each host.
+# host_queue from host_levels: every level of each host (NULLs: it has none left).
 _HOST_FROM_LEVELS = """
 WITH h(shard, host_key) AS (SELECT value ->> 0, value ->> 1 FROM json_each(:hosts))
-SELECT h.shard, h.host_key, MAX(l.priority), MIN(l.next_due_at)
+SELECT h.shard, h.host_key, l.priority, l.next_due_at
 FROM h LEFT JOIN host_levels AS l ON l.shard = h.shard AND l.host_key = h.host_key
-GROUP BY h.shard, h.host_key
 """
 
 # Every level a host has (the levels a commit or requeue may have changed).
@@ -157,8 +169,9 @@ def _paged(
             "after_due": after[0], "after_host": after[1], "after_shard": after[2],
             "page": page,
         }).fetchall()
-        for row_shard, host_key, due in rows:
-            yield (due >= overdue_before, -level, due, host_key, row_shard), row_shard, host_key
+        for row_shard, host_key, due, rest in rows:
+            yield ((due >= overdue_before, -level, due, host_key, row_shard), row_shard, host_key,
+                   rest)
         if len(rows) < page:
             return
         after, page = (rows[-1][2], rows[-1][1], rows[-1][0]), 2 * page
@@ -173,6 +186,25 @@ def load_due(
     skip_hosts: Collection[str],
 ) -> list[DueUrl]:
     """Select the contract's rows (see ``Store.load_due``) and mark them SCHEDULED."""
+    taken = read_due(conn, shards, now, limit, per_host_limit, skip_hosts)
+    if taken:
+        conn.executemany(
+            f"UPDATE urls SET state = {SCHEDULED} WHERE url_key = ? AND state = {QUEUED}",
+            [(d.url_key,) for d in taken],
+        )
+        refresh_levels(conn, {(d.shard, d.host_key, d.priority) for d in taken})
+    return taken
+
+
+def read_due(
+    conn: sqlite3.Connection,
+    shards: Sequence[int],
+    now: float,
+    limit: int,
+    per_host_limit: int,
+    skip_hosts: Collection[str],
+) -> list[DueUrl]:
+    """The contract's rows (see ``Store.load_due``) in walk order; nothing is written."""
     if limit <= 0 or per_host_limit <= 0 or not shards:
         return []
     overdue_before = now - OVERDUE_AFTER
@@ -182,8 +214,9 @@ def load_due(
     rows_per_host = float(per_host_limit)  # optimistic first guess, then what was seen
     while len(taken) < limit:
         remaining = limit - len(taken)
-        batch = [(shard, host) for _, shard, host in
-                 islice(hosts, max(1, math.ceil(remaining / rows_per_host)))]
+        # a host none of whose other levels is due is probed at its best level alone
+        batch = [(shard, host, -rank[1] if rest > now else None) for rank, shard, host, rest
+                 in islice(hosts, max(1, math.ceil(remaining / rows_per_host)))]
         if not batch:
             break
         probed = _probe(conn, batch, now, overdue_before, min(per_host_limit, remaining))
@@ -195,12 +228,6 @@ def load_due(
             if room > 0:
                 taken.extend(rows[:room])
         rows_per_host = max(1.0, seen / len(batch))
-    if taken:
-        conn.executemany(
-            f"UPDATE urls SET state = {SCHEDULED} WHERE url_key = ? AND state = {QUEUED}",
-            [(d.url_key,) for d in taken],
-        )
-        refresh_levels(conn, {(d.shard, d.host_key, d.priority) for d in taken})
     return taken
 
 
@@ -210,7 +237,7 @@ def _row_rank(d: DueUrl, overdue_before: float) -> tuple[bool, int, float, int, 
 
 def _probe(
     conn: sqlite3.Connection,
-    batch: list[tuple[int, str]],
+    batch: list[tuple[int, str, int | None]],
     now: float,
     overdue_before: float,
     k: int,
@@ -274,20 +301,35 @@ def refresh_levels(
     touched = sorted({(s, h) for s, h, _ in levels} | set(hosts))
     if not touched:
         return
-    rows = conn.execute(_HOST_FROM_LEVELS, {"hosts": json.dumps(touched)}).fetchall()
-    gone_hosts = [(s, h) for s, h, best, due in rows if best is None]
-    kept_hosts = [(s, h, due, best) for s, h, best, due in rows if best is not None]
+    found: dict[tuple[int, str], dict[int, float]] = {}
+    for s, h, priority, due in conn.execute(_HOST_FROM_LEVELS, {"hosts": json.dumps(touched)}):
+        levels_of = found.setdefault((int(s), str(h)), {})
+        if priority is not None:
+            levels_of[int(priority)] = due
+    gone_hosts = [host for host, levels_of in found.items() if not levels_of]
+    kept_hosts = [(*host, *host_figures(levels_of)) for host, levels_of in found.items()
+                  if levels_of]
     if gone_hosts:
         conn.executemany("DELETE FROM host_queue WHERE shard = ? AND host_key = ?", gone_hosts)
     if kept_hosts:
         conn.executemany(
-            "INSERT INTO host_queue (shard, host_key, next_due_at, best_priority)"
-            " VALUES (?, ?, ?, ?) ON CONFLICT (shard, host_key) DO UPDATE"
-            " SET next_due_at = excluded.next_due_at, best_priority = excluded.best_priority"
+            "INSERT INTO host_queue (shard, host_key, next_due_at, best_priority, best_due_at,"
+            " rest_due_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (shard, host_key) DO UPDATE"
+            " SET next_due_at = excluded.next_due_at, best_priority = excluded.best_priority,"
+            " best_due_at = excluded.best_due_at, rest_due_at = excluded.rest_due_at"
             " WHERE next_due_at <> excluded.next_due_at"
-            " OR best_priority <> excluded.best_priority",
+            " OR best_priority <> excluded.best_priority"
+            " OR best_due_at <> excluded.best_due_at OR rest_due_at <> excluded.rest_due_at",
             kept_hosts,
         )
+
+
+def host_figures(levels: dict[int, float]) -> tuple[float, int, float, float]:
+    """A host's queue row from its levels (priority → earliest due time):
+    ``(next_due_at, best_priority, best_due_at, rest_due_at)``."""
+    best = max(levels)
+    rest = min((due for priority, due in levels.items() if priority != best), default=math.inf)
+    return min(levels.values()), best, levels[best], rest
 
 
 def enter_queue(conn: sqlite3.Connection, rows: Iterable[tuple[int, str, float, int]]) -> None:
@@ -303,13 +345,11 @@ def enter_queue(conn: sqlite3.Connection, rows: Iterable[tuple[int, str, float, 
         levels[key] = due if seen is None or due < seen else seen
     if not levels:
         return
-    hosts: dict[tuple[int, str], tuple[float, int]] = {}
+    hosts: dict[tuple[int, str], dict[int, float]] = {}
     for (shard, host_key, priority), due in levels.items():
-        seen_host = hosts.get((shard, host_key))
-        hosts[(shard, host_key)] = (due, priority) if seen_host is None else (
-            min(seen_host[0], due), max(seen_host[1], priority))
+        hosts.setdefault((shard, host_key), {})[priority] = due
     conn.executemany(_ENTER_LEVEL, [(s, h, p, d) for (s, h, p), d in sorted(levels.items())])
-    conn.executemany(_ENTER, [(s, h, d, p) for (s, h), (d, p) in sorted(hosts.items())])
+    conn.executemany(_ENTER, [(s, h, *host_figures(of)) for (s, h), of in sorted(hosts.items())])
 
 
 _ENTER_LEVEL = (
@@ -319,9 +359,22 @@ _ENTER_LEVEL = (
 )
 
 _ENTER = (
-    "INSERT INTO host_queue (shard, host_key, next_due_at, best_priority) VALUES (?, ?, ?, ?)"
+    "INSERT INTO host_queue (shard, host_key, next_due_at, best_priority, best_due_at,"
+    " rest_due_at) VALUES (?, ?, ?, ?, ?, ?)"
     " ON CONFLICT (shard, host_key) DO UPDATE"
     " SET next_due_at = MIN(next_due_at, excluded.next_due_at),"
-    " best_priority = MAX(best_priority, excluded.best_priority)"
-    " WHERE excluded.next_due_at < next_due_at OR excluded.best_priority > best_priority"
+    " best_priority = MAX(best_priority, excluded.best_priority),"
+    " best_due_at = CASE WHEN excluded.best_priority > best_priority THEN excluded.best_due_at"
+    "   WHEN excluded.best_priority = best_priority THEN MIN(best_due_at, excluded.best_due_at)"
+    "   ELSE best_due_at END,"
+    # a better level arrived: the stored best joins the rest; every level that arrived
+    # is below the stored best: they all join it
+    " rest_due_at = CASE WHEN excluded.best_priority > best_priority"
+    "   THEN MIN(excluded.rest_due_at, best_due_at, rest_due_at)"
+    "   WHEN excluded.best_priority = best_priority THEN MIN(rest_due_at, excluded.rest_due_at)"
+    "   ELSE MIN(rest_due_at, excluded.next_due_at) END"
+    " WHERE excluded.best_priority > best_priority"
+    " OR (excluded.best_priority = best_priority AND (excluded.best_due_at < best_due_at"
+    "     OR excluded.rest_due_at < rest_due_at))"
+    " OR (excluded.best_priority < best_priority AND excluded.next_due_at < rest_due_at)"
 )
