@@ -14,6 +14,7 @@ SCHEDULED.
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -234,19 +235,27 @@ async def _read_matches(store: Store, model: dict[bytes, Row], data: st.DataObje
 
 
 _QUEUE_AND_TRUTH = (
-    "SELECT shard, host_key, next_due_at, best_priority, best_due_at, rest_due_at"
-    " FROM host_queue ORDER BY 1, 2",
-    # the head columns (migrations 0020 SQLite, 0023 PostgreSQL): the best level's
-    # earliest due time, the other levels' (+infinity when there is none)
-    "SELECT u.shard, u.host_key, MIN(u.next_fetch_at), b.best,"
-    " MIN(CASE WHEN u.priority = b.best THEN u.next_fetch_at END),"
-    " COALESCE(MIN(CASE WHEN u.priority < b.best THEN u.next_fetch_at END), {inf})"
-    " FROM urls u JOIN (SELECT shard, host_key, MAX(priority) AS best FROM urls"
-    " WHERE state = 0 GROUP BY 1, 2) b ON b.shard = u.shard AND b.host_key = u.host_key"
-    " WHERE u.state = 0 GROUP BY 1, 2, 4 ORDER BY 1, 2",
+    "SELECT shard, host_key, next_due_at, best_priority FROM host_queue ORDER BY 1, 2",
+    "SELECT shard, host_key, MIN(next_fetch_at), MAX(priority) FROM urls"
+    " WHERE state = 0 GROUP BY 1, 2 ORDER BY 1, 2",
     "SELECT shard, host_key, priority, next_due_at FROM host_levels ORDER BY 1, 2, 3",
     "SELECT shard, host_key, priority, MIN(next_fetch_at) FROM urls"
     " WHERE state = 0 GROUP BY 1, 2, 3 ORDER BY 1, 2, 3")
+
+# The levels of SQLite's host_queue (migration 0020): every level of the host, best first,
+# and its due time, as JSON (parsed), against the levels' rows grouped by host.
+_SQLITE_HEADS_AND_TRUTH = (
+    "SELECT shard, host_key, levels FROM host_queue ORDER BY 1, 2",
+    "SELECT shard, host_key, priority, MIN(next_fetch_at) FROM urls WHERE state = 0"
+    " GROUP BY 1, 2, 3 ORDER BY 1, 2, 3 DESC")
+
+# PostgreSQL's (migration 0023): the same as two arrays.
+_POSTGRES_HEADS_AND_TRUTH = (
+    "SELECT shard, host_key, level_priorities, level_due_ats FROM host_queue ORDER BY 1, 2",
+    "SELECT shard, host_key, array_agg(priority ORDER BY priority DESC),"
+    " array_agg(due ORDER BY priority DESC) FROM (SELECT shard, host_key, priority,"
+    " min(next_fetch_at) AS due FROM urls WHERE state = 0 GROUP BY 1, 2, 3) AS lv"
+    " GROUP BY 1, 2 ORDER BY 1, 2")
 
 
 async def _assert_queue_exact(store: Store) -> None:
@@ -254,20 +263,28 @@ async def _assert_queue_exact(store: Store) -> None:
     its rows (the refill trusts them; commits keep them by difference)."""
     if isinstance(store, SqliteStore):
         def read(conn: sqlite3.Connection) -> list[list[tuple[object, ...]]]:
-            return [conn.execute(sql.format(inf="9e999")).fetchall() for sql in _QUEUE_AND_TRUTH]
+            found = [conn.execute(sql).fetchall()
+                     for sql in _QUEUE_AND_TRUTH + _SQLITE_HEADS_AND_TRUTH]
+            grouped: dict[tuple[object, object], list[list[object]]] = {}
+            for shard, host, priority, due in found[5]:
+                grouped.setdefault((shard, host), []).append([priority, due])
+            found[4] = [(s, h, json.loads(levels)) for s, h, levels in found[4]]
+            found[5] = [(s, h, levels) for (s, h), levels in grouped.items()]
+            return found
 
         found = await store._call(read)
     elif isinstance(store, PostgresStore):
         async def fetch(conn: Any) -> list[list[tuple[object, ...]]]:
-            return [[tuple(r) for r in await conn.fetch(sql.format(inf="'infinity'::float8"))]
-                    for sql in _QUEUE_AND_TRUTH]
+            return [[tuple(r) for r in await conn.fetch(sql)]
+                    for sql in _QUEUE_AND_TRUTH + _POSTGRES_HEADS_AND_TRUTH]
 
         found = await store._run("check", fetch, write=False)
     else:
         return
-    queue, queue_truth, levels, level_truth = found
+    queue, queue_truth, levels, level_truth, heads, head_truth = found
     assert queue == queue_truth
     assert levels == level_truth
+    assert heads == head_truth
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow],

@@ -2,10 +2,10 @@
 
 Three structures serve it (migrations 0010 and 0011):
 
-* ``host_queue (shard, host_key, next_due_at, best_priority, best_due_at,
-  rest_due_at)`` — for every host with QUEUED rows, the earliest
-  ``next_fetch_at`` and the best priority of those rows, and the earliest
-  ``next_fetch_at`` of its best level and of its other levels (migration 0020);
+* ``host_queue (shard, host_key, next_due_at, best_priority, levels)`` — for
+  every host with QUEUED rows, the earliest ``next_fetch_at`` and the best
+  priority of those rows, and (migration 0020) its host_levels rows as a JSON
+  array of ``[priority, next_due_at]``, best level first;
 * ``host_levels (shard, host_key, priority, next_due_at)`` — the same split by
   priority level: the earliest ``next_fetch_at`` of the host's QUEUED rows of
   that priority;
@@ -23,9 +23,8 @@ contract order, the overdue ones forming a prefix. So the ready hosts are a
 lazy k-way merge of one keyset-paginated index range per level of host_queue
 (per shard and level when only a few shards are asked for), and a host's best
 rows come from one ``urls_queued`` range of at most ``k`` rows per level that
-has a due row, sorted in Python: a host none of whose other levels is due
-(``rest_due_at > now``) reads its best level's range alone; only the others ask
-host_levels which levels are due. A refill costs about
+has a due row, sorted in Python; the host range reads each host's levels from
+the index it walks, so no host_levels row is read. A refill costs about
 ``levels + hosts walked + due levels probed + rows returned`` index steps,
 whatever the backlog of due or known rows.
 """
@@ -54,8 +53,8 @@ FIRST_PAGE = 64
 Select = Callable[[sqlite3.Connection, Sequence[int], float, int, int, Collection[str]],
                   list[DueUrl]]
 
-#: rank, shard, host_key, rest_due_at
-HostKey = tuple[tuple[bool, int, float, str, int], int, str, float]
+#: rank, shard, host_key, levels (JSON)
+HostKey = tuple[tuple[bool, int, float, str, int], int, str, str]
 
 _LEVELS = """
 WITH RECURSIVE lv(p) AS (
@@ -68,7 +67,7 @@ SELECT p FROM lv WHERE p IS NOT NULL
 """
 
 _HOSTS = """
-SELECT shard, host_key, next_due_at, rest_due_at FROM host_queue INDEXED BY {index}
+SELECT shard, host_key, next_due_at, levels FROM host_queue INDEXED BY {index}
 WHERE {shard_clause} AND best_priority = :level AND next_due_at <= :now
   AND (next_due_at, host_key, shard) > (:after_due, :after_host, :after_shard)
   {skip_clause}
@@ -83,18 +82,14 @@ _COLUMNS = (
     " u.sitemap_lastmod, u.redirect_chain"
 )
 
-# The best k due rows of each (host, due level): one urls_queued range per level. A host
-# given with its best level (its only due one) skips host_levels.
+# The best k due rows of each host given as [shard, host_key, levels]: one urls_queued
+# range per level whose due time has come (the host-queue row's levels, read in SQL).
 _PROBE = f"""
-WITH h(i, shard, host_key, best) AS (
+WITH h(i, shard, host_key, levels) AS (
     SELECT key, value ->> 0, value ->> 1, value ->> 2 FROM json_each(:hosts)),
 lv(i, shard, host_key, p) AS (
-    SELECT i, shard, host_key, best FROM h WHERE best IS NOT NULL
-    UNION ALL
-    SELECT h.i, l.shard, l.host_key, l.priority FROM h JOIN host_levels AS l
-    ON l.shard = h.shard AND l.host_key = h.host_key AND l.next_due_at <= :now
-    WHERE h.best IS NULL
-)
+    SELECT h.i, h.shard, h.host_key, l.value ->> 0 FROM h, json_each(h.levels) AS l
+    WHERE l.value ->> 1 <= :now)
 SELECT lv.i, {_COLUMNS}
 FROM lv JOIN urls AS u ON u.url_key IN (
     SELECT url_key FROM urls INDEXED BY urls_queued
@@ -169,9 +164,9 @@ def _paged(
             "after_due": after[0], "after_host": after[1], "after_shard": after[2],
             "page": page,
         }).fetchall()
-        for row_shard, host_key, due, rest in rows:
+        for row_shard, host_key, due, levels in rows:
             yield ((due >= overdue_before, -level, due, host_key, row_shard), row_shard, host_key,
-                   rest)
+                   levels)
         if len(rows) < page:
             return
         after, page = (rows[-1][2], rows[-1][1], rows[-1][0]), 2 * page
@@ -214,8 +209,7 @@ def read_due(
     rows_per_host = float(per_host_limit)  # optimistic first guess, then what was seen
     while len(taken) < limit:
         remaining = limit - len(taken)
-        # a host none of whose other levels is due is probed at its best level alone
-        batch = [(shard, host, -rank[1] if rest > now else None) for rank, shard, host, rest
+        batch = [(shard, host, levels) for _, shard, host, levels
                  in islice(hosts, max(1, math.ceil(remaining / rows_per_host)))]
         if not batch:
             break
@@ -237,7 +231,7 @@ def _row_rank(d: DueUrl, overdue_before: float) -> tuple[bool, int, float, int, 
 
 def _probe(
     conn: sqlite3.Connection,
-    batch: list[tuple[int, str, int | None]],
+    batch: list[tuple[int, str, str]],
     now: float,
     overdue_before: float,
     k: int,
@@ -249,9 +243,7 @@ def _probe(
     are a prefix); the host's best ``k`` are among them, so sorting those suffices.
     """
     found: dict[int, list[DueUrl]] = {}
-    rows = conn.execute(
-        _PROBE, {"hosts": json.dumps(batch), "now": now, "k": k}
-    )
+    rows = conn.execute(_PROBE, {"hosts": json.dumps(batch), "now": now, "k": k})
     for r in rows:
         found.setdefault(r[0], []).append(
             DueUrl(
@@ -312,30 +304,31 @@ def refresh_levels(
     if gone_hosts:
         conn.executemany("DELETE FROM host_queue WHERE shard = ? AND host_key = ?", gone_hosts)
     if kept_hosts:
-        conn.executemany(
-            "INSERT INTO host_queue (shard, host_key, next_due_at, best_priority, best_due_at,"
-            " rest_due_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (shard, host_key) DO UPDATE"
-            " SET next_due_at = excluded.next_due_at, best_priority = excluded.best_priority,"
-            " best_due_at = excluded.best_due_at, rest_due_at = excluded.rest_due_at"
-            " WHERE next_due_at <> excluded.next_due_at"
-            " OR best_priority <> excluded.best_priority"
-            " OR best_due_at <> excluded.best_due_at OR rest_due_at <> excluded.rest_due_at",
-            kept_hosts,
-        )
+        conn.executemany(_SET_HOST, kept_hosts)
 
 
-def host_figures(levels: dict[int, float]) -> tuple[float, int, float, float]:
+def host_figures(levels: dict[int, float]) -> tuple[float, int, str]:
     """A host's queue row from its levels (priority → earliest due time):
-    ``(next_due_at, best_priority, best_due_at, rest_due_at)``."""
-    best = max(levels)
-    rest = min((due for priority, due in levels.items() if priority != best), default=math.inf)
-    return min(levels.values()), best, levels[best], rest
+    ``(next_due_at, best_priority, levels)``, the levels as JSON, best first."""
+    ordered = sorted(levels.items(), reverse=True)
+    return min(levels.values()), ordered[0][0], json.dumps(ordered)
+
+
+_SET_HOST = (
+    "INSERT INTO host_queue (shard, host_key, next_due_at, best_priority, levels)"
+    " VALUES (?, ?, ?, ?, ?) ON CONFLICT (shard, host_key) DO UPDATE"
+    " SET next_due_at = excluded.next_due_at, best_priority = excluded.best_priority,"
+    " levels = excluded.levels"
+    " WHERE next_due_at <> excluded.next_due_at OR best_priority <> excluded.best_priority"
+    " OR levels <> excluded.levels"
+)
 
 
 def enter_queue(conn: sqlite3.Connection, rows: Iterable[tuple[int, str, float, int]]) -> None:
     """Fold rows that entered QUEUED, as (shard, host_key, next_fetch_at, priority), into
-    host_levels and host_queue: one upsert per level and per host, lowering the due
-    time and raising best_priority."""
+    host_levels and host_queue: one upsert per level; each host's row is read, its levels
+    merged with the arriving ones (a new level, or an earlier due time) and written back
+    only when they changed."""
     levels: dict[tuple[int, str, int], float] = {}
     for shard, host_key, due, priority in rows:
         if due is None:
@@ -348,8 +341,21 @@ def enter_queue(conn: sqlite3.Connection, rows: Iterable[tuple[int, str, float, 
     hosts: dict[tuple[int, str], dict[int, float]] = {}
     for (shard, host_key, priority), due in levels.items():
         hosts.setdefault((shard, host_key), {})[priority] = due
+    changed: list[tuple[int, str, float, int, str]] = []
+    stored = conn.execute(_HOST_LEVELS_NOW, {"hosts": json.dumps(sorted(hosts))}).fetchall()
+    for shard, host_key, known in stored:  # merge with the levels the row holds
+        arriving = hosts[(int(shard), str(host_key))]
+        merged = {int(p): float(d) for p, d in json.loads(known)}
+        before = dict(merged)
+        for priority, due in arriving.items():
+            if priority not in merged or due < merged[priority]:
+                merged[priority] = due
+        if merged != before:
+            changed.append((int(shard), str(host_key), *host_figures(merged)))
+        del hosts[(int(shard), str(host_key))]
+    changed.extend((s, h, *host_figures(of)) for (s, h), of in hosts.items())  # new rows
     conn.executemany(_ENTER_LEVEL, [(s, h, p, d) for (s, h, p), d in sorted(levels.items())])
-    conn.executemany(_ENTER, [(s, h, *host_figures(of)) for (s, h), of in sorted(hosts.items())])
+    conn.executemany(_SET_HOST, sorted(changed))
 
 
 _ENTER_LEVEL = (
@@ -358,23 +364,8 @@ _ENTER_LEVEL = (
     " SET next_due_at = excluded.next_due_at WHERE excluded.next_due_at < next_due_at"
 )
 
-_ENTER = (
-    "INSERT INTO host_queue (shard, host_key, next_due_at, best_priority, best_due_at,"
-    " rest_due_at) VALUES (?, ?, ?, ?, ?, ?)"
-    " ON CONFLICT (shard, host_key) DO UPDATE"
-    " SET next_due_at = MIN(next_due_at, excluded.next_due_at),"
-    " best_priority = MAX(best_priority, excluded.best_priority),"
-    " best_due_at = CASE WHEN excluded.best_priority > best_priority THEN excluded.best_due_at"
-    "   WHEN excluded.best_priority = best_priority THEN MIN(best_due_at, excluded.best_due_at)"
-    "   ELSE best_due_at END,"
-    # a better level arrived: the stored best joins the rest; every level that arrived
-    # is below the stored best: they all join it
-    " rest_due_at = CASE WHEN excluded.best_priority > best_priority"
-    "   THEN MIN(excluded.rest_due_at, best_due_at, rest_due_at)"
-    "   WHEN excluded.best_priority = best_priority THEN MIN(rest_due_at, excluded.rest_due_at)"
-    "   ELSE MIN(rest_due_at, excluded.next_due_at) END"
-    " WHERE excluded.best_priority > best_priority"
-    " OR (excluded.best_priority = best_priority AND (excluded.best_due_at < best_due_at"
-    "     OR excluded.rest_due_at < rest_due_at))"
-    " OR (excluded.best_priority < best_priority AND excluded.next_due_at < rest_due_at)"
-)
+# The stored levels of these hosts (the ones with a queue row).
+_HOST_LEVELS_NOW = """
+SELECT q.shard, q.host_key, q.levels FROM json_each(:hosts) AS h
+JOIN host_queue AS q ON q.shard = h.value ->> 0 AND q.host_key = h.value ->> 1
+"""

@@ -1,41 +1,35 @@
--- courtier PostgreSQL schema: each host's head level in its host-queue row, and a refill
+-- courtier PostgreSQL schema: each host's levels in its host-queue row, and a refill
 -- that writes nothing (courtier_read_due).
 --
--- host_queue gains two columns, kept exact wherever best_priority and next_due_at are:
---   best_due_at  the earliest next_fetch_at of the host's QUEUED rows of its best level
---                (best_priority);
---   rest_due_at  the earliest next_fetch_at of its QUEUED rows of every other level
---                ('infinity' when it has none).
--- A ready host (next_due_at <= now) whose rest_due_at is after now has one due level,
--- its best: its due rows, in the contract's row order, are one range of
--- urls_queued_rank (priority = best_priority AND next_fetch_at <= now, ordered by
--- next_fetch_at, depth, url_key; the overdue rows are that range's prefix), which the
--- refill reads without probing host_levels. Only a host with more than one due level
--- reads its host_levels rows, as before.
+-- host_queue gains the host's host_levels rows as two arrays, best level first, kept
+-- exact wherever best_priority and next_due_at are:
+--   level_priorities  the priorities of the host's levels (its QUEUED rows'), descending;
+--   level_due_ats     the earliest next_fetch_at of each of those levels.
+-- A refill reads them with the host range it walks (the host-queue row it fetches
+-- anyway), so it knows a ready host's due levels without probing host_levels: a host
+-- costs one urls_queued_rank range per due level (priority = level AND next_fetch_at
+-- <= now, ordered by next_fetch_at, depth, url_key: the contract's row order inside a
+-- level, overdue rows first), reading the rows it returns. With ~1 due row a host that
+-- is one keyed read of a row per row returned.
 --
--- Upkeep: rows entering QUEUED fold into the row by the cases below
--- (courtier_queue_enter: the levels they bring against the stored best level); rows
--- leaving or changing recompute the row from host_levels (courtier_queue_from_levels),
--- which every such path already called.
+-- Upkeep: rows entering QUEUED merge their levels into the arrays (courtier_queue_enter,
+-- the row written only when a level is new or earlier); rows leaving or changing
+-- recompute the row from host_levels (courtier_queue_from_levels), which every such
+-- path already called. host_levels stays the per-level truth those recomputations use.
 ALTER TABLE host_queue
-    ADD COLUMN best_due_at double precision NOT NULL DEFAULT 'infinity',
-    ADD COLUMN rest_due_at double precision NOT NULL DEFAULT 'infinity';
+    ADD COLUMN level_priorities integer[] NOT NULL DEFAULT '{}',
+    ADD COLUMN level_due_ats double precision[] NOT NULL DEFAULT '{}';
 
 UPDATE host_queue q
-SET best_due_at = a.best_due, rest_due_at = a.rest_due
-FROM (
-    SELECT shard, host_key,
-           min(next_due_at) FILTER (WHERE priority = best) AS best_due,
-           coalesce(min(next_due_at) FILTER (WHERE priority < best), 'infinity') AS rest_due
-    FROM (SELECT l.*, max(l.priority) OVER (PARTITION BY l.shard, l.host_key) AS best
-          FROM host_levels l) AS lv
-    GROUP BY shard, host_key
-) AS a
+SET level_priorities = a.ps, level_due_ats = a.ds
+FROM (SELECT shard, host_key, array_agg(priority ORDER BY priority DESC) AS ps,
+             array_agg(next_due_at ORDER BY priority DESC) AS ds
+      FROM host_levels GROUP BY shard, host_key) AS a
 WHERE q.shard = a.shard AND q.host_key = a.host_key;
 
 -- Rows entered QUEUED, as (shard, host, priority, due): host_queue first, then
 -- host_levels, both in key order (the lock order of every function). A host's row
--- changes only when one of its four figures does.
+-- changes only when a level is new or due earlier.
 CREATE FUNCTION courtier_queue_enter(p_shards integer[], p_hosts text[],
                                      p_priority integer[], p_due double precision[])
 RETURNS void LANGUAGE plpgsql AS $$
@@ -44,36 +38,26 @@ BEGIN
         SELECT s, h, p, min(d) AS d
         FROM unnest(p_shards, p_hosts, p_priority, p_due) AS t(s, h, p, d)
         WHERE d IS NOT NULL GROUP BY s, h, p
-    ), ranked AS (
-        SELECT s, h, p, d, max(p) OVER (PARTITION BY s, h) AS best FROM lv
     )
-    INSERT INTO host_queue AS q (shard, host_key, next_due_at, best_priority, best_due_at,
-                                 rest_due_at)
-    SELECT s, h, min(d), max(p), min(d) FILTER (WHERE p = best),
-           coalesce(min(d) FILTER (WHERE p < best), 'infinity')
-    FROM ranked GROUP BY s, h ORDER BY s, h
+    INSERT INTO host_queue AS q (shard, host_key, next_due_at, best_priority,
+                                 level_priorities, level_due_ats)
+    SELECT s, h, min(d), max(p), array_agg(p ORDER BY p DESC), array_agg(d ORDER BY p DESC)
+    FROM lv GROUP BY s, h ORDER BY s, h
     ON CONFLICT (shard, host_key) DO UPDATE
         SET next_due_at = LEAST(q.next_due_at, EXCLUDED.next_due_at),
             best_priority = GREATEST(q.best_priority, EXCLUDED.best_priority),
-            best_due_at = CASE
-                WHEN EXCLUDED.best_priority > q.best_priority THEN EXCLUDED.best_due_at
-                WHEN EXCLUDED.best_priority = q.best_priority
-                    THEN LEAST(q.best_due_at, EXCLUDED.best_due_at)
-                ELSE q.best_due_at END,
-            rest_due_at = CASE
-                -- a better level arrived: the stored best level joins the rest
-                WHEN EXCLUDED.best_priority > q.best_priority
-                    THEN LEAST(EXCLUDED.rest_due_at, q.best_due_at, q.rest_due_at)
-                WHEN EXCLUDED.best_priority = q.best_priority
-                    THEN LEAST(q.rest_due_at, EXCLUDED.rest_due_at)
-                -- every level that arrived is below the stored best
-                ELSE LEAST(q.rest_due_at, EXCLUDED.next_due_at) END
-        WHERE EXCLUDED.best_priority > q.best_priority
-           OR (EXCLUDED.best_priority = q.best_priority
-               AND (EXCLUDED.best_due_at < q.best_due_at
-                    OR EXCLUDED.rest_due_at < q.rest_due_at))
-           OR (EXCLUDED.best_priority < q.best_priority
-               AND EXCLUDED.next_due_at < q.rest_due_at);
+            (level_priorities, level_due_ats) = (
+                SELECT array_agg(m.p ORDER BY m.p DESC), array_agg(m.d ORDER BY m.p DESC)
+                FROM (SELECT t.p, min(t.d) AS d
+                      FROM unnest(q.level_priorities || EXCLUDED.level_priorities,
+                                  q.level_due_ats || EXCLUDED.level_due_ats) AS t(p, d)
+                      GROUP BY t.p) AS m)
+        -- only when a level is new, or due earlier than the stored one
+        WHERE EXISTS (SELECT 1 FROM unnest(EXCLUDED.level_priorities,
+                                           EXCLUDED.level_due_ats) AS n(p, d)
+                      WHERE NOT EXISTS (
+                          SELECT 1 FROM unnest(q.level_priorities, q.level_due_ats) AS o(p, d)
+                          WHERE o.p = n.p AND o.d <= n.d));
     INSERT INTO host_levels AS l (shard, host_key, priority, next_due_at)
     SELECT s, h, p, min(d) FROM unnest(p_shards, p_hosts, p_priority, p_due) AS t(s, h, p, d)
     WHERE d IS NOT NULL GROUP BY s, h, p ORDER BY s, h, p
@@ -94,35 +78,31 @@ END;
 $$;
 
 -- host_queue rows of these hosts from their host_levels (deleted when none is left);
--- migration 13's function with the two head columns. Callers locked the rows first.
+-- migration 13's function with the level arrays. Callers locked the rows first.
 CREATE OR REPLACE FUNCTION courtier_queue_from_levels(p_shards integer[], p_hosts text[])
 RETURNS void LANGUAGE sql AS $$
     WITH t AS (
         SELECT DISTINCT s, h FROM unnest(p_shards, p_hosts) AS t(s, h)
-    ), lv AS (
-        SELECT t.s, t.h, l.priority, l.next_due_at,
-               max(l.priority) OVER (PARTITION BY t.s, t.h) AS best
-        FROM t LEFT JOIN host_levels l ON l.shard = t.s AND l.host_key = t.h
     ), agg AS (
-        SELECT s, h, max(priority) AS best, min(next_due_at) AS due,
-               min(next_due_at) FILTER (WHERE priority = best) AS best_due,
-               coalesce(min(next_due_at) FILTER (WHERE priority < best), 'infinity')
-                   AS rest_due
-        FROM lv GROUP BY s, h
+        SELECT t.s, t.h, max(l.priority) AS best, min(l.next_due_at) AS due,
+               array_agg(l.priority ORDER BY l.priority DESC) AS ps,
+               array_agg(l.next_due_at ORDER BY l.priority DESC) AS ds
+        FROM t LEFT JOIN host_levels l ON l.shard = t.s AND l.host_key = t.h
+        GROUP BY t.s, t.h
     ), emptied AS (
         DELETE FROM host_queue q USING agg a
         WHERE q.shard = a.s AND q.host_key = a.h AND a.best IS NULL
     )
     UPDATE host_queue q SET next_due_at = a.due, best_priority = a.best,
-                            best_due_at = a.best_due, rest_due_at = a.rest_due
+                            level_priorities = a.ps, level_due_ats = a.ds
     FROM agg a
     WHERE q.shard = a.s AND q.host_key = a.h AND a.best IS NOT NULL
       AND (q.next_due_at <> a.due OR q.best_priority <> a.best
-           OR q.best_due_at <> a.best_due OR q.rest_due_at <> a.rest_due);
+           OR q.level_priorities <> a.ps OR q.level_due_ats <> a.ds);
 $$;
 
 -- Migration 18's intake with its host-queue upkeep in courtier_queue_enter (the same two
--- upserts, from the same per-level aggregates, plus the head columns).
+-- upserts, from the same per-level aggregates, plus the level arrays).
 CREATE OR REPLACE FUNCTION courtier_add_urls(p_urls courtier_new_url[])
 RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
@@ -193,8 +173,9 @@ ALTER FUNCTION courtier_add_urls(courtier_new_url[])
 -- over the host queue's level ranges, keyset-paginated in batches sized by the rows
 -- still wanted, each batch one statement that returns its rows; no advisory lock, no
 -- UPDATE, no host-queue upkeep. STABLE: every statement reads the caller's snapshot, so
--- the walk sees one state of the store. A host with one due level (rest_due_at > now)
--- reads one urls_queued_rank range of its best level; others probe host_levels first.
+-- the walk sees one state of the store. The host range also gives each host's due
+-- levels (from its level arrays), so a batch reads one urls_queued_rank range per due
+-- level and nothing else.
 CREATE FUNCTION courtier_read_due(p_shards integer[], p_now double precision,
                                   p_overdue double precision, p_limit integer,
                                   p_per_host integer, p_skip text[])
@@ -217,10 +198,11 @@ DECLARE
     v_after_shard integer;
     v_want integer;
     v_rate double precision := greatest(p_per_host, 1);  -- rows per host, then as seen
-    v_hs integer[];
-    v_hh text[];
-    v_hd double precision[];
-    v_hr double precision[];
+    v_hosts integer;
+    v_ls integer[];
+    v_lh text[];
+    v_lr bigint[];
+    v_lp integer[];
     v_taken bigint := 0;
     v_got bigint;
 BEGIN
@@ -249,39 +231,44 @@ BEGIN
             LOOP
                 EXIT ranges WHEN v_taken >= p_limit;
                 v_want := greatest(1, ceil((p_limit - v_taken) / v_rate))::integer;
-                SELECT array_agg(r.shard), array_agg(r.host_key), array_agg(r.next_due_at),
-                       array_agg(r.rest_due_at)
-                INTO v_hs, v_hh, v_hd, v_hr
-                FROM (SELECT q.shard, q.host_key, q.next_due_at, q.rest_due_at
-                      FROM host_queue q
-                      WHERE q.best_priority = v_level
-                        AND q.next_due_at >= v_low AND q.next_due_at <= p_now
-                        AND (NOT v_late OR q.next_due_at < p_overdue)
-                        AND (q.next_due_at, q.host_key, q.shard)
-                            > (v_after_due, v_after_host, v_after_shard)
-                        AND q.shard = ANY(p_shards) AND q.host_key <> ALL(p_skip)
-                      ORDER BY q.next_due_at, q.host_key, q.shard LIMIT v_want) AS r;
-                EXIT WHEN v_hs IS NULL;
+                -- the next hosts of this range, and the due levels of each (host rank)
+                WITH r AS MATERIALIZED (
+                    SELECT k.*, row_number() OVER () AS rank
+                    FROM (SELECT q.shard, q.host_key, q.next_due_at, q.level_priorities,
+                                 q.level_due_ats
+                          FROM host_queue q
+                          WHERE q.best_priority = v_level
+                            AND q.next_due_at >= v_low AND q.next_due_at <= p_now
+                            AND (NOT v_late OR q.next_due_at < p_overdue)
+                            AND (q.next_due_at, q.host_key, q.shard)
+                                > (v_after_due, v_after_host, v_after_shard)
+                            AND q.shard = ANY(p_shards) AND q.host_key <> ALL(p_skip)
+                          ORDER BY q.next_due_at, q.host_key, q.shard LIMIT v_want) AS k
+                ), last AS (
+                    SELECT r.shard, r.host_key, r.next_due_at, r.rank FROM r
+                    ORDER BY r.rank DESC LIMIT 1
+                ), due AS (
+                    SELECT r.shard, r.host_key, r.rank, x.p FROM r
+                    CROSS JOIN LATERAL unnest(r.level_priorities, r.level_due_ats) AS x(p, d)
+                    WHERE x.d <= p_now
+                )
+                SELECT l.rank, l.next_due_at, l.host_key, l.shard,
+                       (SELECT array_agg(d.shard) FROM due d),
+                       (SELECT array_agg(d.host_key) FROM due d),
+                       (SELECT array_agg(d.rank) FROM due d),
+                       (SELECT array_agg(d.p) FROM due d)
+                INTO v_hosts, v_after_due, v_after_host, v_after_shard, v_ls, v_lh, v_lr, v_lp
+                FROM last l;
+                EXIT WHEN v_hosts IS NULL;
 
                 RETURN QUERY
-                WITH hosts AS (
-                    SELECT t.s, t.h, t.r, t.rank
-                    FROM unnest(v_hs, v_hh, v_hr) WITH ORDINALITY AS t(s, h, r, rank)
-                ), probed AS (
-                    SELECT h.rank AS host_rank, p.*,
+                WITH probed AS (
+                    SELECT lv.rank AS host_rank, p.*,
                            row_number() OVER (
-                               PARTITION BY h.rank
+                               PARTITION BY lv.rank
                                ORDER BY p.next_fetch_at < p_overdue DESC, p.priority DESC,
                                         p.next_fetch_at, p.depth, p.url_key) AS row_rank
-                    FROM hosts h
-                    CROSS JOIN LATERAL (
-                        -- one due level (the best): no host_levels probe
-                        SELECT v_level AS lp WHERE h.r > p_now
-                        UNION ALL
-                        SELECT l.priority FROM host_levels l
-                        WHERE h.r <= p_now AND l.shard = h.s AND l.host_key = h.h
-                          AND l.next_due_at <= p_now
-                    ) AS lv
+                    FROM unnest(v_ls, v_lh, v_lr, v_lp) AS lv(s, h, rank, lp)
                     CROSS JOIN LATERAL (
                         SELECT u.shard, u.url_key, u.url, u.host_key, u.depth, u.priority,
                                u.version, u.next_fetch_at, u.redirect_hops, u.etag,
@@ -289,7 +276,7 @@ BEGIN
                                u.change_stats, u.last_fetch_at, u.warc_file, u.simhash,
                                u.sitemap_changefreq, u.sitemap_lastmod, u.redirect_chain
                         FROM urls u
-                        WHERE u.shard = h.s AND u.host_key = h.h AND u.state = 0
+                        WHERE u.shard = lv.s AND u.host_key = lv.h AND u.state = 0
                           AND u.priority = lv.lp AND u.next_fetch_at <= p_now
                         ORDER BY u.next_fetch_at, u.depth, u.url_key
                         LIMIT least(p_per_host, p_limit - v_taken)
@@ -309,11 +296,8 @@ BEGIN
                 FROM chosen c;
                 GET DIAGNOSTICS v_got = ROW_COUNT;
                 v_taken := v_taken + v_got;
-                v_rate := greatest(1.0, v_got::double precision / cardinality(v_hs));
-                EXIT WHEN cardinality(v_hs) < v_want;
-                v_after_due := v_hd[cardinality(v_hd)];
-                v_after_host := v_hh[cardinality(v_hh)];
-                v_after_shard := v_hs[cardinality(v_hs)];
+                v_rate := greatest(1.0, v_got::double precision / v_hosts);
+                EXIT WHEN v_hosts < v_want;
             END LOOP;
         END LOOP;
     END LOOP;
@@ -386,3 +370,10 @@ BEGIN
     PERFORM courtier_levels_refresh(v_shards, v_hosts, v_prios);
 END;
 $$;
+
+-- CREATE OR REPLACE drops a function's settings: migration 16's, again (without them the
+-- marking joins every chosen key against whole partitions and JIT compiles it).
+ALTER FUNCTION courtier_load_due(integer[], double precision, double precision, integer,
+                                 integer, text[])
+    SET plan_cache_mode = force_custom_plan SET jit = off
+    SET enable_hashjoin = off SET enable_mergejoin = off;
