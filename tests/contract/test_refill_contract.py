@@ -1,4 +1,5 @@
-"""``Store.load_due`` equals a brute-force ranking written from the contract.
+"""``Store.load_due`` and ``Store.read_due`` equal a brute-force ranking written from the
+contract.
 
 The contract (store/base.py, ``load_due``): hosts with due QUEUED rows, not
 skipped, ordered by (overdue first, best priority over all their QUEUED rows
@@ -6,9 +7,14 @@ DESC, earliest next_fetch_at, host_key); each host gives its first
 ``min(per_host_limit, limit - taken)`` due rows ordered by (overdue first,
 priority DESC, next_fetch_at, depth, url_key). The model below keeps every row
 in a plain dict and ranks from scratch on every call; hypothesis drives random
-intake, refills, commits (of scheduled and of still-queued rows), releases and
-resets against both, and every refill must match exactly and leave the rows
-SCHEDULED.
+intake, refills, read-only refills, commits (of scheduled and of still-queued rows),
+releases and resets against both, and every refill must match exactly and leave the
+rows SCHEDULED; every read-only refill must match exactly twice in a row and change
+nothing. After every step the host queue (``host_queue``, its per-host copy of the
+levels, and ``host_levels``) must equal a ``GROUP BY`` over the rows. Seen red: the
+PostgreSQL read taking only each host's best level (a later row of another level came
+first), SQLite's intake not lowering a stored level's due time, the memory store's read
+not putting its rows back in the ready queue (the next refill missed them).
 """
 
 from __future__ import annotations

@@ -11,6 +11,8 @@ Row life cycle of a URL::
                    └──────────────────────┘   next_fetch_at set, or RETIRED
     reset_scheduled (new owner / restart): SCHEDULED ──► QUEUED
     release_shards / release (work given back):  SCHEDULED ──► QUEUED
+    read_due: the rows load_due would take, left QUEUED (the refill without marking:
+    the owner remembers what it holds; docs/scale-out.md, "The refill that writes nothing")
 
 The unique url_key is the truth about "seen". ``version`` counts completed
 fetch cycles; a lease carries the version it saw, and a commit is applied
