@@ -11,6 +11,8 @@ Row life cycle of a URL::
                    └──────────────────────┘   next_fetch_at set, or RETIRED
     reset_scheduled (new owner / restart): SCHEDULED ──► QUEUED
     release_shards / release (work given back):  SCHEDULED ──► QUEUED
+    read_due: the rows load_due would take, left QUEUED (the refill without marking:
+    the owner remembers what it holds; docs/scale-out.md, "The refill that writes nothing")
 
 The unique url_key is the truth about "seen". ``version`` counts completed
 fetch cycles; a lease carries the version it saw, and a commit is applied
@@ -146,6 +148,27 @@ class Store(ClusterStore, Protocol):
         Stores keep a per-shard host queue (next due time, best priority) exact
         on every write, so the cost grows with the rows returned, not with the
         backlog of due or known rows.
+        """
+
+    async def read_due(
+        self,
+        shards: Sequence[int],
+        now: float,
+        limit: int,
+        per_host_limit: int,
+        skip_hosts: Collection[str] = (),
+        epochs: Mapping[int, int] | None = None,
+    ) -> list[DueUrl]:
+        """The rows :meth:`load_due` would mark, in the same order, and nothing written.
+
+        The refill without marking (docs/scale-out.md, "The refill"): the rows stay
+        QUEUED, no host-queue row changes and no lock outlives the call; the shard's
+        lease is the guard against a second reader, and the caller remembers what it
+        holds (it passes those hosts as ``skip_hosts``). The selection is exactly
+        :meth:`load_due`'s on the same state (and, with ``epochs``, the same fence), so
+        calling it twice returns the same rows. Stores keep each host's best level and
+        the due times of that level and of its others in its host-queue row, so a host
+        whose best level alone is due costs one index range of the rows returned.
         """
 
     async def next_due_at(self, shards: Sequence[int], pending_only: bool = False) -> float | None:

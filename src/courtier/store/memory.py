@@ -164,22 +164,36 @@ class MemoryStore:
     async def load_due(self, shards: Sequence[int], now: float, limit: int,
                        per_host_limit: int, skip_hosts: Collection[str] = (),
                        epochs: Mapping[int, int] | None = None) -> list[DueUrl]:
+        keys = self._select(shards, now, limit, per_host_limit, skip_hosts, epochs)
+        for key in keys:
+            self.urls[key]["state"] = int(UrlState.SCHEDULED)
+        return [self._due_url(self.urls[key]) for key in keys]
+
+    async def read_due(self, shards: Sequence[int], now: float, limit: int,
+                       per_host_limit: int, skip_hosts: Collection[str] = (),
+                       epochs: Mapping[int, int] | None = None) -> list[DueUrl]:
+        keys = self._select(shards, now, limit, per_host_limit, skip_hosts, epochs)
+        for key in keys:  # the walk took them out of the ready queue: they go back
+            self._enqueue(self.urls[key])
+        return [self._due_url(self.urls[key]) for key in keys]
+
+    def _select(self, shards: Sequence[int], now: float, limit: int, per_host_limit: int,
+                skip_hosts: Collection[str], epochs: Mapping[int, int] | None) -> list[bytes]:
+        """The keys of the refill's rows in walk order, taken out of the ready queue."""
         if limit <= 0 or per_host_limit <= 0:
             return []
         shards = [s for s in shards if self._epoch_ok(s, epochs)]
-        keys = self._queue.take(shards, now, now - OVERDUE_AFTER, limit, per_host_limit,
+        return self._queue.take(shards, now, now - OVERDUE_AFTER, limit, per_host_limit,
                                 set(skip_hosts))
-        out: list[DueUrl] = []
-        for key in keys:
-            row = self.urls[key]
-            row["state"] = int(UrlState.SCHEDULED)
-            out.append(DueUrl(
-                row["url_key"], row["url"], row["host_key"], row["shard"], row["depth"],
-                row["priority"], row["version"], row["next_fetch_at"], row["redirect_hops"],
-                row["etag"], row["last_modified"], row["failure_count"], row["payload_digest"],
-                row["change_stats"], row["last_fetch_at"], row["warc_file"], row["simhash"],
-                row["sitemap_changefreq"], row["sitemap_lastmod"], row["redirect_chain"]))
-        return out
+
+    @staticmethod
+    def _due_url(row: dict[str, Any]) -> DueUrl:
+        return DueUrl(
+            row["url_key"], row["url"], row["host_key"], row["shard"], row["depth"],
+            row["priority"], row["version"], row["next_fetch_at"], row["redirect_hops"],
+            row["etag"], row["last_modified"], row["failure_count"], row["payload_digest"],
+            row["change_stats"], row["last_fetch_at"], row["warc_file"], row["simhash"],
+            row["sitemap_changefreq"], row["sitemap_lastmod"], row["redirect_chain"])
 
     async def next_due_at(self, shards: Sequence[int], pending_only: bool = False) -> float | None:
         if not pending_only:

@@ -282,6 +282,30 @@ class PostgresStore:
 
         return await self._run("load_due", job)
 
+    async def read_due(self, shards: Sequence[int], now: float, limit: int, per_host_limit: int,
+                       skip_hosts: Collection[str] = (),
+                       epochs: Mapping[int, int] | None = None) -> list[DueUrl]:
+        """One statement, no transaction, no lock (migration 0024's ``courtier_read_due``);
+        with ``epochs`` the fence is read in that statement's snapshot."""
+        if limit <= 0 or per_host_limit <= 0 or not shards:
+            return []
+        wanted, skip = sorted(set(shards)), sorted(set(skip_hosts))
+        args: list[object] = [now, now - OVERDUE_AFTER, limit, per_host_limit, skip, wanted]
+        if epochs is None:
+            chosen = "$6::integer[]"
+        else:
+            chosen = ("ARRAY(SELECT t.s FROM unnest($6::integer[]) AS t(s)"
+                      " LEFT JOIN unnest($7::integer[], $8::integer[]) AS e(s, epoch)"
+                      " ON e.s = t.s LEFT JOIN shards x ON x.shard = t.s"
+                      " WHERE e.epoch = coalesce(x.epoch, 0) ORDER BY t.s)")
+            args += [list(epochs), list(epochs.values())]
+        sql = f"SELECT * FROM courtier_read_due({chosen}, $1, $2, $3, $4, $5) ORDER BY walk"
+
+        async def job(conn: Conn) -> list[DueUrl]:
+            return [_rows.due_url(r) for r in await conn.fetch(sql, *args)]
+
+        return await self._run("read_due", job, write=False)
+
     async def reset_scheduled(self, shards: Sequence[int],
                               epochs: Mapping[int, int] | None = None) -> int:
         async def job(conn: Conn) -> int:

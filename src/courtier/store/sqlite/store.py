@@ -245,15 +245,35 @@ class SqliteStore:
         skip_hosts: Collection[str] = (),
         epochs: Mapping[int, int] | None = None,
     ) -> list[DueUrl]:
+        return await self._refill("load_due", _refill.load_due, shards, now, limit,
+                                  per_host_limit, skip_hosts, epochs)
+
+    async def read_due(
+        self,
+        shards: Sequence[int],
+        now: float,
+        limit: int,
+        per_host_limit: int,
+        skip_hosts: Collection[str] = (),
+        epochs: Mapping[int, int] | None = None,
+    ) -> list[DueUrl]:
+        """A read transaction (``BEGIN``, not ``IMMEDIATE``): it waits for no writer."""
+        return await self._refill("read_due", _refill.read_due, shards, now, limit,
+                                  per_host_limit, skip_hosts, epochs)
+
+    async def _refill(self, op: str, select: _refill.Select, shards: Sequence[int],
+                      now: float, limit: int, per_host_limit: int,
+                      skip_hosts: Collection[str],
+                      epochs: Mapping[int, int] | None) -> list[DueUrl]:
         shard_list, skip = list(shards), list(skip_hosts)
         fence = None if epochs is None else dict(epochs)
 
         def job(conn: sqlite3.Connection) -> list[DueUrl]:
             allowed = None if fence is None else _cluster.fenced_shards(conn, fence)
             wanted = [s for s in shard_list if allowed is None or s in allowed]
-            return _refill.load_due(conn, wanted, now, limit, per_host_limit, skip)
+            return select(conn, wanted, now, limit, per_host_limit, skip)
 
-        return await self._tx("load_due", job)
+        return await self._tx(op, job, write=select is _refill.load_due)
 
     async def reset_scheduled(self, shards: Sequence[int],
                               epochs: Mapping[int, int] | None = None) -> int:
