@@ -182,6 +182,20 @@ class Intake:
         while len(committed) > self.committed_window:
             committed.popitem(last=False)
 
+    def handed_in(self, keys: Iterable[bytes]) -> None:
+        """Keys of a result handed to the committer (written by its next batch)."""
+        if self.known is not None:
+            self.known.offer(keys)
+
+    def batch_started(self) -> int:
+        """A commit batch began; returns its generation for :meth:`batch_ended`."""
+        return 0 if self.known is None else self.known.batch_started()
+
+    def batch_ended(self, generation: int) -> None:
+        """That batch was acknowledged (after :meth:`remember`) or given up."""
+        if self.known is not None:
+            self.known.batch_ended(generation)
+
     def make(
         self,
         url: CanonicalUrl,
@@ -228,8 +242,8 @@ class Intake:
                 self.known_skips += 1
                 continue
             verdict = None if known is None else known.knows(key, url.shard)
-            if verdict:
-                self.known_skips += 1
+            if verdict or (verdict is False and known is not None and known.is_pending(key)):
+                self.known_skips += 1  # known, or written by a batch not committed yet
                 continue
             if verdict is None and not self.seen.maybe_seen(key):
                 self.definitely_new += 1

@@ -19,15 +19,20 @@ last key read at the next turn: nothing read is lost, nothing is claimed early.
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Collection, Iterable
 
 import numpy as np
 
+from courtier.core.logs import log_event
 from courtier.core.urls import SHARD_COUNT
 from courtier.dedup.known_urls import Keys, KnownUrls, keys_array
 from courtier.store.base import Store
 
 __all__ = ["KEYS_PER_READ", "KEYS_PER_TURN", "KnownUrlsLoader", "split_by_shard"]
+
+log = logging.getLogger("courtier.worker")
 
 #: keys one Store.url_keys answer holds at most (1 MB)
 KEYS_PER_READ = 65_536
@@ -65,6 +70,10 @@ class KnownUrlsLoader:
         self._done: set[int] = set()
         self.keys_read = 0
         self.reads = 0
+        #: when the pass under way began (perf counter), its shards and keys so far
+        self._began = 0.0
+        self._pass_shards = 0
+        self._pass_keys = 0
 
     @property
     def loading(self) -> bool:
@@ -99,6 +108,8 @@ class KnownUrlsLoader:
                 self._after = b""
                 if not self._pass:
                     break
+                self._began, self._pass_shards, self._pass_keys = (
+                    time.perf_counter(), len(self._pass), 0)
             blob = await self._store.url_keys(self._pass, self._after, self.keys_per_read)
             self.reads += 1
             keys = keys_array(blob)
@@ -119,5 +130,13 @@ class KnownUrlsLoader:
             self._pass = [s for s in self._pass if s not in finished and s in kept]
             if len(keys):
                 self._after = bytes(keys[-1:].tobytes())
+            self._pass_keys += len(keys)
+            if not self._pass:
+                log_event(log, logging.INFO, "known_urls_loaded",
+                          "read the known URL keys of %d shards: %d keys in %.1f s (%d held)",
+                          self._pass_shards, self._pass_keys,
+                          time.perf_counter() - self._began, len(self.known),
+                          shards=self._pass_shards, keys=self._pass_keys,
+                          held=len(self.known), refused=len(self.known.refused))
         done, self._done = self._done, set()
         return done

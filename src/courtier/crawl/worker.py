@@ -147,7 +147,11 @@ class Worker:
         # alone too: a restart on the same store continues the throttles and the index
         shard_state = ShardStateKeeper(store, intake.traps, self.processor.duplicates, clock)
         # the owner-local URL state the intake decides links with: loaded per gained shard
-        known_loader = None if intake.known is None else KnownUrlsLoader(store, intake.known)
+        known, known_loader = intake.known, None
+        if known is not None:
+            known_loader = KnownUrlsLoader(store, known)
+            self.metrics.known_urls.set_function(known.__len__)
+            self.metrics.known_url_shards_loading.set_function(lambda: len(known.loading()))
         self.shard_keeper = ShardKeeper(
             store, clock, self.frontier, self.metrics, self.in_flight, self.committer,
             self.releaser, self.request_stop, owner, coordinator, shard_state, shards,

@@ -117,6 +117,10 @@ class KnownUrls:
         #: links decided here: known (dropped) and new (written without a store probe first)
         self.hits = 0
         self.misses = 0
+        #: key → the batch generation it was handed in under: written by a batch not yet
+        #: acknowledged (never claimed known; see :meth:`offer`)
+        self._pending: dict[bytes, int] = {}
+        self._generation = 0
 
     # ---- shards come and go --------------------------------------------------------------
 
@@ -194,7 +198,9 @@ class KnownUrls:
         shards not held are ignored; those of a loading shard are kept for its finish."""
         shards = self._shards
         count = self.shard_count
+        pending = self._pending
         for key in keys:
+            pending.pop(key, None)
             state = shards.get(shard_of_key(key, count))
             if state is None or key in state.recent:
                 continue
@@ -208,6 +214,30 @@ class KnownUrls:
                 state.keys = _merged(state.keys, state.recent)
                 state.recent = set()
                 self._size += state.size() - before
+
+    # ---- keys written by batches not acknowledged yet ----------------------------------------
+
+    def offer(self, keys: Iterable[bytes]) -> None:
+        """Keys of results handed to the committer: written by the next batch. A link to
+        one of them met before that batch ends need not be written again (it rides the
+        earlier batch, committed first). They are not known: :meth:`knows` never says so."""
+        generation = self._generation
+        pending = self._pending
+        for key in keys:
+            pending[key] = generation
+
+    def is_pending(self, key: bytes) -> bool:
+        return key in self._pending
+
+    def batch_started(self) -> int:
+        """A commit batch takes every result handed in so far; returns its generation."""
+        self._generation += 1
+        return self._generation
+
+    def batch_ended(self, generation: int) -> None:
+        """That batch was acknowledged (its keys were added first) or given up: the keys
+        handed in before it began are pending no more (a later sighting writes them)."""
+        self._pending = {k: g for k, g in self._pending.items() if g >= generation}
 
     # ---- figures -------------------------------------------------------------------------
 

@@ -144,3 +144,21 @@ def test_never_claims_a_key_it_was_not_given(ops: list[tuple[str, int, list[byte
                 else:
                     assert verdict is (k in seen_by[s])
                     assert not verdict or k in durable[s]
+
+
+def test_keys_handed_in_are_pending_until_their_batch_ends() -> None:
+    """Pending is never known; a batch's end clears what was handed in before it began
+    (acknowledged keys became known first), not what came after."""
+    known = KnownUrls()
+    loaded(known, 2, [])
+    early, late = key_of(2, b"\x01"), key_of(2, b"\x02")
+    known.offer([early])
+    generation = known.batch_started()  # takes ``early``
+    known.offer([late])                  # handed in during the commit: the next batch
+    assert known.is_pending(early) and known.knows(early, 2) is False
+    known.batch_ended(generation)        # given up: ``early`` is written again next time
+    assert not known.is_pending(early) and known.is_pending(late)
+    generation = known.batch_started()
+    known.add([late])                    # acknowledged
+    known.batch_ended(generation)
+    assert not known.is_pending(late) and known.knows(late, 2) is True
