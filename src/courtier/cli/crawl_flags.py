@@ -36,6 +36,10 @@ def add_crawl_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ip-delay", type=float,
                    help="seconds between request starts to one IP address (0)")
     p.add_argument("--concurrency", type=int, help="concurrent fetches in total (64)")
+    p.add_argument("--known-urls-cap", type=int,
+                   help="URL keys of held shards kept exactly in memory, ~19 bytes each "
+                        "(20000000; past it a shard's links go to the Bloom filter and the "
+                        "store; 0: none)")
     p.add_argument("--scope", choices=SCOPES, help="which hosts to follow (seeds-hosts)")
     p.add_argument("--include", action="append", help="regex a URL must match (repeatable)")
     p.add_argument("--exclude", action="append", help="regex that rejects a URL (repeatable)")

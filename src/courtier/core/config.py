@@ -47,6 +47,7 @@ class CrawlConfig:
     max_in_flight_per_ip: int = 8
     ip_delay: float = 0.0
     concurrency: int = 64
+    known_urls_cap: int = 20_000_000   # URL keys held exactly in memory (dedup/known_urls.py)
     scope: str = "seeds-hosts"
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
@@ -122,6 +123,8 @@ class CrawlConfig:
             raise ConfigError("--max-in-flight-per-ip must be >= 0 (0: no per-IP cap)")
         if self.ip_delay < 0:
             raise ConfigError("--ip-delay must be >= 0")
+        if self.known_urls_cap < 0:
+            raise ConfigError("--known-urls-cap must be >= 0 (0: no owner-local URL state)")
         if self.api is not None:
             api_address(self.api)
         for name in self.api_allowed_hosts:

@@ -46,6 +46,11 @@ SETTING_DOCS: dict[str, SettingDoc] = {
     "ip_delay": SettingDoc("Politeness", "Least time between request starts to one IP address "
                            "across its hosts.", "seconds"),
     "concurrency": SettingDoc("Crawl", "Fetches in flight in total across all hosts."),
+    "known_urls_cap": SettingDoc("Crawl", "URL keys of the shards a worker holds that it keeps "
+                                 "exactly in memory (~19 bytes each) to decide links without "
+                                 "the store; shards past it fall back to the Bloom filter and "
+                                 "the store's probe. 0 turns the owner-local state off.",
+                                 "keys"),
     "scope": SettingDoc("Scope", "Which hosts links are followed to: `seeds-hosts` (the seeds' "
                         "hosts), `seeds-domains` (their registrable domains) or `any`."),
     "include": SettingDoc("Scope", "Regular expressions a URL must match to be crawled "

@@ -43,6 +43,7 @@ from courtier.crawl.outbox_retention import RETENTION_SHARD, OutboxRetention
 from courtier.crawl.progress import Progress, progress_stream
 from courtier.crawl.status import STOP_REASONS, CrawlStatus
 from courtier.crawl.worker import Worker
+from courtier.dedup.known_urls import KnownUrls
 from courtier.fetch.aiohttp_transport import AiohttpTransport
 from courtier.fetch.guard import AddressGuard
 from courtier.fetch.resolver import Resolver, load_hosts_file
@@ -161,7 +162,7 @@ async def crawl(
                           figures, reason="segment lost before its upload")
             ticks = asyncio.create_task(archive.run_ticks())
         tracker = ShardedTemplateTracker(trap_rules_from(config.traps), clock)
-        intake = Intake(Scope(config, []), traps=tracker)
+        intake = Intake(Scope(config, []), traps=tracker, known=known_urls_for(config))
         rows, problems = collect_seeds(config, intake, clock.now())
         for problem in problems:
             if report_problem is not None:
@@ -319,6 +320,12 @@ def open_archive(config: CrawlConfig, store: Store) -> SpooledArchive:
     return SpooledArchive(config.archive, config.data / "spool", owner, store, options=options,
                           max_bytes=config.archive_segment_bytes,
                           max_age=config.archive_segment_age, software=config.user_agent)
+
+
+def known_urls_for(config: CrawlConfig) -> KnownUrls | None:
+    """The owner-local state a worker's intake decides links with: the exact known URL
+    keys of the shards it holds (dedup/known_urls.py), None with ``--known-urls-cap 0``."""
+    return KnownUrls(config.known_urls_cap) if config.known_urls_cap > 0 else None
 
 
 def host_ip_lookup(resolver: Resolver) -> Callable[[str], Awaitable[str | None]]:

@@ -292,6 +292,14 @@ class ClusterStore(Protocol):
         ``limit_per_shard`` per shard: what a new owner rebuilds its near-duplicate index
         from. Shards without such rows are absent. A read; one round trip."""
 
+    async def url_keys(self, shards: Sequence[int], after: bytes, limit: int) -> bytes:
+        """The ``url_key`` of every row of ``shards`` above ``after`` (``b""``: from the
+        first), in key order, at most ``limit`` of them, joined into one ``bytes`` (16
+        bytes a key). A key's leading bits are its shard, so key order is shard order
+        first: a shard is read completely once a key of a later shard comes back, or
+        fewer than ``limit`` do. What a new owner streams its known-URL set from
+        (crawl/known_loader.py). A read; one round trip."""
+
     # ---- per-IP slots --------------------------------------------------------------------
 
     async def acquire_ip_slot(self, ip: str, owner: str, max_concurrent: int,

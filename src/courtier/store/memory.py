@@ -589,6 +589,11 @@ class MemoryStore:
                 out[shard] = [(key, fp) for _, key, fp in rows[:limit_per_shard]]
         return out
 
+    async def url_keys(self, shards: Sequence[int], after: bytes, limit: int) -> bytes:
+        wanted = set(shards)
+        found = sorted(k for k, row in self.urls.items() if row["shard"] in wanted and k > after)
+        return b"".join(found[:max(0, limit)])
+
     # ---- per-IP slots --------------------------------------------------------------------
 
     async def acquire_ip_slot(self, ip: str, owner: str, max_concurrent: int,

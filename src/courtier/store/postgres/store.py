@@ -611,6 +611,23 @@ class PostgresStore:
 
         return await self._run("load_simhashes", job, write=False)
 
+    async def url_keys(self, shards: Sequence[int], after: bytes, limit: int) -> bytes:
+        wanted = sorted(set(shards))
+        if not wanted or limit <= 0:
+            return b""
+
+        async def job(conn: Conn) -> bytes:
+            # one bytea of the keys (no row object per key on the client); the primary key
+            # (shard, url_key) returns them in order for the shards asked
+            blob = await conn.fetchval(
+                "SELECT string_agg(url_key, ''::bytea ORDER BY shard, url_key) FROM ("
+                " SELECT shard, url_key FROM urls WHERE shard = ANY($1::int[])"
+                " AND url_key > $2 ORDER BY shard, url_key LIMIT $3) k",
+                wanted, after, limit)
+            return bytes(blob) if blob is not None else b""
+
+        return await self._run("url_keys", job, write=False)
+
     async def acquire_ip_slot(self, ip: str, owner: str, max_concurrent: int,
                               min_gap: float, ttl: float, now: float) -> IpGrant:
         async def job(conn: Conn) -> IpGrant:

@@ -477,6 +477,22 @@ class SqliteStore:
             return {}
         return await self._tx("load_simhashes", job, write=False)
 
+    async def url_keys(self, shards: Sequence[int], after: bytes, limit: int) -> bytes:
+        wanted = sorted(set(shards))
+        if not wanted or limit <= 0:
+            return b""
+
+        def job(conn: sqlite3.Connection) -> bytes:
+            # the primary key is url_key, whose leading bits are the shard: a range scan
+            # from ``after`` that skips the rows of other shards
+            rows = conn.execute(
+                "SELECT url_key FROM urls WHERE url_key > ? AND shard IN "
+                f"({', '.join('?' * len(wanted))}) ORDER BY url_key LIMIT ?",
+                (after, *wanted, limit)).fetchall()
+            return b"".join(bytes(r[0]) for r in rows)
+
+        return await self._tx("url_keys", job, write=False)
+
     async def acquire_ip_slot(self, ip: str, owner: str, max_concurrent: int,
                               min_gap: float, ttl: float, now: float) -> IpGrant:
         return await self._tx("acquire_ip_slot", lambda conn: _cluster.acquire_ip(
