@@ -9,6 +9,15 @@ are looked through to their caller. Start-up imports are a stage of their own.
 
     .venv/bin/python bench/profile_stages.py PROFILE.txt --pages 20000 [--cpu-s 96.1]
 
+Record with ``py-spy record --gil`` (``crawl_vs_scrapy.py --profile-courtier
+--profile-gil``): only the thread holding the GIL is sampled, so the samples add up
+to the process's CPU. Without ``--gil``, py-spy also samples threads that wait for
+the GIL or for a core (a parse thread between two C calls, the store's thread), which
+on a busy machine inflates those stages (issue 35: the off-loop parse's ``ada``
+call, 4 µs, showed as 5 % of the crawl). What runs with the GIL released (Lexbor's
+parse, SHA-256, ISA-L's deflate, SQLite) is not in a ``--gil`` profile; ``perf
+record`` sorted by shared object gives that part.
+
 With ``--pages`` it prints ms of CPU per page for each stage; with ``--cpu-s``
 (the run's measured CPU) the per-page figures are scaled to it instead of to
 the sample count ÷ rate.
@@ -25,12 +34,13 @@ from pathlib import Path
 RULES: list[tuple[str, re.Pattern[str]]] = [
     ("start-up (imports)", re.compile(r"\(<frozen importlib|\(importlib/")),
     ("dedup (Bloom, digest, SimHash)", re.compile(
-        r"\((courtier/dedup/|numpy/|rbloom)|\b(sha256|payload_digest|digest_of)\b")),
+        r"\((courtier/dedup/|numpy/|numba/|rbloom)|\b(sha256|payload_digest|digest_of)\b")),
     ("WARC writing + compression", re.compile(
         r"\((courtier/archive/|warcio/|fastwarc|isal/|gzip\.py|zlib)")),
     ("parse + link extraction", re.compile(r"\((courtier/parse/|selectolax/|html/)")),
     ("canonicalization + scope + traps", re.compile(
-        r"\((courtier/urls\.py|courtier/intake\.py|courtier/frontier/(traps|templates)\.py|"
+        r"\((courtier/(core/)?urls\.py|courtier/(crawl/)?(intake|link_memo)\.py|"
+        r"courtier/frontier/(traps|trap_state|trap_rules|templates)\.py|"
         r"ada_url/|publicsuffixlist/|urllib/|ipaddress\.py|encodings/idna)")),
     ("store commit (SQLite)", re.compile(r"\((courtier/store/|sqlite3/)")),
     ("politeness (robots, delays)", re.compile(r"\(courtier/politeness/")),
@@ -38,9 +48,14 @@ RULES: list[tuple[str, re.Pattern[str]]] = [
     ("HTTP client", re.compile(
         r"\((aiohttp/|courtier/fetch/|multidict/|yarl/|aiodns/|brotli|aiohappyeyeballs/|"
         r"propcache/|http/cookies|email/)")),
+    ("events (feed entries, JSON)", re.compile(
+        r"\((courtier/events/|json/|courtier/core/records\.py)")),
     ("logging / progress / metrics / API", re.compile(
-        r"\((logging/|courtier/(progress|metrics)\.py|prometheus_client/|courtier/api/)")),
-    ("worker + page pipeline glue", re.compile(r"\(courtier/(worker|process|app|outcome)\.py")),
+        r"\((logging/|courtier/(crawl/)?(progress|metrics)\.py|prometheus_client/|"
+        r"courtier/api/)")),
+    ("worker + page pipeline glue", re.compile(
+        r"\(courtier/(crawl/|core/)?(worker|process|app|outcome|fetcher|committer|"
+        r"in_flight|pacer|refiller|releaser)\.py")),
     ("asyncio + event loop", re.compile(
         r"\((asyncio/|uvloop/|selectors\.py|concurrent/futures/|threading\.py|socket\.py)")),
 ]

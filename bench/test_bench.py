@@ -231,3 +231,22 @@ def test_record_figures_from_a_real_crawl_directory(tmp_path: Path) -> None:
     loaded, raw = load_figures(out)           # the plan command accepts what was written
     assert loaded.cpu_seconds_per_page == pytest.approx(0.005)
     assert json.loads(out.read_text())["measured_at"] == raw["measured_at"]
+
+
+def test_profile_stages_knows_the_package_layout() -> None:
+    """Frames of the modules as they are laid out now land in their stage (the rules once
+    named ``courtier/urls.py`` and ``courtier/worker.py``, so after the moves into
+    packages canonicalization and the worker's glue were charged to asyncio)."""
+    import profile_stages
+
+    def stage(frame: str) -> str:
+        return profile_stages.stage_of(["Runner.run (asyncio/runners.py:118)", frame])
+
+    assert stage("canonicalize_link (courtier/crawl/link_memo.py:84)").startswith("canonical")
+    assert stage("canonicalize (courtier/core/urls.py:300)").startswith("canonical")
+    assert stage("Intake.links (courtier/crawl/intake.py:217)").startswith("canonical")
+    assert stage("PageProcessor._ok (courtier/crawl/process.py:369)").startswith("worker")
+    assert stage("Fetcher.fetch (courtier/crawl/fetcher.py:200)").startswith("worker")
+    assert stage("link_entries (courtier/events/feed.py:49)").startswith("events")
+    assert stage("_run (courtier/dedup/simhash.py:250)").startswith("dedup")
+    assert stage("Runner.run (asyncio/runners.py:118)").startswith("asyncio")
