@@ -242,49 +242,12 @@ def prepare_compiled() -> bool:
     return compiled_kernels() is not None
 
 
-class _Scratch(threading.local):
-    """One thread's arrays for the kernels, kept from page to page (grown, never shrunk,
-    up to :data:`_SCRATCH_BYTES` of text): new ones for every page cost the kernels a
-    third more time, in page faults on memory the allocator had just given back."""
-
-    def __init__(self) -> None:
-        self.capacity = -1
-        self.buf = np.empty(0, dtype=np.uint8)
-        self.hashes = np.empty(0, dtype=np.uint64)
-        self.long_at = np.empty((0, 3), dtype=np.intp)
-        self.edges = np.empty(0, dtype=np.int32)
-
-
-_scratch = _Scratch()
-#: separated texts up to this size use the thread's kept arrays; longer ones get their own
-_SCRATCH_BYTES = 1 << 20
-
-
-def _arrays(k: Any, size: int) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.uint64],
-                                         npt.NDArray[np.intp], npt.NDArray[np.int32]]:
-    """Arrays for a separated text of ``size`` bytes: buffer (``size`` + 9), word hashes
-    (a word is followed by a space), long-word rows and word edges."""
-    scratch = _scratch
-    if size <= scratch.capacity:
-        return scratch.buf, scratch.hashes, scratch.long_at, scratch.edges
-    capacity = size if size > _SCRATCH_BYTES else min(max(size, 2 * scratch.capacity,
-                                                          1 << 16), _SCRATCH_BYTES)
-    arrays = (np.empty(capacity + len(_PAD), dtype=np.uint8),
-              np.empty(capacity // 2 + 1, dtype=np.uint64),
-              np.empty((capacity // (k.SHORT + 2) + 1, 3), dtype=np.intp),
-              np.empty(capacity + 2, dtype=np.int32))
-    if size <= _SCRATCH_BYTES:
-        scratch.capacity = capacity
-        scratch.buf, scratch.hashes, scratch.long_at, scratch.edges = arrays
-    return arrays
-
-
 def _run(k: Any, sep: bytes) -> tuple[int, int]:
     size = len(sep)
-    buf, hashes, long_at, edges = _arrays(k, size)
-    buf[:size] = np.frombuffer(sep, dtype=np.uint8)
-    buf[size:size + len(_PAD)] = 0x20  # the space after the last word, and room to read
-    words, longs = k.word_hashes(buf, size, hashes, long_at, edges)
+    buf = np.frombuffer(sep + _PAD, dtype=np.uint8)
+    hashes = np.empty(size // 2 + 1, dtype=np.uint64)  # a word is followed by a space
+    long_at = np.empty((size // (k.SHORT + 2) + 1, 3), dtype=np.intp)
+    words, longs = k.word_hashes(buf, size, hashes, long_at)
     if longs:
         digest = xxhash.xxh3_64_intdigest
         for w, start, n in long_at[:longs].tolist():
