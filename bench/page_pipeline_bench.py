@@ -9,7 +9,12 @@ fresh interpreters, alternating the trees run by run, and prints the median
 process CPU per page of each.
 
     git archive <ref> src | tar -x -C /tmp/before
-    .venv/bin/python bench/page_pipeline_bench.py --before-src /tmp/before/src [--runs 7]
+    .venv/bin/python bench/page_pipeline_bench.py --before-src /tmp/before/src [--runs 7] \
+        [--page-bytes 80000 --links 100]
+
+Each page's parse is the one the crawl runs for its size: inline (text uncollapsed) up to
+64 KB, above that the function the crawl's parse thread runs. Besides the totals it prints
+the median ms per page of each stage in each tree.
 
 It needs no server: the pages come from ``static_web.generate`` (same generator and
 seed as ``crawl_vs_scrapy.py``).
