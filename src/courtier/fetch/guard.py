@@ -121,8 +121,9 @@ class AddressGuard:
 
     ``allow`` lists networks opened despite the default block list.
     ``allowed_ports``, when given, is the only set of TCP ports that may be
-    connected to; None allows every port 1–65535. The guard is immutable and
-    safe to share between resolvers and transports.
+    connected to; None allows every port 1–65535. The guard's rules are immutable
+    (it only remembers the verdicts it gave) and it is safe to share between resolvers,
+    transports and threads.
     """
 
     __slots__ = ("_allow", "_ports", "_reasons")
