@@ -178,14 +178,15 @@ def scrapy_cmd(a: argparse.Namespace, seeds: Path, max_pages: int, stats: Path,
     ]
 
 
-def profiled(cmd: list[str], out: Path, rate: int) -> list[str]:
-    """``cmd`` under py-spy (raw collapsed stacks, idle frames left out) writing to ``out``."""
+def profiled(cmd: list[str], out: Path, rate: int, gil: bool = False) -> list[str]:
+    """``cmd`` under py-spy (raw collapsed stacks, idle frames left out) writing to ``out``;
+    with ``gil`` only the thread holding the GIL is sampled (``profile_stages.py``)."""
     spy = Path(sys.executable).with_name("py-spy")
     if not spy.exists():
         raise SystemExit(f"--profile-courtier needs {spy}: .venv/bin/pip install py-spy")
     # --subprocesses: `crawl --workers N` runs its workers as child processes
     return [str(spy), "record", "--format", "raw", "--rate", str(rate), "--subprocesses",
-            "--output", str(out), "--", *cmd]
+            "--output", str(out), *(["--gil"] if gil else []), "--", *cmd]
 
 
 def measure(
@@ -298,6 +299,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="run courtier under py-spy (raw stacks saved beside the results; "
                          "its CPU figures then include the sampler's)")
     ap.add_argument("--profile-rate", type=int, default=200, help="py-spy samples per second")
+    ap.add_argument("--profile-gil", action="store_true",
+                    help="sample only the thread holding the GIL (py-spy --gil): the samples "
+                         "then add up to the CPU of Python code, not to threads' waits")
     ap.add_argument("--quick", action="store_true",
                     help="the earlier default: 200 hosts x 30 pages, delay 0.5 s")
     ap.add_argument("--small", action="store_true", help="150 hosts x 10 pages")
@@ -378,7 +382,8 @@ def main(argv: list[str] | None = None) -> int:
                     cmd = courtier_cmd(a, work / f"courtier-data-{tag}", seeds, hosts,
                                        max_pages, help_text)
                     if a.profile_courtier:
-                        cmd = profiled(cmd, out / f"courtier-{tag}.pyspy.txt", a.profile_rate)
+                        cmd = profiled(cmd, out / f"courtier-{tag}.pyspy.txt", a.profile_rate,
+                                       a.profile_gil)
                     runs.append(measure(name, cmd, BENCH, a, manifest, work / tag, out / tag,
                                         tls))
                     if a.figures_out is not None:

@@ -9,6 +9,15 @@ are looked through to their caller. Start-up imports are a stage of their own.
 
     .venv/bin/python bench/profile_stages.py PROFILE.txt --pages 20000 [--cpu-s 96.1]
 
+Record with ``py-spy record --gil`` (``crawl_vs_scrapy.py --profile-courtier
+--profile-gil``): only the thread holding the GIL is sampled, so the samples add up
+to the process's CPU. Without ``--gil``, py-spy also samples threads that wait for
+the GIL or for a core (a parse thread between two C calls, the store's thread), which
+on a busy machine inflates those stages (issue 35: the off-loop parse's ``ada``
+call, 4 µs, showed as 5 % of the crawl). What runs with the GIL released (Lexbor's
+parse, SHA-256, ISA-L's deflate, SQLite) is not in a ``--gil`` profile; ``perf
+record`` sorted by shared object gives that part.
+
 With ``--pages`` it prints ms of CPU per page for each stage; with ``--cpu-s``
 (the run's measured CPU) the per-page figures are scaled to it instead of to
 the sample count ÷ rate.
@@ -34,12 +43,14 @@ RULES: list[tuple[str, re.Pattern[str]]] = [
         r"\.py|courtier/frontier/(traps|trap_rules|trap_state|templates)\.py|"
         r"ada_url/|publicsuffixlist/|urllib/|ipaddress\.py|encodings/idna)")),
     ("store (SQLite / PostgreSQL client)", re.compile(
-        r"\((courtier/store/|courtier/events/|sqlite3/|asyncpg/)")),
+        r"\((courtier/store/|sqlite3/|asyncpg/)")),
     ("politeness (robots, delays)", re.compile(r"\(courtier/politeness/")),
     ("frontier", re.compile(r"\((courtier/frontier/|heapq)")),
     ("HTTP client", re.compile(
         r"\((aiohttp/|courtier/fetch/|multidict/|yarl/|aiodns/|brotli|aiohappyeyeballs/|"
         r"propcache/|http/cookies|email/|ssl\.py)")),
+    ("events (feed entries, JSON)", re.compile(
+        r"\((courtier/events/|json/|courtier/core/records\.py)")),
     ("cluster (shards, gates)", re.compile(r"\(courtier/cluster/")),
     ("logging / progress / metrics / API", re.compile(
         r"\((logging/|courtier/(crawl/)?(progress|progress_text|metrics|status|loopwatch)\.py|"

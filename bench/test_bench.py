@@ -600,3 +600,20 @@ def test_a_kept_web_is_reused_only_for_the_same_parameters(tmp_path: Path) -> No
     assert again == first and again.port == 8301 and marker.exists()
     other = realistic_web.reuse_or_generate(tmp_path / "w", 4, 5, 8302, 1)
     assert (other.port, other.pages_per_host) == (8302, 5) and not marker.exists()
+def test_profile_stages_knows_the_package_layout() -> None:
+    """Frames of the modules as they are laid out now land in their stage (the rules once
+    named ``courtier/urls.py`` and ``courtier/worker.py``, so after the moves into
+    packages canonicalization and the worker's glue were charged to asyncio)."""
+    import profile_stages
+
+    def stage(frame: str) -> str:
+        return profile_stages.stage_of(["Runner.run (asyncio/runners.py:118)", frame])
+
+    assert stage("canonicalize_link (courtier/crawl/link_memo.py:84)").startswith("canonical")
+    assert stage("canonicalize (courtier/core/urls.py:300)").startswith("canonical")
+    assert stage("Intake.links (courtier/crawl/intake.py:217)").startswith("canonical")
+    assert stage("PageProcessor._ok (courtier/crawl/process.py:369)").startswith("worker")
+    assert stage("Fetcher.fetch (courtier/crawl/fetcher.py:200)").startswith("worker")
+    assert stage("link_entries (courtier/events/feed.py:49)").startswith("events")
+    assert stage("_run (courtier/dedup/simhash.py:250)").startswith("dedup")
+    assert stage("Runner.run (asyncio/runners.py:118)").startswith("asyncio")
