@@ -47,7 +47,7 @@ class CrawlConfig:
     max_in_flight_per_ip: int = 8
     ip_delay: float = 0.0
     concurrency: int = 64
-    known_urls_cap: int = 20_000_000   # URL keys held exactly in memory (dedup/known_urls.py)
+    known_urls_cap: int = 0   # URL keys held exactly in memory (dedup/known_urls.py); 0: off
     scope: str = "seeds-hosts"
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()

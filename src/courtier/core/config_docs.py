@@ -49,7 +49,9 @@ SETTING_DOCS: dict[str, SettingDoc] = {
     "known_urls_cap": SettingDoc("Crawl", "URL keys of the shards a worker holds that it keeps "
                                  "exactly in memory (~19 bytes each) to decide links without "
                                  "the store; shards past it fall back to the Bloom filter and "
-                                 "the store's probe. 0 turns the owner-local state off.",
+                                 "the store's probe. 0 (the default for now) turns the owner-local "
+                                 "state off: it loads numpy before a crawl's first request and "
+                                 "its gain was not yet shown above the noise (docs/scale-out.md).",
                                  "keys"),
     "scope": SettingDoc("Scope", "Which hosts links are followed to: `seeds-hosts` (the seeds' "
                         "hosts), `seeds-domains` (their registrable domains) or `any`."),

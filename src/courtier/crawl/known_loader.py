@@ -23,8 +23,6 @@ import logging
 import time
 from collections.abc import Collection, Iterable
 
-import numpy as np
-
 from courtier.core.logs import log_event
 from courtier.core.urls import SHARD_COUNT
 from courtier.dedup.known_urls import Keys, KnownUrls, keys_array
@@ -44,6 +42,8 @@ def split_by_shard(keys: Keys, shard_count: int = SHARD_COUNT) -> dict[int, Keys
     """Sorted keys cut into their shards' runs (a key's shard is its leading bits)."""
     if not len(keys):
         return {}
+    import numpy as np
+
     bits = shard_count.bit_length() - 1
     heads = np.frombuffer(keys.tobytes(), dtype=np.dtype([("h", ">u4"), ("t", "V12")]))["h"]
     shards = (heads >> np.uint32(32 - bits)).astype(np.int64) if bits else np.zeros(

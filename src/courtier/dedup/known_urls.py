@@ -31,11 +31,17 @@ from __future__ import annotations
 import bisect
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Any
 
 from courtier.core.urls import SHARD_COUNT, shard_of_key
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    Keys = npt.NDArray[np.bytes_]
+else:  # numpy is imported on first use (a crawl that keeps no known keys never pays it)
+    Keys = Any
 
 __all__ = ["DEFAULT_CAP", "KEY_BYTES", "MERGE_MIN", "MERGE_SHARE", "KnownUrls"]
 
@@ -48,16 +54,22 @@ MERGE_SHARE = 32
 #: … or this many, whichever is more
 MERGE_MIN = 256
 
-_KEY_DTYPE = np.dtype(f"S{KEY_BYTES}")
-_EMPTY: npt.NDArray[np.bytes_] = np.empty(0, dtype=_KEY_DTYPE)
+#: the numpy dtype of a key (numpy reads the string)
+_KEY_DTYPE = f"S{KEY_BYTES}"
 
-Keys = npt.NDArray[np.bytes_]
+
+def _empty() -> Keys:
+    import numpy as np
+
+    return np.empty(0, dtype=_KEY_DTYPE)
 
 
 def keys_array(blob: bytes) -> Keys:
     """A bytes of concatenated 16-byte keys as an ``S16`` array (a copy, writable)."""
     if len(blob) % KEY_BYTES:
         raise ValueError(f"a key blob of {len(blob)} bytes is not a whole number of keys")
+    import numpy as np
+
     return np.frombuffer(blob, dtype=_KEY_DTYPE).copy()
 
 
@@ -65,6 +77,8 @@ def _merged(keys: Keys, extra: Collection[bytes]) -> Keys:
     """``keys`` (sorted, unique) with ``extra`` inserted, still sorted and unique."""
     if not extra:
         return keys
+    import numpy as np
+
     new = np.array(sorted(extra), dtype=_KEY_DTYPE)
     if len(keys):
         at = keys.searchsorted(new)
@@ -79,7 +93,7 @@ def _merged(keys: Keys, extra: Collection[bytes]) -> Keys:
 class _Shard:
     """One held shard: its sorted keys, the keys added since, and whether complete."""
 
-    keys: Keys = field(default_factory=lambda: _EMPTY)
+    keys: Keys = field(default_factory=_empty)
     recent: set[bytes] = field(default_factory=set)
     #: parts read so far by a load under way (sorted, in key order), joined when complete
     parts: list[Keys] = field(default_factory=list)
@@ -154,7 +168,12 @@ class KnownUrls:
         if state is None or state.complete:
             return
         parts = [p for p in state.parts if len(p)]
-        joined = np.concatenate(parts) if len(parts) > 1 else (parts[0] if parts else _EMPTY)
+        if len(parts) > 1:
+            import numpy as np
+
+            joined = np.concatenate(parts)
+        else:
+            joined = parts[0] if parts else _empty()
         before = state.size()
         state.keys = _merged(joined, state.recent)
         state.recent = set()

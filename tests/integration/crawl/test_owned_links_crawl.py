@@ -24,7 +24,8 @@ from tests.integration.api.crawl_harness import live_crawl
 async def test_a_crawl_decides_links_in_memory_and_fetches_each_page_once(
         tmp_path: Path) -> None:
     spec = default_web(n_hosts=4, pages_per_host=12, crawl_delay=0.0)
-    async with live_crawl(spec, tmp_path, delay=0.0, max_seconds=60.0) as live:
+    async with live_crawl(spec, tmp_path, delay=0.0, max_seconds=60.0,
+                          known_urls_cap=1_000_000) as live:
         expected = live.server.web.expected_fetches()
         known = live.worker.intake.known
         assert known is not None
