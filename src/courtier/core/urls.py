@@ -63,6 +63,7 @@ __all__ = [
     "is_plain_absolute",
     "make_url_key",
     "registrable_domain",
+    "server_key_prefix",
     "server_of",
     "shard_of",
     "shard_of_key",
@@ -200,8 +201,12 @@ def make_url_key(host_key: str, url: str) -> bytes:
     ``xxh3_128`` digest of ``url``. Deterministic across processes, machines and
     Python versions.
     """
-    return (xxhash.xxh3_64_digest(server_of(host_key).encode())[:4]
-            + xxhash.xxh3_128_digest(url.encode())[:12])
+    return server_key_prefix(host_key) + xxhash.xxh3_128_digest(url.encode())[:12]
+
+
+def server_key_prefix(host_key: str) -> bytes:
+    """The first 4 bytes of every ``url_key`` of ``host_key``'s server (its host name)."""
+    return xxhash.xxh3_64_digest(server_of(host_key).encode())[:4]
 
 
 def server_of(host_key: str) -> str:
