@@ -88,7 +88,9 @@ Extra content (all off by default; see :mod:`courtier.testweb.site`):
     (robots.txt included) 301 to the same path and query on https (a site that
     upgrades its http URLs); ``"twin_pages"``: the same but robots.txt, which answers
     404 on http (so a page is the first http URL to redirect); ``"home"``: every one 301
-    to the https index (for any path but ``/``, a redirect that is not to the same URL).
+    to the https index (for any path but ``/``, a redirect that is not to the same URL);
+    ``"serve"``: no redirect, every URL (robots.txt included) answers on http as on
+    https (one server behind both schemes, each page linking the other's URLs).
     Its index then also links every ``/p/{i}.html`` as an ``http://`` URL of the plain
     port, and each page the next page's. Hosts without it answer 404 on the plain port.
     :meth:`TestWeb.expected_fetches` does not model the plain side (which GETs a crawler
@@ -148,9 +150,9 @@ ALL_ROBOTS_KINDS: tuple[RobotsKind, ...] = ROBOTS_KINDS + MORE_ROBOTS_KINDS
 #: statuses a busy host answers with
 BUSY_STATUSES = (429, 503)
 
-HttpRedirect = Literal["twin", "twin_pages", "home"]
+HttpRedirect = Literal["twin", "twin_pages", "home", "serve"]
 #: what a host's plain-http URLs may answer (``HostSpec.http_redirect``)
-HTTP_REDIRECTS: tuple[HttpRedirect, ...] = ("twin", "twin_pages", "home")
+HTTP_REDIRECTS: tuple[HttpRedirect, ...] = ("twin", "twin_pages", "home", "serve")
 
 #: prefix of a ``retry_after`` value asking for an HTTP-date N seconds ahead
 HTTP_DATE_PREFIX = "http-date+"
