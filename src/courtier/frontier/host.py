@@ -78,9 +78,10 @@ class ServerClock:
         self.crawl_delay = max(self.crawl_delays.values(), default=0.0)
 
     def leave(self, host_key: str) -> None:
-        """``host_key``'s state is dropped: it no longer shares (nor sets) the clock."""
+        """``host_key``'s state is dropped. Its Crawl-delay keeps counting for as long as
+        the clock lives: the clock of hosts leaving together (a shard handed over) is
+        saved after they left, with the delay they had in force."""
         self.members.discard(host_key)
-        self.note_crawl_delay(host_key, None)
 
 
 @dataclass(slots=True)

@@ -99,3 +99,27 @@ async def test_one_clock_per_server_is_saved_and_restored_once() -> None:
     shards.restore_host_clocks(["https://a.test"], clocks)
     assert a.next_allowed_at >= live
     await store.close()
+
+
+async def test_the_saved_clock_keeps_the_crawl_delay_of_hosts_already_forgotten() -> None:
+    """The drain forgets a shard's hosts, then saves their clocks: the delay in force
+    saved is still the server's largest Crawl-delay. Seen red with ``ServerClock.leave``
+    dropping the leaving host's Crawl-delay: "assert 2.0 == 5.0" (the configured delay;
+    the cluster test test_clock_handover.py then saw the next owner start 1.3 s after the
+    cut request's end, under a 3 s Crawl-delay)."""
+    store = MemoryStore(clock=VirtualClock(T0))
+    await store.open()
+    clock = VirtualClock(T0)
+    old = frontier_at(clock)
+    body = b"User-agent: *\nCrawl-delay: 5\n"
+    for key in ("http://a.test", "https://a.test"):
+        old.register_host(key, SHARD, HostRecord(key, SHARD, robots_status=200,
+                                                 robots_body=body, robots_fetched_at=T0,
+                                                 robots_expires_at=T0 + 9999))
+    assert old.delay_for(old.hosts["https://a.test"]) == 5.0
+    leaving = old.forget_shards({SHARD})
+    await keeper(store, clock, old)._save_clocks(leaving, {"https://a.test": T0 + 1}, "test")
+    saved = (await store.load_host_clocks(["a.test"]))["a.test"]
+    assert saved.delay_in_force == 5.0
+    assert saved.next_start_at is not None and saved.next_start_at >= T0 + 1 + 5.0
+    await store.close()
