@@ -64,24 +64,36 @@ class ServerClock:
     in_flight: int = 0
     next_allowed_at: float = 0.0
     timing: HostTiming = field(default_factory=HostTiming)
-    members: set[str] = field(default_factory=set)
-    crawl_delays: dict[str, float] = field(default_factory=dict)
+    #: the host keys sharing it (usually one: a list is the smallest container)
+    members: list[str] = field(default_factory=list)
+    #: host key → the Crawl-delay its rules in force ask (None until one asks any)
+    crawl_delays: dict[str, float] | None = None
     crawl_delay: float = 0.0
     live: bool = False
 
+    def join(self, host_key: str) -> None:
+        if host_key not in self.members:
+            self.members.append(host_key)
+
     def note_crawl_delay(self, host_key: str, delay: float | None) -> None:
         """``host_key``'s robots.txt in force asks for ``delay`` (None: none)."""
+        delays = self.crawl_delays
         if delay:
-            self.crawl_delays[host_key] = delay
+            if delays is None:
+                delays = self.crawl_delays = {}
+            delays[host_key] = delay
+        elif delays is None:
+            return
         else:
-            self.crawl_delays.pop(host_key, None)
-        self.crawl_delay = max(self.crawl_delays.values(), default=0.0)
+            delays.pop(host_key, None)
+        self.crawl_delay = max(delays.values(), default=0.0)
 
     def leave(self, host_key: str) -> None:
         """``host_key``'s state is dropped. Its Crawl-delay keeps counting for as long as
         the clock lives: the clock of hosts leaving together (a shard handed over) is
         saved after they left, with the delay they had in force."""
-        self.members.discard(host_key)
+        if host_key in self.members:
+            self.members.remove(host_key)
 
 
 @dataclass(slots=True)
@@ -149,7 +161,7 @@ class HostState:
 
     def __post_init__(self) -> None:
         if self.server is None:
-            self.server = ServerClock(server_of(self.host_key), members={self.host_key})
+            self.server = ServerClock(server_of(self.host_key), members=[self.host_key])
 
     @property
     def in_flight(self) -> int:

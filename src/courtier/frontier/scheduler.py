@@ -164,7 +164,7 @@ class Frontier:
         server = self.servers.get(name)
         if server is None:
             server = self.servers[name] = ServerClock(name)
-        server.members.add(host_key)
+        server.join(host_key)
         host = HostState(host_key=host_key, shard=shard, server=server, loaded=True, ip=ip)
         if ip is not None:
             self.ips.setdefault(ip, IpState())
@@ -265,7 +265,7 @@ class Frontier:
                 continue
             lease = self._lease_from(host, now)
             if lease is not None and lease.kind is _PAGE:
-                in_flight = host.in_flight
+                in_flight = host.server.in_flight
                 if in_flight >= (host.policy.max_in_flight or self.max_in_flight) \
                         and in_flight >= 1:  # at _max_in_flight(host)
                     # what _reschedule comes to here (a page lease means the host is
@@ -449,11 +449,12 @@ class Frontier:
         if not host.queue or host.robots_in_flight:
             return None
         policy = host.policy
-        in_flight = host.in_flight
+        server = host.server  # the shared clock, read directly (the properties, inlined)
+        in_flight = server.in_flight
         if in_flight >= (policy.max_in_flight or self.max_in_flight) and in_flight >= 1:
             return None  # at _max_in_flight(host)
-        at = host.next_allowed_at
-        backoff = host.timing.backoff_until
+        at = server.next_allowed_at
+        backoff = server.timing.backoff_until
         if backoff > at:
             at = backoff
         robots = host.robots
@@ -614,8 +615,9 @@ class Frontier:
         # least ``delay`` after the previous one as the server measures it.
         cap = host.policy.max_in_flight or self.max_in_flight  # _max_in_flight(host) == 1:
         at = (self.clock.now() if cap <= 1 else lease.issued_at) + delay
-        if at > host.next_allowed_at:
-            host.next_allowed_at = at
+        server = host.server
+        if at > server.next_allowed_at:
+            server.next_allowed_at = at
 
     def return_lease(self, lease: Lease) -> None:
         """Give an unstarted or abandoned lease back (shutdown): its URL is released."""

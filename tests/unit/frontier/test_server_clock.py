@@ -121,7 +121,7 @@ def test_a_forgotten_host_s_crawl_delay_counts_until_the_clock_goes_with_the_las
     (left,) = frontier.hosts
     # the Crawl-delay of the host that left still counts (a shard handed over saves the
     # clock of hosts already forgotten, with the delay they had in force)
-    assert server.members == {left} and server.crawl_delay == 3.0
+    assert server.members == [left] and server.crawl_delay == 3.0
     assert frontier.delay_for(frontier.hosts[left]) == 3.0
     frontier.forget_idle_hosts(keep=0)
     assert not frontier.servers
