@@ -4,9 +4,10 @@ delay, the in-flight cap, back-off and Retry-After; robots.txt and queues stay p
 Seen red on a scratch copy: with ``Frontier.register_host`` giving each host key a clock
 of its own (the code before this change), the http and https leases of
 ``test_http_and_https_of_one_name_keep_one_delay_between_them`` started 0.5 s apart
-("gap 0.5 < 2.0"), ``test_one_request_at_a_time_to_the_server`` granted the https page
-while the http one was in flight, and the Crawl-delay and back-off tests failed the same
-way; with ``_release_slot`` not rescheduling the siblings, the https host of
+("gap 0.5 < 2.0"), ``test_one_request_at_a_time_to_the_server`` granted the https
+robots.txt while the http one was in flight, and the Crawl-delay, back-off and stored
+back-off tests failed the same way; with ``Frontier._reschedule_server`` not rescheduling
+the siblings, the https host of
 ``test_a_sibling_waiting_for_the_slot_is_granted_when_it_frees`` was never granted
 (``next_wake_at`` None: the crawl would have stalled).
 """
