@@ -357,17 +357,20 @@ def default_web(
     crawl_delay: float = 2.0,
     latency: float = 0.0,
     page_bytes: int = 3000,
+    domain: str = "courtier.test",
 ) -> WebSpec:
     """A web of ``n_hosts`` hosts cycling through :data:`ROBOTS_KINDS`.
 
-    Host ``i`` is named ``h{i:02d}.courtier.test`` and gets robots flavour
-    ``ROBOTS_KINDS[i % 6]``, so the first six hosts cover every flavour.
+    Host ``i`` is named ``h{i:02d}.{domain}`` (``h00.courtier.test`` by default) and gets
+    robots flavour ``ROBOTS_KINDS[i % 6]``, so the first six hosts cover every flavour.
+    Shards are the host names' (core/urls.py), so ``domain`` decides which worker of a
+    cluster owns which host.
     """
     if n_hosts < 1:
         raise ConfigError("default_web: n_hosts must be >= 1")
     hosts = [
         HostSpec(
-            name=host_name(i),
+            name=host_name(i, domain),
             pages=pages_per_host,
             robots=ROBOTS_KINDS[i % len(ROBOTS_KINDS)],
             latency=latency,
