@@ -1,4 +1,4 @@
-"""Intake before and after the host-queue level arrays (PostgreSQL migration 0023).
+"""Intake before and after the host-queue level arrays (PostgreSQL migration 0024).
 
     PYTHONPATH=src .venv/bin/python bench/intake_ab.py --store postgresql://…/DB --rounds 20
 

@@ -10,7 +10,7 @@ call runs in a transaction that is rolled back. For each regime (~1 due row on e
 
 * ``shipped``: ``courtier_load_due`` as installed (walk, marking SCHEDULED, refreshing
   ``host_levels``/``host_queue``), 10 k rows;
-* ``read_due``: ``courtier_read_due`` as installed (migration 0023): the same
+* ``read_due``: ``courtier_read_due`` as installed (migration 0024): the same
   selection with nothing written, the head columns sparing the ``host_levels`` probe of
   a host with one due level;
 * ``no writes``: the same function created in the transaction without its marking

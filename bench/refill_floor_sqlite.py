@@ -11,7 +11,7 @@ hosts) it times, alternating, ``--runs`` times:
 * ``shipped``: ``_refill.load_due`` as installed (walk, marking SCHEDULED, refreshing
   ``host_levels``/``host_queue``), 10 k rows;
 * ``read_due``: ``_refill.read_due``, the same selection with nothing written (the
-  refill without marking, migration 0020's head columns);
+  refill without marking, migration 0021's head columns);
 * ``one probe a host``: the host queue's range, then one ``urls_queued`` range per
   host filtered on "due", each row's columns from the table — the read the issue's
   two-level design ("the best ready hosts, then a bounded probe per host") cannot go

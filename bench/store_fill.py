@@ -106,7 +106,7 @@ def _rebuild_sqlite_queue(conn: sqlite3.Connection) -> None:
             " SELECT shard, host_key, priority, MIN(next_fetch_at) FROM urls"
             " WHERE state = 0 AND next_fetch_at IS NOT NULL GROUP BY shard, host_key, priority")
     columns = [row[1] for row in conn.execute("PRAGMA table_info(host_queue)")]
-    if "levels" in columns:  # the host's levels (SQLite migration 0020)
+    if "levels" in columns:  # the host's levels (SQLite migration 0021)
         conn.execute(
             "UPDATE host_queue SET levels = (SELECT '[' || group_concat('[' || l.priority"
             " || ',' || printf('%!.17g', l.next_due_at) || ']', ',') || ']'"
@@ -167,7 +167,7 @@ async def _rebuild_postgres_queue(conn: asyncpg.Connection) -> None:
     if await conn.fetchval("SELECT count(*) FROM information_schema.columns"
                            " WHERE table_name = 'host_queue'"
                            " AND column_name = 'level_priorities'"):
-        # the host's levels (PostgreSQL migration 0023)
+        # the host's levels (PostgreSQL migration 0024)
         await conn.execute(
             "UPDATE host_queue q SET level_priorities = a.ps, level_due_ats = a.ds"
             " FROM (SELECT shard, host_key, array_agg(priority ORDER BY priority DESC) AS ps,"

@@ -18,14 +18,15 @@ coordinator's changes at the top of each turn (:meth:`apply_changes`):
 
 * **gained** — the shard's SCHEDULED rows go back to QUEUED (fenced by the new
   epoch), it joins the refill (once its near-duplicate pages are indexed), and each of
-  its hosts gets its politeness clock from the store (:mod:`courtier.cluster.host_clocks`)
-  when the refill first registers it, before any request to it;
+  its servers (host names: every scheme and port of a name is in one shard) gets its
+  politeness clock from the store (:mod:`courtier.cluster.host_clocks`) when the
+  refill first registers one of its hosts, before any request to it;
 * **lost** (another owner holds it now) — its queued URLs are dropped from memory
   without a write (the new owner resets them), its fetches are cancelled, and
   their late commits are rejected by the store as stale;
 * **handover** (graceful) — a drain: no new leases of the shard, its queued URLs
   released, fetches in flight finish (cancelled after ``drain_timeout``), the
-  batch committed, each host's clock saved, the hosts forgotten, then the lease
+  batch committed, each server's clock saved, the hosts forgotten, then the lease
   released. The coordinator renews a draining lease until it is released.
 """
 
@@ -42,7 +43,7 @@ from courtier.cluster.timed_store import STORE_CALL_TIMEOUT
 from courtier.core.clock import Clock
 from courtier.core.errors import StoreError
 from courtier.core.logs import log_event
-from courtier.core.urls import SHARD_COUNT
+from courtier.core.urls import SHARD_COUNT, server_of
 from courtier.crawl.committer import Committer
 from courtier.crawl.in_flight import InFlight
 from courtier.crawl.known_loader import KnownUrlsLoader
@@ -351,19 +352,24 @@ class ShardKeeper:
 
     async def _save_clocks(self, hosts: Iterable[HostState], cut_at: Mapping[str, float],
                            when: str) -> int:
-        """Save the politeness clock of each host leaving this worker (``cut_at``: hosts
-        whose fetch was cancelled, and when: the request may have reached the server, so
-        its end counts as then). A store error is logged: without their clocks the next
-        owner waits one delay per host (host_clocks.restore_clock). Returns the count."""
+        """Save the politeness clock of each server (host name) whose hosts leave this
+        worker, once, under its name, with the largest delay any of its hosts has in force
+        (``cut_at``: hosts whose fetch was cancelled, and when: the request may have
+        reached the server, so its end counts as then). A store error is logged: without
+        their clocks the next owner waits one delay per server (host_clocks.restore_clock).
+        Returns the count of clocks."""
         coordinator = self.coordinator
         assert coordinator is not None
-        clocks = []
+        servers: dict[str, tuple[HostState, float]] = {}
         for host in hosts:
             delay = self._frontier.delay_for(host)
             cancelled_at = cut_at.get(host.host_key)
             if cancelled_at is not None:
                 host.next_allowed_at = max(host.next_allowed_at, cancelled_at + delay)
-            clocks.append(clock_of(host, delay, coordinator.offset + coordinator.offset_error))
+            seen = servers.get(host.server.name)
+            servers[host.server.name] = (host, delay if seen is None else max(delay, seen[1]))
+        offset = coordinator.offset + coordinator.offset_error
+        clocks = [clock_of(host, delay, offset) for host, delay in servers.values()]
         try:
             if clocks:
                 await self._store.save_host_clocks(clocks)
@@ -378,19 +384,28 @@ class ShardKeeper:
             await self.shard_state.restore_hosts(host_keys)
 
     async def load_host_clocks(self, host_keys: list[str]) -> dict[str, HostClock]:
+        """The clocks saved for the servers (host names) of ``host_keys``, by name."""
         if self.coordinator is None or not host_keys:
             return {}
-        return await self._store.load_host_clocks(host_keys)
+        return await self._store.load_host_clocks(sorted({server_of(k) for k in host_keys}))
 
     def restore_host_clocks(self, host_keys: list[str], clocks: dict[str, HostClock]) -> None:
-        """Newly registered hosts continue the politeness clocks saved by earlier owners."""
+        """Newly registered hosts continue the politeness clocks saved by earlier owners:
+        each server's once, with the largest delay its new hosts have in force, and only
+        while no request went out against it here (a live clock is newer than any saved)."""
         coordinator = self.coordinator
         if coordinator is None:
             return
+        servers: dict[str, tuple[HostState, float]] = {}
         for key in host_keys:
             host = self._frontier.hosts.get(key)
-            if host is None:
+            if host is None or host.server.live:
                 continue
+            delay = self._frontier.delay_for(host)
+            seen = servers.get(host.server.name)
+            servers[host.server.name] = (host, delay if seen is None else max(delay, seen[1]))
+        for name, (host, delay) in servers.items():
             gained_at, taken_over = self._gained.get(host.shard, (self._clock.now(), True))
-            restore_clock(host, clocks.get(key), coordinator.offset, coordinator.offset_error,
-                          gained_at, taken_over, self._frontier.delay_for(host))
+            restore_clock(host, clocks.get(name), coordinator.offset, coordinator.offset_error,
+                          gained_at, taken_over, delay)
+            host.server.live = True  # restored: a later sibling's registration keeps it

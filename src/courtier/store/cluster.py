@@ -140,6 +140,8 @@ class HostClock:
     past the save (``saved_at``) at least.
     """
 
+    #: the server's host name (the clock is shared by every scheme and port of it;
+    #: frontier/host.py ServerClock); the column keeps its historical name
     host_key: str
     shard: int
     last_start_at: float | None = None    # start of the last request sent
@@ -270,11 +272,12 @@ class ClusterStore(Protocol):
     # ---- host politeness clocks ----------------------------------------------------------
 
     async def save_host_clocks(self, clocks: Sequence[HostClock]) -> None:
-        """Upsert each host's clock (replacing the stored one), stamping ``saved_at`` with
-        the store clock; one transaction."""
+        """Upsert each server's clock (keyed by ``HostClock.host_key``, the host name;
+        replacing the stored one), stamping ``saved_at`` with the store clock; one
+        transaction."""
 
     async def load_host_clocks(self, host_keys: Collection[str]) -> dict[str, HostClock]:
-        """The stored clocks of these hosts; hosts never saved are absent."""
+        """The stored clocks of these servers (host names); those never saved are absent."""
 
     # ---- trap statistics and near-duplicate fingerprints of a shard -----------------------
 
