@@ -222,7 +222,6 @@ class _Host:
     linked_redirects: list[str]
     broken: list[str]
     tracked: dict[str, str]
-    lists: list[str] = field(default_factory=list)
     variants: dict[str, str] = field(default_factory=dict)
 
     def extra_links(self) -> list[str]:
@@ -271,7 +270,7 @@ def _hrefs(rng: random.Random, plan: _Host, names: list[str], hi: int, k: int, p
     hrefs = [static_web._link_forms(rng, k, (k + 1) % pages, host, port, scheme)]
     if home:
         hrefs += plan.extra_links()
-    elif plan.lists and rng.random() < 0.5:
+    elif rng.random() < 0.5:
         cat, n = rng.choice(LIST_CATS), rng.choice(LIST_PAGES)
         hrefs.append(plan.note_list(cat, n, rng.choice(("canonical", "swapped", "tracked"))))
     hrefs.append(rng.choice(plan.linked_redirects))
@@ -358,7 +357,6 @@ def generate(root: str | Path, hosts: int = 150, pages: int = 10, port: int = 80
     for hi, name in enumerate(names):
         rng = random.Random(seed * 1_000_003 + hi)
         plan = _plan_host(name, kinds[hi], pages, rng)
-        plan.lists = [list_uri(c, n) for c in LIST_CATS for n in LIST_PAGES]
         base = f"{scheme}://{name}:{port}"
         robots = _robots(plan, base, sitemap_form.get(hi), delay_of.get(hi))
         base_dir = root_path / name

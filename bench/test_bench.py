@@ -600,6 +600,8 @@ def test_a_kept_web_is_reused_only_for_the_same_parameters(tmp_path: Path) -> No
     assert again == first and again.port == 8301 and marker.exists()
     other = realistic_web.reuse_or_generate(tmp_path / "w", 4, 5, 8302, 1)
     assert (other.port, other.pages_per_host) == (8302, 5) and not marker.exists()
+
+
 def test_profile_stages_knows_the_package_layout() -> None:
     """Frames of the modules as they are laid out now land in their stage (the rules once
     named ``courtier/urls.py`` and ``courtier/worker.py``, so after the moves into
@@ -617,3 +619,15 @@ def test_profile_stages_knows_the_package_layout() -> None:
     assert stage("link_entries (courtier/events/feed.py:49)").startswith("events")
     assert stage("_run (courtier/dedup/simhash.py:250)").startswith("dedup")
     assert stage("Runner.run (asyncio/runners.py:118)").startswith("asyncio")
+
+
+def test_profile_stages_leave_waits_out() -> None:
+    """Seen red: without the selector in the idle pattern, the event loop's wait in
+    epoll was charged to 'asyncio + event loop'."""
+    import profile_stages
+
+    loop = ["run (asyncio/base_events.py:600)", "_run_once (asyncio/base_events.py:1900)"]
+    assert profile_stages.stage_of([*loop, "_PollLikeSelector.select (selectors.py:415)"]
+                                   ) == profile_stages.IDLE
+    assert profile_stages.stage_of([*loop, "_run (asyncio/events.py:80)"]
+                                   ) == "asyncio + event loop"
