@@ -145,13 +145,13 @@ async def test_release_ip_slots_of_frees_one_owners_slots_of_every_address(store
 
 
 async def test_ip_slot_gap_refuses_until_it_has_passed(store: Store) -> None:
-    gap = 0.05
+    gap = 2.0  # longer than one call takes on a loaded machine (Citus: ~0.2 s at load 23)
     first = await store.acquire_ip_slot("192.0.2.9", "A", 8, gap, 3600,
                                         await store.store_now())
     assert first.granted
     early = await store.acquire_ip_slot("192.0.2.9", "B", 8, gap, 3600, first.now)
     assert not early.granted and early.retry_at == pytest.approx(first.now + gap)
-    for _ in range(2000):  # bounded: PostgreSQL's clock passes the gap on its own
+    for _ in range(50_000):  # bounded: PostgreSQL's clock passes the gap on its own
         later = await store.acquire_ip_slot("192.0.2.9", "B", 8, gap, 3600,
                                             max(early.retry_at, await store.store_now()))
         if later.granted:
