@@ -65,7 +65,6 @@ def _web(pages_per_host: int) -> WebSpec:
                     for h in web.hosts], seed=web.seed)
 
 
-
 async def _ended(proc: asyncio.subprocess.Process) -> int | None:
     """The crawl's exit code once it ends by itself (a hang guard: after ``DEADLINE`` it
     is stopped — SIGTERM, which the parent passes on to its children, again, then

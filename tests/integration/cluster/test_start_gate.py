@@ -57,7 +57,6 @@ WEB = {"n_hosts": 6, "pages_per_host": 80, "crawl_delay": 0.3, "latency": 0.02}
 WORKERS = 3
 
 
-
 async def _stop(proc: asyncio.subprocess.Process) -> int | None:
     """SIGTERM (a graceful stop), then the hang guards: a second SIGTERM, then SIGKILL."""
     for sig in (signal.SIGTERM, signal.SIGTERM, signal.SIGKILL):
