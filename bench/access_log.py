@@ -18,7 +18,12 @@ Politeness checks, per host (``$host``, i.e. without the port):
 * **robots order** — a request other than ``/robots.txt`` that starts before
   the host's first ``/robots.txt`` request ended (or on a host whose
   robots.txt was never requested) is one violation;
-* **disallowed** — a request whose path starts with a robots-disallowed prefix.
+* **disallowed** — a request whose path starts with a robots-disallowed prefix
+  (robots.txt itself never counts).
+
+The prefixes and the delay are the same for every host unless ``host_rules``
+gives a host its own (:class:`HostRules`: the realistic web's robots.txt answers
+differ per host, and a Crawl-delay raises that host's gap).
 
 Both timing checks allow ``tolerance`` seconds of slack for the millisecond
 resolution of the log and for the loopback/event-loop latency between the
@@ -29,7 +34,7 @@ the slack is visible.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -81,6 +86,15 @@ def read_log(path: str | Path) -> list[LogEntry]:
         return [e for e in map(parse_line, fh) if e is not None]
 
 
+@dataclass(frozen=True)
+class HostRules:
+    """What one host asks of a polite crawler: disallowed path prefixes (``"/"`` for
+    all) and the smallest gap between two request starts."""
+
+    disallow: tuple[str, ...]
+    gap: float
+
+
 @dataclass
 class PolitenessReport:
     """Violations counted by :func:`check_politeness` (0 everywhere = polite)."""
@@ -110,14 +124,20 @@ def check_politeness(
     delay: float,
     tolerance: float = 0.01,
     disallowed_prefixes: Iterable[str] = ("/private/",),
+    host_rules: Mapping[str, HostRules] | None = None,
 ) -> PolitenessReport:
-    """Count politeness violations per host; see the module docstring for the rules."""
+    """Count politeness violations per host; see the module docstring for the rules.
+
+    A host in ``host_rules`` is judged by its own prefixes and gap instead of
+    ``disallowed_prefixes`` and ``delay``."""
     by_host: dict[str, list[LogEntry]] = defaultdict(list)
     for e in entries:
         by_host[e.host].append(e)
-    prefixes = tuple(disallowed_prefixes)
+    default = HostRules(tuple(disallowed_prefixes), delay)
+    rules = host_rules or {}
     rep = PolitenessReport(hosts=len(by_host))
     for host, reqs in by_host.items():
+        own = rules.get(host, default)
         reqs.sort(key=lambda e: (e.start, e.end))
         rep.requests += len(reqs)
         robots_end = min((e.end for e in reqs if e.uri == ROBOTS_URI), default=None)
@@ -134,7 +154,7 @@ def check_politeness(
             if prev_start is not None:
                 gap = e.start - prev_start
                 rep.min_gap = gap if rep.min_gap is None else min(rep.min_gap, gap)
-                if gap < delay - tolerance:
+                if gap < own.gap - tolerance:
                     rep.gap += 1
                     rep._note(f"{host}: {e.uri} only {gap:.3f}s after previous start")
             prev_start = e.start
@@ -142,7 +162,7 @@ def check_politeness(
                 rep.robots_order += 1
                 rep._note(f"{host}: {e.uri} before robots.txt")
             path = e.uri.split("?", 1)[0]
-            if path.startswith(prefixes):
+            if e.uri != ROBOTS_URI and path.startswith(own.disallow):
                 rep.disallowed += 1
                 rep._note(f"{host}: fetched disallowed {e.uri}")
     return rep
@@ -154,7 +174,10 @@ class CoverageReport:
 
     ``distinct`` counts pages that exist (from the manifest) and were served
     with status 200 at least once; ``page_requests`` counts every such
-    response, so ``page_requests - distinct`` are refetches.
+    response, so ``page_requests - distinct`` are refetches. ``first_start`` and
+    ``last_end`` bound every request; ``last_page_end`` is the end of the last
+    page response (the crawl window ends there: what comes later is waiting,
+    such as retries of an unreachable robots.txt).
     """
 
     existing: int
@@ -164,6 +187,7 @@ class CoverageReport:
     other_requests: int
     first_start: float | None
     last_end: float | None
+    last_page_end: float | None = None
 
     @property
     def coverage(self) -> float:
@@ -176,22 +200,32 @@ class CoverageReport:
         return self.page_requests - self.distinct
 
 
-def check_coverage(entries: Iterable[LogEntry], pages: dict[str, list[str]]) -> CoverageReport:
-    """Compare served pages with ``pages`` (host → URIs that exist and are allowed)."""
+def check_coverage(
+    entries: Iterable[LogEntry],
+    pages: Mapping[str, list[str]],
+    resource: Callable[[str], str] | None = None,
+) -> CoverageReport:
+    """Compare served pages with ``pages`` (host → URIs that exist and are allowed).
+
+    ``resource`` maps a request URI to the name ``pages`` gives what the server
+    served for it (two spellings of one page count as one page and a refetch);
+    without it a URI is its own name."""
     wanted = {(h, u) for h, uris in pages.items() for u in uris}
     seen: set[tuple[str, str]] = set()
     page_requests = robots = other = 0
     first: float | None = None
     last: float | None = None
+    last_page: float | None = None
     for e in entries:
         first = e.start if first is None else min(first, e.start)
         last = e.end if last is None else max(last, e.end)
-        key = (e.host, e.uri)
+        key = (e.host, e.uri if resource is None else resource(e.uri))
         if e.uri == ROBOTS_URI:
             robots += 1
         elif e.status == 200 and key in wanted:
             page_requests += 1
             seen.add(key)
+            last_page = e.end if last_page is None else max(last_page, e.end)
         else:
             other += 1
     return CoverageReport(
@@ -202,4 +236,5 @@ def check_coverage(entries: Iterable[LogEntry], pages: dict[str, list[str]]) -> 
         other_requests=other,
         first_start=first,
         last_end=last,
+        last_page_end=last_page,
     )

@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -171,38 +172,83 @@ class ServerCpu:
                    for pid, (k, cpu) in self.last.items() if k == kind)
 
 
+def postmaster_reaped_s() -> float:
+    """CPU-seconds of the PostgreSQL server's exited children (backends of every database,
+    reaped by the postmaster: ``cutime + cstime`` of the process whose parent is not a
+    postgres process). Their delta over a run bounds from above what this run's exited
+    backends cost beyond the samples (other databases' backends count too)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    comms: dict[int, tuple[str, int, float]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        comms[int(entry.name)] = (stat[stat.index("(") + 1:stat.rindex(")")], int(fields[1]),
+                                  (int(fields[13]) + int(fields[14])) / tick)
+    return sum(reaped for comm, parent, reaped in comms.values()
+               if comm.startswith("postgres") and not comms.get(parent, ("",))[0].startswith(
+                   "postgres"))
+
+
+async def _transactions(dsn: str) -> int:
+    """Transactions of the run database so far (each store call is one: a round trip)."""
+    conn = await asyncpg.connect(dsn, timeout=10)
+    try:
+        return int(await conn.fetchval(
+            "SELECT xact_commit + xact_rollback FROM pg_stat_database"
+            " WHERE datname = current_database()"))
+    finally:
+        await conn.close()
+
+
 def run(workers: int, a: argparse.Namespace, manifest: static_web.SiteManifest,
-        seeds: Path, hosts: Path, work: Path) -> dict[str, Any]:
+        seeds: Path, hosts: Path, work: Path, tree: tuple[str, str | None] = ("", None)
+        ) -> dict[str, Any]:
+    """One crawl of the farm: ``workers`` processes on PostgreSQL (0: one process on
+    SQLite), with the source tree ``tree`` (label, src path for PYTHONPATH; None: this
+    one)."""
     name = f"courtier_bench_{uuid.uuid4().hex[:10]}"
     asyncio.run(_admin(f'CREATE DATABASE "{name}"'))
-    log = work / f"access-{workers}.log"
+    label = f"{workers}{tree[0]}"
+    log = work / f"access-{label}.log"
     log.unlink(missing_ok=True)  # nginx appends: an earlier round's requests are not this run's
     dsn = ADMIN_DSN[0].rsplit("/", 1)[0] + f"/{name}"
+    env = dict(os.environ)
+    if tree[1] is not None:
+        env["PYTHONPATH"] = tree[1]
+    shutil.rmtree(work / f"data-{label}", ignore_errors=True)
     try:
-        cmd = [sys.executable, "-m", "courtier", "crawl", "--workers", str(workers),
-               "--store", dsn,
-               "--data", str(work / f"data-{workers}"), "--seeds-file", str(seeds),
+        store = ["--workers", str(workers), "--store", dsn] if workers else []
+        cmd = [sys.executable, "-m", "courtier", "crawl", *store,
+               "--data", str(work / f"data-{label}"), "--seeds-file", str(seeds),
                "--resolve", str(hosts), "--allow-network", "127.0.0.0/8", "--delay", "0",
                "--max-in-flight-per-ip", "0", "--concurrency", str(a.concurrency),
                "--progress", "none", "--linger", "0", "--user-agent", "courtier-bench/1.0",
                *a.crawl_arg]
         load_before = os.getloadavg()[0]
-        with LocalNginx(Path(manifest.root), work / f"nginx-{workers}", manifest.port, log):
+        with LocalNginx(Path(manifest.root), work / f"nginx-{label}", manifest.port, log):
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             busy_before = machine_busy_s()
+            reaped_before = postmaster_reaped_s()
             began = time.monotonic()
             with ServerCpu(name) as servers:
-                subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL,
-                               stderr=open(work / f"crawl-{workers}.log", "wb"),  # noqa: SIM115
+                subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env,
+                               stderr=open(work / f"crawl-{label}.log", "wb"),  # noqa: SIM115
                                timeout=a.max_seconds)
             wall = time.monotonic() - began
             busy_after = machine_busy_s()
             busy = busy_after[0] - busy_before[0]
             stolen = busy_after[1] - busy_before[1]
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        if a.keep is not None:  # statistics are sent at transaction ends: give them a moment
-            time.sleep(1.0)
-            (work / f"pg-stats-{workers}.txt").write_text(asyncio.run(_database_stats(dsn)))
+        time.sleep(1.0)  # statistics are sent at transaction ends: give them a moment
+        reaped = postmaster_reaped_s() - reaped_before
+        transactions = asyncio.run(_transactions(dsn))
+        if a.keep is not None:
+            (work / f"pg-stats-{label}.txt").write_text(asyncio.run(_database_stats(dsn)))
     finally:
         asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     entries = access_log.read_log(log)
@@ -216,7 +262,9 @@ def run(workers: int, a: argparse.Namespace, manifest: static_web.SiteManifest,
     for e in entries:
         buckets[int((e.start - first) // 2)] += 1
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {"workers": workers, "pages": cov.distinct, "coverage": cov.coverage,
+    return {"workers": workers, "tree": tree[0], "pages": cov.distinct, "coverage": cov.coverage,
+            "pg_xacts_per_page": transactions / max(1, cov.distinct),
+            "pg_reaped_ms_per_page": 1000 * reaped / max(1, cov.distinct),
             "wall": wall, "pages_per_s": cov.distinct / wall,
             "window_s": window, "window_pages_per_s": cov.distinct / max(window, 1e-9),
             "per_2s": buckets, "worker_cores_per_2s": servers.worker_cores(began), "cpu_s": cpu,
@@ -247,6 +295,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--admin-dsn", default=ADMIN,
                     help="a database of the PostgreSQL server to create the runs' databases "
                     "from (default: the local server's postgres database)")
+    ap.add_argument("--tree", action="append", default=[], metavar="LABEL=SRC",
+                    help="also run each worker count with this source tree (PYTHONPATH=SRC), "
+                    "alternating with this one: before/after in the same run (repeatable)")
     ap.add_argument("--repeat", type=int, default=1,
                     help="rounds of all worker counts, alternating (1, 2, 1, 2, …): each "
                     "round's ratios against its own 1-worker run, then their medians")
@@ -263,8 +314,11 @@ def main(argv: list[str] | None = None) -> int:
                                        page_bytes=30_000, links=50)
         seeds = static_web.write_seeds(manifest, work / "seeds.txt")
         hosts = static_web.write_hosts_file(manifest, work / "hosts.txt")
-        rounds = [[run(k, a, manifest, seeds, hosts, work) for k in counts]
-                  for _ in range(max(1, a.repeat))]
+        trees: list[tuple[str, str | None]] = [
+            (f"-{label}", src) for label, _, src in (t.partition("=") for t in a.tree)]
+        trees.append(("", None))
+        rounds = [[run(k, a, manifest, seeds, hosts, work, tree) for k in counts
+                   for tree in trees] for _ in range(max(1, a.repeat))]
     for n, results in enumerate(rounds, start=1):
         if len(rounds) > 1:
             print(f"round {n}:")
@@ -285,7 +339,8 @@ def main(argv: list[str] | None = None) -> int:
 def report(results: list[dict[str, Any]]) -> None:
     base = results[0]
     for r in results:
-        print(f"{r['workers']:.0f} worker(s): {r['pages']:.0f} pages (coverage "
+        print(f"{'SQLite, 1 process' if not r['workers'] else str(r['workers']) + ' worker(s)'}"
+              f"{r['tree']}: {r['pages']:.0f} pages (coverage "
               f"{r['coverage']:.3f}) in {r['wall']:.1f} s = {r['pages_per_s']:.1f} pages/s, "
               f"CPU {r['cpu_ms_per_page']:.2f} ms/page (PostgreSQL {r['pg_ms_per_page']:.2f}, "
               f"nginx {r['nginx_ms_per_page']:.2f}, the whole rest of the machine "
@@ -295,6 +350,9 @@ def report(results: list[dict[str, Any]]) -> None:
               f"{r['window_s']:.1f} s = {r['window_pages_per_s']:.1f} pages/s, ratio "
               f"{r['window_pages_per_s'] / base['window_pages_per_s']:.2f} "
               f"(load {r['load_before']:.1f} → {r['load_after']:.1f})")
+        print(f"    PostgreSQL transactions (round trips) per page {r['pg_xacts_per_page']:.2f}; "
+              f"the server's exited backends, every database ({r['pg_reaped_ms_per_page']:.2f}"
+              " ms/page, an upper bound of this run's beyond the samples)")
         c, g, o, d = r["violations_by_kind"]
         print(f"    server's log: politeness violations {r['violations']} (concurrency {c}, "
               f"gap {g}, robots order {o}, disallowed {d}); duplicate fetches "

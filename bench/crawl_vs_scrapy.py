@@ -1,25 +1,37 @@
-"""Side-by-side crawl benchmark: courtier vs Scrapy on the same local static web.
+"""Side-by-side crawl benchmark: courtier vs Scrapy on the same local test web.
 
 One command (from the repository root)::
 
-    .venv/bin/python bench/crawl_vs_scrapy.py          # 1,000 hosts x 20 pages, delays 0, 0.5 s
-    .venv/bin/python bench/crawl_vs_scrapy.py --quick  # 200 hosts x 30 pages, delay 0.5 s
+    .venv/bin/python bench/crawl_vs_scrapy.py          # realistic web, 1,000 x 20, delays 0, 0.5
+    .venv/bin/python bench/crawl_vs_scrapy.py --small  # realistic web, 150 hosts x 10 pages
+    .venv/bin/python bench/crawl_vs_scrapy.py --web static          # the easy web of static_web.py
+    .venv/bin/python bench/crawl_vs_scrapy.py --web static --quick  # 200 x 30, delay 0.5 s
     .venv/bin/python bench/crawl_vs_scrapy.py --smoke  # 10 hosts x 10 pages, quick check
 
 What happens:
 
 1. nginx is found (or installed with apt-get), the Scrapy peer venv
    ``bench/.peer-venv`` is created with ``pip install scrapy`` if missing;
-2. the static web is generated in a temp dir (``static_web.py``), with seeds
-   and an /etc/hosts-style file mapping every ``*.bench.test`` name to 127.0.0.1;
+2. the web is generated in a temp dir (``realistic_web.py`` by default, or the
+   easy ``static_web.py``), with seeds and an /etc/hosts-style file mapping every
+   ``*.bench.test`` name to 127.0.0.1;
 3. each crawler runs against a fresh nginx instance on 127.0.0.1 with its own
    access log, under the same politeness (robots.txt obeyed, 1 request in
    flight per host, a fixed delay between request starts of a host) and the
    same total concurrency; its CPU (user+sys) and peak RSS come from
    ``os.wait4`` on the crawler's process (children it waited for included),
-   with a hard timeout that kills its process group;
+   with a hard timeout that kills its process group; the process group's CPU is
+   also sampled from /proc while it runs, which gives the CPU spent inside the
+   crawl window (first request to last response, from nginx's log);
 4. coverage and politeness are counted from nginx's access log
-   (``access_log.py``), never from the crawlers' own reports.
+   (``access_log.py``), never from the crawlers' own reports: on the realistic
+   web each host is held to its own robots.txt answer (404: all allowed, 500:
+   nothing allowed) and to max(delay, its Crawl-delay), and a page fetched under
+   two spellings (query order, tracking parameters) counts once.
+
+Scrapy does not read Crawl-delay and reads a 500 robots.txt as "allow all"; the
+peer is given both rules explicitly (``scrapy_peer/run_peer.py``), so both
+crawlers are held to, and judged by, the same politeness.
 
 It prints one table and the line ``courtier CPU/page ÷ Scrapy CPU/page = X``;
 the figures are also saved as JSON under ``bench/out/``.
@@ -36,16 +48,29 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 
 import access_log
+import realistic_web
 import record_figures
 import static_web
-from nginx_local import LocalNginx, ensure_nginx, free_port
-from report import RunResult, cpu_ratio, ratio_line, run_measured, table
+import web_tls
+from nginx_local import LocalNginx, TlsFiles, ensure_nginx, free_port
+from report import (
+    TARGET_RATIO,
+    RunResult,
+    cpu_between,
+    cpu_ratio,
+    ratio_line,
+    run_measured,
+    table,
+)
 
 BENCH = Path(__file__).resolve().parent
+#: issue 35: ≤ 0.30 of Scrapy's CPU per page on a small crawl (150 × 10), ≤ 0.20 otherwise
+SMALL_CRAWL, SMALL_TARGET = 1_500, 0.30
 PEER_VENV = BENCH / ".peer-venv"
 PEER_PY = PEER_VENV / "bin" / "python"
 
@@ -127,8 +152,12 @@ def courtier_cmd(
     return cmd + list(a.courtier_arg or [])
 
 
-def scrapy_cmd(a: argparse.Namespace, seeds: Path, max_pages: int, stats: Path) -> list[str]:
-    """The Scrapy peer command line with the same politeness settings."""
+def scrapy_cmd(a: argparse.Namespace, seeds: Path, max_pages: int, stats: Path,
+               slot_delays: Path | None = None, ca_file: Path | None = None) -> list[str]:
+    """The Scrapy peer command line with the same politeness settings (``slot_delays``:
+    the web's Crawl-delays as JSON, host → seconds; ``ca_file``: the CA to trust)."""
+    extra = ["--slot-delays", str(slot_delays)] if slot_delays else []
+    extra += ["--ca-file", str(ca_file)] if ca_file else []
     return [
         str(PEER_PY),
         "-m",
@@ -145,16 +174,19 @@ def scrapy_cmd(a: argparse.Namespace, seeds: Path, max_pages: int, stats: Path) 
         str(a.max_seconds),
         "--stats-out",
         str(stats),
+        *extra,
     ]
 
 
-def profiled(cmd: list[str], out: Path, rate: int) -> list[str]:
-    """``cmd`` under py-spy (raw collapsed stacks, idle frames left out) writing to ``out``."""
+def profiled(cmd: list[str], out: Path, rate: int, gil: bool = False) -> list[str]:
+    """``cmd`` under py-spy (raw collapsed stacks, idle frames left out) writing to ``out``;
+    with ``gil`` only the thread holding the GIL is sampled (``profile_stages.py``)."""
     spy = Path(sys.executable).with_name("py-spy")
     if not spy.exists():
         raise SystemExit(f"--profile-courtier needs {spy}: .venv/bin/pip install py-spy")
-    return [str(spy), "record", "--format", "raw", "--rate", str(rate), "--output", str(out),
-            "--", *cmd]
+    # --subprocesses: `crawl --workers N` runs its workers as child processes
+    return [str(spy), "record", "--format", "raw", "--rate", str(rate), "--subprocesses",
+            "--output", str(out), *(["--gil"] if gil else []), "--", *cmd]
 
 
 def measure(
@@ -162,27 +194,42 @@ def measure(
     cmd: list[str],
     cwd: Path,
     a: argparse.Namespace,
-    manifest: static_web.SiteManifest,
+    manifest: static_web.SiteManifest | realistic_web.RealisticManifest,
     work: Path,
     out: Path,
+    tls: TlsFiles | None = None,
 ) -> RunResult:
-    """Serve the web with a fresh nginx, run one crawler, judge it from the access log."""
+    """Serve the web with a fresh nginx (over HTTPS with ``tls``), run one crawler, judge
+    it from the access log."""
     work.mkdir(parents=True, exist_ok=True)
     out.mkdir(parents=True, exist_ok=True)
     log = work / f"access-{name}.log"
     print(f"[{name}] {' '.join(cmd)}", flush=True)
     load_before = os.getloadavg()[0]
     with LocalNginx(
-        Path(manifest.root), work / f"nginx-{name}", manifest.port, log, workers=a.nginx_workers
+        Path(manifest.root), work / f"nginx-{name}", manifest.port, log, workers=a.nginx_workers,
+        tls=tls,
     ):
+        samples: list[tuple[float, float]] = []
         code, timed_out, wall, ru = run_measured(
-            cmd, cwd, out / f"{name}.log", a.max_seconds + a.grace
+            cmd, cwd, out / f"{name}.log", a.max_seconds + a.grace, samples
         )
     entries = access_log.read_log(log)
     shutil.copy(log, out / log.name)
-    pol = access_log.check_politeness(entries, a.delay, a.tolerance, manifest.disallowed)
-    cov = access_log.check_coverage(entries, manifest.pages)
-    active = (cov.last_end - cov.first_start) if cov.first_start and cov.last_end else 0.0
+    # (epoch s, CPU s) of the crawler's process group: CPU over any part of the crawl
+    (out / f"{name}-cpu-samples.json").write_text(json.dumps(samples), encoding="utf-8")
+    realistic = isinstance(manifest, realistic_web.RealisticManifest)
+    pol = access_log.check_politeness(
+        entries, a.delay, a.tolerance, manifest.disallowed,
+        manifest.host_rules(a.delay) if realistic else None)
+    cov = access_log.check_coverage(
+        entries, manifest.pages, realistic_web.resource_of if realistic else None)
+    # the crawl window: the first request to the last page response (nginx's clock)
+    window = (cov.first_start, cov.last_page_end)
+    active = window[1] - window[0] if window[0] and window[1] else 0.0
+    window_cpu = cpu_between(samples, window[0], window[1]) if active else None
+    statuses = Counter(e.status for e in entries)
+    sitemaps = sum(1 for e in entries if "sitemap" in e.uri)
     res = RunResult(
         name=name,
         exit_code=code,
@@ -209,10 +256,12 @@ def measure(
         load_after=os.getloadavg()[0],
         delay=a.delay,
         page_requests=cov.page_requests,
+        window_cpu_s=window_cpu,
     )
     print(
         f"[{name}] exit {code}{' (killed at hard timeout)' if timed_out else ''}, "
-        f"{res.pages} pages in {wall:.1f} s",
+        f"{res.pages} pages in {wall:.1f} s; responses by status "
+        f"{dict(sorted(statuses.items()))}, {sitemaps} sitemap requests",
         flush=True,
     )
     return res
@@ -220,10 +269,12 @@ def measure(
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description="courtier vs Scrapy on a local nginx test web")
+    ap.add_argument("--web", choices=("realistic", "static"), default="realistic",
+                    help="realistic_web.py (default) or the easy static_web.py")
     ap.add_argument("--hosts", type=int, default=1000)
     ap.add_argument("--pages", type=int, default=20, help="pages per host, home page included")
-    ap.add_argument("--page-bytes", type=int, default=30_000)
-    ap.add_argument("--links", type=int, default=50, help="links per page")
+    ap.add_argument("--page-bytes", type=int, default=30_000, help="static web only")
+    ap.add_argument("--links", type=int, default=50, help="links per page (static web only)")
     ap.add_argument("--delay", type=float, action="append", dest="delays",
                     help="per-host delay, both crawlers (repeatable: one pair of runs per "
                          "delay; default 0 and 0.5)")
@@ -241,14 +292,28 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="write courtier's per-core figures for `courtier plan` here "
                          "(no value: the copy shipped in the package)")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (web, logs, data)")
+    ap.add_argument("--web-dir", type=Path,
+                    help="generate the realistic web here and keep it; a later run with the "
+                         "same sizes, seed and scheme reuses it (and its port)")
     ap.add_argument("--profile-courtier", action="store_true",
                     help="run courtier under py-spy (raw stacks saved beside the results; "
                          "its CPU figures then include the sampler's)")
     ap.add_argument("--profile-rate", type=int, default=200, help="py-spy samples per second")
+    ap.add_argument("--profile-gil", action="store_true",
+                    help="sample only the thread holding the GIL (py-spy --gil): the samples "
+                         "then add up to the CPU of Python code, not to threads' waits")
     ap.add_argument("--quick", action="store_true",
                     help="the earlier default: 200 hosts x 30 pages, delay 0.5 s")
+    ap.add_argument("--small", action="store_true", help="150 hosts x 10 pages")
+    ap.add_argument("--https", action="store_true",
+                    help="serve the realistic web over HTTPS (a CA made at run time, given "
+                         "to both crawlers)")
     ap.add_argument("--smoke", action="store_true", help="10 hosts x 10 pages, delay 0.2 s")
     a = ap.parse_args(argv)
+    if (a.https or a.web_dir) and a.web != "realistic":
+        ap.error("--https and --web-dir are for the realistic web only")
+    if a.small:
+        a.hosts, a.pages = 150, 10
     if a.smoke:
         a.hosts, a.pages, a.delays, a.max_seconds = 10, 10, [0.2], 120
     elif a.quick:
@@ -281,14 +346,29 @@ def main(argv: list[str] | None = None) -> int:
     try:
         port = free_port()
         t0 = time.monotonic()
-        manifest = static_web.generate(
-            work / "www", a.hosts, a.pages, port, a.seed, a.page_bytes, a.links
-        )
+        manifest: static_web.SiteManifest | realistic_web.RealisticManifest
+        slot_delays: Path | None = None
+        tls: TlsFiles | None = None
+        ca_file: Path | None = None
+        if a.https:
+            ca_file, tls = web_tls.issue_web_certificate(work / "tls")
+            a.courtier_arg = [*(a.courtier_arg or []), "--ca-file", str(ca_file)]
+        if a.web == "realistic":
+            manifest = realistic_web.reuse_or_generate(
+                a.web_dir or work / "www", a.hosts, a.pages, port, a.seed,
+                "https" if a.https else "http")
+            port = manifest.port
+            slot_delays = work / "crawl-delays.json"
+            slot_delays.write_text(json.dumps(manifest.crawl_delays()), encoding="utf-8")
+        else:
+            manifest = static_web.generate(
+                work / "www", a.hosts, a.pages, port, a.seed, a.page_bytes, a.links
+            )
         seeds = static_web.write_seeds(manifest, work / "seeds.txt")
         hosts = static_web.write_hosts_file(manifest, work / "hosts.txt")
         print(
-            f"web: {a.hosts} hosts x {a.pages} pages = {manifest.total_pages} pages "
-            f"on 127.0.0.1:{port} (generated in {time.monotonic() - t0:.1f} s)",
+            f"{a.web} web: {a.hosts} hosts x {a.pages} pages = {manifest.total_pages} pages "
+            f"on 127.0.0.1:{port} (ready in {time.monotonic() - t0:.1f} s)",
             flush=True,
         )
         max_pages = 2 * manifest.total_pages + a.hosts
@@ -302,8 +382,10 @@ def main(argv: list[str] | None = None) -> int:
                     cmd = courtier_cmd(a, work / f"courtier-data-{tag}", seeds, hosts,
                                        max_pages, help_text)
                     if a.profile_courtier:
-                        cmd = profiled(cmd, out / f"courtier-{tag}.pyspy.txt", a.profile_rate)
-                    runs.append(measure(name, cmd, BENCH, a, manifest, work / tag, out / tag))
+                        cmd = profiled(cmd, out / f"courtier-{tag}.pyspy.txt", a.profile_rate,
+                                       a.profile_gil)
+                    runs.append(measure(name, cmd, BENCH, a, manifest, work / tag, out / tag,
+                                        tls))
                     if a.figures_out is not None:
                         figures = record_figures.figures_from_run(
                             runs[-1], work / f"courtier-data-{tag}", vars(a),
@@ -311,17 +393,22 @@ def main(argv: list[str] | None = None) -> int:
                                                                    else argv))
                         record_figures.write_figures(figures, a.figures_out)
                 else:
-                    cmd = scrapy_cmd(a, seeds, max_pages, out / f"scrapy-stats-{tag}.json")
-                    runs.append(measure(name, cmd, BENCH, a, manifest, work / tag, out / tag))
+                    cmd = scrapy_cmd(a, seeds, max_pages, out / f"scrapy-stats-{tag}.json",
+                                     slot_delays, ca_file)
+                    runs.append(measure(name, cmd, BENCH, a, manifest, work / tag, out / tag,
+                                        tls))
     finally:
         if not a.keep:
             shutil.rmtree(work, ignore_errors=True)
     summary: dict[str, object] = {"args": {k: str(v) for k, v in vars(a).items()}, "runs": []}
     for delay, runs in results.items():
-        text, ratio = table(runs), ratio_line(runs)
+        text = table(runs)
+        ratio = ratio_line(runs, SMALL_TARGET if a.hosts * a.pages <= SMALL_CRAWL
+                           else TARGET_RATIO)
         print()
         print(
-            f"delay {delay} s, 1 in flight per host, concurrency {a.concurrency}, "
+            f"{a.web} web{' over HTTPS' if a.https else ''}, delay {delay} s, "
+            f"1 in flight per host, concurrency {a.concurrency}, "
             f"{a.hosts} hosts x {a.pages} pages, {os.cpu_count()} CPUs; "
             "violations = concurrency/gap/robots-order/disallowed, from nginx's log; "
             "dup fetches = pages served again ÷ page responses"
@@ -338,6 +425,7 @@ def main(argv: list[str] | None = None) -> int:
                                      "window_pages_per_s": r.window_pages_per_s,
                                      "duplicate_rate": r.duplicate_rate} for r in runs],
             "ratio": cpu_ratio(runs),
+            "window_ratio": cpu_ratio(runs, window=True),
             "table": text,
         })
     (out / "results.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")

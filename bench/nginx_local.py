@@ -20,6 +20,7 @@ import signal
 import socket
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
@@ -74,10 +75,20 @@ def _user_line() -> str:
     return f"user nobody {group};"
 
 
+@dataclass(frozen=True)
+class TlsFiles:
+    """PEM files nginx serves HTTPS with: the certificate chain and its private key."""
+
+    cert_chain: Path
+    key: Path
+
+
 def render_config(
-    binary: str, prefix: Path, web_root: Path, port: int, access_log: Path, workers: int = 1
+    binary: str, prefix: Path, web_root: Path, port: int, access_log: Path, workers: int = 1,
+    tls: TlsFiles | None = None,
 ) -> str:
-    """The nginx.conf text for this instance (template with placeholders filled)."""
+    """The nginx.conf text for this instance (template with placeholders filled);
+    with ``tls``, every server listens with TLS on the same port."""
     build = subprocess.run([binary, "-V"], capture_output=True, text=True, check=False).stderr
     temp_lines = []
     for name, module in _TEMP_MODULES.items():
@@ -92,10 +103,20 @@ def render_config(
         "PORT": str(port),
         "DOMAIN": "bench.test",
         "WEB_ROOT": str(web_root),
+        # the placeholder ends a comment line: its value's first line stays in the comment
+        "TLS": "off" if tls is None else "\n".join([
+            "on",
+            f"    ssl_certificate {tls.cert_chain};",
+            f"    ssl_certificate_key {tls.key};",
+            "    ssl_protocols TLSv1.2 TLSv1.3;",
+            "    ssl_session_cache shared:bench:10m;",
+        ]),
     }
     text = TEMPLATE.read_text(encoding="utf-8")
     for key, val in values.items():
         text = text.replace(f"@{key}@", val)
+    if tls is not None:
+        text = text.replace(f"listen 127.0.0.1:{port}", f"listen 127.0.0.1:{port} ssl")
     return text
 
 
@@ -120,6 +141,7 @@ class LocalNginx:
         access_log: Path,
         workers: int = 1,
         binary: str | None = None,
+        tls: TlsFiles | None = None,
     ) -> None:
         self.web_root = web_root.resolve()
         self.prefix = prefix.resolve()
@@ -127,6 +149,7 @@ class LocalNginx:
         self.access_log = access_log.resolve()
         self.workers = workers
         self.binary = binary or ensure_nginx()
+        self.tls = tls
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 10.0) -> None:
@@ -141,6 +164,7 @@ class LocalNginx:
                 self.port,
                 self.access_log,
                 self.workers,
+                self.tls,
             ),
             encoding="utf-8",
         )

@@ -9,6 +9,15 @@ are looked through to their caller. Start-up imports are a stage of their own.
 
     .venv/bin/python bench/profile_stages.py PROFILE.txt --pages 20000 [--cpu-s 96.1]
 
+Record with ``py-spy record --gil`` (``crawl_vs_scrapy.py --profile-courtier
+--profile-gil``): only the thread holding the GIL is sampled, so the samples add up
+to the process's CPU. Without ``--gil``, py-spy also samples threads that wait for
+the GIL or for a core (a parse thread between two C calls, the store's thread), which
+on a busy machine inflates those stages (issue 35: the off-loop parse's ``ada``
+call, 4 µs, showed as 5 % of the crawl). What runs with the GIL released (Lexbor's
+parse, SHA-256, ISA-L's deflate, SQLite) is not in a ``--gil`` profile; ``perf
+record`` sorted by shared object gives that part.
+
 With ``--pages`` it prints ms of CPU per page for each stage; with ``--cpu-s``
 (the run's measured CPU) the per-page figures are scaled to it instead of to
 the sample count ÷ rate.
@@ -25,30 +34,42 @@ from pathlib import Path
 RULES: list[tuple[str, re.Pattern[str]]] = [
     ("start-up (imports)", re.compile(r"\(<frozen importlib|\(importlib/")),
     ("dedup (Bloom, digest, SimHash)", re.compile(
-        r"\((courtier/dedup/|numpy/|rbloom)|\b(sha256|payload_digest|digest_of)\b")),
+        r"\((courtier/dedup/|numpy/|numba/|rbloom)|\b(sha256|payload_digest|digest_of)\b")),
     ("WARC writing + compression", re.compile(
         r"\((courtier/archive/|warcio/|fastwarc|isal/|gzip\.py|zlib)")),
     ("parse + link extraction", re.compile(r"\((courtier/parse/|selectolax/|html/)")),
     ("canonicalization + scope + traps", re.compile(
-        r"\((courtier/urls\.py|courtier/intake\.py|courtier/frontier/(traps|templates)\.py|"
+        r"\((courtier/(core/)?(urls|tracking|authority)\.py|courtier/(crawl/)?(intake|link_memo)"
+        r"\.py|courtier/frontier/(traps|trap_rules|trap_state|templates)\.py|"
         r"ada_url/|publicsuffixlist/|urllib/|ipaddress\.py|encodings/idna)")),
-    ("store commit (SQLite)", re.compile(r"\((courtier/store/|sqlite3/)")),
+    ("store (SQLite / PostgreSQL client)", re.compile(
+        r"\((courtier/store/|sqlite3/|asyncpg/)")),
     ("politeness (robots, delays)", re.compile(r"\(courtier/politeness/")),
     ("frontier", re.compile(r"\((courtier/frontier/|heapq)")),
     ("HTTP client", re.compile(
         r"\((aiohttp/|courtier/fetch/|multidict/|yarl/|aiodns/|brotli|aiohappyeyeballs/|"
-        r"propcache/|http/cookies|email/)")),
+        r"propcache/|http/cookies|email/|ssl\.py)")),
+    ("events (feed entries, JSON)", re.compile(
+        r"\((courtier/events/|json/|courtier/core/records\.py)")),
+    ("cluster (shards, gates)", re.compile(r"\(courtier/cluster/")),
     ("logging / progress / metrics / API", re.compile(
-        r"\((logging/|courtier/(progress|metrics)\.py|prometheus_client/|courtier/api/)")),
-    ("worker + page pipeline glue", re.compile(r"\(courtier/(worker|process|app|outcome)\.py")),
+        r"\((logging/|courtier/(crawl/)?(progress|progress_text|metrics|status|loopwatch)\.py|"
+        r"courtier/core/logs\.py|prometheus_client/|courtier/api/)")),
+    ("worker + page pipeline glue", re.compile(
+        r"\(courtier/(crawl/|core/|(worker|process|app|outcome)\.py)")),
     ("asyncio + event loop", re.compile(
-        r"\((asyncio/|uvloop/|selectors\.py|concurrent/futures/|threading\.py|socket\.py)")),
+        r"\((asyncio/|uvloop/|selectors\.py|concurrent/futures/|threading\.py|socket\.py|"
+        r"multiprocessing/)")),
 ]
 OTHER = "other"
-#: a thread blocked here is waiting, not computing; py-spy still samples it as active
-IDLE = "idle (thread-pool queue wait; not CPU, left out)"
+#: a thread blocked here is waiting, not computing; py-spy still samples it as active. The
+#: event loop's selector is the same kind of wait: py-spy counts the loop's thread active
+#: while it is runnable, and on a loaded machine a thread woken from epoll waits there
+#: for a core (10 % of the samples at load 24)
+IDLE = "idle (thread-pool queue wait, selector wait; not CPU, left out)"
 _IDLE_LEAF = re.compile(r"^(_worker \(concurrent/futures/thread\.py:81\)|"
-                        r"Condition\.wait \(threading\.py|Queue\.get \(queue\.py)")
+                        r"Condition\.wait \(threading\.py|Queue\.get \(queue\.py|"
+                        r"\w+Selector\.select \(selectors\.py)")
 
 
 def stage_of(stack: list[str]) -> str:

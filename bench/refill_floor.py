@@ -10,6 +10,9 @@ call runs in a transaction that is rolled back. For each regime (~1 due row on e
 
 * ``shipped``: ``courtier_load_due`` as installed (walk, marking SCHEDULED, refreshing
   ``host_levels``/``host_queue``), 10 k rows;
+* ``read_due``: ``courtier_read_due`` as installed (migration 0024): the same
+  selection with nothing written, the head columns sparing the ``host_levels`` probe of
+  a host with one due level;
 * ``no writes``: the same function created in the transaction without its marking
   ``UPDATE`` and its level refresh (the walk and the rows it returns, nothing else);
 * ``one statement``: the rows of the first 10 k (or 1 k) ready hosts in one read — the
@@ -144,8 +147,10 @@ def print_medians(label: str, times: dict[str, list[float]], got: dict[str, int]
                   runs: int) -> None:
     """One line a variant: its median and range in ms, and the rows it returned."""
     for name, values in times.items():
-        print(f"{label:>13} {name:>16}: median {statistics.median(values):7.1f} ms"
-              f"  (min {min(values):.1f}, max {max(values):.1f}; {got[name]} rows,"
+        median = statistics.median(values)
+        per_row = f", {1000 * median / got[name]:.1f} µs a row" if got[name] else ""
+        print(f"{label:>13} {name:>16}: median {median:7.1f} ms"
+              f"  (min {min(values):.1f}, max {max(values):.1f}; {got[name]} rows{per_row},"
               f" {runs} runs)", flush=True)
 
 
@@ -168,6 +173,8 @@ async def main() -> int:
             variants = {
                 "shipped": (None, "SELECT * FROM courtier_load_due($1, $2, $3, $4, $5, $6)",
                             args),
+                "read_due": (None, "SELECT * FROM courtier_read_due($1, $2, $3, $4, $5, $6)",
+                             args),
                 "no writes": (no_writes, "SELECT * FROM courtier_load_due_no_writes("
                               "$1, $2, $3, $4, $5, $6)", args),
                 "one statement": (_READ_SETUP, _ONE_STATEMENT, (now, hosts, PER_HOST)),

@@ -10,6 +10,8 @@ hosts) it times, alternating, ``--runs`` times:
 
 * ``shipped``: ``_refill.load_due`` as installed (walk, marking SCHEDULED, refreshing
   ``host_levels``/``host_queue``), 10 k rows;
+* ``read_due``: ``_refill.read_due``, the same selection with nothing written (the
+  refill without marking, migration 0021's head columns);
 * ``one probe a host``: the host queue's range, then one ``urls_queued`` range per
   host filtered on "due", each row's columns from the table — the read the issue's
   two-level design ("the best ready hosts, then a bounded probe per host") cannot go
@@ -64,10 +66,11 @@ def rows_of(conn: sqlite3.Connection, sql: str, params: dict[str, float]) -> int
     return len(conn.execute(sql, params).fetchall())
 
 
-def shipped(conn: sqlite3.Connection, now: float) -> int:
+def rolled_back(select: _refill.Select, conn: sqlite3.Connection, now: float) -> int:
+    """``select`` (the shipped ``load_due`` or ``read_due``) in a transaction rolled back."""
     conn.execute("BEGIN")
     try:
-        return len(_refill.load_due(conn, list(range(1024)), now, WANT, PER_HOST, ()))
+        return len(select(conn, list(range(1024)), now, WANT, PER_HOST, ()))
     finally:
         conn.execute("ROLLBACK")
 
@@ -98,7 +101,8 @@ def main() -> int:
         heads_of(conn, now, hosts)
         params = {"now": now, "hosts": hosts}
         variants: dict[str, Callable[[], int]] = {
-            "shipped": partial(shipped, conn, now),
+            "shipped": partial(rolled_back, _refill.load_due, conn, now),
+            "read_due": partial(rolled_back, _refill.read_due, conn, now),
             "one probe a host": partial(rows_of, conn, _ONE_PROBE, params),
             "head key": partial(rows_of, conn, _HEAD_KEY, {}),
             "hosts only": partial(rows_of, conn, _HOSTS_ONLY, params),

@@ -32,6 +32,7 @@ import os
 import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 DOMAIN = "bench.test"
 ROBOTS_TXT = "User-agent: *\nDisallow: /private/\n"
@@ -76,15 +77,37 @@ class SiteManifest:
 
     def save(self) -> Path:
         """Write ``manifest.json`` into the web root and return its path."""
-        path = Path(self.root) / "manifest.json"
-        path.write_text(json.dumps(asdict(self)), encoding="utf-8")
-        return path
+        return save_manifest(self.root, asdict(self))
 
     @classmethod
     def load(cls, root: str | Path) -> SiteManifest:
         """Read the manifest written by :meth:`save`."""
-        data = json.loads((Path(root) / "manifest.json").read_text(encoding="utf-8"))
-        return cls(**data)
+        return cls(**read_manifest(root))
+
+
+def save_manifest(root: str | Path, fields: dict[str, Any]) -> Path:
+    """Write a manifest's fields as ``manifest.json`` in ``root`` and return its path."""
+    path = Path(root) / "manifest.json"
+    path.write_text(json.dumps(fields), encoding="utf-8")
+    return path
+
+
+def read_manifest(root: str | Path) -> dict[str, Any]:
+    """The fields :func:`save_manifest` wrote in ``root``."""
+    fields: dict[str, Any] = json.loads((Path(root) / "manifest.json").read_text("utf-8"))
+    return fields
+
+
+class CrawlableWeb(Protocol):
+    """What the seed and hosts files need of a web's manifest (either generator's)."""
+
+    root: str
+    hosts: list[str]
+
+    @property
+    def total_pages(self) -> int: ...
+
+    def seeds(self) -> list[str]: ...
 
 
 def host_name(index: int) -> str:
@@ -97,7 +120,8 @@ def page_uri(k: int) -> str:
     return "/" if k == 0 else f"/p/{k}.html"
 
 
-def _link_forms(rng: random.Random, here: int, target: int, host: str, port: int) -> str:
+def _link_forms(rng: random.Random, here: int, target: int, host: str, port: int,
+                scheme: str = "http") -> str:
     """One href to ``target`` written as a page at ``here`` of ``host`` might write it."""
     uri = page_uri(target)
     form = rng.randrange(10)
@@ -111,7 +135,7 @@ def _link_forms(rng: random.Random, here: int, target: int, host: str, port: int
         else:
             href = f"{target}.html"
     elif form < 9:
-        href = f"http://{host}:{port}{uri}"
+        href = f"{scheme}://{host}:{port}{uri}"
     else:
         href = f"{uri}#s{rng.randrange(20)}"
     return href
@@ -149,7 +173,12 @@ def render_page(
         "javascript:void(0)",
     ]
     rng.shuffle(hrefs)
-    title = f"{host} page {k}"
+    return html_page(rng, f"{host} page {k}", hrefs, page_bytes)
+
+
+def html_page(rng: random.Random, title: str, hrefs: list[str], page_bytes: int) -> str:
+    """An HTML page titled ``title`` of about ``page_bytes`` carrying one anchor per href,
+    in order, spread over paragraphs of random words."""
     head = (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{title}</title>"
@@ -226,37 +255,48 @@ def generate(
     return manifest
 
 
-def write_seeds(manifest: SiteManifest, path: str | Path) -> Path:
+def write_seeds(manifest: CrawlableWeb, path: str | Path) -> Path:
     """Write the seed URLs, one per line, and return the path."""
     out = Path(path)
     out.write_text("".join(s + "\n" for s in manifest.seeds()), encoding="utf-8")
     return out
 
 
-def write_hosts_file(manifest: SiteManifest, path: str | Path, addr: str = "127.0.0.1") -> Path:
+def write_hosts_file(manifest: CrawlableWeb, path: str | Path, addr: str = "127.0.0.1") -> Path:
     """Write an /etc/hosts-style file mapping every host of the web to ``addr``."""
     out = Path(path)
     out.write_text("".join(f"{addr} {h}\n" for h in manifest.hosts), encoding="utf-8")
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    """CLI: ``python bench/static_web.py ROOT [--hosts N --pages N --port P]``."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+def web_arguments(description: str | None, hosts: int, pages: int) -> argparse.ArgumentParser:
+    """The command-line flags every web generator has (root, hosts, pages, port, seed)."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("root")
-    ap.add_argument("--hosts", type=int, default=200)
-    ap.add_argument("--pages", type=int, default=30)
+    ap.add_argument("--hosts", type=int, default=hosts)
+    ap.add_argument("--pages", type=int, default=pages)
     ap.add_argument("--port", type=int, default=8080)
     ap.add_argument("--seed", type=int, default=1)
+    return ap
+
+
+def write_crawl_files(manifest: CrawlableWeb, root: str) -> None:
+    """Write ``seeds.txt`` and ``hosts.txt`` beside the web and say what was made."""
+    write_seeds(manifest, os.path.join(root, "seeds.txt"))
+    write_hosts_file(manifest, os.path.join(root, "hosts.txt"))
+    print(f"{len(manifest.hosts)} hosts, {manifest.total_pages} pages under {manifest.root}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI: ``python bench/static_web.py ROOT [--hosts N --pages N --port P]``."""
+    ap = web_arguments(__doc__.splitlines()[0] if __doc__ else None, 200, 30)
     ap.add_argument("--page-bytes", type=int, default=30_000)
     ap.add_argument("--links", type=int, default=50)
     args = ap.parse_args(argv)
     m = generate(
         args.root, args.hosts, args.pages, args.port, args.seed, args.page_bytes, args.links
     )
-    write_seeds(m, os.path.join(args.root, "seeds.txt"))
-    write_hosts_file(m, os.path.join(args.root, "hosts.txt"))
-    print(f"{len(m.hosts)} hosts, {m.total_pages} pages under {m.root}")
+    write_crawl_files(m, args.root)
     return 0
 
 

@@ -105,6 +105,14 @@ def _rebuild_sqlite_queue(conn: sqlite3.Connection) -> None:
             "INSERT INTO host_levels (shard, host_key, priority, next_due_at)"
             " SELECT shard, host_key, priority, MIN(next_fetch_at) FROM urls"
             " WHERE state = 0 AND next_fetch_at IS NOT NULL GROUP BY shard, host_key, priority")
+    columns = [row[1] for row in conn.execute("PRAGMA table_info(host_queue)")]
+    if "levels" in columns:  # the host's levels (SQLite migration 0021)
+        conn.execute(
+            "UPDATE host_queue SET levels = (SELECT '[' || group_concat('[' || l.priority"
+            " || ',' || printf('%!.17g', l.next_due_at) || ']', ',') || ']'"
+            " FROM (SELECT priority, next_due_at FROM host_levels"
+            " WHERE shard = host_queue.shard AND host_key = host_queue.host_key"
+            " ORDER BY priority DESC) AS l)")
 
 
 async def _fill_postgres(dsn: str, table: list[HostRow], start: int, stop: int, due: int,
@@ -156,3 +164,13 @@ async def _rebuild_postgres_queue(conn: asyncpg.Connection) -> None:
             "INSERT INTO host_levels (shard, host_key, priority, next_due_at)"
             " SELECT shard, host_key, priority, min(next_fetch_at) FROM urls"
             " WHERE state = 0 AND next_fetch_at IS NOT NULL GROUP BY shard, host_key, priority")
+    if await conn.fetchval("SELECT count(*) FROM information_schema.columns"
+                           " WHERE table_name = 'host_queue'"
+                           " AND column_name = 'level_priorities'"):
+        # the host's levels (PostgreSQL migration 0024)
+        await conn.execute(
+            "UPDATE host_queue q SET level_priorities = a.ps, level_due_ats = a.ds"
+            " FROM (SELECT shard, host_key, array_agg(priority ORDER BY priority DESC) AS ps,"
+            " array_agg(next_due_at ORDER BY priority DESC) AS ds"
+            " FROM host_levels GROUP BY shard, host_key) AS a"
+            " WHERE q.shard = a.shard AND q.host_key = a.host_key")

@@ -231,3 +231,403 @@ def test_record_figures_from_a_real_crawl_directory(tmp_path: Path) -> None:
     loaded, raw = load_figures(out)           # the plan command accepts what was written
     assert loaded.cpu_seconds_per_page == pytest.approx(0.005)
     assert json.loads(out.read_text())["measured_at"] == raw["measured_at"]
+
+
+# ---- the realistic web (realistic_web.py) and its judge ----------------------------------
+
+
+def _realistic(tmp_path: Path, hosts: int = 40, pages: int = 10, port: int = 8123):
+    import realistic_web
+
+    return realistic_web.generate(tmp_path / "www", hosts=hosts, pages=pages, port=port, seed=3)
+
+
+def _file_of(root: Path, host: str, uri: str) -> Path:
+    import realistic_web
+
+    res = realistic_web.resource_of(uri)
+    if res.startswith("/list.html?"):
+        args = dict(p.split("=") for p in res.split("?", 1)[1].split("&"))
+        return root / host / "l" / f"{args['cat']}_{args['page']}.html"
+    return root / host / ("index.html" if res == "/" else res[1:])
+
+
+def test_realistic_host_kinds_and_robots_answers(tmp_path: Path) -> None:
+    """Each kind of host in its exact share, and what its robots.txt file says.
+
+    Seen red: with robots-500 hosts' pages left in ``pages`` (the denominator), the
+    ``pages == []`` assertion failed ("Left contains 16 more items, first extra item:
+    '/'")."""
+    m = _realistic(tmp_path)
+    kinds = list(m.kinds.values())
+    assert (kinds.count("crawl-delay"), kinds.count("robots-404"), kinds.count("robots-500"),
+            kinds.count("normal")) == (4, 2, 1, 33)
+    root = tmp_path / "www"
+    for host, kind in m.kinds.items():
+        robots = m.robots[host]
+        if kind == "robots-500":
+            assert robots.status == 500 and robots.disallow == ["/"]
+            assert m.pages[host] == [] and m.category[host] == {}
+            assert len(m.unreachable[host]) == 16  # they exist, a polite crawler never sees them
+            assert all(_file_of(root, host, u).exists() for u in m.unreachable[host])
+            assert (root / host / "robots.500").exists()
+            assert not (root / host / "robots.txt").exists()
+        elif kind == "robots-404":
+            assert robots.status == 404 and robots.disallow == [] and robots.sitemaps == []
+            assert not (root / host / "robots.txt").exists()
+            assert not (root / host / "private").exists()
+            assert static_web.PRIVATE_PATH in m.broken[host]
+        else:
+            text = (root / host / "robots.txt").read_text()
+            assert "Disallow: /private/" in text and robots.disallow == ["/private/"]
+            assert ("Crawl-delay: " in text) == (kind == "crawl-delay")
+            if kind == "crawl-delay":
+                assert f"Crawl-delay: {robots.crawl_delay:g}\n" in text
+                assert robots.crawl_delay in (1.0, 2.0)
+            assert all(f"Sitemap: {s}" in text for s in robots.sitemaps)
+    assert sorted(m.crawl_delays().values()) == [1.0, 1.0, 2.0, 2.0]
+    rules = m.host_rules(1.5)
+    delayed = [h for h, k in m.kinds.items() if k == "crawl-delay"]
+    assert sorted(rules[h].gap for h in delayed) == [1.5, 1.5, 2.0, 2.0]
+    assert type(m).load(root) == m
+
+
+def test_realistic_duplicates_sizes_and_sitemaps(tmp_path: Path) -> None:
+    """Exact duplicates are byte-equal to their original, near duplicates differ by a few
+    words, every page is 30-100 KB with 50-150 anchors, sitemaps list only pages.
+
+    Seen red: with ``near_duplicate`` returning its input unchanged, the
+    ``changed`` count was 0 (``assert 1 <= 0``)."""
+    import gzip
+    import re
+
+    m = _realistic(tmp_path, hosts=12, pages=20)
+    root = tmp_path / "www"
+    forms: set[str] = set()
+    for host in m.hosts:
+        dups = m.duplicate_of[host]
+        assert sorted(m.category[host][u] for u in dups) == ["exact-dup"] * 2 + ["near-dup"] * 2
+        for uri, original in dups.items():
+            a, b = _file_of(root, host, uri).read_text(), _file_of(root, host, original).read_text()
+            if m.category[host][uri] == "exact-dup":
+                assert a == b
+            else:
+                changed = sum(x != y for x, y in zip(a.split(" "), b.split(" "), strict=True))
+                assert 1 <= changed <= 3
+        for uri in m.pages[host]:
+            f = _file_of(root, host, uri)
+            assert 30_000 <= f.stat().st_size <= 101_000
+            assert 50 <= len(_links(f)) <= 160  # the home page also links every extra
+        for sm in m.robots[host].sitemaps:
+            path = urlsplit(sm).path
+            forms.add(path)
+            blobs = [(root / host / path[1:]).read_bytes()]
+            if path == "/sitemap_index.xml":
+                subs = re.findall(rb"<loc>http://[^/]+(/[^<]+)</loc>", blobs[0])
+                assert subs == [b"/sitemaps/1.xml", b"/sitemaps/2.xml.gz"]
+                blobs = [(root / host / s.decode()[1:]).read_bytes() for s in subs]
+            locs = []
+            for blob in blobs:
+                text = gzip.decompress(blob) if blob[:2] == b"\x1f\x8b" else blob
+                locs += [urlsplit(u.decode().replace("&amp;", "&"))
+                         for u in re.findall(rb"<loc>([^<]+)</loc>", text)]
+            assert sorted(u.path + (f"?{u.query}" if u.query else "") for u in locs) == sorted(
+                m.pages[host])
+    assert forms == {"/sitemap.xml", "/sitemap.xml.gz", "/sitemap_index.xml"}
+
+
+def test_realistic_web_reachable_set_is_the_manifest(tmp_path: Path) -> None:
+    """A polite breadth-first walk (robots rules per host, redirects followed, spellings
+    folded by ``resource_of``) reaches exactly ``pages``; every in-web link is a page,
+    a variant, a redirect, a broken URI or a disallowed one, as the manifest says.
+
+    Seen red: with the home page no longer linking the host's extras, the walk missed
+    extras (``reached == wanted`` failed: "Extra items in the right set:
+    ('h0002.bench.test', '/list.html?cat=news&page=2')")."""
+    import realistic_web
+
+    m = _realistic(tmp_path, hosts=10, pages=8, port=8124)
+    root = tmp_path / "www"
+    wanted = {(h, u) for h, uris in m.pages.items() for u in uris}
+    reached: set[tuple[str, str]] = set()
+    todo = deque(m.seeds())
+    seen_urls: set[str] = set()
+    kinds_seen: set[str] = set()
+    while todo and len(seen_urls) < 5000:
+        url = urldefrag(todo.popleft())[0]
+        if url in seen_urls:
+            continue
+        seen_urls.add(url)
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        if not host.endswith(".bench.test") or parts.port != 8124:
+            continue
+        uri = parts.path + (f"?{parts.query}" if parts.query else "")
+        if any(parts.path.startswith(p) for p in m.robots[host].disallow):
+            kinds_seen.add("disallowed")
+            continue
+        if uri in m.redirects[host]:
+            kinds_seen.add("redirect")
+            todo.append(f"http://{host}:8124{m.redirects[host][uri][1]}")
+            continue
+        if uri in m.broken[host]:
+            kinds_seen.add("broken")
+            assert not _file_of(root, host, uri).exists()
+            continue
+        res = realistic_web.resource_of(uri)
+        assert (host, res) in wanted, f"link to something the manifest does not know: {url}"
+        if uri != res:
+            assert m.variants[host][uri] == res
+            kinds_seen.add("variant")
+        reached.add((host, res))
+        for href in _links(_file_of(root, host, uri)):
+            todo.append(urljoin(url, href))
+    assert reached == wanted
+    assert kinds_seen == {"disallowed", "redirect", "broken", "variant"}
+
+
+def test_realistic_web_is_a_pure_function_of_its_parameters(tmp_path: Path) -> None:
+    import realistic_web
+
+    a = realistic_web.generate(tmp_path / "a", hosts=6, pages=4, port=9000, seed=5)
+    b = realistic_web.generate(tmp_path / "b", hosts=6, pages=4, port=9000, seed=5)
+    realistic_web.generate(tmp_path / "c", hosts=6, pages=4, port=9000, seed=6)
+    files = sorted(p.relative_to(tmp_path / "a") for p in (tmp_path / "a").rglob("*")
+                   if p.is_file() and p.name != "manifest.json")
+    assert files and all((tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes()
+                         for f in files)
+    assert {**vars(a), "root": ""} == {**vars(b), "root": ""}
+    assert (tmp_path / "a" / "h0000.bench.test" / "index.html").read_bytes() != (
+        tmp_path / "c" / "h0000.bench.test" / "index.html").read_bytes()
+
+
+def test_resource_of_folds_spellings_of_one_page() -> None:
+    from realistic_web import list_uri, resource_of
+
+    canon = list_uri("news", 2)
+    assert canon == "/list.html?cat=news&page=2"
+    assert {resource_of(list_uri("news", 2, f)) for f in ("canonical", "swapped", "tracked")} == {
+        canon}
+    assert resource_of("/p/3.html?utm_source=feed") == "/p/3.html"
+    assert resource_of("/list.html?cat=shop&page=2") != canon
+
+
+def test_judge_holds_each_host_to_its_own_robots_and_crawl_delay() -> None:
+    """Per-host rules: a Crawl-delay gap, a robots-500 host's page, robots.txt itself.
+
+    Seen red: with ``host_rules`` ignored (the run's delay and prefixes for every
+    host), the counts were (0, 0, 0, 1): no gap violation on the Crawl-delay host, and
+    the one disallowed fetch counted was the robots-404 host's, not the robots-500's."""
+    from access_log import HostRules
+
+    rules = {"cd": HostRules(("/private/",), 2.0), "e500": HostRules(("/",), 0.5),
+             "n404": HostRules((), 0.5)}
+    log = [
+        _e("cd", "/robots.txt", 0.0), _e("cd", "/", 2.0), _e("cd", "/p/1.html", 3.0),  # 1 s < 2 s
+        _e("e500", "/robots.txt", 0.0, status=500), _e("e500", "/robots.txt", 60.0, status=500),
+        _e("e500", "/", 61.0),  # robots.txt answered 500: nothing is allowed
+        _e("n404", "/robots.txt", 0.0, status=404), _e("n404", "/private/secret.html", 1.0),
+    ]
+    rep = check_politeness(log, delay=0.5, host_rules=rules)
+    assert (rep.concurrency, rep.gap, rep.robots_order, rep.disallowed) == (0, 1, 0, 1)
+    assert any("cd: /p/1.html" in x for x in rep.examples)
+    assert any("e500: fetched disallowed /" in x for x in rep.examples)
+    plain = check_politeness(log, delay=0.5)  # one rule for all: judges the wrong fetch
+    assert (plain.gap, plain.disallowed) == (0, 1)
+    assert plain.examples == ["n404: fetched disallowed /private/secret.html"]
+
+
+def test_coverage_folds_spellings_and_ends_the_window_at_the_last_page() -> None:
+    """Seen red: with ``resource`` ignored by ``check_coverage``, (distinct, page
+    requests, refetches) were (1, 1, 0) instead of (2, 3, 1)."""
+    import realistic_web
+
+    pages = {"a": ["/", "/list.html?cat=news&page=1"]}
+    log = [
+        _e("a", "/robots.txt", 0),
+        _e("a", "/", 1),
+        _e("a", "/list.html?page=1&cat=news", 2),
+        _e("a", "/list.html?cat=news&page=1&utm_source=x", 3),  # the same page again
+        _e("a", "/old/3.html", 4, status=301),
+        _e("a", "/robots.txt", 60),  # a late retry: outside the crawl window
+    ]
+    cov = check_coverage(log, pages, realistic_web.resource_of)
+    assert (cov.distinct, cov.page_requests, cov.refetches) == (2, 3, 1)
+    assert cov.last_page_end == pytest.approx(3.01) and cov.last_end == pytest.approx(60.01)
+    assert check_coverage(log, pages).distinct == 1
+
+
+def test_cpu_between_interpolates_and_run_measured_samples_the_group(tmp_path: Path) -> None:
+    """Seen red: with the /proc sample replaced by 0.0, ``max(...) >= 0.2`` failed
+    (0.0): the grandchild's CPU is read from its process group while it runs."""
+    from report import cpu_between
+
+    samples = [(10.0, 1.0), (11.0, 2.0), (13.0, 2.0)]
+    assert cpu_between(samples, 10.5, 12.0) == pytest.approx(0.5)
+    assert cpu_between(samples, 9.0, 12.0) is None
+    burn = ("import subprocess, sys, time\n"
+            "subprocess.run([sys.executable, '-c', 'import time\\nt=time.process_time()\\n"
+            "while time.process_time()-t<0.6: pass'])\n")
+    got: list[tuple[float, float]] = []
+    code, _, _, ru = run_measured([sys.executable, "-c", burn], tmp_path, tmp_path / "o", 60,
+                                  got, sample_every=0.05)
+    assert code == 0 and len(got) >= 3
+    assert [t for t, _ in got] == sorted(t for t, _ in got)
+    assert got[-1][1] == pytest.approx(ru.ru_utime + ru.ru_stime)
+    assert max(c for _, c in got[:-1]) >= 0.2  # the child's CPU was seen while it ran
+
+
+@pytest.mark.skipif(
+    not shutil.which("nginx") and not Path("/usr/sbin/nginx").exists(), reason="nginx not installed"
+)
+def test_nginx_serves_the_realistic_rules(tmp_path: Path) -> None:
+    """robots.txt 500 and 404, query pages in any order, the redirect chain, sitemaps."""
+    from nginx_local import LocalNginx, free_port
+
+    port = free_port()
+    m = _realistic(tmp_path, hosts=40, pages=6, port=port)
+    by_kind = {k: h for h, k in m.kinds.items()}
+    host = next(h for h in m.hosts if m.robots[h].sitemaps)
+    chain = next(u for u, (s, t) in m.redirects[host].items() if str(t).startswith("/old/"))
+    asks = [(by_kind["robots-500"], "/robots.txt"), (by_kind["robots-404"], "/robots.txt"),
+            (by_kind["crawl-delay"], "/robots.txt"), (host, "/list.html?page=2&cat=shop"),
+            (host, "/list.html?cat=shop&page=2&utm_source=x"), (host, "/list.html"),
+            (host, chain), (host, urlsplit(m.robots[host].sitemaps[0]).path)]
+    got = []
+    with LocalNginx(tmp_path / "www", tmp_path / "ngx", port, tmp_path / "access.log"):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        for h, uri in asks:
+            conn.request("GET", uri, headers={"Host": f"{h}:{port}"})
+            resp = conn.getresponse()
+            got.append((resp.status, resp.getheader("Location"), resp.read()))
+        conn.close()
+    assert [g[0] for g in got] == [500, 404, 200, 200, 200, 404, 301, 200]
+    assert b"Crawl-delay: " in got[2][2]
+    assert got[3][2] == got[4][2] == (tmp_path / "www" / host / "l" / "shop_2.html").read_bytes()
+    old = m.redirects[host][chain][1]
+    assert got[6][1] == f"http://{host}:{port}{old}"
+
+
+def test_realistic_web_over_https_writes_https_urls(tmp_path: Path) -> None:
+    """Seen red: with ``_hrefs`` writing ``http://`` for other hosts' pages whatever the
+    scheme, ``http_links`` held 200 of them ('http://h0004.bench.test:8443/p/2.html'…)."""
+    m = _realistic_scheme(tmp_path, "https")
+    assert m.seeds()[0] == "https://h0000.bench.test:8443/"
+    assert all(s.startswith("https://") for r in m.robots.values() for s in r.sitemaps)
+    links = [h for host in m.hosts for u in m.pages[host]
+             for h in _links(_file_of(tmp_path / "www", host, u))]
+    http_links = [h for h in links if h.startswith("http://") and ".bench.test" in h]
+    assert http_links == []
+    assert any(h.startswith("https://h") for h in links)
+
+
+def _realistic_scheme(tmp_path: Path, scheme: str):
+    import realistic_web
+
+    return realistic_web.generate(tmp_path / "www", hosts=5, pages=4, port=8443, seed=2,
+                                  scheme=scheme)
+
+
+@pytest.mark.skipif(
+    not shutil.which("nginx") and not Path("/usr/sbin/nginx").exists(), reason="nginx not installed"
+)
+def test_nginx_serves_https_with_the_run_time_ca(tmp_path: Path) -> None:
+    """The certificate verifies against this run's CA for every host name, not another's.
+
+    Seen red: without "ssl" added to the listen lines (plain HTTP on the port),
+    the handshake failed: "ssl.SSLError: [SSL: WRONG_VERSION_NUMBER] wrong version
+    number"."""
+    import socket
+    import ssl
+
+    import web_tls
+    from nginx_local import LocalNginx, free_port
+
+    port = free_port()
+    m = _realistic_scheme(tmp_path, "https")
+    ca, tls = web_tls.issue_web_certificate(tmp_path / "tls")
+    other_ca, _ = web_tls.issue_web_certificate(tmp_path / "other")
+
+    def get(ca_file: Path, host: str) -> bytes:
+        ctx = ssl.create_default_context(cafile=str(ca_file))
+        with (socket.create_connection(("127.0.0.1", port), timeout=5) as raw,
+              ctx.wrap_socket(raw, server_hostname=host) as conn):
+            conn.sendall(f"GET /robots.txt HTTP/1.1\r\nHost: {host}\r\n"
+                         "Connection: close\r\n\r\n".encode())
+            chunks = []
+            while chunk := conn.recv(65536):
+                chunks.append(chunk)
+            return b"".join(chunks)
+
+    with LocalNginx(tmp_path / "www", tmp_path / "ngx", port, tmp_path / "a.log", tls=tls):
+        normal = next(h for h in m.hosts if m.kinds[h] == "normal")
+        assert get(ca, normal).startswith(b"HTTP/1.1 200")
+        assert get(ca, m.hosts[1]).split(b" ")[1] in (b"200", b"404", b"500")
+        with pytest.raises(ssl.SSLCertVerificationError):
+            get(other_ca, normal)
+
+
+def test_profile_stages_charge_the_current_module_layout() -> None:
+    """Seen red: with the rules of the flat layout (``courtier/urls.py``,
+    ``courtier/worker.py``, no asyncpg, no cluster), 6 of these 7 stacks fell to
+    'other' (only the parser's was charged)."""
+    import profile_stages
+
+    def stage(*frames: str) -> str:
+        return profile_stages.stage_of(["<module> (courtier/cli/main.py:1)", *frames])
+
+    assert stage("canonicalize (courtier/core/urls.py:300)") == "canonicalization + scope + traps"
+    assert stage("take_in (courtier/crawl/intake.py:80)", "canonicalize (courtier/core/urls.py:3)"
+                 ) == "canonicalization + scope + traps"
+    assert stage("run (courtier/crawl/worker.py:50)") == "worker + page pipeline glue"
+    assert stage("run (courtier/crawl/worker.py:50)", "execute (asyncpg/connection.py:9)"
+                 ) == "store (SQLite / PostgreSQL client)"
+    assert stage("links (courtier/parse/html.py:9)", "css (selectolax/lexbor.py:1)"
+                 ) == "parse + link extraction"
+    assert stage("tick (courtier/crawl/progress.py:5)") == "logging / progress / metrics / API"
+    assert stage("run (courtier/cluster/shard_state.py:5)") == "cluster (shards, gates)"
+
+
+def test_a_kept_web_is_reused_only_for_the_same_parameters(tmp_path: Path) -> None:
+    """Seen red: with the parameter check dropped, the 4-page web came back when 5 pages
+    were asked for ("(8301, 4) == (8302, 5)" failed)."""
+    import realistic_web
+
+    first = realistic_web.reuse_or_generate(tmp_path / "w", 4, 4, 8301, 1)
+    marker = tmp_path / "w" / "h0000.bench.test" / "marker"
+    marker.write_text("kept")
+    again = realistic_web.reuse_or_generate(tmp_path / "w", 4, 4, 8302, 1)
+    assert again == first and again.port == 8301 and marker.exists()
+    other = realistic_web.reuse_or_generate(tmp_path / "w", 4, 5, 8302, 1)
+    assert (other.port, other.pages_per_host) == (8302, 5) and not marker.exists()
+
+
+def test_profile_stages_knows_the_package_layout() -> None:
+    """Frames of the modules as they are laid out now land in their stage (the rules once
+    named ``courtier/urls.py`` and ``courtier/worker.py``, so after the moves into
+    packages canonicalization and the worker's glue were charged to asyncio)."""
+    import profile_stages
+
+    def stage(frame: str) -> str:
+        return profile_stages.stage_of(["Runner.run (asyncio/runners.py:118)", frame])
+
+    assert stage("canonicalize_link (courtier/crawl/link_memo.py:84)").startswith("canonical")
+    assert stage("canonicalize (courtier/core/urls.py:300)").startswith("canonical")
+    assert stage("Intake.links (courtier/crawl/intake.py:217)").startswith("canonical")
+    assert stage("PageProcessor._ok (courtier/crawl/process.py:369)").startswith("worker")
+    assert stage("Fetcher.fetch (courtier/crawl/fetcher.py:200)").startswith("worker")
+    assert stage("link_entries (courtier/events/feed.py:49)").startswith("events")
+    assert stage("_run (courtier/dedup/simhash.py:250)").startswith("dedup")
+    assert stage("Runner.run (asyncio/runners.py:118)").startswith("asyncio")
+
+
+def test_profile_stages_leave_waits_out() -> None:
+    """Seen red: without the selector in the idle pattern, the event loop's wait in
+    epoll was charged to 'asyncio + event loop'."""
+    import profile_stages
+
+    loop = ["run (asyncio/base_events.py:600)", "_run_once (asyncio/base_events.py:1900)"]
+    assert profile_stages.stage_of([*loop, "_PollLikeSelector.select (selectors.py:415)"]
+                                   ) == profile_stages.IDLE
+    assert profile_stages.stage_of([*loop, "_run (asyncio/events.py:80)"]
+                                   ) == "asyncio + event loop"

@@ -67,6 +67,10 @@ def main() -> None:
     parser.add_argument("--store", help="a postgresql:// URL (default: DIR/courtier.db)")
     parser.add_argument("--seconds", type=float, default=40)
     parser.add_argument("--hosts", type=int, default=100_000)
+    parser.add_argument("--worker-arg", action="append", default=[],
+                        help="one more argument for `courtier worker` (repeatable), e.g. "
+                        "--worker-arg=--known-urls-cap=0")
+    parser.add_argument("--log", type=Path, help="keep the worker's log in this file")
     args = parser.parse_args()
     if args.store:
         args.data.mkdir(parents=True, exist_ok=True)
@@ -80,8 +84,10 @@ def main() -> None:
     worker = subprocess.Popen(
         [str(courtier), "worker", "--data", str(args.data), "--resolve", hosts.name,
          "--allow-network", "127.0.0.0/8", "--max-seconds", str(args.seconds),
-         "--progress", "none", *(["--store", args.store] if args.store else [])],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+         "--progress", "none", *(["--store", args.store] if args.store else []),
+         *args.worker_arg],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL if args.log is None else args.log.open("wb"))
     peak = 0
     deadline = time.monotonic() + args.seconds + 60
     while worker.poll() is None and time.monotonic() < deadline:

@@ -69,7 +69,7 @@ async def truncate(dsn: str) -> None:
             # DELETE, not TRUNCATE: for the few rows a test leaves it avoids file work
             await conn.execute(
                 "".join(f"DELETE FROM {table};" for table in DATA_TABLES)
-                + "UPDATE outbox_sequencer SET last_position = 0;"
+                + "UPDATE outbox_sequencer SET last_position = 0, pruned_through = 0;"
                 + "UPDATE cluster_counters SET value = 0"
             )
     finally:

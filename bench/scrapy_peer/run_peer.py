@@ -11,12 +11,26 @@ AutoThrottle, the same total concurrency. The rest follows Scrapy's own
 "broad crawls" advice (INFO logging, cookies and retries off, the
 downloader-aware priority queue, which is already the default since 2.13).
 The final stats are written as JSON for a cross-check against the access log.
+
+Two rules courtier follows by itself are given to Scrapy explicitly so both are
+held to the same politeness: a robots.txt answering 5xx disallows everything
+(``robots_status.UnreachableRobotsMiddleware``), and a host's ``Crawl-delay``
+(Scrapy does not read it) comes from ``--slot-delays``, a JSON object host →
+seconds written by the benchmark from the web's manifest, as ``DOWNLOAD_SLOTS``
+with ``delay = max(--delay, Crawl-delay)`` and one request in flight.
+
+With ``--ca-file`` (the web served over HTTPS), Scrapy verifies certificates
+(``DOWNLOAD_VERIFY_CERTIFICATES``; it does not by default) against that CA alone:
+Twisted's platform trust reads OpenSSL's default paths, which ``SSL_CERT_FILE``
+points at the benchmark's CA, as courtier's ``--ca-file`` does.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+from pathlib import Path
 from typing import Any
 
 from scrapy.crawler import CrawlerProcess
@@ -26,6 +40,9 @@ from scrapy_peer.spider import BenchSpider
 
 def settings_for(args: argparse.Namespace) -> dict[str, Any]:
     """Scrapy settings for one benchmark run."""
+    slot_delays: dict[str, float] = (
+        json.loads(Path(args.slot_delays).read_text(encoding="utf-8")) if args.slot_delays
+        else {})
     return {
         "BOT_NAME": "scrapy-peer-bench",
         "USER_AGENT": args.user_agent,
@@ -37,6 +54,11 @@ def settings_for(args: argparse.Namespace) -> dict[str, Any]:
         # Scrapy >= 2.14 spelling of RANDOMIZE_DOWNLOAD_DELAY = False
         "DOWNLOAD_DELAY_JITTER": 0.0,
         "AUTOTHROTTLE_ENABLED": False,
+        "DOWNLOAD_SLOTS": {host: {"delay": max(args.delay, d), "concurrency": 1, "jitter": 0.0}
+                           for host, d in slot_delays.items()},
+        "DOWNLOADER_MIDDLEWARES": {
+            "scrapy_peer.robots_status.UnreachableRobotsMiddleware": 90,
+        },
         "TWISTED_DNS_RESOLVER": "scrapy_peer.resolver.BenchResolver",
         "SCHEDULER_PRIORITY_QUEUE": "scrapy.pqueues.DownloaderAwarePriorityQueue",
         "CLOSESPIDER_PAGECOUNT": args.max_pages,
@@ -47,6 +69,7 @@ def settings_for(args: argparse.Namespace) -> dict[str, Any]:
         "TELNETCONSOLE_ENABLED": False,
         "REMOTE_CONTROL_ENABLED": False,
         "LOG_LEVEL": "INFO",
+        "DOWNLOAD_VERIFY_CERTIFICATES": bool(args.ca_file),
     }
 
 
@@ -60,7 +83,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-seconds", type=float, default=0)
     ap.add_argument("--user-agent", default="scrapy-peer-bench/1.0")
     ap.add_argument("--stats-out", default="")
+    ap.add_argument("--slot-delays", default="", help="JSON file: host -> Crawl-delay seconds")
+    ap.add_argument("--ca-file", default="", help="PEM of the CA to trust (and verify with)")
     args = ap.parse_args(argv)
+    if args.ca_file:
+        os.environ["SSL_CERT_FILE"] = args.ca_file
     process = CrawlerProcess(settings_for(args), install_root_handler=True)
     crawler = process.create_crawler(BenchSpider)
     process.crawl(crawler, seeds_file=args.seeds_file)

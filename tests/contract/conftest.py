@@ -26,37 +26,46 @@ T0 = 1_700_000_000.0
 StoreMaker = Callable[[], Store]
 
 
-def _sqlite_factory(request: pytest.FixtureRequest, tmp: Path) -> StoreMaker:
+def _sqlite_factory(request: pytest.FixtureRequest, tmp: Path,
+                    clock: VirtualClock) -> StoreMaker:
     path = tmp / "data" / "crawl.sqlite"
-    clock = VirtualClock(T0)
     return lambda: SqliteStore(path, clock=clock)
 
 
-def _memory_factory(request: pytest.FixtureRequest, tmp: Path) -> StoreMaker:
+def _memory_factory(request: pytest.FixtureRequest, tmp: Path,
+                    clock: VirtualClock) -> StoreMaker:
     # one object is its own "backing data": reopening it sees what was written
-    store = MemoryStore(clock=VirtualClock(T0))
+    store = MemoryStore(clock=clock)
     return lambda: store
 
 
-def _postgres_factory(request: pytest.FixtureRequest, tmp: Path) -> StoreMaker:
+def _postgres_factory(request: pytest.FixtureRequest, tmp: Path,
+                      clock: VirtualClock) -> StoreMaker:
     from tests.pg import truncate
 
     dsn: str = request.getfixturevalue("pg_module_dsn")
     asyncio.run(truncate(dsn))
-    clock = VirtualClock(T0)
     return lambda: PostgresStore(dsn, clock=clock, max_size=4)
 
 
-FACTORIES: dict[str, Callable[[pytest.FixtureRequest, Path], StoreMaker]] = {
+FACTORIES: dict[str, Callable[[pytest.FixtureRequest, Path, VirtualClock], StoreMaker]] = {
     "memory": _memory_factory,
     "sqlite": _sqlite_factory,
     "postgres": _postgres_factory,
 }
 
 
+@pytest.fixture
+def store_clock() -> VirtualClock:
+    """The clock of the test's store (its event times, the memory store's cluster times),
+    starting at :data:`T0`."""
+    return VirtualClock(T0)
+
+
 @pytest.fixture(params=sorted(FACTORIES))
-def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> StoreMaker:
-    return FACTORIES[request.param](request, tmp_path)
+def make_store(request: pytest.FixtureRequest, tmp_path: Path,
+               store_clock: VirtualClock) -> StoreMaker:
+    return FACTORIES[request.param](request, tmp_path, store_clock)
 
 
 @pytest.fixture

@@ -212,3 +212,25 @@ async def test_concurrent_takeovers_give_each_shard_one_owner(make_store: StoreM
     finally:
         for s in stores:
             await s.close()
+
+
+async def test_the_read_only_refill_is_fenced_and_a_new_owner_reads_what_the_old_one_read(
+        store: Store) -> None:
+    """``read_due`` marks nothing: what a dead owner read is the new owner's to read again,
+    and a deposed owner's read (a stale epoch, or a shard absent from ``epochs``) returns
+    nothing. Seen red with the epoch filter of PostgreSQL's ``read_due`` removed (the stale
+    read returned 3 rows) and with the memory store's read marking its rows SCHEDULED
+    (their states read [1, 1, 1])."""
+    urls = [new(f"http://a.test/{i}") for i in range(3)]
+    await store.add_urls(urls)
+    old = await take(store, "A", [1], EXPIRED)
+    read = await store.read_due([1], T0, 10, 10, epochs=old)
+    assert sorted(d.url_key for d in read) == sorted(u.url_key for u in urls)
+    assert [await state_of(store, u.url) for u in urls] == [UrlState.QUEUED] * 3
+    new_epochs = await take(store, "B", [1])  # A's lease expired: a takeover
+    assert await store.read_due([1], T0, 10, 10, epochs=old) == []
+    assert await store.read_due([1], T0, 10, 10, epochs={}) == []
+    again = await store.read_due([1], T0, 10, 10, epochs=new_epochs)
+    assert [d.url_key for d in again] == [d.url_key for d in read]
+    assert (await store.commit([done(again[0].url, epoch=new_epochs[1])])).applied == 1
+    assert len(await store.read_due([1], T0, 10, 10, epochs=new_epochs)) == 2

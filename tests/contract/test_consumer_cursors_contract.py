@@ -49,3 +49,14 @@ async def test_positions_survive_reopening(make_store: StoreMaker) -> None:
         assert await again.register_consumer("a") == 12
     finally:
         await again.close()
+
+
+async def test_consumers_are_listed_and_a_forgotten_one_is_gone(store: Store) -> None:
+    """A consumer gone for good is forgotten (it no longer holds the outbox back)."""
+    await store.register_consumer("a")
+    await store.advance_consumer("b", 4)
+    assert await store.consumers() == {"a": 0, "b": 4}
+    assert await store.forget_consumer("a") is True
+    assert await store.forget_consumer("a") is False  # not registered any more
+    assert await store.consumers() == {"b": 4}
+    assert await store.consumer_position("a") is None

@@ -247,6 +247,12 @@ _DOCUMENT: dict[str, Any] = {
                         },
                     },
                 ],
+                extra={"410": {
+                    "description": "events after this position were removed by the "
+                                   "retention (--events-retention); the error names the "
+                                   "oldest position still readable and what to do",
+                    "content": {JSON: {"schema": schema_ref("Error")}},
+                }},
             )
         },
         "/v1/events/schema": {

@@ -18,11 +18,19 @@ A record is never deleted while something still points at it:
 Records share segment files, and a WARC file is not rewritten: a file is
 deleted as a whole once every capture in it is expired and unreferenced.
 Files still marked ``.open`` are never touched.
+
+The outbox is read URL by URL (``Store.events_by_url``, 1,000 URLs a call), so
+memory holds one page of events and, per WARC file, whether it must stay; not
+every event. Captures are known only from the events still kept: once the
+outbox's retention has removed events (docs/scale-out.md, "Bounded growth"), the
+records of removed events are not seen, so a file is also kept while any URL row
+points into it, and a file holding the first copy of a payload is kept (a
+revisit among the removed events may refer to it). A file whose every capture's
+event was removed is never deleted by gc.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,12 +39,14 @@ import fsspec
 
 from courtier.archive.cdxj import warc_files
 from courtier.core.errors import ArchiveError
-from courtier.store.base import Store
+from courtier.store.base import Event, Store
 
 __all__ = ["GcReport", "RetentionRule", "collect_garbage"]
 
 DAY = 24 * 3600.0
 PAGE = 5000
+#: URLs whose events one store call returns (``Store.events_by_url``)
+URLS_PER_PAGE = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,59 +81,50 @@ async def collect_garbage(store: Store, root: str, rule: RetentionRule, now: flo
     folders of a crawl of several workers; deleted files are then named with their
     root) (see the module docstring)."""
     report = GcReport(dry_run=dry_run)
-    captures: dict[bytes, list[tuple[int, float, str, int, int]]] = defaultdict(list)
-    digests: dict[tuple[str, int], str] = {}
-    revisits: set[tuple[str, int]] = set()
-    cursor = 0
-    while events := await store.read_events(cursor, PAGE):
+    verdict = _Verdict()
+    after: bytes | None = None
+    while events := await store.events_by_url(after, URLS_PER_PAGE):
+        page: list[tuple[bytes, list[_Capture]]] = []
         for e in events:
-            warc: Any = e.payload.get("warc")
-            if e.payload.get("kind", "fetch") == "fetch" and warc:
-                where = (str(warc["file"]), int(warc["offset"]))
-                captures[e.url_key].append((e.version, float(e.payload["fetched_at"]),
-                                            where[0], where[1], e.id))
-                if e.payload.get("payload_digest"):
-                    digests[where] = str(e.payload["payload_digest"])
-                if warc.get("revisit"):
-                    revisits.add(where)
-        cursor = events[-1].id
-    keep: set[str] = set()                           # files with a capture that must stay
-    candidates: list[tuple[str, int]] = []           # expired, not pointed at by row/event
-    for url_key, items in captures.items():
-        row = await store.get_url(url_key)
-        live = (row.get("warc_file"), row.get("warc_offset")) if row else (None, None)
-        items.sort(key=lambda c: -c[0])
-        for rank, (_, fetched_at, file, offset, event_id) in enumerate(items):
-            if not rule.expired(rank, fetched_at, now):
-                keep.add(file)
+            capture = _Capture.of(e)
+            if capture is None:
                 continue
-            report.captures_expired += 1
-            if (file, offset) == live:
-                report.kept_live += 1
-                keep.add(file)
-            elif consumed_up_to is None or event_id > consumed_up_to:
-                report.kept_unconsumed += 1
-                keep.add(file)
+            if page and page[-1][0] == e.url_key:
+                page[-1][1].append(capture)
             else:
-                candidates.append((file, offset))
-    doomed_at = set(candidates)
-    # digests that kept revisit records still refer to (identical-payload revisits)
-    referred = {digests[w] for w in revisits if w not in doomed_at and w in digests}
-    doomed: set[str] = set()
-    for file, offset in candidates:
-        digest = digests.get((file, offset))
-        if digest in referred and await _first_copy(store, digest, file, offset):
-            report.kept_payload += 1
-            keep.add(file)
-        else:
-            doomed.add(file)
+                page.append((e.url_key, [capture]))
+        candidates: list[_Capture] = []
+        for url_key, items in page:
+            row = await store.get_url(url_key)
+            live = (row.get("warc_file"), row.get("warc_offset")) if row else (None, None)
+            items.sort(key=lambda c: -c.version)
+            for rank, capture in enumerate(items):
+                if not rule.expired(rank, capture.fetched_at, now):
+                    verdict.keep_capture(capture)
+                    continue
+                report.captures_expired += 1
+                if capture.where == live:
+                    report.kept_live += 1
+                    verdict.keep_capture(capture)
+                elif consumed_up_to is None or capture.position > consumed_up_to:
+                    report.kept_unconsumed += 1
+                    verdict.keep_capture(capture)
+                else:
+                    candidates.append(capture)
+        await verdict.add_candidates(store, candidates)
+        after = events[-1].url_key
+    pruned = await store.events_pruned_through() > 0
+    report.kept_payload = await verdict.settle(store, keep_first_copies=pruned)
+    in_use = await store.warc_files_in_use(verdict.doomed - verdict.keep)
+    report.kept_live += len(in_use)
+    verdict.keep |= in_use
     for each in (root, *more_roots):
         complete, _ = warc_files(each)
         report.files_seen += len(complete)
         try:
             fs, path = fsspec.core.url_to_fs(each)
             for name in complete:
-                if name in doomed and name not in keep:
+                if name in verdict.doomed and name not in verdict.keep:
                     if not dry_run:
                         fs.rm(f"{str(path).rstrip('/')}/{name}")
                     report.files_deleted.append(f"{each.rstrip('/')}/{name}" if more_roots
@@ -133,8 +134,72 @@ async def collect_garbage(store: Store, root: str, rule: RetentionRule, now: flo
     return report
 
 
-async def _first_copy(store: Store, digest: str | None, file: str, offset: int) -> bool:
-    if digest is None:
-        return False
-    found = await store.payload_location(digest)
-    return found is not None and (found[0], found[1]) == (file, offset)
+@dataclass(frozen=True, slots=True)
+class _Capture:
+    """A fetch event with a WARC record: what the rule and the references need of it."""
+
+    version: int
+    fetched_at: float
+    file: str
+    offset: int
+    position: int
+    digest: str | None
+    revisit: bool
+
+    @property
+    def where(self) -> tuple[str, int]:
+        return self.file, self.offset
+
+    @classmethod
+    def of(cls, event: Event) -> _Capture | None:
+        warc: Any = event.payload.get("warc")
+        if event.payload.get("kind", "fetch") != "fetch" or not warc:
+            return None
+        digest = event.payload.get("payload_digest")
+        return cls(event.version, float(event.payload["fetched_at"]), str(warc["file"]),
+                   int(warc["offset"]), event.id, str(digest) if digest else None,
+                   bool(warc.get("revisit")))
+
+
+@dataclass(slots=True)
+class _Verdict:
+    """What the walk over the outbox decided, per WARC file: memory grows with the files
+    and the digests kept revisits refer to, not with the events.
+
+    ``keep``: files with a capture that must stay; ``doomed``: files with an expired,
+    unreferenced capture; ``first_copies``: doomed files holding the payload index's first
+    copy of a digest (a revisit elsewhere may refer to it); ``referred``: the digests of
+    the revisit records that stay."""
+
+    keep: set[str] = field(default_factory=set)
+    doomed: set[str] = field(default_factory=set)
+    first_copies: set[str] = field(default_factory=set)
+    referred: set[str] = field(default_factory=set)
+
+    def keep_capture(self, capture: _Capture) -> None:
+        self.keep.add(capture.file)
+        if capture.revisit and capture.digest:
+            self.referred.add(capture.digest)
+
+    async def add_candidates(self, store: Store, candidates: Sequence[_Capture]) -> None:
+        """Doom the files of these captures, noting which hold a first copy (one lookup
+        of the payload index per page)."""
+        digests = [c.digest for c in candidates if c.digest]
+        first = await store.payload_locations(digests) if digests else {}
+        for capture in candidates:
+            self.doomed.add(capture.file)
+            found = first.get(capture.digest) if capture.digest else None
+            if found is not None and (found[0], found[1]) == capture.where:
+                self.first_copies.add(capture.file)
+
+    async def settle(self, store: Store, keep_first_copies: bool) -> int:
+        """Keep the doomed files holding a first copy a staying revisit refers to (every
+        first copy once events were pruned: their revisits may be among the removed
+        events); returns how many files that kept."""
+        held = (self.first_copies - self.keep) if keep_first_copies else set()
+        referred = sorted(self.referred)
+        for start in range(0, len(referred), PAGE):
+            found = await store.payload_locations(referred[start:start + PAGE])
+            held |= {loc[0] for loc in found.values()} & (self.first_copies - self.keep)
+        self.keep |= held
+        return len(held)

@@ -79,6 +79,12 @@ def add_admin_commands(sub: Any) -> None:
                              "position (registered at 0 if new) and advance it after each "
                              "batch is printed (not with --api, --follow, --after or "
                              "--cursor-file)")
+    events.add_argument("--consumers", action="store_true",
+                        help="print the registered consumers and their positions, and the "
+                             "highest position the retention removed (one JSON line)")
+    events.add_argument("--forget-consumer", metavar="NAME",
+                        help="unregister a consumer gone for good: the retention no longer "
+                             "keeps events for it (--events-retention)")
     add_api_flags(events)
     again = sub.add_parser("reparse", help="parse archived pages again (no network): new "
                                            "links, fingerprints, one reparse event per capture")
@@ -181,6 +187,8 @@ async def _events(args: argparse.Namespace, out: TextIO) -> int:
     cursor_file: Path | None = args.cursor_file
     from courtier.events.cursor import load_cursor, save_cursor
 
+    if getattr(args, "consumers", False) or getattr(args, "forget_consumer", None):
+        return await _registered_consumers(args, out)
     limit = _events_limit(args)
     if getattr(args, "consumer", None) is not None:
         return await _consumer_events(args, out, limit)
@@ -253,6 +261,26 @@ async def _consumer_events(args: argparse.Namespace, out: TextIO, limit: int | N
             _print_events(page.events, out)
             await store.advance_consumer(name, page.next_after)
     return 0
+
+
+async def _registered_consumers(args: argparse.Namespace, out: TextIO) -> int:
+    """``events --consumers`` / ``--forget-consumer NAME``: one JSON line; exit 1 when
+    the name to forget was not registered."""
+    if args.api:
+        raise ConfigError("--consumers, --forget-consumer: give --data or --store, not --api")
+    from courtier.cli.call import open_args_store
+
+    async with open_args_store(args) as store:
+        answer: dict[str, Any] = {}
+        code = 0
+        if args.forget_consumer:
+            name = check_consumer_name(args.forget_consumer)
+            answer["forgotten"] = await store.forget_consumer(name)
+            code = 0 if answer["forgotten"] else 1
+        answer["consumers"] = await store.consumers()
+        answer["pruned_through"] = await store.events_pruned_through()
+    out.write(json.dumps(answer, sort_keys=True) + "\n")
+    return code
 
 
 async def _export_audit(store: Store, out: TextIO) -> int:

@@ -36,6 +36,10 @@ def add_crawl_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ip-delay", type=float,
                    help="seconds between request starts to one IP address (0)")
     p.add_argument("--concurrency", type=int, help="concurrent fetches in total (64)")
+    p.add_argument("--known-urls-cap", type=int,
+                   help="URL keys of held shards kept exactly in memory, ~19 bytes each "
+                        "(20000000; past it a shard's links go to the Bloom filter and the "
+                        "store; 0: none)")
     p.add_argument("--scope", choices=SCOPES, help="which hosts to follow (seeds-hosts)")
     p.add_argument("--include", action="append", help="regex a URL must match (repeatable)")
     p.add_argument("--exclude", action="append", help="regex that rejects a URL (repeatable)")
@@ -119,6 +123,12 @@ def add_crawl_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--durability", choices=("normal", "full"),
                    help="SQLite commits: normal (default; the last commits may be lost on power "
                         "loss or an OS crash, never on a process crash) or full (fsync each)")
+    p.add_argument("--events-retention", type=float, metavar="SECONDS",
+                   help="remove outbox events older than this once every registered consumer "
+                        "has read them (604800 = 7 days; 0: keep for ever)")
+    p.add_argument("--audit-retention", type=float, metavar="SECONDS",
+                   help="remove audit rows (courtier export audit) older than this "
+                        "(7776000 = 90 days; 0: keep for ever)")
     p.add_argument("--lease-ttl", type=float,
                    help="seconds a shard lease lasts without renewal (PostgreSQL store; 30)")
     p.add_argument("--worker-id", help="this worker's id in the cluster (DATA/worker-id)")

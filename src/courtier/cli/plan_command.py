@@ -27,7 +27,13 @@ def add_plan_arguments(sp: argparse.ArgumentParser) -> None:
                     help="COUNT:DAYS tiers, 'rest' for the remaining known URLs "
                          f"({p.DEFAULT_REFRESH_SPLIT})")
     sp.add_argument("--retention-days", type=float, default=p.DEFAULT_RETENTION_DAYS,
-                    help=f"days WARC files and outbox events are kept ({p.DEFAULT_RETENTION_DAYS})")
+                    help=f"days WARC files are kept ({p.DEFAULT_RETENTION_DAYS})")
+    sp.add_argument("--events-retention", type=float, default=p.DEFAULT_EVENTS_RETENTION,
+                    metavar="SECONDS", help="the crawl's --events-retention: seconds outbox "
+                    f"events are kept ({p.DEFAULT_EVENTS_RETENTION:.0f} = 7 days)")
+    sp.add_argument("--audit-retention", type=float, default=p.DEFAULT_AUDIT_RETENTION,
+                    metavar="SECONDS", help="the crawl's --audit-retention: seconds audit "
+                    f"rows are kept ({p.DEFAULT_AUDIT_RETENTION:.0f} = 90 days)")
     sp.add_argument("--core-utilisation", type=float, default=p.DEFAULT_CORE_UTILISATION,
                     help=f"share of a core a worker may use at peak "
                          f"({p.DEFAULT_CORE_UTILISATION})")
@@ -49,7 +55,8 @@ def shape_from_args(args: argparse.Namespace) -> p.CrawlShape:
         fetches_per_day=p.parse_count(args.fetches_per_day, "--fetches-per-day"),
         page_kb=args.page_kb, peak_factor=args.peak_factor, compression=args.compression,
         refresh=p.parse_refresh_split(args.refresh_split),
-        retention_days=args.retention_days, core_utilisation=args.core_utilisation,
+        retention_days=args.retention_days, events_retention=args.events_retention,
+        audit_retention=args.audit_retention, core_utilisation=args.core_utilisation,
         cores_per_machine=args.cores_per_machine, pg_node_tb=args.pg_node_tb,
         pg_rows_per_second=args.pg_rows_per_second,
     ).validate()
@@ -82,7 +89,11 @@ def render(shape: p.CrawlShape, plan: p.Plan, raw: dict[str, Any], where: str) -
          f"{size(plan.warc_bytes_retained)} per {shape.retention_days:g} days"),
         ("store: URL rows", f"{size(plan.url_store_bytes)}"),
         ("store: outbox events", f"{size(plan.event_bytes_per_day)} / day, "
-         f"{size(plan.event_bytes_retained)} per {shape.retention_days:g} days"),
+         f"{size(plan.event_bytes_retained)} kept "
+         f"(--events-retention {shape.events_retention / p.DAY:g} days + today)"),
+        ("store: audit log", f"{size(plan.audit_bytes_per_day)} / day, "
+         f"{size(plan.audit_bytes_retained)} kept "
+         f"(--audit-retention {shape.audit_retention / p.DAY:g} days + today)"),
     ]
     for tier in plan.tiers:
         rows.append((f"refresh {tier.label} every {tier.days:g} d",

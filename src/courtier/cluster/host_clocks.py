@@ -1,5 +1,6 @@
-"""A host's politeness clock across a shard move: what the old owner saves, what the new
-owner restores.
+"""A server's politeness clock across a shard move: what the old owner saves, what the new
+owner restores. The clock is the host name's (every scheme and port of it shares one:
+frontier/host.py ``ServerClock``), saved under that name; any of its hosts stands for it.
 
 Pure: times are passed in; the store clock and the worker's clock differ by an
 offset the coordinator measures (``store = local + offset``, known to within
@@ -23,12 +24,13 @@ __all__ = ["clock_of", "restore_clock"]
 
 
 def clock_of(host: HostState, delay_in_force: float, offset: float) -> HostClock:
-    """The clock of ``host`` to save, in store time (``offset`` = store − local)."""
+    """The clock of ``host``'s server to save under its host name, in store time
+    (``offset`` = store − local)."""
     timing = host.timing
     next_start = max(host.next_allowed_at, timing.backoff_until)
     backoff = timing.backoff_until if timing.backoff_until > 0 else None
     return HostClock(
-        host_key=host.host_key,
+        host_key=host.server.name,
         shard=host.shard,
         next_start_at=next_start + offset if next_start > 0 else None,
         delay_in_force=delay_in_force,

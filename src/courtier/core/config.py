@@ -47,6 +47,7 @@ class CrawlConfig:
     max_in_flight_per_ip: int = 8
     ip_delay: float = 0.0
     concurrency: int = 64
+    known_urls_cap: int = 0   # URL keys held exactly in memory (dedup/known_urls.py); 0: off
     scope: str = "seeds-hosts"
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
@@ -102,6 +103,8 @@ class CrawlConfig:
     progress: str = "auto"
     log_format: str = "text"           # text, or json: one object per line (logs.py)
     durability: str = "normal"         # SQLite synchronous: normal (WAL default) or full
+    events_retention: float = 7 * 86400.0   # seconds outbox events are kept (0: for ever)
+    audit_retention: float = 90 * 86400.0   # seconds audit rows are kept (0: for ever)
     lease_ttl: float = 30.0            # seconds a shard lease lasts without renewal (cluster)
     worker_id: str | None = None       # this worker's id in the cluster (DATA/worker-id)
     worker_weight: float = 1.0         # share of the shards relative to other workers
@@ -120,6 +123,8 @@ class CrawlConfig:
             raise ConfigError("--max-in-flight-per-ip must be >= 0 (0: no per-IP cap)")
         if self.ip_delay < 0:
             raise ConfigError("--ip-delay must be >= 0")
+        if self.known_urls_cap < 0:
+            raise ConfigError("--known-urls-cap must be >= 0 (0: no owner-local URL state)")
         if self.api is not None:
             api_address(self.api)
         for name in self.api_allowed_hosts:
@@ -150,6 +155,9 @@ class CrawlConfig:
             raise ConfigError("--low-speed-time must be > 0 seconds")
         if self.header_timeout <= 0:
             raise ConfigError("--header-timeout must be > 0 seconds")
+        if self.events_retention < 0 or self.audit_retention < 0:
+            raise ConfigError("--events-retention and --audit-retention must be >= 0 seconds "
+                              "(0 keeps for ever)")
         if self.lease_ttl < 2.0:
             raise ConfigError("--lease-ttl must be >= 2 seconds")
         if self.worker_weight <= 0:

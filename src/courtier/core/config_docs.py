@@ -46,6 +46,13 @@ SETTING_DOCS: dict[str, SettingDoc] = {
     "ip_delay": SettingDoc("Politeness", "Least time between request starts to one IP address "
                            "across its hosts.", "seconds"),
     "concurrency": SettingDoc("Crawl", "Fetches in flight in total across all hosts."),
+    "known_urls_cap": SettingDoc("Crawl", "URL keys of the shards a worker holds that it keeps "
+                                 "exactly in memory (~19 bytes each) to decide links without "
+                                 "the store; shards past it fall back to the Bloom filter and "
+                                 "the store's probe. 0 (the default for now) turns the owner-local "
+                                 "state off: it loads numpy before a crawl's first request and "
+                                 "its gain was not yet shown above the noise (docs/scale-out.md).",
+                                 "keys"),
     "scope": SettingDoc("Scope", "Which hosts links are followed to: `seeds-hosts` (the seeds' "
                         "hosts), `seeds-domains` (their registrable domains) or `any`."),
     "include": SettingDoc("Scope", "Regular expressions a URL must match to be crawled "
@@ -183,6 +190,15 @@ SETTING_DOCS: dict[str, SettingDoc] = {
     "durability": SettingDoc("Storage", "SQLite commits: `normal` (WAL, survives kill -9; the "
                              "last commits may be lost on power loss or an OS crash) or "
                              "`full` (fsync every commit)."),
+    "events_retention": SettingDoc("Storage", "How long outbox events are kept: older events "
+                                   "that every registered consumer (`events --consumer`, "
+                                   "`?consumer=`) has passed are removed, about every 10 "
+                                   "minutes; a reader below them is told its position was "
+                                   "pruned. `0` keeps them for ever (docs/scale-out.md, "
+                                   "\"Bounded growth\").", "seconds"),
+    "audit_retention": SettingDoc("Storage", "How long audit rows (`courtier export audit`: "
+                                  "one per fetch, with robots.txt version and delay) are "
+                                  "kept. `0` keeps them for ever.", "seconds"),
     "lease_ttl": SettingDoc("Cluster", "How long a shard lease lasts without renewal (PostgreSQL "
                             "store). Renewed every sixth of it; a worker that cannot renew "
                             "stops starting requests a quarter of it before expiry; a dead "

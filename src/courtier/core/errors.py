@@ -7,6 +7,7 @@
     ├── InvalidURL             a string that is not an absolute http(s) URL we can crawl
     ├── StoreError             the store failed (disk full, I/O, corrupted database)
     │   └── FencedError        a write carried an owner epoch that is no longer current
+    ├── EventsPruned           an outbox reader's position lies below events already removed
     ├── ArchiveError           a WARC file could not be written or repaired
     └── FetchError             one fetch failed before a usable HTTP response
         ├── BlockedAddressError  the SSRF guard refused the target address
@@ -57,6 +58,26 @@ class StoreError(CourtierError):
 
 class FencedError(StoreError):
     """The writer's shard epoch is stale: another owner took the shard over."""
+
+
+class EventsPruned(CourtierError):
+    """A reader asked for the events after ``position``, but events up to
+    ``pruned_through`` were removed by the outbox's retention (``--events-retention``):
+    reading on would skip some silently, so the store refuses. The message names the
+    oldest position still readable and what to do."""
+
+    def __init__(self, position: int, pruned_through: int) -> None:
+        self.position = position
+        self.pruned_through = pruned_through
+        super().__init__(
+            f"events after position {position} were pruned: the outbox no longer holds "
+            f"the events up to position {pruned_through} (older than --events-retention "
+            f"and passed by every registered consumer). The oldest position still "
+            f"readable is {pruned_through + 1}: read on with --after {pruned_through} "
+            f"(after={pruned_through}), knowing the events in between are lost to this "
+            "reader, and register the reader as a consumer (courtier events --consumer "
+            "NAME, GET /v1/events?consumer=NAME) so that the store keeps what it has not "
+            "read yet.")
 
 
 class ArchiveError(CourtierError):

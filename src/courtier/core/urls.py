@@ -5,12 +5,16 @@ passes through :func:`canonicalize` exactly once. The result, a
 :class:`CanonicalUrl`, carries everything the rest of the pipeline keys on:
 
 * ``url`` — the canonical form (the store's unique identity of a page);
-* ``host_key`` — scheme + authority, the unit of politeness;
-* ``url_key`` — 16 bytes: 4 bytes of ``xxh3_64(host_key)`` followed by
-  12 bytes of ``xxh3_128(url)``, so that one host's keys sort together;
-* ``shard`` — the leading ``log2(SHARD_COUNT)`` bits of ``xxh3_64(host_key)``, which
-  are also the leading bits of every ``url_key`` of that host
-  (:func:`shard_of_key`), so any key names its partition; the unit of ownership.
+* ``host_key`` — scheme + authority, the unit of robots.txt (RFC 9309) and of the
+  host queue;
+* ``host`` — the host name alone, the unit of the politeness clock (every scheme and
+  port of one name is one server: :func:`server_of`);
+* ``url_key`` — 16 bytes: 4 bytes of ``xxh3_64(host)`` followed by
+  12 bytes of ``xxh3_128(url)``, so that one server's keys sort together;
+* ``shard`` — the leading ``log2(SHARD_COUNT)`` bits of ``xxh3_64(host)``, which
+  are also the leading bits of every ``url_key`` of that server
+  (:func:`shard_of_key`), so any key names its partition; the unit of ownership, and
+  every scheme and port of one host name lands in the same one.
 
 Canonical form (changing it changes every key in every existing store, so
 treat it as frozen):
@@ -59,6 +63,8 @@ __all__ = [
     "is_plain_absolute",
     "make_url_key",
     "registrable_domain",
+    "server_key_prefix",
+    "server_of",
     "shard_of",
     "shard_of_key",
 ]
@@ -189,24 +195,46 @@ def _new_canonical(
 def make_url_key(host_key: str, url: str) -> bytes:
     """The 16-byte store key of a canonical URL.
 
-    First 4 bytes: the big-endian ``xxh3_64`` digest of ``host_key`` (so keys
-    of one host are adjacent in a sorted index); last 12 bytes: the first
-    12 bytes of the ``xxh3_128`` digest of ``url``. Deterministic across
-    processes, machines and Python versions.
+    First 4 bytes: the big-endian ``xxh3_64`` digest of the host name of ``host_key``
+    (:func:`server_of`, so keys of one server, whatever the scheme or port, are adjacent
+    in a sorted index and share a shard); last 12 bytes: the first 12 bytes of the
+    ``xxh3_128`` digest of ``url``. Deterministic across processes, machines and
+    Python versions.
     """
-    return xxhash.xxh3_64_digest(host_key.encode())[:4] + xxhash.xxh3_128_digest(url.encode())[:12]
+    return server_key_prefix(host_key) + xxhash.xxh3_128_digest(url.encode())[:12]
+
+
+def server_key_prefix(host_key: str) -> bytes:
+    """The first 4 bytes of every ``url_key`` of ``host_key``'s server (its host name)."""
+    return xxhash.xxh3_64_digest(server_of(host_key).encode())[:4]
+
+
+def server_of(host_key: str) -> str:
+    """The host name of a ``host_key`` (``scheme://authority``, or a bare authority):
+    the unit of the politeness clock and of shard ownership. The scheme and port are
+    dropped and an IPv6 address loses its brackets, as :attr:`CanonicalUrl.host`:
+    ``https://a.example:8443`` → ``a.example``, ``http://[::1]:80`` → ``::1``."""
+    _, sep, authority = host_key.partition("://")
+    if not sep:
+        authority = host_key
+    if authority.startswith("["):
+        close = authority.find("]")
+        return authority[1:close] if close > 0 else authority[1:]
+    return authority.partition(":")[0]
 
 
 def shard_of(host_key: str, shard_count: int = SHARD_COUNT) -> int:
-    """The shard owning ``host_key``: the leading bits of ``xxh3_64(host_key)``.
+    """The shard owning ``host_key``: the leading bits of ``xxh3_64`` of its host name.
 
     ``shard_count`` must be a power of two; the shard is the top
-    ``log2(shard_count)`` bits of the 64-bit digest, so it equals
-    :func:`shard_of_key` of any ``url_key`` of the host. Stable across
-    processes and machines (never uses Python's ``hash()``).
+    ``log2(shard_count)`` bits of the 64-bit digest of :func:`server_of`, so it equals
+    :func:`shard_of_key` of any ``url_key`` of the host, and every scheme and port of
+    one host name has the same shard (one owner for the server's politeness clock).
+    Stable across processes and machines (never uses Python's ``hash()``).
     """
     bits = _shard_bits(shard_count)
-    return xxhash.xxh3_64_intdigest(host_key.encode()) >> (64 - bits) if bits else 0
+    digest = xxhash.xxh3_64_intdigest(server_of(host_key).encode())
+    return digest >> (64 - bits) if bits else 0
 
 
 def shard_of_key(url_key: bytes, shard_count: int = SHARD_COUNT) -> int:
@@ -312,7 +340,7 @@ def canonicalize(raw: str, base: str | None = None) -> CanonicalUrl:
         raise InvalidURL(
             f"canonical URL is longer than {MAX_URL_LENGTH} characters ({len(url)}): {url[:200]!r}"
         )
-    host_hash = xxhash.xxh3_64_intdigest(host_key.encode())
+    host_hash = xxhash.xxh3_64_intdigest(host.encode())  # the server: any scheme or port
     url_key = host_hash.to_bytes(8, "big")[:4] + xxhash.xxh3_128_digest(url.encode())[:12]
     shard = host_hash >> _SHARD_SHIFT
     return _new_canonical(url, scheme, host, port, host_key, url_key, shard)

@@ -39,9 +39,11 @@ from courtier.crawl.handshakes import HandshakeCounter
 from courtier.crawl.intake import Intake, Scope, SeedProblem, read_seed_lines
 from courtier.crawl.loopwatch import LoopLagMonitor, log_tasks
 from courtier.crawl.metrics import CrawlMetrics
+from courtier.crawl.outbox_retention import RETENTION_SHARD, OutboxRetention
 from courtier.crawl.progress import Progress, progress_stream
 from courtier.crawl.status import STOP_REASONS, CrawlStatus
 from courtier.crawl.worker import Worker
+from courtier.dedup.known_urls import KnownUrls
 from courtier.fetch.aiohttp_transport import AiohttpTransport
 from courtier.fetch.guard import AddressGuard
 from courtier.fetch.resolver import Resolver, load_hosts_file
@@ -150,6 +152,7 @@ async def crawl(
     archive = open_archive(config, store) if remote else WarcWriter(
         str(warc_root), max_file_bytes=config.warc_max_bytes, software=config.user_agent)
     ticks: asyncio.Task[None] | None = None
+    pruning: asyncio.Task[None] | None = None
     try:
         if isinstance(archive, SpooledArchive):
             figures = await archive.start()
@@ -159,7 +162,7 @@ async def crawl(
                           figures, reason="segment lost before its upload")
             ticks = asyncio.create_task(archive.run_ticks())
         tracker = ShardedTemplateTracker(trap_rules_from(config.traps), clock)
-        intake = Intake(Scope(config, []), traps=tracker)
+        intake = Intake(Scope(config, []), traps=tracker, known=known_urls_for(config))
         rows, problems = collect_seeds(config, intake, clock.now())
         for problem in problems:
             if report_problem is not None:
@@ -176,6 +179,11 @@ async def crawl(
                 expect_workers=config.expect_workers, start_gate=start_gate,
                 info={"host": socket.gethostname(), "pid": os.getpid(),
                       "api": config.api or "", "data": str(config.data)})
+        retention = OutboxRetention(
+            worker_store, clock, config.events_retention, config.audit_retention,
+            on_duty=lambda: coordinator is None or RETENTION_SHARD in coordinator.held)
+        if retention.enabled:
+            pruning = asyncio.create_task(retention.run())
         worker = Worker(config, worker_store, transport, archive, clock, intake,
                         on_progress=progress,
                         resolve_ip=host_ip_lookup(resolver), metrics=metrics,
@@ -244,10 +252,11 @@ async def crawl(
             status.warc_files = sorted(str(p) for p in warc_root.rglob("*.warc.gz"))
         return status
     finally:
-        if ticks is not None:
-            ticks.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await ticks
+        for task in (ticks, pruning):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         archive.close()
         if isinstance(archive, SpooledArchive):
             await archive.drain()
@@ -311,6 +320,12 @@ def open_archive(config: CrawlConfig, store: Store) -> SpooledArchive:
     return SpooledArchive(config.archive, config.data / "spool", owner, store, options=options,
                           max_bytes=config.archive_segment_bytes,
                           max_age=config.archive_segment_age, software=config.user_agent)
+
+
+def known_urls_for(config: CrawlConfig) -> KnownUrls | None:
+    """The owner-local state a worker's intake decides links with: the exact known URL
+    keys of the shards it holds (dedup/known_urls.py), None with ``--known-urls-cap 0``."""
+    return KnownUrls(config.known_urls_cap) if config.known_urls_cap > 0 else None
 
 
 def host_ip_lookup(resolver: Resolver) -> Callable[[str], Awaitable[str | None]]:

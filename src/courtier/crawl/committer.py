@@ -100,6 +100,8 @@ class Committer:
 
     def add(self, commit: FetchCommit) -> None:
         self.pending.append(commit)
+        # links met again before this batch is acknowledged are not written twice
+        self._intake.handed_in(u.url_key for u in commit.new_urls)
 
     def host_stats(self, host_key: str, shard: int) -> HostStatsDelta:
         """The counters of ``host_key`` written with the next batch."""
@@ -187,10 +189,12 @@ class Committer:
     async def _commit_batch(self) -> None:
         batch, self.pending = self.pending, []
         self._committing = batch  # held until applied or given up (Refiller's not-held rows)
+        generation = self._intake.batch_started()
         try:
             await self._commit_until_done(batch)
         finally:
             self._committing = []
+            self._intake.batch_ended(generation)
 
     async def _commit_until_done(self, batch: list[FetchCommit]) -> None:
         self._flushing_from = min((c.fetched_at for c in batch), default=None)
@@ -234,8 +238,12 @@ class Committer:
         self._metrics.links_known.inc(max(0, offered - new) + skips)
 
     def _give_up(self, batch: list[FetchCommit], exc: StoreError) -> None:
-        """Stopping, and the store still refuses the batch: leave it (module docstring)."""
+        """Stopping, and the store still refuses the batch: leave it, and the results
+        handed in since (their links may have been left out as written by this batch:
+        dedup/known_urls.py), all fetched again (module docstring)."""
         self._flushing_from = None
+        batch.extend(self.pending)
+        self.pending = []
         self.given_up += len(batch)
         log_event(log, logging.ERROR, "commit_given_up",
                   "stopping: gave up committing %d results (the store still fails: %s);"

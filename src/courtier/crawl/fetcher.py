@@ -132,8 +132,9 @@ class Fetcher:
             self.limits, max_body_bytes=MAX_ROBOTS_BYTES, max_decoded_bytes=MAX_ROBOTS_BYTES)
         #: the store's payload index, asked for many fetches at once
         self.payload_lookups = PayloadLookups(store)
+        # the crawl's page text only feeds SimHash: not collapsed (the same words)
         self.parsers = OffLoopParser(timeout=config.parse_timeout,
-                                     on_wait=metrics.parse_wait.observe)
+                                     on_wait=metrics.parse_wait.observe, collapse_text=False)
         metrics.parse_queue.set_function(lambda: self.parsers.unfinished)
         #: no new fetch before this (a WARC write failed)
         self.archive_trouble_until = float("-inf")

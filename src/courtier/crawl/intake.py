@@ -20,6 +20,7 @@ from courtier.core.errors import InvalidURL
 from courtier.core.tracking import TrackingParams
 from courtier.core.urls import CanonicalUrl, canonicalize, registrable_domain
 from courtier.crawl.link_memo import canonicalize_link
+from courtier.dedup.known_urls import KnownUrls
 from courtier.dedup.seen import SeenFilter
 from courtier.frontier.traps import TemplateTracker, TrapRules, static_trap_reason
 from courtier.store.base import NewUrl
@@ -138,19 +139,24 @@ def seed_scope_rules(rows: Iterable[NewUrl]) -> list[ScopeRule]:
 class Intake:
     """Turns candidate URLs into NewUrl rows for the store.
 
-    Two filters keep repeated links (navigation on every page) away from the
-    store without ever deciding "seen" wrongly: ``seen`` (Bloom) answers
-    "definitely new" for keys never offered before, and ``committed`` is an
-    exact, bounded LRU of keys the store has already acknowledged. Anything
-    else goes to the store, whose unique key decides.
+    A link to a shard whose known keys are loaded (``known``, the owner-local state of
+    the shards this worker holds: dedup/known_urls.py) is decided in memory: a known key
+    is dropped, any other is written. For the other shards (held elsewhere, still
+    loading, past the cap) two filters keep repeated links (navigation on every page)
+    away from the store without ever deciding "seen" wrongly: ``seen`` (Bloom) answers
+    "definitely new" for keys never offered before, and ``committed`` is an exact,
+    bounded LRU of keys the store has already acknowledged. Anything else goes to the
+    store, whose unique key decides (it does for written keys too: never twice).
     """
 
     def __init__(
         self, scope: Scope, seen: SeenFilter | None = None, committed_window: int = 200_000,
         traps: TemplateTracker | None = None, trap_rules: TrapRules | None = None,
-        tracking: TrackingParams | None = None,
+        tracking: TrackingParams | None = None, known: KnownUrls | None = None,
     ) -> None:
         self.scope = scope
+        #: the exact known keys of the shards this worker holds (None: none kept)
+        self.known = known
         #: tracking parameters removed from every URL taken in (default: the config's)
         self.tracking = tracking or TrackingParams.from_specs(scope.config.strip_params,
                                                               scope.config.keep_params)
@@ -167,11 +173,28 @@ class Intake:
     def remember(self, keys: Iterable[bytes]) -> None:
         """Keys the store has durably acknowledged (call after a successful commit)."""
         committed = self.committed
+        keys = list(keys)
+        if self.known is not None:
+            self.known.add(keys)
         for key in keys:
             committed[key] = None
             committed.move_to_end(key)
         while len(committed) > self.committed_window:
             committed.popitem(last=False)
+
+    def handed_in(self, keys: Iterable[bytes]) -> None:
+        """Keys of a result handed to the committer (written by its next batch)."""
+        if self.known is not None:
+            self.known.offer(keys)
+
+    def batch_started(self) -> int:
+        """A commit batch began; returns its generation for :meth:`batch_ended`."""
+        return 0 if self.known is None else self.known.batch_started()
+
+    def batch_ended(self, generation: int) -> None:
+        """That batch was acknowledged (after :meth:`remember`) or given up."""
+        if self.known is not None:
+            self.known.batch_ended(generation)
 
     def make(
         self,
@@ -203,6 +226,7 @@ class Intake:
         """
         out: list[NewUrl] = []
         batch_keys: set[bytes] = set()
+        known = self.known
         for raw in raw_links:
             # links repeated across pages (navigation) are parsed once: canonicalize_link
             # keeps a bounded memo shared with the event feed, which read the page first
@@ -214,12 +238,16 @@ class Intake:
             key = url.url_key
             if key in batch_keys:
                 continue
-            if not self.seen.maybe_seen(key):
-                self.definitely_new += 1
-                self.seen.add(key)
-            elif key in self.committed:
+            if key in self.committed:  # acknowledged by the store: known, whatever the shard
                 self.known_skips += 1
                 continue
+            verdict = None if known is None else known.knows(key, url.shard)
+            if verdict or (verdict is False and known is not None and known.is_pending(key)):
+                self.known_skips += 1  # known, or written by a batch not committed yet
+                continue
+            if verdict is None and not self.seen.maybe_seen(key):
+                self.definitely_new += 1
+                self.seen.add(key)
             if self.scope.rejects(url, depth) is not None:
                 self.rejected += 1
                 continue

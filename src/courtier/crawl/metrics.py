@@ -283,6 +283,15 @@ class CrawlMetrics:
         self.pending_commits = Gauge("courtier_pending_commits",
                                      "fetch results waiting for the next commit batch",
                                      registry=r)
+        self.known_urls = Gauge(
+            "courtier_known_urls",
+            "URL keys of the shards this worker holds kept exactly in memory (the "
+            "owner-local URL state: links to them are decided without the store)",
+            registry=r)
+        self.known_url_shards_loading = Gauge(
+            "courtier_known_url_shards_loading",
+            "held shards whose known URL keys are still being read (they join the refill "
+            "once read)", registry=r)
         self.commit_seconds = Histogram(
             "courtier_store_commit_seconds", "store write latency of one commit batch",
             buckets=(0.001, 0.005, 0.02, 0.1, 0.5, 2, 10, 60), registry=r)

@@ -36,7 +36,7 @@ from courtier.frontier.refresh import RefreshPlanner
 from courtier.frontier.scheduler import path_of
 from courtier.frontier.templates import url_template
 from courtier.parse.caps import MAX_HEADER_CHARS, MAX_VALIDATOR_CHARS, cap_text, whole_or_none
-from courtier.parse.html import ParsedPage, parse_html
+from courtier.parse.html import ParsedPage, parse_page_words
 from courtier.parse.sitemaps import SitemapEntry, SitemapResult, parse_sitemap
 from courtier.store.base import DueUrl, FetchCommit, NewUrl
 
@@ -343,9 +343,8 @@ class PageProcessor:
         if resp.truncated is None and is_html(content_type) and parsed is None:
             fields["error_kind"] = "parse_budget"  # archived and committed, links not read
         elif resp.truncated is None and is_html(content_type):
-            page = parsed or parse_html(
-                resp.body, due.url, content_type, resp.header("x-robots-tag"),
-                agent_token=self.agent, want_text=True, collapse_text=False)
+            page = parsed or parse_page_words(
+                resp.body, due.url, content_type, resp.header("x-robots-tag"), self.agent)
             fields["title"] = page.title
             fields["_non_canonical"] = names_another(page.canonical, due.url_key)
             fields["_page"] = page_fields(page, resp.header("x-robots-tag"))

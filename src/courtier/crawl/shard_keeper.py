@@ -18,14 +18,15 @@ coordinator's changes at the top of each turn (:meth:`apply_changes`):
 
 * **gained** — the shard's SCHEDULED rows go back to QUEUED (fenced by the new
   epoch), it joins the refill (once its near-duplicate pages are indexed), and each of
-  its hosts gets its politeness clock from the store (:mod:`courtier.cluster.host_clocks`)
-  when the refill first registers it, before any request to it;
+  its servers (host names: every scheme and port of a name is in one shard) gets its
+  politeness clock from the store (:mod:`courtier.cluster.host_clocks`) when the
+  refill first registers one of its hosts, before any request to it;
 * **lost** (another owner holds it now) — its queued URLs are dropped from memory
   without a write (the new owner resets them), its fetches are cancelled, and
   their late commits are rejected by the store as stale;
 * **handover** (graceful) — a drain: no new leases of the shard, its queued URLs
   released, fetches in flight finish (cancelled after ``drain_timeout``), the
-  batch committed, each host's clock saved, the hosts forgotten, then the lease
+  batch committed, each server's clock saved, the hosts forgotten, then the lease
   released. The coordinator renews a draining lease until it is released.
 """
 
@@ -42,9 +43,10 @@ from courtier.cluster.timed_store import STORE_CALL_TIMEOUT
 from courtier.core.clock import Clock
 from courtier.core.errors import StoreError
 from courtier.core.logs import log_event
-from courtier.core.urls import SHARD_COUNT
+from courtier.core.urls import SHARD_COUNT, server_of
 from courtier.crawl.committer import Committer
 from courtier.crawl.in_flight import InFlight
+from courtier.crawl.known_loader import KnownUrlsLoader
 from courtier.crawl.metrics import CrawlMetrics
 from courtier.crawl.releaser import Releaser
 from courtier.frontier.host import HostState
@@ -70,7 +72,8 @@ class ShardKeeper:
                  in_flight: InFlight, committer: Committer, releaser: Releaser,
                  request_stop: Callable[[str], None], owner: str,
                  coordinator: ShardCoordinator | None, shard_state: ShardStateKeeper | None,
-                 shards: Sequence[int] | None, drain_timeout: float) -> None:
+                 shards: Sequence[int] | None, drain_timeout: float,
+                 known_loader: KnownUrlsLoader | None = None) -> None:
         self._store = store
         self._clock = clock
         self._frontier = frontier
@@ -98,6 +101,11 @@ class ShardKeeper:
         self._drain_cancels: dict[str, float] = {}
         #: drained shards whose release failed (store error): retried each turn
         self._unreleased: set[int] = set()
+        #: streams the known URL keys of gained shards into the owner-local set
+        self.known_loader = known_loader
+        #: gained shards that have not joined the refill yet (their near-duplicate pages
+        #: or their known URL keys are still being read)
+        self._joining: set[int] = set()
 
     def held_share(self) -> float:
         """The shards this worker holds a lease on (refilling, draining or waiting for
@@ -113,8 +121,9 @@ class ShardKeeper:
 
     @property
     def rebuilding(self) -> bool:
-        """Gained shards wait for their near-duplicate pages before they join the refill."""
-        return self.shard_state is not None and bool(self.shard_state.rebuilding)
+        """Gained shards wait for their near-duplicate pages or their known URL keys
+        before they join the refill."""
+        return bool(self._joining)
 
     # ---- alone ---------------------------------------------------------------------------
 
@@ -125,11 +134,8 @@ class ShardKeeper:
         self._frontier.epochs = dict(epochs)
         recovered = await self._store.reset_scheduled(sorted(epochs), epochs)
         self._metrics.re_lease("recovered", recovered)
-        if self.shard_state is None:
-            self.shards = sorted(epochs)
-        else:  # they join the refill once the pages of earlier runs are in the index
-            self.shards = []
-            self.shard_state.gained(epochs)
+        self.shards = []
+        self._gain(epochs)  # they join the refill once their state is read
 
     async def renew(self, now: float) -> None:
         """A single process renews its own leases (a coordinator renews a cluster's)."""
@@ -149,8 +155,7 @@ class ShardKeeper:
         """The coordinator's decisions since the last turn, drains and forgetting; alone,
         the near-duplicate index's rebuild and the trap statistics' saves."""
         if self.coordinator is None:
-            if self.shard_state is not None:
-                await self._shard_state_step(self.shard_state)
+            await self._prepare_step()
             return
         changes = self.coordinator.take_changes()
         if changes:
@@ -158,9 +163,7 @@ class ShardKeeper:
         if self._unreleased:
             await self.coordinator.release(self._unreleased)
             self._unreleased = set()
-        keeper = self.shard_state
-        if keeper is not None:
-            await self._shard_state_step(keeper)
+        await self._prepare_step()
         if self._draining:
             await self._progress_drains()
         if self._forgetting and not self._fetches_of(self._forgetting):
@@ -186,10 +189,7 @@ class ShardKeeper:
                 self._gained[shard] = (now, shard in changes.taken_over)
                 kind = "takeover" if shard in changes.taken_over else "gained"
                 self._metrics.shard_moves.labels(kind).inc()
-            if self.shard_state is None:
-                self.shards = sorted(set(self.shards) | set(changes.gained))
-            else:  # they join the refill once their near-duplicate pages are indexed
-                self.shard_state.gained(changes.gained)
+            self._gain(changes.gained)  # they join the refill once their state is read
         for shard in sorted(changes.handover):
             if shard in self._frontier.epochs and shard not in self._draining:
                 self._start_drain(shard)
@@ -207,8 +207,7 @@ class ShardKeeper:
             self._frontier.epochs.pop(shard, None)
             self._draining.pop(shard, None)
             self._gained.pop(shard, None)
-        if self.shard_state is not None:
-            self.shard_state.dropped(lost)
+        self._forget_state(lost)
         self.shards = [s for s in self.shards if s not in lost]
         self._frontier.drain_shards(lost)  # not released: the new owner resets them
         for task, _ in self._fetches_of(lost):
@@ -219,8 +218,8 @@ class ShardKeeper:
 
     def _start_drain(self, shard: int) -> None:
         self._draining[shard] = self._clock.now()
-        if self.shard_state is not None:
-            self.shard_state.dropped({shard})
+        # its links go to the store from now on (the next owner reads its keys there)
+        self._forget_state({shard})
         self.shards = [s for s in self.shards if s != shard]
 
     def _shard_of(self, host_key: str) -> int | None:
@@ -265,16 +264,47 @@ class ShardKeeper:
                   "handed over %d shards (%d host clocks saved)", len(shards), saved,
                   shards=sorted(shards), worker=self._owner)
 
-    async def _shard_state_step(self, keeper: ShardStateKeeper) -> None:
-        """Gained shards join the refill once their near-duplicate index is rebuilt; the
+    def _gain(self, shards: Collection[int]) -> None:
+        """Gained shards: their near-duplicate pages and known URL keys are read first."""
+        if self.shard_state is None and self.known_loader is None:
+            self.shards = sorted(set(self.shards) | set(shards))
+            return
+        self._joining |= set(shards)
+        if self.shard_state is not None:
+            self.shard_state.gained(shards)
+        if self.known_loader is not None:
+            self.known_loader.gained(sorted(shards))
+
+    def _forget_state(self, shards: Collection[int]) -> None:
+        """Shards lost or being handed over: their waiting reads end, their keys go."""
+        self._joining -= set(shards)
+        if self.shard_state is not None:
+            self.shard_state.dropped(shards)
+        if self.known_loader is not None:
+            self.known_loader.dropped(shards)
+
+    async def _prepare_step(self) -> None:
+        """Gained shards join the refill once their near-duplicate index is rebuilt and
+        their known URL keys are loaded (each read in bounded steps, one per turn); the
         trap statistics of held shards are saved every few seconds."""
-        if keeper.rebuilding:
-            ready = await keeper.rebuild()
-            ready = {s for s in ready if s in self._frontier.epochs and s not in self._draining}
+        keeper = self.shard_state
+        loader = self.known_loader
+        if keeper is not None and keeper.rebuilding:
+            await keeper.rebuild()
+        if loader is not None and loader.loading:
+            await loader.step()
+        if self._joining:
+            waiting = set(keeper.rebuilding) if keeper is not None else set()
+            if loader is not None:
+                waiting |= set(loader.known.loading())
+            ready = {s for s in self._joining - waiting
+                     if s in self._frontier.epochs and s not in self._draining}
+            self._joining &= waiting  # the others joined, or are held no more
             if ready:
                 self.shards = sorted(set(self.shards) | ready)
-        held = set(self._frontier.epochs) - set(self._draining)
-        await keeper.tick(held)
+        if keeper is not None:
+            held = set(self._frontier.epochs) - set(self._draining)
+            await keeper.tick(held)
 
     # ---- leaving -----------------------------------------------------------------------------
 
@@ -322,19 +352,24 @@ class ShardKeeper:
 
     async def _save_clocks(self, hosts: Iterable[HostState], cut_at: Mapping[str, float],
                            when: str) -> int:
-        """Save the politeness clock of each host leaving this worker (``cut_at``: hosts
-        whose fetch was cancelled, and when: the request may have reached the server, so
-        its end counts as then). A store error is logged: without their clocks the next
-        owner waits one delay per host (host_clocks.restore_clock). Returns the count."""
+        """Save the politeness clock of each server (host name) whose hosts leave this
+        worker, once, under its name, with the largest delay any of its hosts has in force
+        (``cut_at``: hosts whose fetch was cancelled, and when: the request may have
+        reached the server, so its end counts as then). A store error is logged: without
+        their clocks the next owner waits one delay per server (host_clocks.restore_clock).
+        Returns the count of clocks."""
         coordinator = self.coordinator
         assert coordinator is not None
-        clocks = []
+        servers: dict[str, tuple[HostState, float]] = {}
         for host in hosts:
             delay = self._frontier.delay_for(host)
             cancelled_at = cut_at.get(host.host_key)
             if cancelled_at is not None:
                 host.next_allowed_at = max(host.next_allowed_at, cancelled_at + delay)
-            clocks.append(clock_of(host, delay, coordinator.offset + coordinator.offset_error))
+            seen = servers.get(host.server.name)
+            servers[host.server.name] = (host, delay if seen is None else max(delay, seen[1]))
+        offset = coordinator.offset + coordinator.offset_error
+        clocks = [clock_of(host, delay, offset) for host, delay in servers.values()]
         try:
             if clocks:
                 await self._store.save_host_clocks(clocks)
@@ -349,19 +384,28 @@ class ShardKeeper:
             await self.shard_state.restore_hosts(host_keys)
 
     async def load_host_clocks(self, host_keys: list[str]) -> dict[str, HostClock]:
+        """The clocks saved for the servers (host names) of ``host_keys``, by name."""
         if self.coordinator is None or not host_keys:
             return {}
-        return await self._store.load_host_clocks(host_keys)
+        return await self._store.load_host_clocks(sorted({server_of(k) for k in host_keys}))
 
     def restore_host_clocks(self, host_keys: list[str], clocks: dict[str, HostClock]) -> None:
-        """Newly registered hosts continue the politeness clocks saved by earlier owners."""
+        """Newly registered hosts continue the politeness clocks saved by earlier owners:
+        each server's once, with the largest delay its new hosts have in force, and only
+        while no request went out against it here (a live clock is newer than any saved)."""
         coordinator = self.coordinator
         if coordinator is None:
             return
+        servers: dict[str, tuple[HostState, float]] = {}
         for key in host_keys:
             host = self._frontier.hosts.get(key)
-            if host is None:
+            if host is None or host.server.live:
                 continue
+            delay = self._frontier.delay_for(host)
+            seen = servers.get(host.server.name)
+            servers[host.server.name] = (host, delay if seen is None else max(delay, seen[1]))
+        for name, (host, delay) in servers.items():
             gained_at, taken_over = self._gained.get(host.shard, (self._clock.now(), True))
-            restore_clock(host, clocks.get(key), coordinator.offset, coordinator.offset_error,
-                          gained_at, taken_over, self._frontier.delay_for(host))
+            restore_clock(host, clocks.get(name), coordinator.offset, coordinator.offset_error,
+                          gained_at, taken_over, delay)
+            host.server.live = True  # restored: a later sibling's registration keeps it

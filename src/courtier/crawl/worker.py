@@ -48,6 +48,7 @@ from courtier.crawl.day_limits import DayLimits
 from courtier.crawl.fetcher import Fetcher
 from courtier.crawl.in_flight import InFlight
 from courtier.crawl.intake import Intake
+from courtier.crawl.known_loader import KnownUrlsLoader
 from courtier.crawl.metrics import CrawlMetrics
 from courtier.crawl.pacer import Pacer
 from courtier.crawl.process import PageProcessor
@@ -145,11 +146,18 @@ class Worker:
         self.releaser = Releaser(store, self.frontier)
         # alone too: a restart on the same store continues the throttles and the index
         shard_state = ShardStateKeeper(store, intake.traps, self.processor.duplicates, clock)
+        # the owner-local URL state the intake decides links with: loaded per gained shard
+        known, known_loader = intake.known, None
+        if known is not None:
+            known_loader = KnownUrlsLoader(store, known)
+            self.metrics.known_urls.set_function(known.__len__)
+            self.metrics.known_url_shards_loading.set_function(lambda: len(known.loading()))
         self.shard_keeper = ShardKeeper(
             store, clock, self.frontier, self.metrics, self.in_flight, self.committer,
             self.releaser, self.request_stop, owner, coordinator, shard_state, shards,
             drain_timeout=min(config.total_timeout,
-                              coordinator.settings.fence_margin if coordinator else 5.0))
+                              coordinator.settings.fence_margin if coordinator else 5.0),
+            known_loader=known_loader)
         self.day_limits = DayLimits(config, store, self.frontier, self.request_stop,
                                     self.metrics, self.shard_keeper.held_share)
         ip_slots = None

@@ -112,16 +112,21 @@ def parse_network(cidr: str | IPNetwork) -> IPNetwork:
         raise ConfigError(f"--allow-network {cidr!r}: not a CIDR network ({exc})") from None
 
 
+#: address texts whose verdict :class:`AddressGuard` remembers
+_REASONS_KEPT = 4096
+
+
 class AddressGuard:
     """Classifies target addresses; :meth:`check` raises for refused ones.
 
     ``allow`` lists networks opened despite the default block list.
     ``allowed_ports``, when given, is the only set of TCP ports that may be
-    connected to; None allows every port 1–65535. The guard is immutable and
-    safe to share between resolvers and transports.
+    connected to; None allows every port 1–65535. The guard's rules are immutable
+    (it only remembers the verdicts it gave) and it is safe to share between resolvers,
+    transports and threads.
     """
 
-    __slots__ = ("_allow", "_ports")
+    __slots__ = ("_allow", "_ports", "_reasons")
 
     def __init__(
         self,
@@ -129,6 +134,9 @@ class AddressGuard:
         allowed_ports: Collection[int] | None = None,
     ) -> None:
         self._allow: tuple[IPNetwork, ...] = tuple(parse_network(n) for n in allow)
+        #: block_reason of address texts already classified (a crawl connects to the same
+        #: few addresses again and again); cleared when full
+        self._reasons: dict[str, str | None] = {}
         self._ports: frozenset[int] | None = (
             None if allowed_ports is None else frozenset(allowed_ports)
         )
@@ -141,11 +149,19 @@ class AddressGuard:
     def block_reason(self, ip: str | IPAddress) -> str | None:
         """Why ``ip`` is refused (e.g. ``"loopback 127.0.0.0/8"``), or None when it
         may be connected to. Unparseable input is refused, never allowed."""
+        if not isinstance(ip, str):
+            return self._reason(ip)
+        reasons = self._reasons
+        if ip in reasons:
+            return reasons[ip]
         try:
-            address = ip if not isinstance(ip, str) else ipaddress.ip_address(ip)
+            reason = self._reason(ipaddress.ip_address(ip))
         except ValueError:
-            return "not an IP address"
-        return self._reason(address)
+            reason = "not an IP address"
+        if len(reasons) >= _REASONS_KEPT:
+            reasons.clear()
+        reasons[ip] = reason
+        return reason
 
     def is_allowed(self, ip: str | IPAddress) -> bool:
         """True when :meth:`block_reason` finds nothing to refuse."""

@@ -84,6 +84,9 @@ def _normalize_host(host: str) -> str:
 
 
 def _ip_literal(host: str) -> str | None:
+    """``host`` as an IP address text, or None when it is a name."""
+    if ":" not in host and host.strip("0123456789."):
+        return None  # IPv4 literals are ASCII digits and dots; IPv6 ones have a ":"
     try:
         return str(ipaddress.ip_address(host))
     except ValueError:

@@ -1,4 +1,12 @@
-"""Per-host scheduling state: small slotted objects, owned by one frontier."""
+"""Per-host scheduling state: small slotted objects, owned by one frontier.
+
+A host (``scheme://authority``) has its own URL queue and robots.txt (RFC 9309 keys
+robots.txt by scheme and authority); its politeness clock — the requests in flight, the
+earliest next start, back-off, Retry-After, the AIMD throttle, the adaptive delay and the
+largest Crawl-delay of its robots.txt files — is the :class:`ServerClock` of its host
+name, shared by every scheme and port of that name (``http://h/``, ``https://h/`` and
+``https://h:8443/`` are one server to the people who run it; docs/fetch.md).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +14,7 @@ import heapq
 from dataclasses import dataclass, field
 
 from courtier.core.records import OVERDUE_AFTER, DueUrl
-from courtier.core.urls import registrable_domain
+from courtier.core.urls import registrable_domain, server_of
 from courtier.politeness.delays import HostTiming
 from courtier.politeness.robots_state import RobotsState
 
@@ -42,6 +50,53 @@ def domain_host_key(host_key: str) -> str | None:
 
 
 @dataclass(slots=True)
+class ServerClock:
+    """The politeness clock of one host name, shared by its hosts (every scheme and port).
+
+    Owns: the requests in flight to the server, the earliest time the next may start,
+    the timing (back-off, Retry-After, throttle, adaptive delay), which host keys share
+    it (``members``) and the Crawl-delay each one's robots.txt asks (the largest
+    governs all: ``crawl_delay``). ``live``: a request was issued against it by this
+    process, so a clock saved by an earlier owner is older and is not restored over it.
+    """
+
+    name: str
+    in_flight: int = 0
+    next_allowed_at: float = 0.0
+    timing: HostTiming = field(default_factory=HostTiming)
+    #: the host keys sharing it (usually one: a list is the smallest container)
+    members: list[str] = field(default_factory=list)
+    #: host key → the Crawl-delay its rules in force ask (None until one asks any)
+    crawl_delays: dict[str, float] | None = None
+    crawl_delay: float = 0.0
+    live: bool = False
+
+    def join(self, host_key: str) -> None:
+        if host_key not in self.members:
+            self.members.append(host_key)
+
+    def note_crawl_delay(self, host_key: str, delay: float | None) -> None:
+        """``host_key``'s robots.txt in force asks for ``delay`` (None: none)."""
+        delays = self.crawl_delays
+        if delay:
+            if delays is None:
+                delays = self.crawl_delays = {}
+            delays[host_key] = delay
+        elif delays is None:
+            return
+        else:
+            delays.pop(host_key, None)
+        self.crawl_delay = max(delays.values(), default=0.0)
+
+    def leave(self, host_key: str) -> None:
+        """``host_key``'s state is dropped. Its Crawl-delay keeps counting for as long as
+        the clock lives: the clock of hosts leaving together (a shard handed over) is
+        saved after they left, with the delay they had in force."""
+        if host_key in self.members:
+            self.members.remove(host_key)
+
+
+@dataclass(slots=True)
 class IpState:
     """Limits shared by every host that resolves to one address."""
 
@@ -70,14 +125,17 @@ def url_rank(due: DueUrl, now: float) -> Rank:
 
 @dataclass(slots=True)
 class HostState:
+    """One host key's queue, robots.txt and policy; its politeness clock is ``server``
+    (``in_flight``, ``next_allowed_at`` and ``timing`` read and write it), shared with
+    the other hosts of its name when the frontier registers them."""
+
     host_key: str
     shard: int
     queue: list[Entry] = field(default_factory=list)
-    in_flight: int = 0
-    next_allowed_at: float = 0.0
+    #: the server's clock; a host made on its own gets one of its own
+    server: ServerClock = field(default=None)  # type: ignore[assignment]
     robots: RobotsState = field(default_factory=RobotsState)
     robots_in_flight: bool = False
-    timing: HostTiming = field(default_factory=HostTiming)
     policy: HostPolicy = field(default_factory=HostPolicy)
     loaded: bool = False          # durable state (robots copy, policy) read from the store
     inherited_policy: bool = False  # policy comes from the registrable domain's host key
@@ -100,6 +158,37 @@ class HostState:
     #: an http host that redirects its URLs to the same URLs on https: the https host
     #: key they are settled to, without a request (crawl/https_upgrade.py); None: fetched
     https_upgrade: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.server is None:
+            self.server = ServerClock(server_of(self.host_key), members=[self.host_key])
+
+    @property
+    def in_flight(self) -> int:
+        """Requests in flight to the server (every scheme and port of the host name)."""
+        return self.server.in_flight
+
+    @in_flight.setter
+    def in_flight(self, value: int) -> None:
+        self.server.in_flight = value
+
+    @property
+    def next_allowed_at(self) -> float:
+        """Earliest start of the server's next request (any scheme or port)."""
+        return self.server.next_allowed_at
+
+    @next_allowed_at.setter
+    def next_allowed_at(self, value: float) -> None:
+        self.server.next_allowed_at = value
+
+    @property
+    def timing(self) -> HostTiming:
+        """The server's back-off, Retry-After, throttle and adaptive delay."""
+        return self.server.timing
+
+    @timing.setter
+    def timing(self, value: HostTiming) -> None:
+        self.server.timing = value
 
     def push(self, due: DueUrl, now: float) -> None:
         heapq.heappush(self.queue, (*url_rank(due, now), due))

@@ -23,13 +23,20 @@ order in which hosts became ready. Level 2 is each host's own heap of URLs.
 Entries carry a per-host token; an entry whose token is stale is skipped,
 so rescheduling a host is O(log n) without searching the heaps.
 
-Invariants the frontier keeps for every host:
+The politeness clock is per *server* (host name), not per host key: every scheme and
+port of one name shares one :class:`~courtier.frontier.host.ServerClock` (``servers``),
+so ``http://h/`` and ``https://h/`` count against one in-flight cap, one delay (the
+largest Crawl-delay of their robots.txt files governs) and one back-off. Queues,
+robots.txt and policies stay per host key.
 
-* at most ``max_in_flight`` leases out at once (robots fetches included), and
-  at most ``max_in_flight_per_ip`` to all hosts known to share one address;
-* two lease start times at least the delay in force apart; with one request
-  in flight (the default) the delay runs from the end of the previous fetch,
-  which bounds the gap the server observes too;
+Invariants the frontier keeps for every server (host name):
+
+* at most ``max_in_flight`` leases out at once (robots fetches included; the cap of
+  the host asking), and at most ``max_in_flight_per_ip`` to all hosts known to share
+  one address;
+* two lease start times at least the delay in force apart, whichever scheme or port
+  each is for; with one request in flight (the default) the delay runs from the end
+  of the previous fetch, which bounds the gap the server observes too;
 * no page lease before robots.txt has been fetched (or while it is expired);
 * no page lease while the host is backing off or robots.txt is unreachable
   with no earlier good copy;
@@ -50,8 +57,8 @@ from collections.abc import Collection, Iterable, Mapping
 from courtier.core.clock import Clock
 from courtier.core.logs import log_event
 from courtier.core.records import DAY, DueUrl, HostRecord
-from courtier.core.urls import host_key_of, shard_of
-from courtier.frontier.host import HostPolicy, HostState, IpState
+from courtier.core.urls import host_key_of, server_of, shard_of
+from courtier.frontier.host import HostPolicy, HostState, IpState, ServerClock
 from courtier.frontier.lease import FetchFeedback, Lease, LeaseKind
 from courtier.frontier.ready import TURN_EVERY, ReadyHosts
 from courtier.frontier.robots_turns import UNITS_PER_TURN, decide_head
@@ -125,6 +132,8 @@ class Frontier:
         self.max_in_flight_per_ip = max_in_flight_per_ip
         self.ip_delay = ip_delay
         self.hosts: dict[str, HostState] = {}
+        #: the politeness clock of each host name with a registered host
+        self.servers: dict[str, ServerClock] = {}
         self.ips: dict[str, IpState] = {}
         self._waiting: list[tuple[float, int, int, str]] = []
         self._ready = ReadyHosts(turn_every)
@@ -151,7 +160,12 @@ class Frontier:
         """
         if host_key in self.hosts:
             return
-        host = HostState(host_key=host_key, shard=shard, loaded=True, ip=ip)
+        name = server_of(host_key)
+        server = self.servers.get(name)
+        if server is None:
+            server = self.servers[name] = ServerClock(name)
+        server.join(host_key)
+        host = HostState(host_key=host_key, shard=shard, server=server, loaded=True, ip=ip)
         if ip is not None:
             self.ips.setdefault(ip, IpState())
         if record is not None:
@@ -167,11 +181,13 @@ class Frontier:
                 record.policy_delay, record.policy_max_in_flight, record.policy_max_pages,
                 record.blocked,
             )
-            host.timing.backoff_until = record.backoff_until or 0.0
+            timing = host.timing  # the server's: a sibling's live back-off is kept
+            timing.backoff_until = max(timing.backoff_until, record.backoff_until or 0.0)
             host.https_upgrade = record.https_upgrade
             # We may have fetched from this host moments ago (a restart after a crash or
             # a shard takeover); its last start time is unknown, so wait one delay.
-            host.next_allowed_at = self.clock.now() + self.delay_for(host)
+            host.next_allowed_at = max(host.next_allowed_at,
+                                       self.clock.now() + self.delay_for(host))
         self.hosts[host_key] = host
 
     def restore_day_pages(self, host_key: str, day_start: float, pages: int) -> None:
@@ -249,7 +265,7 @@ class Frontier:
                 continue
             lease = self._lease_from(host, now)
             if lease is not None and lease.kind is _PAGE:
-                in_flight = host.in_flight
+                in_flight = host.server.in_flight
                 if in_flight >= (host.policy.max_in_flight or self.max_in_flight) \
                         and in_flight >= 1:  # at _max_in_flight(host)
                     # what _reschedule comes to here (a page lease means the host is
@@ -342,9 +358,11 @@ class Frontier:
         """Count one lease against the host and its IP (in flight, next allowed time);
         return the host's delay in force. Every lease, page or robots.txt, goes through it."""
         delay = self.delay_for(host)
-        host.in_flight += 1
+        server = host.server
+        server.in_flight += 1
+        server.live = True
         self._in_flight += 1
-        host.next_allowed_at = now + delay
+        server.next_allowed_at = now + delay
         address = host.ip
         if address is not None:
             ip = self.ips[address]
@@ -360,14 +378,20 @@ class Frontier:
                      delay, None, None, host.ip)
 
     def _crawl_delay(self, host: HostState) -> float | None:
-        """The Crawl-delay of the rules in force for our agent (None: none or no rules),
-        remembered per host for as long as the same rules object is in force."""
+        """The Crawl-delay in force for the host's server: the largest its hosts' robots.txt
+        files ask of our agent (None: none), each remembered per host for as long as the
+        same rules object is in force."""
         rules = host.robots.rules_in_force()
-        if rules is None:
-            return None
         if host.delay_rules is not rules:
-            host.delay_rules, host.crawl_delay = rules, rules.crawl_delay(self.agent)
-        return host.crawl_delay
+            self._note_rules(host, rules)
+        return host.server.crawl_delay or None
+
+    def _note_rules(self, host: HostState, rules: RobotsTxt | None) -> None:
+        """``rules`` are in force for ``host`` now (None: none): its Crawl-delay joins the
+        server's (a host without rules asks for none)."""
+        host.delay_rules = rules
+        host.crawl_delay = None if rules is None else rules.crawl_delay(self.agent)
+        host.server.note_crawl_delay(host.host_key, host.crawl_delay)
 
     def delay_for(self, host: HostState) -> float:
         """The gap in force: ``effective_delay`` of the host's policy, timing and
@@ -380,18 +404,17 @@ class Frontier:
             rules = _ALLOW_ALL
         else:
             rules = robots.rules_in_force()
-        if rules is None:
-            asked = 0.0
-        elif host.delay_rules is rules:
-            asked = host.crawl_delay or 0.0
-        else:
-            host.delay_rules, host.crawl_delay = rules, rules.crawl_delay(self.agent)
-            asked = host.crawl_delay or 0.0
+        if host.delay_rules is not rules:
+            self._note_rules(host, rules)
+        server = host.server
+        # the largest Crawl-delay of the server's robots.txt files (http and https may
+        # differ: the slower one governs every request to the server)
+        asked = server.crawl_delay
         override = host.policy.delay  # base_delay and effective_delay, inlined
         delay = self.delay_policy.delay if override is None else override
         if asked > delay:
             delay = asked
-        timing = host.timing
+        timing = server.timing
         if timing.adaptive_delay > delay:
             delay = timing.adaptive_delay
         if timing.throttle_delay > delay:
@@ -426,11 +449,12 @@ class Frontier:
         if not host.queue or host.robots_in_flight:
             return None
         policy = host.policy
-        in_flight = host.in_flight
+        server = host.server  # the shared clock, read directly (the properties, inlined)
+        in_flight = server.in_flight
         if in_flight >= (policy.max_in_flight or self.max_in_flight) and in_flight >= 1:
             return None  # at _max_in_flight(host)
-        at = host.next_allowed_at
-        backoff = host.timing.backoff_until
+        at = server.next_allowed_at
+        backoff = server.timing.backoff_until
         if backoff > at:
             at = backoff
         robots = host.robots
@@ -510,7 +534,7 @@ class Frontier:
             if timing.throttle_delay > 0:  # recover() does nothing otherwise
                 timing.recover(self.base_delay_for(host), self.delay_policy)
         self._space_next(host, lease)
-        self._reschedule(host)
+        self._reschedule_server(host)
 
     def finish_robots(
         self, lease: Lease, status: int | None, body: bytes = b"", location: str | None = None,
@@ -537,11 +561,11 @@ class Frontier:
                       shard=host.shard, outcome=decision, status=status,
                       reason="network error" if status is None else f"status {status}")
         self._space_next(host, lease)
-        self._reschedule(host)
+        self._reschedule_server(host)
 
     def _release_slot(self, lease: Lease, ip: str | None = None) -> HostState:
         host = self.hosts[lease.host_key]
-        host.in_flight -= 1
+        host.server.in_flight -= 1
         self._in_flight -= 1
         if lease.also_host is not None and lease.also_host in self.hosts:
             other = self.hosts[lease.also_host]
@@ -568,6 +592,17 @@ class Frontier:
             self.ips.setdefault(ip, IpState())
         return host
 
+    def _reschedule_server(self, host: HostState) -> None:
+        """Reschedule ``host`` and the other hosts of its server: a slot of the shared
+        clock freed, or its next start moved (call after the clock is updated)."""
+        self._reschedule(host)
+        members = host.server.members
+        if len(members) > 1:  # siblings may have waited for the slot
+            hosts = self.hosts
+            for key in members:
+                if key != host.host_key and key in hosts:
+                    self._reschedule(hosts[key])
+
     def _space_next(self, host: HostState, lease: Lease) -> None:
         """Set the earliest next start from the delay in force *after* this response
         (a new Crawl-delay or a slower host applies to the very next request)."""
@@ -580,8 +615,9 @@ class Frontier:
         # least ``delay`` after the previous one as the server measures it.
         cap = host.policy.max_in_flight or self.max_in_flight  # _max_in_flight(host) == 1:
         at = (self.clock.now() if cap <= 1 else lease.issued_at) + delay
-        if at > host.next_allowed_at:
-            host.next_allowed_at = at
+        server = host.server
+        if at > server.next_allowed_at:
+            server.next_allowed_at = at
 
     def return_lease(self, lease: Lease) -> None:
         """Give an unstarted or abandoned lease back (shutdown): its URL is released."""
@@ -590,7 +626,7 @@ class Frontier:
             host.robots_in_flight = False
         elif lease.due is not None:
             self._released.append((lease.due, lease.due.next_fetch_at))
-        self._reschedule(host)
+        self._reschedule_server(host)
 
     def defer_lease(self, lease: Lease, until: float) -> None:
         """A lease that may not start yet after all (the address is busy on another worker):
@@ -606,7 +642,7 @@ class Frontier:
         if lease.ip is not None and lease.ip in self.ips:
             group = self.ips[lease.ip]
             group.next_allowed_at = max(group.next_allowed_at, until)
-        self._reschedule(host)
+        self._reschedule_server(host)
 
     # ---- hand-offs to the worker ------------------------------------------------------------
 
@@ -655,7 +691,7 @@ class Frontier:
         gone = [h for h in self.hosts.values()
                 if h.shard in shards and not h.in_flight and not h.robots_in_flight]
         for host in gone:
-            del self.hosts[host.host_key]
+            self._drop(host)
             for due in host.drain():  # nothing should be queued; never lose a URL
                 self._queued -= 1
                 self._released.append((due, due.next_fetch_at))
@@ -707,4 +743,12 @@ class Frontier:
         for key in idle:
             if len(self.hosts) <= keep:
                 break
-            del self.hosts[key]
+            self._drop(self.hosts[key])
+
+    def _drop(self, host: HostState) -> None:
+        """Forget ``host``; its server's clock goes with its last host."""
+        del self.hosts[host.host_key]
+        server = host.server
+        server.leave(host.host_key)
+        if not server.members and self.servers.get(server.name) is server:
+            del self.servers[server.name]

@@ -45,10 +45,12 @@ def load_figures(path: Path | None) -> tuple[Figures, dict[str, Any]]:
     try:
         numbers = {k: float(raw[k]) for k in REQUIRED if k != "measured_at"}
         pg = raw.get("pg_rows_per_second_per_node")
+        audit = raw.get("store_bytes_per_audit_row")
         figures = Figures(
             measured_at=str(raw["measured_at"]),
             source=str(raw.get("command", "")),
             pg_rows_per_second_per_node=None if pg is None else float(pg),
+            store_bytes_per_audit_row=None if audit is None else float(audit),
             **numbers,
         )
     except (TypeError, ValueError):

@@ -25,6 +25,11 @@ DEFAULT_PEAK_FACTOR = 2.16     # 1e9/day x 2.16 / 86,400 s = 25,000 fetches/s pl
 DEFAULT_COMPRESSION = 4.0      # assumed gzip ratio of HTML in WARC records (set your own)
 DEFAULT_REFRESH_SPLIT = "100M:1,rest:30"
 DEFAULT_RETENTION_DAYS = 90
+DEFAULT_EVENTS_RETENTION = 7 * DAY                # --events-retention (the crawl's default)
+DEFAULT_AUDIT_RETENTION = 90 * DAY                # --audit-retention (the crawl's default)
+#: bytes of one audit row (fetch_log) with its indexes when the figures file has none:
+#: ~145 GB a day at 10^9 fetches (issue #29), an estimate
+DEFAULT_AUDIT_BYTES_PER_FETCH = 145.0
 DEFAULT_CORE_UTILISATION = 0.75
 DEFAULT_CORES_PER_MACHINE = 32
 DEFAULT_PG_ROWS_PER_SECOND = 100_000.0   # DESIGN.md §7 estimate (COPY batches), not measured
@@ -87,6 +92,7 @@ class Figures:
     warc_compression_ratio: float
     peak_rss_mb: float
     pg_rows_per_second_per_node: float | None = None
+    store_bytes_per_audit_row: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +104,8 @@ class CrawlShape:
     compression: float = DEFAULT_COMPRESSION
     refresh: tuple[RefreshTier, ...] = parse_refresh_split(DEFAULT_REFRESH_SPLIT)
     retention_days: float = DEFAULT_RETENTION_DAYS
+    events_retention: float = DEFAULT_EVENTS_RETENTION   # seconds (0: kept for ever)
+    audit_retention: float = DEFAULT_AUDIT_RETENTION     # seconds (0: kept for ever)
     core_utilisation: float = DEFAULT_CORE_UTILISATION
     cores_per_machine: int = DEFAULT_CORES_PER_MACHINE
     pg_node_tb: float = DEFAULT_PG_NODE_TB
@@ -111,6 +119,11 @@ class CrawlShape:
                             ("--pg-node-tb", self.pg_node_tb)):
             if not value > 0:
                 raise ConfigError(f"{flag} must be > 0")
+        for flag, value in (("--events-retention", self.events_retention),
+                            ("--audit-retention", self.audit_retention)):
+            if not value > 0:
+                raise ConfigError(f"{flag} must be > 0 seconds (a plan for a table kept "
+                                  "for ever has no size)")
         if self.peak_factor < 1:
             raise ConfigError("--peak-factor must be >= 1 (the peak is at least the average)")
         if not 0 < self.core_utilisation <= 1:
@@ -144,6 +157,8 @@ class Plan:
     url_store_bytes: float
     event_bytes_per_day: float
     event_bytes_retained: float
+    audit_bytes_per_day: float
+    audit_bytes_retained: float
     tiers: tuple[TierPlan, ...]
     refresh_fetches_per_day: float
     discovery_fetches_per_day: float      # negative: the refresh split does not fit
@@ -199,9 +214,14 @@ def plan(shape: CrawlShape, figures: Figures) -> Plan:
     per_node = shape.pg_rows_per_second or measured or DEFAULT_PG_ROWS_PER_SECOND
     url_bytes = shape.known_urls * figures.store_bytes_per_url
     event_day = shape.fetches_per_day * figures.store_bytes_per_event
-    event_kept = event_day * shape.retention_days
+    # the outbox and the audit log are kept for their retentions (both are day partitions,
+    # plus the day being written and the two made ahead, which are empty)
+    event_kept = event_day * (shape.events_retention / DAY + 1)
+    audit_day = shape.fetches_per_day * (figures.store_bytes_per_audit_row
+                                         or DEFAULT_AUDIT_BYTES_PER_FETCH)
+    audit_kept = audit_day * (shape.audit_retention / DAY + 1)
     for_writes = math.ceil(rows_peak / per_node)
-    for_storage = math.ceil((url_bytes + event_kept) / (shape.pg_node_tb * 1e12))
+    for_storage = math.ceil((url_bytes + event_kept + audit_kept) / (shape.pg_node_tb * 1e12))
     return Plan(
         average_fetches_per_second=average,
         peak_fetches_per_second=peak,
@@ -213,6 +233,8 @@ def plan(shape: CrawlShape, figures: Figures) -> Plan:
         url_store_bytes=url_bytes,
         event_bytes_per_day=event_day,
         event_bytes_retained=event_kept,
+        audit_bytes_per_day=audit_day,
+        audit_bytes_retained=audit_kept,
         tiers=tiers,
         refresh_fetches_per_day=refresh,
         discovery_fetches_per_day=discovery,

@@ -42,7 +42,7 @@ from typing import Any, Literal, TypeVar
 
 from courtier.core.logs import log_event
 from courtier.parse.guard import PARSE_NICENESS, GuardedParser, needs_guard
-from courtier.parse.html import ParsedPage, parse_html
+from courtier.parse.html import ParsedPage, parse_html, parse_page_words
 from courtier.parse.sitemaps import SitemapResult, parse_sitemap
 
 log = logging.getLogger("courtier.parse")
@@ -98,12 +98,17 @@ class OffLoopParser:
 
     def __init__(self, timeout: float = 10.0, threads: int = PARSE_THREADS,
                  guarded: GuardedParser | None = None,
-                 on_wait: Callable[[float], None] | None = None) -> None:
-        """``on_wait`` is told how many seconds each document handed off the loop waited
-        for its thread or child process to start it (not called for a parse that failed
-        or overran its budget: its start is unknown)."""
+                 on_wait: Callable[[float], None] | None = None,
+                 collapse_text: bool = True) -> None:
+        """``collapse_text=False`` (the crawl: its pages' text only feeds SimHash) parses
+        in a thread as :func:`parse_page_words` does (the child process, for the rare
+        pathological page, still collapses: the words are the same). ``on_wait`` is told
+        how many seconds each document handed off the loop waited for its thread or child
+        process to start it (not called for a parse that failed or overran its budget: its
+        start is unknown)."""
         self.timeout = timeout
         self.on_wait = on_wait
+        self._parse_page = _parse_page if collapse_text else parse_page_words
         #: documents handed to a thread or child process, not yet parsed (or given up)
         self.unfinished = 0
         self.guarded = guarded or GuardedParser(timeout=timeout)
@@ -128,7 +133,7 @@ class OffLoopParser:
             return await self._waited(guarded.call(url, _timed, guarded.target, body, url,
                                                    content_type, x_robots_tag, agent))
         loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(self._threads, _timed, _parse_page, body, url,
+        future = loop.run_in_executor(self._threads, _timed, self._parse_page, body, url,
                                       content_type, x_robots_tag, agent)
         try:
             async with asyncio.timeout(self.timeout):  # not wait_for: see timed_store.py

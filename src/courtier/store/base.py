@@ -11,6 +11,8 @@ Row life cycle of a URL::
                    └──────────────────────┘   next_fetch_at set, or RETIRED
     reset_scheduled (new owner / restart): SCHEDULED ──► QUEUED
     release_shards / release (work given back):  SCHEDULED ──► QUEUED
+    read_due: the rows load_due would take, left QUEUED (the refill without marking:
+    the owner remembers what it holds; docs/scale-out.md, "The refill that writes nothing")
 
 The unique url_key is the truth about "seen". ``version`` counts completed
 fetch cycles; a lease carries the version it saw, and a commit is applied
@@ -52,6 +54,7 @@ __all__ = [
     "DAILY_BUDGET_KEY",
     "OVERDUE_AFTER",
     "SEGMENT_STATES",
+    "UNPLACED",
     "UNPLANNED_TIER",
     "CommitResult",
     "DayCount",
@@ -70,6 +73,10 @@ __all__ = [
     "UrlState",
     "WorkerView",
 ]
+
+
+#: the position :meth:`Store.events_by_url` gives an event not yet placed
+UNPLACED = 2**63 - 1
 
 
 class Store(ClusterStore, Protocol):
@@ -141,6 +148,27 @@ class Store(ClusterStore, Protocol):
         Stores keep a per-shard host queue (next due time, best priority) exact
         on every write, so the cost grows with the rows returned, not with the
         backlog of due or known rows.
+        """
+
+    async def read_due(
+        self,
+        shards: Sequence[int],
+        now: float,
+        limit: int,
+        per_host_limit: int,
+        skip_hosts: Collection[str] = (),
+        epochs: Mapping[int, int] | None = None,
+    ) -> list[DueUrl]:
+        """The rows :meth:`load_due` would mark, in the same order, and nothing written.
+
+        The refill without marking (docs/scale-out.md, "The refill"): the rows stay
+        QUEUED, no host-queue row changes and no lock outlives the call; the shard's
+        lease is the guard against a second reader, and the caller remembers what it
+        holds (it passes those hosts as ``skip_hosts``). The selection is exactly
+        :meth:`load_due`'s on the same state (and, with ``epochs``, the same fence), so
+        calling it twice returns the same rows. Stores keep each host's best level and
+        the due times of that level and of its others in its host-queue row, so a host
+        whose best level alone is due costs one index range of the rows returned.
         """
 
     async def next_due_at(self, shards: Sequence[int], pending_only: bool = False) -> float | None:
@@ -227,11 +255,27 @@ class Store(ClusterStore, Protocol):
         keys; a digest may be given more than once; no digests ask nothing of the database."""
 
     async def read_events(self, after: int, limit: int) -> list[Event]:
-        """Outbox events with ``id > after`` in id order."""
+        """Outbox events with ``id > after`` in id order.
+
+        Raises :class:`~courtier.core.errors.EventsPruned` when ``after`` is below
+        :meth:`events_pruned_through`: some events after it were removed, and reading on
+        would skip them silently."""
+
+    async def events_by_url(self, after: bytes | None, urls: int) -> list[Event]:
+        """Every kept event of the next ``urls`` URLs (by url_key) after ``after`` (None: from
+        the first), ordered by url_key then position: a URL's events all come in one call,
+        so a reader of the whole outbox (``courtier archive gc``) holds one page of URLs at
+        a time. An event not yet placed (PostgreSQL: its transaction committed after the
+        last sequencer run) has position :data:`UNPLACED`, above every placed one."""
+
+    async def warc_files_in_use(self, names: Collection[str]) -> set[str]:
+        """Those of ``names`` that some URL row still points at (its current WARC record)."""
 
     async def register_consumer(self, name: str) -> int:
-        """Register the consumer ``name`` at position 0 unless it is registered; return its
-        position (the id of the last event it consumed). Registering again keeps it."""
+        """Register the consumer ``name`` unless it is registered; return its position (the
+        id of the last event it consumed). A new name starts at
+        :meth:`events_pruned_through` (0 while nothing was pruned): the oldest position
+        still readable. Registering again keeps the position."""
 
     async def consumer_position(self, name: str) -> int | None:
         """The registered position of consumer ``name``; None if it is not registered."""
@@ -241,9 +285,36 @@ class Store(ClusterStore, Protocol):
         return its position after the call: never backwards, so a repeated or late call
         changes nothing."""
 
+    async def consumers(self) -> dict[str, int]:
+        """Every registered consumer and its position."""
+
+    async def forget_consumer(self, name: str) -> bool:
+        """Unregister ``name`` (a consumer gone for good, which would hold the outbox's
+        retention back for ever); True if it was registered."""
+
     async def event_counts(self) -> EventCounts:
         """The outbox's tallies (events, outcomes, status mix) as kept at write time: equal
-        to :meth:`EventCounts.of_payloads` over every event (``store/event_counts.py``)."""
+        to :meth:`EventCounts.of_payloads` over every event ever appended, the pruned ones
+        included (``store/event_counts.py``): crawl totals, not the outbox's size."""
+
+    async def events_pruned_through(self) -> int:
+        """The highest position removed by :meth:`prune_events` (0: nothing was removed).
+        Every event with a higher position that was ever readable still is."""
+
+    async def prune_events(self, before: float, limit: int) -> int:
+        """Remove outbox events created before ``before`` (the store's event time) whose
+        position is at or below every registered consumer's position, oldest first, about
+        ``limit`` at most (a bound on one call's cost); return how many were removed (for
+        a whole time partition, PostgreSQL's estimate). An event is never removed before
+        its position is assigned, nor above the lowest registered position, so a
+        registered consumer never misses one; :meth:`events_pruned_through` rises to the
+        highest position removed. Re-parse events lose their "at most once ever" key with
+        the event: a capture whose re-parse event was removed may be re-parsed again."""
+
+    async def prune_audit(self, before: float, limit: int) -> int:
+        """Remove audit rows (:meth:`fetch_log`) fetched before ``before``, oldest first,
+        about ``limit`` at most; return how many (PostgreSQL: an estimate for whole time
+        partitions). Ids are never reused, so an audit reader's ``after`` stays valid."""
 
     async def save_segment(self, name: str, owner: str, state: str, size: int) -> None:
         """Upsert a segment's state (one of :data:`SEGMENT_STATES`) and size, stamped with

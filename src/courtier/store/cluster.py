@@ -140,6 +140,8 @@ class HostClock:
     past the save (``saved_at``) at least.
     """
 
+    #: the server's host name (the clock is shared by every scheme and port of it;
+    #: frontier/host.py ServerClock); the column keeps its historical name
     host_key: str
     shard: int
     last_start_at: float | None = None    # start of the last request sent
@@ -270,11 +272,12 @@ class ClusterStore(Protocol):
     # ---- host politeness clocks ----------------------------------------------------------
 
     async def save_host_clocks(self, clocks: Sequence[HostClock]) -> None:
-        """Upsert each host's clock (replacing the stored one), stamping ``saved_at`` with
-        the store clock; one transaction."""
+        """Upsert each server's clock (keyed by ``HostClock.host_key``, the host name;
+        replacing the stored one), stamping ``saved_at`` with the store clock; one
+        transaction."""
 
     async def load_host_clocks(self, host_keys: Collection[str]) -> dict[str, HostClock]:
-        """The stored clocks of these hosts; hosts never saved are absent."""
+        """The stored clocks of these servers (host names); those never saved are absent."""
 
     # ---- trap statistics and near-duplicate fingerprints of a shard -----------------------
 
@@ -291,6 +294,14 @@ class ClusterStore(Protocol):
         (unsigned 64-bit), most recently fetched first (ties by url_key), at most
         ``limit_per_shard`` per shard: what a new owner rebuilds its near-duplicate index
         from. Shards without such rows are absent. A read; one round trip."""
+
+    async def url_keys(self, shards: Sequence[int], after: bytes, limit: int) -> bytes:
+        """The ``url_key`` of every row of ``shards`` above ``after`` (``b""``: from the
+        first), in key order, at most ``limit`` of them, joined into one ``bytes`` (16
+        bytes a key). A key's leading bits are its shard, so key order is shard order
+        first: a shard is read completely once a key of a later shard comes back, or
+        fewer than ``limit`` do. What a new owner streams its known-URL set from
+        (crawl/known_loader.py). A read; one round trip."""
 
     # ---- per-IP slots --------------------------------------------------------------------
 

@@ -61,6 +61,7 @@ from courtier.store.cluster_rules import (
     ip_retry_at,
 )
 from courtier.store.event_counts import EventCounts
+from courtier.store.memory_outbox import MemoryAuditLog, MemoryOutbox
 from courtier.store.memory_plans import MemoryPlans
 from courtier.store.memory_queue import ReadyQueue
 
@@ -86,13 +87,12 @@ class MemoryStore:
         self.urls: dict[bytes, dict[str, Any]] = {}
         self.hosts: dict[str, HostRecord] = {}
         self.shards: dict[int, tuple[str | None, int, float]] = {}
-        self.events: list[Event] = []
+        self.events = MemoryOutbox()  # events, registered consumer cursors, retention
         self._event_keys: set[tuple[bytes, int]] = set()
-        self.consumers: dict[str, int] = {}  # registered consumer cursors
         self._reparse_keys: set[tuple[bytes, int, int]] = set()
         self.payloads: dict[str, PayloadLocation] = {}
         self._segments: dict[str, SegmentRecord] = {}
-        self._fetch_log: list[dict[str, Any]] = []
+        self._fetch_log = MemoryAuditLog()
         self._queue = ReadyQueue()  # the QUEUED rows and the exact host queue
         self._policy_at: dict[str, float] = {}
         self.day_counts: dict[str, DayCount] = {}
@@ -164,22 +164,36 @@ class MemoryStore:
     async def load_due(self, shards: Sequence[int], now: float, limit: int,
                        per_host_limit: int, skip_hosts: Collection[str] = (),
                        epochs: Mapping[int, int] | None = None) -> list[DueUrl]:
+        keys = self._select(shards, now, limit, per_host_limit, skip_hosts, epochs)
+        for key in keys:
+            self.urls[key]["state"] = int(UrlState.SCHEDULED)
+        return [self._due_url(self.urls[key]) for key in keys]
+
+    async def read_due(self, shards: Sequence[int], now: float, limit: int,
+                       per_host_limit: int, skip_hosts: Collection[str] = (),
+                       epochs: Mapping[int, int] | None = None) -> list[DueUrl]:
+        keys = self._select(shards, now, limit, per_host_limit, skip_hosts, epochs)
+        for key in keys:  # the walk took them out of the ready queue: they go back
+            self._enqueue(self.urls[key])
+        return [self._due_url(self.urls[key]) for key in keys]
+
+    def _select(self, shards: Sequence[int], now: float, limit: int, per_host_limit: int,
+                skip_hosts: Collection[str], epochs: Mapping[int, int] | None) -> list[bytes]:
+        """The keys of the refill's rows in walk order, taken out of the ready queue."""
         if limit <= 0 or per_host_limit <= 0:
             return []
         shards = [s for s in shards if self._epoch_ok(s, epochs)]
-        keys = self._queue.take(shards, now, now - OVERDUE_AFTER, limit, per_host_limit,
+        return self._queue.take(shards, now, now - OVERDUE_AFTER, limit, per_host_limit,
                                 set(skip_hosts))
-        out: list[DueUrl] = []
-        for key in keys:
-            row = self.urls[key]
-            row["state"] = int(UrlState.SCHEDULED)
-            out.append(DueUrl(
-                row["url_key"], row["url"], row["host_key"], row["shard"], row["depth"],
-                row["priority"], row["version"], row["next_fetch_at"], row["redirect_hops"],
-                row["etag"], row["last_modified"], row["failure_count"], row["payload_digest"],
-                row["change_stats"], row["last_fetch_at"], row["warc_file"], row["simhash"],
-                row["sitemap_changefreq"], row["sitemap_lastmod"], row["redirect_chain"]))
-        return out
+
+    @staticmethod
+    def _due_url(row: dict[str, Any]) -> DueUrl:
+        return DueUrl(
+            row["url_key"], row["url"], row["host_key"], row["shard"], row["depth"],
+            row["priority"], row["version"], row["next_fetch_at"], row["redirect_hops"],
+            row["etag"], row["last_modified"], row["failure_count"], row["payload_digest"],
+            row["change_stats"], row["last_fetch_at"], row["warc_file"], row["simhash"],
+            row["sitemap_changefreq"], row["sitemap_lastmod"], row["redirect_chain"])
 
     async def next_due_at(self, shards: Sequence[int], pending_only: bool = False) -> float | None:
         if not pending_only:
@@ -254,8 +268,7 @@ class MemoryStore:
             payload = dict(commit.event)
             payload.update(url_key=commit.url_key.hex(), url=commit.url, version=version,
                            outcome=str(commit.outcome))
-            self.events.append(Event(len(self.events) + 1, commit.url_key, version,
-                                     commit.fetched_at, payload))
+            self.events.append(commit.url_key, version, self.clock.now(), payload)
         if commit.payload_digest and commit.warc_file and commit.warc_offset is not None:
             self.payloads.setdefault(commit.payload_digest, (
                 commit.warc_file, commit.warc_offset, commit.url, commit.fetched_at))
@@ -309,12 +322,7 @@ class MemoryStore:
 
     async def fetch_log(self, after: int = 0, limit: int = 1000,
                         url_key: bytes | None = None) -> list[dict[str, Any]]:
-        rows = [
-            {"id": i, **row, "url_key": row["url_key"].hex()}
-            for i, row in enumerate(self._fetch_log, start=1)
-            if i > after and (url_key is None or row["url_key"] == url_key)
-        ]
-        return rows[:limit]
+        return self._fetch_log.read(after, limit, url_key)
 
     async def payload_location(self, digest: str) -> PayloadLocation | None:
         return self.payloads.get(digest)
@@ -372,26 +380,48 @@ class MemoryStore:
             if event.parser_version < 1 or key in self._reparse_keys:
                 continue
             self._reparse_keys.add(key)
-            self.events.append(Event(len(self.events) + 1, event.url_key, event.version,
-                                     self.clock.now(), dict(event.payload)))
+            self.events.append(event.url_key, event.version, self.clock.now(),
+                               dict(event.payload))
             added += 1
         return added
 
     async def read_events(self, after: int, limit: int) -> list[Event]:
-        return [e for e in self.events if e.id > after][:limit]
+        return self.events.read(after, limit)
+
+    async def events_by_url(self, after: bytes | None, urls: int) -> list[Event]:
+        return self.events.by_url(after, urls)
+
+    async def warc_files_in_use(self, names: Collection[str]) -> set[str]:
+        wanted = set(names)
+        return {row["warc_file"] for row in self.urls.values()
+                if row.get("warc_file") in wanted}
 
     async def register_consumer(self, name: str) -> int:
-        return self.consumers.setdefault(name, 0)
+        return self.events.register(name)
 
     async def consumer_position(self, name: str) -> int | None:
-        return self.consumers.get(name)
+        return self.events.consumers.get(name)
 
     async def advance_consumer(self, name: str, position: int) -> int:
-        self.consumers[name] = max(self.consumers.get(name, 0), position)
-        return self.consumers[name]
+        return self.events.advance(name, position)
+
+    async def consumers(self) -> dict[str, int]:
+        return dict(self.events.consumers)
+
+    async def forget_consumer(self, name: str) -> bool:
+        return self.events.consumers.pop(name, None) is not None
 
     async def event_counts(self) -> EventCounts:
-        return EventCounts.of_payloads(e.payload for e in self.events)
+        return self.events.counts()
+
+    async def events_pruned_through(self) -> int:
+        return self.events.pruned_through
+
+    async def prune_events(self, before: float, limit: int) -> int:
+        return self.events.prune(before, limit)
+
+    async def prune_audit(self, before: float, limit: int) -> int:
+        return self._fetch_log.prune(before, limit)
 
     async def due_within(self, shards: Sequence[int], until: float) -> int:
         wanted = set(shards)
@@ -558,6 +588,11 @@ class MemoryStore:
             if limit_per_shard > 0:
                 out[shard] = [(key, fp) for _, key, fp in rows[:limit_per_shard]]
         return out
+
+    async def url_keys(self, shards: Sequence[int], after: bytes, limit: int) -> bytes:
+        wanted = set(shards)
+        found = sorted(k for k, row in self.urls.items() if row["shard"] in wanted and k > after)
+        return b"".join(found[:max(0, limit)])
 
     # ---- per-IP slots --------------------------------------------------------------------
 

@@ -312,9 +312,9 @@ class TestWebServer:
                 if held.cut:  # nobody to answer: the log records the end now
                     status = 499
                     return StreamResponse(status=status)
-            if self.plain_http and request.scheme == "http":
-                page = self.web.plain_http_page(host, request.raw_path)
-            else:
+            page = self.web.plain_http_page(host, request.raw_path) \
+                if self.plain_http and request.scheme == "http" else None
+            if page is None:  # an https request, or the plain side serves the same
                 page, retry_until = self._page(host, spec, request.raw_path)
             status, body = page.status, page.body
             etag = page.header("ETag")

@@ -38,8 +38,8 @@ URL space of every host::
     /trap/{n}.html            (trap_fanout) an endless trap of one text, left out of the oracle
     http://HOST:HTTP_PORT/…   (http_redirect, an HTTPS web's plain side) 301 to the https
                               twin ("twin"; "twin_pages": robots.txt 404) or index
-                              ("home"); the index links every
-                              /p/{i}.html there, each page the next one's
+                              ("home"), or answer as on https ("serve"); the index
+                              links every /p/{i}.html there, each page the next one's
     /about.html               a page whose bytes are served again, identical, at
     /mirror/about.html        this second URL (both linked from the index), so a
                               crawler stores one response and one revisit
@@ -327,13 +327,16 @@ class TestWeb(CrawlOracle):
                                 f'<p id="section-2">end {word}</p>'.encode())
         return ok("text/html; charset=utf-8", body)
 
-    def plain_http_page(self, host: str, path_qs: str) -> PageResponse:
+    def plain_http_page(self, host: str, path_qs: str) -> PageResponse | None:
         """What ``path_qs`` of ``host`` answers on the plain-HTTP side of an HTTPS web:
         301 to its https twin (``http_redirect="twin"``, and ``"twin_pages"`` but for
-        robots.txt: 404), 301 to the https index (``"home"``), else 404."""
+        robots.txt: 404), 301 to the https index (``"home"``), None: what it answers on
+        https (``"serve"``), else 404."""
         spec = self.spec.host(host.lower().rstrip("."))
         if spec is None or spec.http_redirect is None:
             return plain(404, b"no plain http here\n")
+        if spec.http_redirect == "serve":
+            return None
         if spec.http_redirect == "twin_pages" and is_robots_path(normalize_path(path_qs)):
             return plain(404, b"no robots.txt on http\n")
         if spec.http_redirect in ("twin", "twin_pages"):

@@ -88,7 +88,9 @@ Extra content (all off by default; see :mod:`courtier.testweb.site`):
     (robots.txt included) 301 to the same path and query on https (a site that
     upgrades its http URLs); ``"twin_pages"``: the same but robots.txt, which answers
     404 on http (so a page is the first http URL to redirect); ``"home"``: every one 301
-    to the https index (for any path but ``/``, a redirect that is not to the same URL).
+    to the https index (for any path but ``/``, a redirect that is not to the same URL);
+    ``"serve"``: no redirect, every URL (robots.txt included) answers on http as on
+    https (one server behind both schemes, each page linking the other's URLs).
     Its index then also links every ``/p/{i}.html`` as an ``http://`` URL of the plain
     port, and each page the next page's. Hosts without it answer 404 on the plain port.
     :meth:`TestWeb.expected_fetches` does not model the plain side (which GETs a crawler
@@ -148,9 +150,9 @@ ALL_ROBOTS_KINDS: tuple[RobotsKind, ...] = ROBOTS_KINDS + MORE_ROBOTS_KINDS
 #: statuses a busy host answers with
 BUSY_STATUSES = (429, 503)
 
-HttpRedirect = Literal["twin", "twin_pages", "home"]
+HttpRedirect = Literal["twin", "twin_pages", "home", "serve"]
 #: what a host's plain-http URLs may answer (``HostSpec.http_redirect``)
-HTTP_REDIRECTS: tuple[HttpRedirect, ...] = ("twin", "twin_pages", "home")
+HTTP_REDIRECTS: tuple[HttpRedirect, ...] = ("twin", "twin_pages", "home", "serve")
 
 #: prefix of a ``retry_after`` value asking for an HTTP-date N seconds ahead
 HTTP_DATE_PREFIX = "http-date+"
@@ -355,17 +357,20 @@ def default_web(
     crawl_delay: float = 2.0,
     latency: float = 0.0,
     page_bytes: int = 3000,
+    domain: str = "courtier.test",
 ) -> WebSpec:
     """A web of ``n_hosts`` hosts cycling through :data:`ROBOTS_KINDS`.
 
-    Host ``i`` is named ``h{i:02d}.courtier.test`` and gets robots flavour
-    ``ROBOTS_KINDS[i % 6]``, so the first six hosts cover every flavour.
+    Host ``i`` is named ``h{i:02d}.{domain}`` (``h00.courtier.test`` by default) and gets
+    robots flavour ``ROBOTS_KINDS[i % 6]``, so the first six hosts cover every flavour.
+    Shards are the host names' (core/urls.py), so ``domain`` decides which worker of a
+    cluster owns which host.
     """
     if n_hosts < 1:
         raise ConfigError("default_web: n_hosts must be >= 1")
     hosts = [
         HostSpec(
-            name=host_name(i),
+            name=host_name(i, domain),
             pages=pages_per_host,
             robots=ROBOTS_KINDS[i % len(ROBOTS_KINDS)],
             latency=latency,

@@ -20,7 +20,7 @@ from courtier.api.worker_control import WorkerControl
 from courtier.archive.warc import WarcWriter
 from courtier.core.clock import RealClock
 from courtier.core.config import build_config
-from courtier.crawl.app import collect_seeds, host_ip_lookup
+from courtier.crawl.app import collect_seeds, host_ip_lookup, known_urls_for
 from courtier.crawl.intake import Intake, Scope
 from courtier.crawl.worker import Worker
 from courtier.fetch.aiohttp_transport import AiohttpTransport
@@ -82,7 +82,7 @@ async def live_crawl(
         runner = None
         task: asyncio.Task[Any] | None = None
         try:
-            intake = Intake(Scope(config, []))
+            intake = Intake(Scope(config, []), known=known_urls_for(config))
             rows, _ = collect_seeds(config, intake, clock.now())
             worker = Worker(
                 config,

@@ -348,3 +348,19 @@ async def test_events_of_a_registered_consumer(client: TestClient[Any, Any],
     assert back["events"] == [] and back["position"] == event["id"]  # never backwards
     for name in ("", "two words", "x" * 101):
         await error_of(await client.get("/v1/events", params={"consumer": name}), 400)
+
+
+async def test_events_below_a_pruned_position_answer_410(client: TestClient[Any, Any],
+                                                         memory: MemoryStore) -> None:
+    """Once the retention removed event 1, ``after=0`` would skip it silently: the route
+    answers 410 naming the oldest readable position and what to do; ``after=1`` and a
+    consumer registered since read on without an error. Seen red: with the pruned check
+    removed from ``MemoryOutbox.read``, ``after=0`` answered 200 with no events."""
+    assert await memory.prune_events(memory.clock.now() + 60, 100) == 1
+    message = await error_of(await client.get("/v1/events", params={"after": "0"}), 410)
+    assert "events after position 0 were pruned" in message
+    assert "oldest position still readable is 2" in message and "--after 1" in message
+    answer = await (await client.get("/v1/events", params={"after": "1"})).json()
+    assert answer == {"events": [], "next_after": 1}
+    late = await (await client.get("/v1/events", params={"consumer": "late"})).json()
+    assert (late["events"], late["position"]) == ([], 1)

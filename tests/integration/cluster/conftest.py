@@ -7,9 +7,29 @@ from pathlib import Path
 
 import pytest
 
-from courtier.testweb.spec import default_web
+from courtier.cluster.rendezvous import target_owners
+from courtier.core.urls import SHARD_COUNT, shard_of
+from courtier.testweb.spec import default_web, host_name
 from tests.integration.cluster.harness import Cluster, serving
 from tests.pg import temporary_database
+
+
+def spread_domain(n_hosts: int, workers: tuple[str, ...] = ("w0", "w1", "w2"),
+                  least: int = 3) -> str:
+    """A domain for the test web's host names under which each of ``workers`` (equal
+    weights) owns at least ``least`` of the ``n_hosts`` hosts. Shards are the host names'
+    digests, so the names decide the owners, the same in every run; the tests that wait
+    for one worker to fetch need it to own hosts (``h00…h11.courtier.test`` put 9 of 12
+    on w0 and none on w1)."""
+    owners = target_owners(range(SHARD_COUNT), dict.fromkeys(workers, 1.0))
+    for k in range(1000):
+        domain = f"c{k}.courtier.test"
+        counts = {w: 0 for w in workers}
+        for i in range(n_hosts):
+            counts[owners[shard_of(host_name(i, domain))]] += 1
+        if min(counts.values()) >= least:
+            return domain
+    raise AssertionError(f"no domain spreads {n_hosts} hosts over {workers}")
 
 
 @pytest.fixture
@@ -30,6 +50,6 @@ def pages_per_host() -> int:
 @pytest.fixture
 async def cluster(dsn: str, tmp_path: Path, pages_per_host: int) -> AsyncIterator[Cluster]:
     spec = default_web(n_hosts=12, pages_per_host=pages_per_host, crawl_delay=0.3,
-                       latency=0.02)
+                       latency=0.02, domain=spread_domain(12))
     async with serving(dsn, tmp_path, spec) as cluster:
         yield cluster

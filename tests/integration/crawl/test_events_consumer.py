@@ -8,6 +8,7 @@ again and the position stayed 0.
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import pytest
@@ -60,3 +61,71 @@ def test_a_registered_consumer_refuses_a_second_cursor(
     code = main(["events", "--data", str(tmp_path), "--consumer", "a", *extra])
     err = capsys.readouterr().err
     assert code == 2 and "--consumer: give it without" in err
+
+
+async def prune_everything_read(db: Path) -> int:
+    """Remove every event the registered consumers have read (a cut in the future: every
+    event is old enough); the highest position removed."""
+    store = SqliteStore(db)
+    await store.open()
+    try:
+        await store.prune_events(time.time() + 3600, 1000)
+        return await store.events_pruned_through()
+    finally:
+        await store.close()
+
+
+@pytest.mark.timeout(120)
+def test_pruning_keeps_what_a_consumer_has_not_read_and_tells_other_readers(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A registered consumer restarted after a prune resumes exactly after its position
+    (the events it had not read were kept); a reader without a registered cursor whose
+    position was pruned is refused with the oldest readable position and what to do, and
+    gets exactly the rest from there. Seen red: with ``check_readable`` removed from the
+    SQLite store, ``courtier events --after 3`` exited 0 (``assert (0 == 1)``): it read on
+    past the removed events 3-11 without a word."""
+    data = tmp_path / "data"
+    data.mkdir()
+    db = data / "courtier.db"
+    asyncio.run(fill_outbox(db, 30))
+    code, first, _ = run(capsys, "--data", str(data), "--consumer", "a", "--limit", "12")
+    assert code == 0 and numbers(first) == list(range(12))
+    through = asyncio.run(prune_everything_read(db))
+    assert through == first[-1]["id"]  # not one event past the consumer's position
+    code, rest, _ = run(capsys, "--data", str(data), "--consumer", "a")
+    assert code == 0 and numbers(rest) == list(range(12, 30))  # resumes exactly
+    code, out, err = run(capsys, "--data", str(data), "--after", "3")
+    assert code == 1 and out == []
+    assert "events after position 3 were pruned" in err
+    assert f"oldest position still readable is {through + 1}" in err
+    assert f"--after {through}" in err and "--consumer NAME" in err
+    code, tail, _ = run(capsys, "--data", str(data), "--after", str(through))
+    assert code == 0 and numbers(tail) == list(range(12, 30))
+    # a consumer registered after the prune starts at the oldest readable position
+    code, newcomer, _ = run(capsys, "--data", str(data), "--consumer", "b")
+    assert code == 0 and numbers(newcomer) == list(range(12, 30))
+
+
+@pytest.mark.timeout(120)
+def test_consumers_are_listed_and_a_forgotten_one_stops_holding_the_outbox(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``events --consumers`` lists positions and what was pruned; ``--forget-consumer``
+    unregisters one, after which the retention removes what only it held. Seen red: with
+    the forget answering True without deleting (SqliteStore.forget_consumer), the
+    answer still listed "stale" among the consumers."""
+    data = tmp_path / "data"
+    data.mkdir()
+    db = data / "courtier.db"
+    asyncio.run(fill_outbox(db, 10))
+    assert run(capsys, "--data", str(data), "--consumer", "stale", "--limit", "2")[0] == 0
+    assert run(capsys, "--data", str(data), "--consumer", "live")[0] == 0
+    code, [listed], _ = run(capsys, "--data", str(data), "--consumers")
+    assert code == 0 and listed == {"consumers": {"live": 10, "stale": 2},
+                                    "pruned_through": 0}
+    assert asyncio.run(prune_everything_read(db)) == 2  # "stale" holds the rest
+    code, [answer], _ = run(capsys, "--data", str(data), "--forget-consumer", "stale")
+    assert code == 0 and answer == {"consumers": {"live": 10}, "forgotten": True,
+                                    "pruned_through": 2}
+    assert asyncio.run(prune_everything_read(db)) == 10
+    code, [again], _ = run(capsys, "--data", str(data), "--forget-consumer", "stale")
+    assert code == 1 and again["forgotten"] is False

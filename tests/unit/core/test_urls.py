@@ -22,6 +22,7 @@ from courtier.core.urls import (
     host_key_of,
     make_url_key,
     registrable_domain,
+    server_of,
     shard_of,
     shard_of_key,
 )
@@ -208,8 +209,23 @@ def test_url_key_locality_same_host_same_prefix() -> None:
     assert len(set(keys)) == 50
     others = {canonicalize(f"http://host{i}.test/").url_key[:4] for i in range(50)}
     assert len(others) == 50
-    # scheme and port are part of the host key, hence of the prefix
-    assert canonicalize("https://example.com/").url_key[:4] != keys[0][:4]
+    # the prefix is the server's (the host name's): every scheme and port of one name
+    # shares it, so one owner holds the server's politeness clock (docs/fetch.md)
+    for twin in ("https://example.com/", "http://example.com:8080/", "https://EXAMPLE.com:1/"):
+        assert canonicalize(twin).url_key[:4] == keys[0][:4]
+        assert canonicalize(twin).shard == canonicalize(urls[0]).shard
+    assert canonicalize("http://www.example.com/").url_key[:4] != keys[0][:4]
+
+
+def test_server_of_drops_scheme_port_and_brackets() -> None:
+    assert server_of("https://a.example:8443") == "a.example"
+    assert server_of("http://a.example") == "a.example"
+    assert server_of("a.example:81") == "a.example"
+    assert server_of("http://[::1]:8080") == "::1" == canonicalize("http://[::1]:8080/").host
+    assert server_of("http://192.0.2.1:81") == "192.0.2.1"
+    for url in ("https://b.test:9/x", "http://[2001:db8::1]/", "http://10.0.0.1/"):
+        c = canonicalize(url)
+        assert server_of(c.host_key) == c.host
 
 
 def test_url_key_matches_make_url_key_and_is_stable() -> None:
@@ -217,18 +233,18 @@ def test_url_key_matches_make_url_key_and_is_stable() -> None:
     assert c.url_key == make_url_key("http://example.com", "http://example.com/")
     # Fixed values: a change of hash function or layout must be deliberate
     # (it changes every key in every existing store).
-    assert c.url_key[:4] == xxhash.xxh3_64_digest(b"http://example.com")[:4]
+    assert c.url_key[:4] == xxhash.xxh3_64_digest(b"example.com")[:4]
     assert c.url_key[4:] == xxhash.xxh3_128_digest(b"http://example.com/")[:12]
-    assert c.url_key.hex() == "f146e00a42663426682770e605cd77c9"
+    assert c.url_key.hex() == "8b66107e42663426682770e605cd77c9"
 
 
 def test_shard_stability_fixed_values() -> None:
     assert SHARD_COUNT == 1024
-    # The leading 10 bits of xxh3_64(host_key): 0xf146… -> 0b1111000101 = 965.
-    assert shard_of("http://example.com") == 965
-    assert shard_of("https://www.example.com") == 546
-    assert shard_of("http://example.com", 16) == 965 >> 6
-    assert canonicalize("http://example.com/x").shard == 965
+    # The leading 10 bits of xxh3_64(host name): 0x8b66… -> 0b1000101101 = 557.
+    assert shard_of("http://example.com") == 557 == shard_of("https://example.com:8443")
+    assert shard_of("https://www.example.com") == 260
+    assert shard_of("http://example.com", 16) == 557 >> 6
+    assert canonicalize("http://example.com/x").shard == 557
 
 
 def test_shard_is_the_leading_bits_of_every_url_key_of_the_host() -> None:

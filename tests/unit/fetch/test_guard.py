@@ -236,3 +236,30 @@ def test_every_non_global_ipv4_is_blocked(v4: ipaddress.IPv4Address) -> None:
 @given(st.integers(min_value=0, max_value=2**24 - 1))
 def test_all_of_ten_slash_eight_is_blocked(low: int) -> None:
     assert not AddressGuard().is_allowed(ipaddress.IPv4Address((10 << 24) | low))
+
+
+_ADDRESS_TEXTS = st.one_of(
+    st.ip_addresses().map(str),
+    st.ip_addresses(v=6).map(lambda a: f"{a}%eth0"),
+    st.text(alphabet="0123456789abcdef.:%x ", max_size=24),
+)
+
+
+@given(st.lists(_ADDRESS_TEXTS, min_size=1, max_size=40))
+def test_remembered_verdicts_are_the_verdicts(texts: list[str]) -> None:
+    """A guard asked the same addresses again (its memo) answers as a new guard does,
+    for addresses, scoped IPv6 and junk, opened networks included. Broken once by keying
+    the memo on the text before any ``%``: red on ``127.0.0.1%eth0`` after ``127.0.0.1``."""
+    used = AddressGuard(allow=["127.0.0.0/8", "fd00::/8"])
+    texts = [*texts, "127.0.0.1", "127.0.0.1%eth0", "fe80::1", "fe80::1%eth0", "10.0.0.1",
+             "10.0.0.1 ", "::ffff:127.0.0.1", "::ffff:10.0.0.1"]
+    for text in texts * 2:
+        fresh = AddressGuard(allow=["127.0.0.0/8", "fd00::/8"])
+        assert used.block_reason(text) == fresh.block_reason(text), text
+
+
+def test_the_memo_is_bounded() -> None:
+    guard = AddressGuard()
+    for i in range(10_000):
+        assert guard.block_reason(str(ipaddress.IPv4Address(0x0B000000 + i))) is None
+    assert len(guard._reasons) <= 4096

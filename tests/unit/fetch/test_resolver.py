@@ -7,9 +7,12 @@ backends are exercised only on ``localhost``, answered from /etc/hosts.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from courtier.core.clock import VirtualClock
 from courtier.core.errors import BlockedAddressError, ConfigError, DNSError
@@ -306,3 +309,16 @@ async def test_a_guard_refusal_is_logged_once_per_name_naming_the_flag(
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 1
     assert "--allow-network" in lines[0] and "private.test" in lines[0]
+
+
+@given(st.one_of(st.ip_addresses().map(str), st.text(max_size=30),
+                 st.text(alphabet="0123456789.:abcdefABCDEF%x٣", max_size=30)))
+def test_ip_literal_answers_as_ipaddress_does(text: str) -> None:
+    """The name check before ``ipaddress`` (no ":" and something besides ASCII digits and
+    dots) never turns a literal away. Broken once by also skipping texts with a letter
+    and a ":" (IPv6 literals like ``::a``): red at once."""
+    try:
+        expected: str | None = str(ipaddress.ip_address(text))
+    except ValueError:
+        expected = None
+    assert resolver_module._ip_literal(text) == expected

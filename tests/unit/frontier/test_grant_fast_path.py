@@ -146,14 +146,13 @@ class SlowFrontier(Frontier):
                      digest, host.ip)
 
     def delay_for(self, host: HostState) -> float:
+        # the Crawl-delay is the server's: the largest of its hosts' rules in force
         rules = host.robots.rules_in_force()
-        if rules is None:
-            crawl_delay = None
-        elif host.delay_rules is rules:
-            crawl_delay = host.crawl_delay
-        else:
-            host.delay_rules, host.crawl_delay = rules, rules.crawl_delay(self.agent)
-            crawl_delay = host.crawl_delay
+        if host.delay_rules is not rules:
+            host.delay_rules = rules
+            host.crawl_delay = None if rules is None else rules.crawl_delay(self.agent)
+            host.server.note_crawl_delay(host.host_key, host.crawl_delay)
+        crawl_delay = host.server.crawl_delay or None
         return effective_delay(self.delay_policy, host.timing, crawl_delay, host.policy.delay)
 
     def _ready_at(self, host: HostState) -> float | None:

@@ -9,6 +9,7 @@ from courtier.frontier.recrawl import DAY, RecrawlPolicy
 from courtier.frontier.tiers import (
     DEFAULT_TIER,
     HOST_TIER,
+    Tier,
     TierSet,
     parse_tier,
     tier_specs_from_toml,
@@ -86,3 +87,21 @@ def test_toml_tables_become_specs() -> None:
     with pytest.raises(ConfigError, match="spaces"):
         tier_specs_from_toml({"hot": {"min-interval": 1, "max-interval": 2,
                                       "urls": ["a b"]}}, "f.toml")
+
+
+def test_the_planner_remembers_a_tiers_policy_only_while_tier_and_base_stay() -> None:
+    """``RefreshPlanner.tier_policy`` is ``tier.policy(base)``: made once per tier, made
+    again when the tier under that name or the base policy is replaced. Broken once by
+    keying the memo on the tier's name alone: red at the replaced tier (the old policy
+    came back)."""
+    from courtier.frontier.refresh import RefreshPlanner
+
+    hot = Tier("hot", min_interval=60.0, max_interval=3600.0)
+    planner = RefreshPlanner(TierSet([hot], Tier("default", DAY, 30 * DAY)), RecrawlPolicy())
+    first = planner.tier_policy(hot)
+    assert first == hot.policy(RecrawlPolicy()) and first.min_interval == 60.0
+    assert planner.tier_policy(hot) is first  # remembered
+    hotter = Tier("hot", min_interval=30.0, max_interval=600.0)
+    assert planner.tier_policy(hotter) == hotter.policy(RecrawlPolicy())
+    planner.policy = RecrawlPolicy(retry_base=5.0)
+    assert planner.tier_policy(hotter).retry_base == 5.0

@@ -59,6 +59,15 @@ def test_storage_and_retention() -> None:
     assert result.warc_bytes_retained == pytest.approx(result.warc_bytes_per_day * 90)
     assert result.url_store_bytes == pytest.approx(10e9 * 500)
     assert result.event_bytes_per_day == pytest.approx(1e9 * 300)
+    # the outbox and the audit log are kept for their retentions (7 and 90 days by
+    # default, as the crawl's --events-retention and --audit-retention) and today
+    assert result.event_bytes_retained == pytest.approx(1e9 * 300 * 8)
+    assert result.audit_bytes_per_day == pytest.approx(1e9 * 145)
+    assert result.audit_bytes_retained == pytest.approx(1e9 * 145 * 91)
+    shorter = plan(CrawlShape(10e9, 1e9, 200, events_retention=86_400.0,
+                              audit_retention=9 * 86_400.0), FIGURES)
+    assert shorter.event_bytes_retained == pytest.approx(1e9 * 300 * 2)
+    assert shorter.audit_bytes_retained == pytest.approx(1e9 * 145 * 10)
 
 
 def test_workers_cores_and_postgres_nodes() -> None:
@@ -69,8 +78,9 @@ def test_workers_cores_and_postgres_nodes() -> None:
     # 2 rows per fetch at peak plus the new URLs' inserts at the same peak factor
     assert result.store_rows_per_second_peak == pytest.approx(50_000 + 570e6 / 86_400 * 2.16)
     assert result.pg_nodes_for_writes == 1 and not result.pg_rows_measured
-    # 5 TB of URL rows + 90 days x 300 GB of events = 32 TB at 4 TB a node
-    assert result.pg_nodes_for_storage == 8 == result.pg_nodes
+    # 5 TB of URL rows + 8 days x 300 GB of events + 91 days x 145 GB of audit rows
+    # = 20.6 TB at 4 TB a node
+    assert result.pg_nodes_for_storage == 6 == result.pg_nodes
 
 
 def test_measured_postgres_figure_is_used_and_flag_overrides_it() -> None:
@@ -117,3 +127,5 @@ def test_bad_shapes_name_the_flag() -> None:
         plan(CrawlShape(1e6, 1e6, 10, peak_factor=0.5), FIGURES)
     with pytest.raises(ConfigError, match="--page-kb"):
         plan(CrawlShape(1e6, 1e6, 0), FIGURES)
+    with pytest.raises(ConfigError, match="--events-retention"):
+        plan(CrawlShape(1e6, 1e6, 10, events_retention=0), FIGURES)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 
+from courtier.parse.html import parse_html, parse_page_words
 from courtier.parse.offload import (
     INLINE_HTML_BYTES,
     INLINE_SITEMAP_BYTES,
@@ -40,6 +41,28 @@ async def test_thread_and_inline_parses_give_the_same_answers() -> None:
         assert [e.loc for e in result.urls] == ["http://a.test/s"]
     finally:
         parser.close()
+
+
+async def test_the_crawls_thread_parse_keeps_the_text_uncollapsed() -> None:
+    """``collapse_text=False`` (the crawl's fetcher) parses a large page in the thread as
+    ``parse_page_words`` does, inline; the default (the indexer's) collapses the text.
+    Broken once by ignoring the flag in the thread: the crawl's text was the collapsed one
+    (this test went red)."""
+    body = b"<p>one   two\n\n three\xc2\xa0four</p>\n" * 3000
+    assert html_placement(body) == "thread"
+    crawl, indexer = OffLoopParser(timeout=60.0, collapse_text=False), OffLoopParser(60.0)
+    try:
+        words = await crawl.html(body, "http://a.test/", "text/html", None, "courtier")
+        full = await indexer.html(body, "http://a.test/", "text/html", None, "courtier")
+    finally:
+        crawl.close()
+        indexer.close()
+    assert words and full
+    assert words.text == parse_page_words(body, "http://a.test/", "text/html", None,
+                                          "courtier").text
+    assert "   " in words.text and "\xa0" not in words.text
+    assert full.text == parse_html(body, "http://a.test/", "text/html").text
+    assert full.text == " ".join(words.text.split())
 
 
 async def test_parses_off_the_loop_are_counted_until_done_and_report_their_wait() -> None:

@@ -21,8 +21,12 @@ async def add_reparse_events(conn: Conn, events: Sequence[ReparseEvent], now: fl
             continue
         text = event.payload_json()
         status = await conn.execute(
+            # the unique key holds per day partition (migration time_partitions): across days the
+            # NOT EXISTS probe keeps one event per key among the events still kept
             "INSERT INTO events (shard, url_key, version, kind, created_at, payload)"
-            " VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
+            " SELECT $1, $2, $3, $4, $5, $6 WHERE NOT EXISTS (SELECT 1 FROM events"
+            " WHERE shard = $1 AND url_key = $2 AND version = $3 AND kind = $4)"
+            " ON CONFLICT DO NOTHING",
             _rows.key_shard(event.url_key), event.url_key, event.version,
             event.parser_version, now, text)
         if int(status.rsplit(" ", 1)[-1]):

@@ -24,7 +24,7 @@ _ADD_WRITTEN = (
     " FROM unnest($1::integer[], $2::bytea[], $3::integer[], $4::text[])"
     " AS k(shard, url_key, version, name)"
     " JOIN events e ON e.shard = k.shard AND e.url_key = k.url_key AND e.version = k.version"
-    " WHERE e.xid = pg_current_xact_id()"
+    " WHERE e.xid = pg_current_xact_id() AND e.created_at = $5"
     " GROUP BY k.name ORDER BY k.name"
     " ON CONFLICT (name, slot) DO UPDATE SET n = event_counts.n + excluded.n"
 )
@@ -42,8 +42,10 @@ async def add_counts(conn: Conn, counts: Mapping[str, int]) -> None:
         await conn.execute(_ADD, names, [counts[name] for name in names])
 
 
-async def add_commit_counts(conn: Conn, commits: Sequence[FetchCommit]) -> None:
-    """After ``courtier_commit`` in the same transaction: count the events it wrote."""
+async def add_commit_counts(conn: Conn, commits: Sequence[FetchCommit], now: float) -> None:
+    """After ``courtier_commit`` in the same transaction: count the events it wrote (their
+    ``created_at`` is the commit's ``now``, which confines the join to that day's
+    partition of the outbox, migration time_partitions)."""
     shards: list[int] = []
     keys: list[bytes] = []
     versions: list[int] = []
@@ -61,7 +63,7 @@ async def add_commit_counts(conn: Conn, commits: Sequence[FetchCommit]) -> None:
             versions.append(c.version + 1)
             names.append(name)
     if names:
-        await conn.execute(_ADD_WRITTEN, shards, keys, versions, names)
+        await conn.execute(_ADD_WRITTEN, shards, keys, versions, names, now)
 
 
 async def read_counts(conn: Conn) -> EventCounts:

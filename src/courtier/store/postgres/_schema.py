@@ -6,19 +6,27 @@ failure leaves the database at the previous version. Concurrent processes openin
 the same database serialise on a transaction-level advisory lock and re-read the
 version under it, so each step is applied once. A database written by a newer
 courtier (a version above the newest file here) is refused with a clear error.
+
+A migration whose arithmetic SQL cannot do (the xxh3 of the server-keys rewrite) names a
+Python step with a line ``-- courtier:python NAME``; the step (``_server_rekey.PYTHON_STEPS``)
+runs in the migration's transaction just before its SQL.
 """
 
 from __future__ import annotations
 
+import re
 import time
 
 from courtier.core.errors import StoreError
 from courtier.store.migrations import Migration
 from courtier.store.migrations import load_migrations as load_shared
 from courtier.store.postgres._rows import Conn
+from courtier.store.postgres._server_rekey import PYTHON_STEPS
 
 #: advisory lock key held while migrating (arbitrary, fixed: "cour")
 MIGRATION_LOCK = 0x636F7572
+
+_PYTHON_STEP = re.compile(r"^-- courtier:python ([a-z_]+)\s*$", re.MULTILINE)
 
 def load_migrations() -> list[Migration]:
     """The packaged PostgreSQL migrations in version order (a gap is a StoreError)."""
@@ -63,6 +71,12 @@ async def migrate(conn: Conn, migrations: list[Migration] | None = None) -> int:
                 raise StoreError(_too_new(now_at, newest))
             if now_at >= step.version:  # another process migrated meanwhile
                 continue
+            for name in _PYTHON_STEP.findall(step.sql):
+                python_step = PYTHON_STEPS.get(name)
+                if python_step is None:
+                    raise StoreError(f"PostgreSQL migration {step.name} names an unknown "
+                                     f"Python step {name!r}")
+                await python_step(conn)
             await conn.execute(step.sql)
             await conn.execute(
                 "INSERT INTO schema_version (version, name, applied_at) VALUES ($1, $2, $3)",

@@ -49,6 +49,7 @@ from courtier.core.errors import StoreError
 from courtier.dedup.fingerprint64 import from_signed64
 from courtier.store.base import (
     OVERDUE_AFTER,
+    UNPLACED,
     CommitResult,
     DayCount,
     DueUrl,
@@ -82,6 +83,7 @@ from courtier.store.postgres import (
     _intake,
     _plans,
     _queries,
+    _retention,
     _rows,
     _schema,
 )
@@ -280,6 +282,30 @@ class PostgresStore:
 
         return await self._run("load_due", job)
 
+    async def read_due(self, shards: Sequence[int], now: float, limit: int, per_host_limit: int,
+                       skip_hosts: Collection[str] = (),
+                       epochs: Mapping[int, int] | None = None) -> list[DueUrl]:
+        """One statement, no transaction, no lock (migration 0024's ``courtier_read_due``);
+        with ``epochs`` the fence is read in that statement's snapshot."""
+        if limit <= 0 or per_host_limit <= 0 or not shards:
+            return []
+        wanted, skip = sorted(set(shards)), sorted(set(skip_hosts))
+        args: list[object] = [now, now - OVERDUE_AFTER, limit, per_host_limit, skip, wanted]
+        if epochs is None:
+            chosen = "$6::integer[]"
+        else:
+            chosen = ("ARRAY(SELECT t.s FROM unnest($6::integer[]) AS t(s)"
+                      " LEFT JOIN unnest($7::integer[], $8::integer[]) AS e(s, epoch)"
+                      " ON e.s = t.s LEFT JOIN shards x ON x.shard = t.s"
+                      " WHERE e.epoch = coalesce(x.epoch, 0) ORDER BY t.s)")
+            args += [list(epochs), list(epochs.values())]
+        sql = f"SELECT * FROM courtier_read_due({chosen}, $1, $2, $3, $4, $5) ORDER BY walk"
+
+        async def job(conn: Conn) -> list[DueUrl]:
+            return [_rows.due_url(r) for r in await conn.fetch(sql, *args)]
+
+        return await self._run("read_due", job, write=False)
+
     async def reset_scheduled(self, shards: Sequence[int],
                               epochs: Mapping[int, int] | None = None) -> int:
         async def job(conn: Conn) -> int:
@@ -366,7 +392,7 @@ class PostgresStore:
             applied, stale, added = await conn.fetchval(
                 "SELECT courtier_commit($1::courtier_commit[], $2::courtier_new_url[],"
                 " $3::courtier_host_delta[], $4)", rows, new, stats, now)
-            await _event_counts.add_commit_counts(conn, commits)
+            await _event_counts.add_commit_counts(conn, commits, now)
             return CommitResult(applied=applied, stale=stale, new_urls=added)
 
         return await self._run("commit", job)
@@ -585,6 +611,23 @@ class PostgresStore:
 
         return await self._run("load_simhashes", job, write=False)
 
+    async def url_keys(self, shards: Sequence[int], after: bytes, limit: int) -> bytes:
+        wanted = sorted(set(shards))
+        if not wanted or limit <= 0:
+            return b""
+
+        async def job(conn: Conn) -> bytes:
+            # one bytea of the keys (no row object per key on the client); the primary key
+            # (shard, url_key) returns them in order for the shards asked
+            blob = await conn.fetchval(
+                "SELECT string_agg(url_key, ''::bytea ORDER BY shard, url_key) FROM ("
+                " SELECT shard, url_key FROM urls WHERE shard = ANY($1::int[])"
+                " AND url_key > $2 ORDER BY shard, url_key LIMIT $3) k",
+                wanted, after, limit)
+            return bytes(blob) if blob is not None else b""
+
+        return await self._run("url_keys", job, write=False)
+
     async def acquire_ip_slot(self, ip: str, owner: str, max_concurrent: int,
                               min_gap: float, ttl: float, now: float) -> IpGrant:
         async def job(conn: Conn) -> IpGrant:
@@ -750,8 +793,14 @@ class PostgresStore:
     async def read_events(self, after: int, limit: int) -> list[Event]:
         """Events with position > ``after`` (see the sequencer in migration 0002)."""
         async def job(conn: Conn) -> list[Event]:
-            rows = await conn.fetch("SELECT * FROM courtier_read_events($1, $2)",
-                                    after, max(0, limit))
+            try:
+                rows = await conn.fetch("SELECT * FROM courtier_read_events($1, $2)",
+                                        after, max(0, limit))
+            except asyncpg.PostgresError as exc:
+                pruned = _retention.events_pruned(exc, after)
+                if pruned is None:
+                    raise
+                raise pruned from None
             return [Event(r["read_pos"], bytes(r["url_key"]), r["version"], r["created_at"],
                           json.loads(r["payload"])) for r in rows]
 
@@ -760,13 +809,41 @@ class PostgresStore:
     async def counts(self) -> dict[str, int]:
         return await self._run("counts", _queries.counts, write=False)
 
+    async def events_by_url(self, after: bytes | None, urls: int) -> list[Event]:
+        shard, key = (-1, b"") if after is None else (_rows.key_shard(after), after)
+
+        async def job(conn: Conn) -> list[Event]:
+            # the shard is the key's leading bits: (shard, url_key) order is url_key order
+            rows = await conn.fetch(
+                "WITH keys AS (SELECT DISTINCT shard, url_key FROM events"
+                " WHERE (shard, url_key) > ($1, $2) ORDER BY shard, url_key LIMIT $3)"
+                " SELECT coalesce(e.read_pos, $4) AS pos, e.url_key, e.version, e.created_at,"
+                " e.payload FROM events e JOIN keys k"
+                " ON e.shard = k.shard AND e.url_key = k.url_key"
+                " ORDER BY e.shard, e.url_key, pos",
+                shard, key, max(0, urls), UNPLACED)
+            return [Event(int(r[0]), bytes(r[1]), r[2], r[3], json.loads(r[4])) for r in rows]
+
+        return await self._run("events_by_url", job, write=False)
+
+    async def warc_files_in_use(self, names: Collection[str]) -> set[str]:
+        wanted = sorted(set(names))
+
+        async def job(conn: Conn) -> set[str]:
+            rows = await conn.fetch("SELECT DISTINCT warc_file FROM urls"
+                                    " WHERE warc_file = ANY($1::text[])", wanted)
+            return {str(r[0]) for r in rows}
+
+        return await self._run("warc_files_in_use", job, write=False)
+
     async def register_consumer(self, name: str) -> int:
         now = self._clock.now()
 
         async def job(conn: Conn) -> int:
             # the no-op update returns the kept row, also when a concurrent call added it
             position = await conn.fetchval(
-                "INSERT INTO consumer_cursors (name, position, updated_at) VALUES ($1, 0, $2)"
+                "INSERT INTO consumer_cursors (name, position, updated_at)"
+                " SELECT $1, pruned_through, $2 FROM outbox_sequencer"
                 " ON CONFLICT (name) DO UPDATE SET name = excluded.name RETURNING position",
                 name, now)
             return int(position)
@@ -796,8 +873,37 @@ class PostgresStore:
 
         return await self._run("advance_consumer", job)
 
+    async def consumers(self) -> dict[str, int]:
+        async def job(conn: Conn) -> dict[str, int]:
+            rows = await conn.fetch("SELECT name, position FROM consumer_cursors ORDER BY name")
+            return {str(r[0]): int(r[1]) for r in rows}
+
+        return await self._run("consumers", job, write=False)
+
+    async def forget_consumer(self, name: str) -> bool:
+        async def job(conn: Conn) -> bool:
+            status = await conn.execute("DELETE FROM consumer_cursors WHERE name = $1", name)
+            return int(status.rsplit(" ", 1)[-1]) > 0
+
+        return await self._run("forget_consumer", job, one_statement=True)
+
     async def event_counts(self) -> EventCounts:
         return await self._run("event_counts", _event_counts.read_counts, write=False)
+
+    async def events_pruned_through(self) -> int:
+        return await self._run("events_pruned_through", _retention.pruned_through,
+                               write=False)
+
+    async def prune_events(self, before: float, limit: int) -> int:
+        """Several transactions of their own (``_retention.py``), hence ``write=False``."""
+        now = self._clock.now()
+        return await self._run("prune_events", lambda conn: _retention.prune_events(
+            conn, before, limit, now), write=False)
+
+    async def prune_audit(self, before: float, limit: int) -> int:
+        now = self._clock.now()
+        return await self._run("prune_audit", lambda conn: _retention.prune_audit(
+            conn, before, limit, now), write=False)
 
 
 def _ended_before_sent(exc: BaseException) -> bool:

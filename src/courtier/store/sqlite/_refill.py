@@ -2,9 +2,10 @@
 
 Three structures serve it (migrations 0010 and 0011):
 
-* ``host_queue (shard, host_key, next_due_at, best_priority)`` — for every host
-  with QUEUED rows, the earliest ``next_fetch_at`` and the best priority of
-  those rows;
+* ``host_queue (shard, host_key, next_due_at, best_priority, levels)`` — for
+  every host with QUEUED rows, the earliest ``next_fetch_at`` and the best
+  priority of those rows, and (migration 0021) its host_levels rows as a JSON
+  array of ``[priority, next_due_at]``, best level first;
 * ``host_levels (shard, host_key, priority, next_due_at)`` — the same split by
   priority level: the earliest ``next_fetch_at`` of the host's QUEUED rows of
   that priority;
@@ -22,7 +23,8 @@ contract order, the overdue ones forming a prefix. So the ready hosts are a
 lazy k-way merge of one keyset-paginated index range per level of host_queue
 (per shard and level when only a few shards are asked for), and a host's best
 rows come from one ``urls_queued`` range of at most ``k`` rows per level that
-has a due row (host_levels says which), sorted in Python. A refill costs about
+has a due row, sorted in Python; the host range reads each host's levels from
+the index it walks, so no host_levels row is read. A refill costs about
 ``levels + hosts walked + due levels probed + rows returned`` index steps,
 whatever the backlog of due or known rows.
 """
@@ -33,7 +35,7 @@ import heapq
 import json
 import math
 import sqlite3
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from itertools import islice
 
 from courtier.dedup.fingerprint64 import from_signed64
@@ -47,7 +49,12 @@ SCHEDULED = int(UrlState.SCHEDULED)
 PER_SHARD_RANGES = 64
 FIRST_PAGE = 64
 
-HostKey = tuple[tuple[bool, int, float, str, int], int, str]  # rank, shard, host_key
+#: a refill's selection: (conn, shards, now, limit, per_host_limit, skip_hosts) → rows
+Select = Callable[[sqlite3.Connection, Sequence[int], float, int, int, Collection[str]],
+                  list[DueUrl]]
+
+#: rank, shard, host_key, levels (JSON)
+HostKey = tuple[tuple[bool, int, float, str, int], int, str, str]
 
 _LEVELS = """
 WITH RECURSIVE lv(p) AS (
@@ -60,7 +67,7 @@ SELECT p FROM lv WHERE p IS NOT NULL
 """
 
 _HOSTS = """
-SELECT shard, host_key, next_due_at FROM host_queue INDEXED BY {index}
+SELECT shard, host_key, next_due_at, levels FROM host_queue INDEXED BY {index}
 WHERE {shard_clause} AND best_priority = :level AND next_due_at <= :now
   AND (next_due_at, host_key, shard) > (:after_due, :after_host, :after_shard)
   {skip_clause}
@@ -75,13 +82,14 @@ _COLUMNS = (
     " u.sitemap_lastmod, u.redirect_chain"
 )
 
-# The best k due rows of each (host, due level): one urls_queued range per level.
+# The best k due rows of each host given as [shard, host_key, levels]: one urls_queued
+# range per level whose due time has come (the host-queue row's levels, read in SQL).
 _PROBE = f"""
-WITH h(i, shard, host_key) AS (SELECT key, value ->> 0, value ->> 1 FROM json_each(:hosts)),
+WITH h(i, shard, host_key, levels) AS (
+    SELECT key, value ->> 0, value ->> 1, value ->> 2 FROM json_each(:hosts)),
 lv(i, shard, host_key, p) AS (
-    SELECT h.i, l.shard, l.host_key, l.priority FROM h JOIN host_levels AS l
-    ON l.shard = h.shard AND l.host_key = h.host_key AND l.next_due_at <= :now
-)
+    SELECT h.i, h.shard, h.host_key, l.value ->> 0 FROM h, json_each(h.levels) AS l
+    WHERE l.value ->> 1 <= :now)
 SELECT lv.i, {_COLUMNS}
 FROM lv JOIN urls AS u ON u.url_key IN (
     SELECT url_key FROM urls INDEXED BY urls_queued
@@ -101,12 +109,11 @@ SELECT t.shard, t.host_key, t.p,
 FROM t
 """
 
-# host_queue from host_levels: the best level and the earliest due time of each host.
+# host_queue from host_levels: every level of each host (NULLs: it has none left).
 _HOST_FROM_LEVELS = """
 WITH h(shard, host_key) AS (SELECT value ->> 0, value ->> 1 FROM json_each(:hosts))
-SELECT h.shard, h.host_key, MAX(l.priority), MIN(l.next_due_at)
+SELECT h.shard, h.host_key, l.priority, l.next_due_at
 FROM h LEFT JOIN host_levels AS l ON l.shard = h.shard AND l.host_key = h.host_key
-GROUP BY h.shard, h.host_key
 """
 
 # Every level a host has (the levels a commit or requeue may have changed).
@@ -157,8 +164,9 @@ def _paged(
             "after_due": after[0], "after_host": after[1], "after_shard": after[2],
             "page": page,
         }).fetchall()
-        for row_shard, host_key, due in rows:
-            yield (due >= overdue_before, -level, due, host_key, row_shard), row_shard, host_key
+        for row_shard, host_key, due, levels in rows:
+            yield ((due >= overdue_before, -level, due, host_key, row_shard), row_shard, host_key,
+                   levels)
         if len(rows) < page:
             return
         after, page = (rows[-1][2], rows[-1][1], rows[-1][0]), 2 * page
@@ -173,6 +181,25 @@ def load_due(
     skip_hosts: Collection[str],
 ) -> list[DueUrl]:
     """Select the contract's rows (see ``Store.load_due``) and mark them SCHEDULED."""
+    taken = read_due(conn, shards, now, limit, per_host_limit, skip_hosts)
+    if taken:
+        conn.executemany(
+            f"UPDATE urls SET state = {SCHEDULED} WHERE url_key = ? AND state = {QUEUED}",
+            [(d.url_key,) for d in taken],
+        )
+        refresh_levels(conn, {(d.shard, d.host_key, d.priority) for d in taken})
+    return taken
+
+
+def read_due(
+    conn: sqlite3.Connection,
+    shards: Sequence[int],
+    now: float,
+    limit: int,
+    per_host_limit: int,
+    skip_hosts: Collection[str],
+) -> list[DueUrl]:
+    """The contract's rows (see ``Store.load_due``) in walk order; nothing is written."""
     if limit <= 0 or per_host_limit <= 0 or not shards:
         return []
     overdue_before = now - OVERDUE_AFTER
@@ -182,8 +209,8 @@ def load_due(
     rows_per_host = float(per_host_limit)  # optimistic first guess, then what was seen
     while len(taken) < limit:
         remaining = limit - len(taken)
-        batch = [(shard, host) for _, shard, host in
-                 islice(hosts, max(1, math.ceil(remaining / rows_per_host)))]
+        batch = [(shard, host, levels) for _, shard, host, levels
+                 in islice(hosts, max(1, math.ceil(remaining / rows_per_host)))]
         if not batch:
             break
         probed = _probe(conn, batch, now, overdue_before, min(per_host_limit, remaining))
@@ -195,12 +222,6 @@ def load_due(
             if room > 0:
                 taken.extend(rows[:room])
         rows_per_host = max(1.0, seen / len(batch))
-    if taken:
-        conn.executemany(
-            f"UPDATE urls SET state = {SCHEDULED} WHERE url_key = ? AND state = {QUEUED}",
-            [(d.url_key,) for d in taken],
-        )
-        refresh_levels(conn, {(d.shard, d.host_key, d.priority) for d in taken})
     return taken
 
 
@@ -210,7 +231,7 @@ def _row_rank(d: DueUrl, overdue_before: float) -> tuple[bool, int, float, int, 
 
 def _probe(
     conn: sqlite3.Connection,
-    batch: list[tuple[int, str]],
+    batch: list[tuple[int, str, str]],
     now: float,
     overdue_before: float,
     k: int,
@@ -222,9 +243,7 @@ def _probe(
     are a prefix); the host's best ``k`` are among them, so sorting those suffices.
     """
     found: dict[int, list[DueUrl]] = {}
-    rows = conn.execute(
-        _PROBE, {"hosts": json.dumps(batch), "now": now, "k": k}
-    )
+    rows = conn.execute(_PROBE, {"hosts": json.dumps(batch), "now": now, "k": k})
     for r in rows:
         found.setdefault(r[0], []).append(
             DueUrl(
@@ -274,26 +293,42 @@ def refresh_levels(
     touched = sorted({(s, h) for s, h, _ in levels} | set(hosts))
     if not touched:
         return
-    rows = conn.execute(_HOST_FROM_LEVELS, {"hosts": json.dumps(touched)}).fetchall()
-    gone_hosts = [(s, h) for s, h, best, due in rows if best is None]
-    kept_hosts = [(s, h, due, best) for s, h, best, due in rows if best is not None]
+    found: dict[tuple[int, str], dict[int, float]] = {}
+    for s, h, priority, due in conn.execute(_HOST_FROM_LEVELS, {"hosts": json.dumps(touched)}):
+        levels_of = found.setdefault((int(s), str(h)), {})
+        if priority is not None:
+            levels_of[int(priority)] = due
+    gone_hosts = [host for host, levels_of in found.items() if not levels_of]
+    kept_hosts = [(*host, *host_figures(levels_of)) for host, levels_of in found.items()
+                  if levels_of]
     if gone_hosts:
         conn.executemany("DELETE FROM host_queue WHERE shard = ? AND host_key = ?", gone_hosts)
     if kept_hosts:
-        conn.executemany(
-            "INSERT INTO host_queue (shard, host_key, next_due_at, best_priority)"
-            " VALUES (?, ?, ?, ?) ON CONFLICT (shard, host_key) DO UPDATE"
-            " SET next_due_at = excluded.next_due_at, best_priority = excluded.best_priority"
-            " WHERE next_due_at <> excluded.next_due_at"
-            " OR best_priority <> excluded.best_priority",
-            kept_hosts,
-        )
+        conn.executemany(_SET_HOST, kept_hosts)
+
+
+def host_figures(levels: dict[int, float]) -> tuple[float, int, str]:
+    """A host's queue row from its levels (priority → earliest due time):
+    ``(next_due_at, best_priority, levels)``, the levels as JSON, best first."""
+    ordered = sorted(levels.items(), reverse=True)
+    return min(levels.values()), ordered[0][0], json.dumps(ordered)
+
+
+_SET_HOST = (
+    "INSERT INTO host_queue (shard, host_key, next_due_at, best_priority, levels)"
+    " VALUES (?, ?, ?, ?, ?) ON CONFLICT (shard, host_key) DO UPDATE"
+    " SET next_due_at = excluded.next_due_at, best_priority = excluded.best_priority,"
+    " levels = excluded.levels"
+    " WHERE next_due_at <> excluded.next_due_at OR best_priority <> excluded.best_priority"
+    " OR levels <> excluded.levels"
+)
 
 
 def enter_queue(conn: sqlite3.Connection, rows: Iterable[tuple[int, str, float, int]]) -> None:
     """Fold rows that entered QUEUED, as (shard, host_key, next_fetch_at, priority), into
-    host_levels and host_queue: one upsert per level and per host, lowering the due
-    time and raising best_priority."""
+    host_levels and host_queue: one upsert per level; each host's row is read, its levels
+    merged with the arriving ones (a new level, or an earlier due time) and written back
+    only when they changed."""
     levels: dict[tuple[int, str, int], float] = {}
     for shard, host_key, due, priority in rows:
         if due is None:
@@ -303,13 +338,24 @@ def enter_queue(conn: sqlite3.Connection, rows: Iterable[tuple[int, str, float, 
         levels[key] = due if seen is None or due < seen else seen
     if not levels:
         return
-    hosts: dict[tuple[int, str], tuple[float, int]] = {}
+    hosts: dict[tuple[int, str], dict[int, float]] = {}
     for (shard, host_key, priority), due in levels.items():
-        seen_host = hosts.get((shard, host_key))
-        hosts[(shard, host_key)] = (due, priority) if seen_host is None else (
-            min(seen_host[0], due), max(seen_host[1], priority))
+        hosts.setdefault((shard, host_key), {})[priority] = due
+    changed: list[tuple[int, str, float, int, str]] = []
+    stored = conn.execute(_HOST_LEVELS_NOW, {"hosts": json.dumps(sorted(hosts))}).fetchall()
+    for shard, host_key, known in stored:  # merge with the levels the row holds
+        arriving = hosts[(int(shard), str(host_key))]
+        merged = {int(p): float(d) for p, d in json.loads(known)}
+        before = dict(merged)
+        for priority, due in arriving.items():
+            if priority not in merged or due < merged[priority]:
+                merged[priority] = due
+        if merged != before:
+            changed.append((int(shard), str(host_key), *host_figures(merged)))
+        del hosts[(int(shard), str(host_key))]
+    changed.extend((s, h, *host_figures(of)) for (s, h), of in hosts.items())  # new rows
     conn.executemany(_ENTER_LEVEL, [(s, h, p, d) for (s, h, p), d in sorted(levels.items())])
-    conn.executemany(_ENTER, [(s, h, d, p) for (s, h), (d, p) in sorted(hosts.items())])
+    conn.executemany(_SET_HOST, sorted(changed))
 
 
 _ENTER_LEVEL = (
@@ -318,10 +364,8 @@ _ENTER_LEVEL = (
     " SET next_due_at = excluded.next_due_at WHERE excluded.next_due_at < next_due_at"
 )
 
-_ENTER = (
-    "INSERT INTO host_queue (shard, host_key, next_due_at, best_priority) VALUES (?, ?, ?, ?)"
-    " ON CONFLICT (shard, host_key) DO UPDATE"
-    " SET next_due_at = MIN(next_due_at, excluded.next_due_at),"
-    " best_priority = MAX(best_priority, excluded.best_priority)"
-    " WHERE excluded.next_due_at < next_due_at OR excluded.best_priority > best_priority"
-)
+# The stored levels of these hosts (the ones with a queue row).
+_HOST_LEVELS_NOW = """
+SELECT q.shard, q.host_key, q.levels FROM json_each(:hosts) AS h
+JOIN host_queue AS q ON q.shard = h.value ->> 0 AND q.host_key = h.value ->> 1
+"""

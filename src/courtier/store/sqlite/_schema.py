@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from courtier.core.errors import StoreError
-from courtier.core.urls import shard_of
+from courtier.core.urls import server_key_prefix, shard_of
 from courtier.store.migrations import Migration
 from courtier.store.migrations import load_migrations as load_shared
 
@@ -33,6 +33,12 @@ SYNCHRONOUS = {"normal": "NORMAL", "full": "FULL"}
 #: (a WAL of up to ~40 MiB) a large-farm crawl spent 0.8 CPU-s less (1.3 %) in COMMIT.
 #: Durability is the same: a commit is in the WAL either way.
 WAL_AUTOCHECKPOINT_PAGES = 10_000
+
+def server_url_key(host_key: str, url_key: bytes) -> bytes:
+    """A stored ``url_key`` under the per-server layout: the host name's 4-byte prefix,
+    the same 12 bytes of the URL's digest (used by the server-keys migration)."""
+    return server_key_prefix(host_key) + bytes(url_key[4:])
+
 
 def load_migrations() -> list[Migration]:
     """The packaged SQLite migrations in version order (a gap is a StoreError)."""
@@ -57,8 +63,10 @@ def connect(path: str, durability: str = "normal") -> sqlite3.Connection:
         conn.execute(f"PRAGMA synchronous = {SYNCHRONOUS[durability]}")
         conn.execute("PRAGMA foreign_keys = OFF")
         conn.execute(f"PRAGMA cache_size = -{CACHE_SIZE_KIB}")
-        # Used by migration 0006 (shards re-derived from the key's leading bits).
+        # Used by the migrations that re-derive shards and keys (0006: shards from the
+        # key's leading bits; the server keys: from the host name alone).
         conn.create_function("courtier_shard_of_host", 1, shard_of, deterministic=True)
+        conn.create_function("courtier_server_url_key", 2, server_url_key, deterministic=True)
         conn.execute("PRAGMA temp_store = MEMORY")
         conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}")
     except BaseException:

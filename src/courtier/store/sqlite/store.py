@@ -84,6 +84,7 @@ from courtier.store.sqlite import (
     _plans,
     _queries,
     _refill,
+    _retention,
     _schema,
 )
 
@@ -244,15 +245,35 @@ class SqliteStore:
         skip_hosts: Collection[str] = (),
         epochs: Mapping[int, int] | None = None,
     ) -> list[DueUrl]:
+        return await self._refill("load_due", _refill.load_due, shards, now, limit,
+                                  per_host_limit, skip_hosts, epochs)
+
+    async def read_due(
+        self,
+        shards: Sequence[int],
+        now: float,
+        limit: int,
+        per_host_limit: int,
+        skip_hosts: Collection[str] = (),
+        epochs: Mapping[int, int] | None = None,
+    ) -> list[DueUrl]:
+        """A read transaction (``BEGIN``, not ``IMMEDIATE``): it waits for no writer."""
+        return await self._refill("read_due", _refill.read_due, shards, now, limit,
+                                  per_host_limit, skip_hosts, epochs)
+
+    async def _refill(self, op: str, select: _refill.Select, shards: Sequence[int],
+                      now: float, limit: int, per_host_limit: int,
+                      skip_hosts: Collection[str],
+                      epochs: Mapping[int, int] | None) -> list[DueUrl]:
         shard_list, skip = list(shards), list(skip_hosts)
         fence = None if epochs is None else dict(epochs)
 
         def job(conn: sqlite3.Connection) -> list[DueUrl]:
             allowed = None if fence is None else _cluster.fenced_shards(conn, fence)
             wanted = [s for s in shard_list if allowed is None or s in allowed]
-            return _refill.load_due(conn, wanted, now, limit, per_host_limit, skip)
+            return select(conn, wanted, now, limit, per_host_limit, skip)
 
-        return await self._tx("load_due", job)
+        return await self._tx(op, job, write=select is _refill.load_due)
 
     async def reset_scheduled(self, shards: Sequence[int],
                               epochs: Mapping[int, int] | None = None) -> int:
@@ -456,6 +477,22 @@ class SqliteStore:
             return {}
         return await self._tx("load_simhashes", job, write=False)
 
+    async def url_keys(self, shards: Sequence[int], after: bytes, limit: int) -> bytes:
+        wanted = sorted(set(shards))
+        if not wanted or limit <= 0:
+            return b""
+
+        def job(conn: sqlite3.Connection) -> bytes:
+            # the primary key is url_key, whose leading bits are the shard: a range scan
+            # from ``after`` that skips the rows of other shards
+            rows = conn.execute(
+                "SELECT url_key FROM urls WHERE url_key > ? AND shard IN "
+                f"({', '.join('?' * len(wanted))}) ORDER BY url_key LIMIT ?",
+                (after, *wanted, limit)).fetchall()
+            return b"".join(bytes(r[0]) for r in rows)
+
+        return await self._tx("url_keys", job, write=False)
+
     async def acquire_ip_slot(self, ip: str, owner: str, max_concurrent: int,
                               min_gap: float, ttl: float, now: float) -> IpGrant:
         return await self._tx("acquire_ip_slot", lambda conn: _cluster.acquire_ip(
@@ -610,6 +647,7 @@ class SqliteStore:
 
     async def read_events(self, after: int, limit: int) -> list[Event]:
         def job(conn: sqlite3.Connection) -> list[Event]:
+            _retention.check_readable(conn, after)
             rows = conn.execute(
                 "SELECT id, url_key, version, created_at, payload FROM events"
                 " WHERE id > ? ORDER BY id LIMIT ?",
@@ -619,12 +657,38 @@ class SqliteStore:
 
         return await self._tx("read_events", job, write=False)
 
+    async def events_by_url(self, after: bytes | None, urls: int) -> list[Event]:
+        def job(conn: sqlite3.Connection) -> list[Event]:
+            rows = conn.execute(
+                "SELECT id, url_key, version, created_at, payload FROM events"
+                " WHERE url_key IN (SELECT DISTINCT url_key FROM events WHERE url_key > ?"
+                " ORDER BY url_key LIMIT ?) ORDER BY url_key, id",
+                (b"" if after is None else after, max(0, urls))).fetchall()
+            return [Event(r[0], bytes(r[1]), r[2], r[3], json.loads(r[4])) for r in rows]
+
+        return await self._tx("events_by_url", job, write=False)
+
+    async def warc_files_in_use(self, names: Collection[str]) -> set[str]:
+        wanted = sorted(set(names))
+
+        def job(conn: sqlite3.Connection) -> set[str]:
+            found: set[str] = set()
+            for start in range(0, len(wanted), 500):
+                chunk = wanted[start:start + 500]
+                found.update(r[0] for r in conn.execute(
+                    "SELECT DISTINCT warc_file FROM urls WHERE warc_file IN"
+                    f" ({', '.join('?' * len(chunk))})", chunk))
+            return found
+
+        return await self._tx("warc_files_in_use", job, write=False)
+
     async def register_consumer(self, name: str) -> int:
         now = self._clock.now()
 
         def job(conn: sqlite3.Connection) -> int:
             conn.execute("INSERT INTO consumer_cursors (name, position, updated_at)"
-                         " VALUES (?, 0, ?) ON CONFLICT (name) DO NOTHING", (name, now))
+                         " SELECT ?, pruned_through, ? FROM outbox_retention"
+                         " WHERE true ON CONFLICT (name) DO NOTHING", (name, now))
             return int(conn.execute("SELECT position FROM consumer_cursors WHERE name = ?",
                                     (name,)).fetchone()[0])
 
@@ -653,8 +717,33 @@ class SqliteStore:
 
         return await self._tx("advance_consumer", job)
 
+    async def consumers(self) -> dict[str, int]:
+        def job(conn: sqlite3.Connection) -> dict[str, int]:
+            return {str(r[0]): int(r[1]) for r in conn.execute(
+                "SELECT name, position FROM consumer_cursors ORDER BY name")}
+
+        return await self._tx("consumers", job, write=False)
+
+    async def forget_consumer(self, name: str) -> bool:
+        def job(conn: sqlite3.Connection) -> bool:
+            return conn.execute("DELETE FROM consumer_cursors WHERE name = ?",
+                                (name,)).rowcount > 0
+
+        return await self._tx("forget_consumer", job)
+
     async def event_counts(self) -> EventCounts:
         return await self._tx("event_counts", _event_counts.read_counts, write=False)
+
+    async def events_pruned_through(self) -> int:
+        return await self._tx("events_pruned_through", _retention.pruned_through, write=False)
+
+    async def prune_events(self, before: float, limit: int) -> int:
+        return await self._tx("prune_events",
+                              lambda conn: _retention.prune_events(conn, before, limit))
+
+    async def prune_audit(self, before: float, limit: int) -> int:
+        return await self._tx("prune_audit",
+                              lambda conn: _retention.prune_audit(conn, before, limit))
 
     async def counts(self) -> dict[str, int]:
         """urls, queued, scheduled, retired, fetched (last_fetch_at set), events, hosts.

@@ -1,0 +1,112 @@
+"""The memory store's outbox, registered consumer cursors and audit log, with their
+retention (``prune_events``, ``prune_audit``; docs/scale-out.md "Bounded growth").
+
+Positions are handed out in append order and never reused; removal takes the
+oldest events first, so what was removed is always a prefix of the positions and
+``pruned_through`` is the last of them.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from courtier.core.errors import EventsPruned
+from courtier.core.records import Event
+from courtier.store.event_counts import EventCounts, payload_counter_names, tally
+
+__all__ = ["MemoryAuditLog", "MemoryOutbox"]
+
+
+class MemoryOutbox:
+    """Events in position order, the consumer cursors, and the tallies of every event
+    ever appended (removed ones included)."""
+
+    def __init__(self) -> None:
+        self._events: list[Event] = []
+        self._last_position = 0
+        self.pruned_through = 0
+        self.consumers: dict[str, int] = {}
+        self._tally = tally(())
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    def __iter__(self) -> Iterator[Event]:
+        return iter(self._events)
+
+    def append(self, url_key: bytes, version: int, created_at: float,
+               payload: dict[str, Any]) -> None:
+        self._last_position += 1
+        self._events.append(Event(self._last_position, url_key, version, created_at, payload))
+        self._tally.update(payload_counter_names(payload))
+
+    def read(self, after: int, limit: int) -> list[Event]:
+        if after < self.pruned_through:
+            raise EventsPruned(after, self.pruned_through)
+        start = bisect.bisect_right(self._events, after, key=lambda e: e.id)
+        return self._events[start:start + max(0, limit)]
+
+    def by_url(self, after: bytes | None, urls: int) -> list[Event]:
+        keys = sorted({e.url_key for e in self._events
+                       if after is None or e.url_key > after})[:max(0, urls)]
+        wanted = set(keys)
+        return sorted((e for e in self._events if e.url_key in wanted),
+                      key=lambda e: (e.url_key, e.id))
+
+    def counts(self) -> EventCounts:
+        return EventCounts.from_counters(self._tally.items())
+
+    def register(self, name: str) -> int:
+        return self.consumers.setdefault(name, self.pruned_through)
+
+    def advance(self, name: str, position: int) -> int:
+        self.consumers[name] = max(self.consumers.get(name, self.pruned_through), position)
+        return self.consumers[name]
+
+    def prune(self, before: float, limit: int) -> int:
+        """Remove the longest prefix (at most ``limit``) of events created before
+        ``before`` and at or below every registered position."""
+        lowest = min(self.consumers.values(), default=None)
+        count = 0
+        for event in self._events[:max(0, limit)]:
+            if event.created_at >= before or (lowest is not None and event.id > lowest):
+                break
+            count += 1
+        if count:
+            self.pruned_through = self._events[count - 1].id
+            del self._events[:count]
+        return count
+
+
+class MemoryAuditLog:
+    """The audit rows (one per applied commit) with ids that are never reused."""
+
+    def __init__(self) -> None:
+        self._rows: list[dict[str, Any]] = []
+        self._last_id = 0
+
+    def append(self, row: Mapping[str, Any]) -> None:
+        self._last_id += 1
+        self._rows.append({"id": self._last_id, **row})
+
+    def read(self, after: int, limit: int, url_key: bytes | None) -> list[dict[str, Any]]:
+        start = bisect.bisect_right(self._rows, after, key=lambda r: int(r["id"]))
+        rows = (r for r in self._rows[start:] if url_key is None or r["url_key"] == url_key)
+        out: list[dict[str, Any]] = []
+        for row in rows:
+            if len(out) >= limit:
+                break
+            out.append({**row, "url_key": row["url_key"].hex()})
+        return out
+
+    def prune(self, before: float, limit: int) -> int:
+        """Remove the longest prefix (at most ``limit``) of rows fetched before ``before``."""
+        count = 0
+        for row in self._rows[:max(0, limit)]:
+            if row["fetched_at"] >= before:
+                break
+            count += 1
+        del self._rows[:count]
+        return count

@@ -1,0 +1,170 @@
+"""PostgreSQL side of the outbox and audit-log retention (migration time_partitions): day partitions
+made ahead, dropped whole once old enough, and bounded DELETEs in the default partition.
+
+A partition of ``events`` is dropped only under a lock that no writer holds (``ACCESS
+EXCLUSIVE`` on the table, with a short ``lock_timeout``: a busy moment is skipped, not
+waited for, and the next run tries again), after the sequencer has placed every
+committed event, and only when it holds no unplaced event and no position above the
+lowest registered consumer's. So an event whose transaction commits late is either
+placed before the check, or still open and holding its own lock on the table (then the
+drop waits for it, up to the timeout). ``consumer_cursors`` is locked in the same
+transaction, so a consumer registering meanwhile starts at the new ``pruned_through``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import asyncpg
+
+from courtier.core.errors import EventsPruned
+from courtier.store.postgres._rows import Conn
+
+__all__ = ["DAYS_AHEAD", "PARTITIONS_PER_CALL", "add_partitions", "events_pruned",
+           "prune_audit", "prune_events", "pruned_through"]
+
+DAY = 86_400.0
+#: day partitions made ahead of today (UTC), so a day's rows never land in the default
+DAYS_AHEAD = 2
+#: whole partitions one call drops at most, per table (each is a catalog change)
+PARTITIONS_PER_CALL = 4
+#: how long a drop or a new partition waits for its lock before it gives up until the
+#: next run (writers queue behind a waiting ACCESS EXCLUSIVE request meanwhile)
+LOCK_TIMEOUT = "2s"
+#: the SQLSTATE ``courtier_read_events`` raises for a position below pruned_through
+PRUNED_STATE = "CP410"
+#: the sequencer's advisory lock (migration 0006)
+_SEQUENCER_LOCK = (1129270868, 0)
+
+
+def events_pruned(exc: BaseException, after: int) -> EventsPruned | None:
+    """The :class:`EventsPruned` a driver error of ``courtier_read_events`` stands for."""
+    if isinstance(exc, asyncpg.PostgresError) and \
+            getattr(exc, "sqlstate", None) == PRUNED_STATE:
+        return EventsPruned(after, int(str(getattr(exc, "detail", "0") or "0")))
+    return None
+
+
+async def pruned_through(conn: Conn) -> int:
+    return int(await conn.fetchval("SELECT pruned_through FROM outbox_sequencer") or 0)
+
+
+async def add_partitions(conn: Conn, now: float) -> int:
+    """Make today's and :data:`DAYS_AHEAD` following days' partitions of both tables
+    (those missing); a partition whose lock is busy is left for the next run."""
+    made = 0
+    today = int(now // DAY)
+    for table in ("events", "fetch_log"):
+        for day in range(today, today + DAYS_AHEAD + 1):
+            if await conn.fetchval("SELECT to_regclass($1) IS NOT NULL", f"{table}_d{day}"):
+                continue
+            try:
+                async with conn.transaction():
+                    await conn.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
+                    made += bool(await conn.fetchval(
+                        "SELECT courtier_add_day_partition($1, $2)", table, day))
+            except asyncpg.LockNotAvailableError:
+                continue
+    return made
+
+
+#: a partition never analysed (``reltuples`` -1) of fewer pages than this is counted
+#: exactly when dropped; a larger one counts as its estimate
+_COUNT_BELOW_PAGES = 1_000
+
+
+async def _old_partitions(conn: Conn, table: str, before: float) -> list[tuple[str, float]]:
+    """Up to :data:`PARTITIONS_PER_CALL` partitions of ``table`` wholly before ``before``,
+    oldest first, each with its row count (PostgreSQL's estimate for a large one)."""
+    rows = await conn.fetch(
+        "SELECT t.name, c.reltuples, c.relpages FROM time_partitions t"
+        " JOIN pg_class c ON c.relname = t.name"
+        " WHERE t.parent = $1 AND t.hi <= $2 ORDER BY t.hi LIMIT $3",
+        table, before, PARTITIONS_PER_CALL)
+    out: list[tuple[str, float]] = []
+    for name, estimate, pages in rows:
+        if estimate < 0 and pages < _COUNT_BELOW_PAGES:
+            estimate = await conn.fetchval(f'SELECT count(*) FROM "{name}"')
+        out.append((str(name), max(0.0, float(estimate))))
+    return out
+
+
+async def _has_old(conn: Conn, table: str, before: float) -> bool:
+    return bool(await conn.fetchval(
+        "SELECT EXISTS (SELECT 1 FROM time_partitions WHERE parent = $1 AND hi <= $2)",
+        table, before))
+
+
+async def _drop(conn: Conn, name: str) -> None:
+    await conn.execute(f'DROP TABLE "{name}"')
+    await conn.execute("DELETE FROM time_partitions WHERE name = $1", name)
+
+
+async def prune_events(conn: Conn, before: float, limit: int, now: float) -> int:
+    """See ``Store.prune_events``: whole day partitions first, then at most ``limit``
+    rows of the default partition."""
+    await add_partitions(conn, now)
+    async with conn.transaction():
+        await conn.fetchval("SELECT courtier_sequence_events()")
+    removed = 0
+    if await _has_old(conn, "events", before):
+        with contextlib.suppress(asyncpg.LockNotAvailableError):  # busy: the next run
+            removed += await _drop_event_partitions(conn, before)
+    async with conn.transaction():
+        await conn.execute("LOCK TABLE consumer_cursors IN SHARE ROW EXCLUSIVE MODE")
+        lowest = await conn.fetchval("SELECT min(position) FROM consumer_cursors")
+        row = await conn.fetchrow(
+            "WITH doomed AS (SELECT ctid FROM events_default"
+            " WHERE created_at < $1 AND read_pos IS NOT NULL AND read_pos <= $2"
+            " ORDER BY read_pos LIMIT $3),"
+            " gone AS (DELETE FROM events_default e USING doomed d WHERE e.ctid = d.ctid"
+            " RETURNING e.read_pos)"
+            " SELECT count(*), max(read_pos) FROM gone",
+            before, 2**63 - 1 if lowest is None else int(lowest), max(0, limit))
+        if row is not None and row[0]:
+            removed += int(row[0])
+            await conn.execute("UPDATE outbox_sequencer"
+                               " SET pruned_through = greatest(pruned_through, $1)", row[1])
+    return removed
+
+
+async def _drop_event_partitions(conn: Conn, before: float) -> int:
+    removed = 0
+    async with conn.transaction():
+        await conn.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
+        await conn.execute("SELECT pg_advisory_xact_lock($1, $2)", *_SEQUENCER_LOCK)
+        await conn.execute("LOCK TABLE consumer_cursors IN SHARE ROW EXCLUSIVE MODE")
+        await conn.execute("LOCK TABLE events IN ACCESS EXCLUSIVE MODE")
+        lowest = await conn.fetchval("SELECT min(position) FROM consumer_cursors")
+        through = await pruned_through(conn)
+        for name, estimate in await _old_partitions(conn, "events", before):
+            unplaced = await conn.fetchval(
+                f'SELECT EXISTS (SELECT 1 FROM "{name}" WHERE read_pos IS NULL)')
+            top = await conn.fetchval(f'SELECT max(read_pos) FROM "{name}"')
+            if unplaced or (lowest is not None and top is not None and top > lowest):
+                break  # newer partitions wait for this one: removal stays oldest first
+            await _drop(conn, name)
+            removed += int(estimate)
+            if top is not None:
+                through = max(through, int(top))
+        await conn.execute("UPDATE outbox_sequencer SET pruned_through = $1", through)
+    return removed
+
+
+async def prune_audit(conn: Conn, before: float, limit: int, now: float) -> int:
+    """See ``Store.prune_audit``: whole day partitions, then at most ``limit`` rows of the
+    default partition."""
+    await add_partitions(conn, now)
+    removed = 0
+    if await _has_old(conn, "fetch_log", before):
+        with contextlib.suppress(asyncpg.LockNotAvailableError):  # busy: the next run
+            async with conn.transaction():
+                await conn.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
+                await conn.execute("LOCK TABLE fetch_log IN ACCESS EXCLUSIVE MODE")
+                for name, estimate in await _old_partitions(conn, "fetch_log", before):
+                    await _drop(conn, name)
+                    removed += int(estimate)
+    status = await conn.execute(
+        "DELETE FROM fetch_log_default WHERE ctid IN (SELECT ctid FROM fetch_log_default"
+        " WHERE fetched_at < $1 ORDER BY fetched_at LIMIT $2)", before, max(0, limit))
+    return removed + int(status.rsplit(" ", 1)[-1])
