@@ -47,6 +47,7 @@ from courtier.dedup.known_urls import KnownUrls
 from courtier.fetch.aiohttp_transport import AiohttpTransport
 from courtier.fetch.guard import AddressGuard
 from courtier.fetch.resolver import Resolver, load_hosts_file
+from courtier.fetch.write_pacer import AddressPacer
 from courtier.frontier.trap_state import ShardedTemplateTracker
 from courtier.frontier.traps import trap_rules_from
 from courtier.store.base import NewUrl, Store
@@ -129,8 +130,11 @@ async def crawl(
     guard = AddressGuard(allow=config.allow_network, allowed_ports=ports)
     clock = clock if clock is not None else RealClock()
     resolver = Resolver(guard, overrides=overrides, clock=clock)
+    # --ip-delay is charged when a request is granted; the pacer keeps it once more when
+    # the request is written, after the store round trips and connection set-up between
+    pacer = AddressPacer(clock, config.ip_delay) if config.ip_delay > 0 else None
     transport = AiohttpTransport(resolver, limit_per_host=config.max_in_flight_per_host,
-                                 ca_file=config.ca_file)
+                                 ca_file=config.ca_file, write_pacer=pacer)
     try:
         # a worker stopped mid-transaction must not hold the others' leases hostage: the
         # server ends its transaction well within a lease (store/postgres/store.py)

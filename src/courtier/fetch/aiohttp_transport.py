@@ -92,6 +92,7 @@ from courtier.fetch.resolver import Resolver
 from courtier.fetch.sniff import SNIFF_BYTES, media_type, needs_sniff, sniff, type_allowed
 from courtier.fetch.tls import client_context, read_ca_file
 from courtier.fetch.transport import FetchLimits, FetchRequest, FetchResponse
+from courtier.fetch.write_pacer import AddressPacer
 
 ACCEPT_ENCODING: Final = "gzip, deflate, br"
 DEFAULT_USER_AGENT: Final = f"courtier/{__version__}"
@@ -166,13 +167,16 @@ class _CleanConnector(aiohttp.TCPConnector):
     meant for the one before. Such a connection reports ``should_close``;
     it is closed and another taken (a pooled one or a new one).
 
-    ``send_gate`` (when set) is asked once the connection is ready, the last
-    moment before the request bytes are written: False refuses the request
+    ``write_pacer`` (when set) is waited on once the connection is ready, with the
+    address it is connected to: the last per-address gap (``--ip-delay``, see
+    :mod:`courtier.fetch.write_pacer`). ``send_gate`` (when set) is asked after it,
+    the last moment before the request bytes are written: False refuses the request
     (:class:`~courtier.core.errors.SendRefused`) — the self-fencing check of a
     worker that may have been paused since it decided to fetch.
     """
 
     send_gate: Callable[[], bool] | None = None
+    write_pacer: AddressPacer | None = None
 
     async def connect(
         self,
@@ -185,6 +189,14 @@ class _CleanConnector(aiohttp.TCPConnector):
         # server talks before being asked
         for _ in range((self.limit_per_host or self.limit or 64) + 2):
             conn = await super().connect(req, traces, timeout)
+            if self.write_pacer is not None:
+                address = _peer_address(conn)
+                if address is not None:
+                    try:
+                        await self.write_pacer.wait_turn(address)
+                    except BaseException:
+                        conn.release()
+                        raise
             if self.send_gate is not None and not self.send_gate():
                 conn.release()
                 raise SendRefused(f"{req.url}: not sent: this worker's shard leases "
@@ -218,6 +230,13 @@ class _CleanConnector(aiohttp.TCPConnector):
             ssl_object = made[0].get_extra_info("ssl_object")
             phase.handshakes.append(bool(getattr(ssl_object, "session_reused", False)))
         return made
+
+
+def _peer_address(conn: aiohttp.connector.Connection) -> str | None:
+    """The IP address a connection is connected to (None when it has no socket)."""
+    transport = conn.transport
+    peer = transport.get_extra_info("peername") if transport is not None else None
+    return str(peer[0]) if isinstance(peer, tuple) and peer else None
 
 
 #: OpenSSL verify codes (X509_V_ERR_*) by the TLS error class they mean
@@ -345,7 +364,8 @@ class AiohttpTransport:
 
     ``limit_per_host`` and ``limit`` bound pooled connections per host and in
     total; ``ca_file`` is a private CA (PEM) trusted besides the system store;
-    ``ssl_verify=False`` disables certificate checks (test setups only). A bad
+    ``ssl_verify=False`` disables certificate checks (test setups only);
+    ``write_pacer`` keeps the last per-address gap at the write. A bad
     ``ca_file`` raises ConfigError here; the TLS context itself is built once, at the
     first https fetch (:attr:`ssl_context`: loading the system trust store costs 20–40 ms
     of CPU, which a crawl of http URLs never needs). The session is created on the
@@ -360,6 +380,7 @@ class AiohttpTransport:
         limit: int = 256,
         ssl_verify: bool = True,
         ca_file: Path | None = None,
+        write_pacer: AddressPacer | None = None,
     ) -> None:
         self._resolver = resolver
         self._limit_per_host = limit_per_host
@@ -373,6 +394,8 @@ class AiohttpTransport:
         self._closed = False
         #: asked right before each request is written (see _CleanConnector)
         self.send_gate: Callable[[], bool] | None = None
+        #: waited on right before each request is written, before send_gate
+        self.write_pacer = write_pacer
         #: told of every TLS handshake a fetch completed (a new connection; pooled ones
         #: make none), with the fetch's URL and whether the TLS session was resumed;
         #: called once the fetch has its headers or has failed, handshakes that led to
@@ -407,6 +430,7 @@ class AiohttpTransport:
                 ssl=False,  # each request names its context (_tls_for)
             )
             connector.send_gate = self._gate_open
+            connector.write_pacer = self.write_pacer
             self._session = aiohttp.ClientSession(
                 connector=connector,
                 cookie_jar=aiohttp.DummyCookieJar(),

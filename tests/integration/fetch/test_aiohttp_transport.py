@@ -6,8 +6,10 @@ import ast
 import asyncio
 import contextlib
 import gzip
+import itertools
 import socket
 import struct
+import time
 import tracemalloc
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -16,6 +18,7 @@ import brotli
 import pytest
 from aiohttp import web
 
+from courtier.core.clock import RealClock
 from courtier.core.errors import (
     BlockedAddressError,
     ConnectError,
@@ -26,6 +29,7 @@ from courtier.fetch.aiohttp_transport import AiohttpTransport
 from courtier.fetch.guard import AddressGuard
 from courtier.fetch.resolver import Resolver
 from courtier.fetch.transport import FetchLimits, FetchRequest, FetchResponse
+from courtier.fetch.write_pacer import AddressPacer
 
 LOOPBACK = ["127.0.0.0/8"]
 PAGE = b"<html><body>" + b"courtier " * 500 + b"</body></html>"
@@ -673,3 +677,86 @@ async def test_closed_transport_refuses_fetches(site: Web) -> None:
     await client.close()
     with pytest.raises(ConnectError, match="closed"):
         await get(client, site.url("/ok"))
+
+
+# ---------------------------------------------------------------- the write pacer
+
+
+class GatedPacer(AddressPacer):
+    """A pacer that holds every write until the test opens its gate, noting the
+    addresses it was asked about."""
+
+    def __init__(self) -> None:
+        super().__init__(RealClock(), 0.001)
+        self.asked: list[str] = []
+        self.asked_event = asyncio.Event()
+        self.gate = asyncio.Event()
+
+    async def wait_turn(self, address: str) -> None:
+        self.asked.append(address)
+        self.asked_event.set()
+        await self.gate.wait()
+        await super().wait_turn(address)
+
+
+async def test_request_is_written_only_after_the_pacer_gives_its_turn() -> None:
+    """The pacer is asked with the connected address, and nothing reaches the server
+    until it answers (seen red with the connector's call of the pacer taken out: the
+    pacer was never asked and the fetch went straight through)."""
+    requests = 0
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal requests
+        while True:
+            await read_request(reader)
+            requests += 1
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+            await writer.drain()
+
+    server = await raw(handler)
+    pacer = GatedPacer()
+    client = AiohttpTransport(Resolver(AddressGuard(allow=LOOPBACK)), write_pacer=pacer)
+    try:
+        fetch = asyncio.ensure_future(get(client, server.url()))
+        await asyncio.wait_for(pacer.asked_event.wait(), 10)
+        assert pacer.asked == ["127.0.0.1"]
+        # the connection stands (the pacer is asked after connecting), the request is
+        # not written: a sentinel connection made now is answered before it
+        assert await connections_before_sentinel(server) == 1
+        assert requests == 1  # the sentinel's own request only
+        pacer.gate.set()
+        resp = await fetch
+        assert resp.body == b"ok"
+        assert requests == 2
+        await get(client, server.url())  # a pooled connection is paced too
+        assert pacer.asked == ["127.0.0.1", "127.0.0.1"]
+    finally:
+        await client.close()
+        await server.close()
+
+
+async def test_writes_to_one_address_keep_the_pacers_gap() -> None:
+    """Three concurrent fetches to one address with a 0.2 s pacer: the server sees
+    their request starts at least 0.2 s apart (a lower bound on time only; less 0.05 s
+    for the server's own reading). Seen red with the connector's call of the pacer taken
+    out: the three starts 0.00002 s apart."""
+    starts: list[float] = []
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await read_request(reader)
+            starts.append(time.monotonic())
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+            await writer.drain()
+
+    server = await raw(handler)
+    client = AiohttpTransport(Resolver(AddressGuard(allow=LOOPBACK)), limit_per_host=3,
+                              write_pacer=AddressPacer(RealClock(), 0.2))
+    try:
+        await asyncio.gather(*(get(client, server.url()) for _ in range(3)))
+        starts.sort()
+        assert len(starts) == 3
+        assert all(b - a >= 0.2 - 0.05 for a, b in itertools.pairwise(starts)), starts
+    finally:
+        await client.close()
+        await server.close()
