@@ -90,7 +90,7 @@ from courtier.core.errors import (
 from courtier.fetch.decoding import BodyDecoder, DecodedCap
 from courtier.fetch.resolver import Resolver
 from courtier.fetch.sniff import SNIFF_BYTES, media_type, needs_sniff, sniff, type_allowed
-from courtier.fetch.tls import client_context, read_ca_file
+from courtier.fetch.tls import ResumingContext, client_context, read_ca_file
 from courtier.fetch.transport import FetchLimits, FetchRequest, FetchResponse
 from courtier.fetch.write_pacer import AddressPacer
 
@@ -104,20 +104,29 @@ _PINNED: contextvars.ContextVar[tuple[str, int, list[str]] | None] = contextvars
 
 
 
+#: seconds an idle pooled connection is kept (aiohttp's default, 15 s, is shorter than
+#: many Crawl-delays; servers commonly keep theirs 60–75 s and close first otherwise)
+KEEPALIVE_SECONDS = 60.0
+
+
 class _Phase:
     """How far the current fetch's connection got: ``tls_started`` once the TCP
     connection stood and the TLS handshake began, ``connected`` once a connection
     (new or pooled) was handed to the request. Tells a connect timeout from a
     handshake that never ended, and a reset before TLS from one during it.
     ``handshakes`` holds one entry per TLS handshake the fetch completed (a new
-    connection): whether its session was resumed."""
+    connection): whether its session was resumed. ``tls_object``: the TLS layer of the
+    connection the request went out on (None over plain HTTP), taken when it is handed
+    out: a short answer on a connection the server closes is released from the response
+    before the caller sees it."""
 
-    __slots__ = ("connected", "handshakes", "tls_started")
+    __slots__ = ("connected", "handshakes", "tls_object", "tls_started")
 
     def __init__(self) -> None:
         self.tls_started = False
         self.connected = False
         self.handshakes: list[bool] = []
+        self.tls_object: ssl.SSLObject | None = None
 
 
 _PHASE: contextvars.ContextVar[_Phase | None] = contextvars.ContextVar(
@@ -205,6 +214,10 @@ class _CleanConnector(aiohttp.TCPConnector):
                 phase = _PHASE.get()
                 if phase is not None:
                     phase.connected = True
+                    tls_object = conn.transport.get_extra_info("ssl_object") \
+                        if conn.transport is not None else None
+                    if isinstance(tls_object, ssl.SSLObject):
+                        phase.tls_object = tls_object
                 return conn
             conn.close()
         raise aiohttp.ClientConnectionError("server sends bytes nobody asked for")
@@ -365,7 +378,9 @@ class AiohttpTransport:
     ``limit_per_host`` and ``limit`` bound pooled connections per host and in
     total; ``ca_file`` is a private CA (PEM) trusted besides the system store;
     ``ssl_verify=False`` disables certificate checks (test setups only);
-    ``write_pacer`` keeps the last per-address gap at the write. A bad
+    ``write_pacer`` keeps the last per-address gap at the write; an idle pooled
+    connection is kept ``keepalive_seconds`` (default :data:`KEEPALIVE_SECONDS`), so one
+    outlives a host's delay between two requests where the server keeps it open. A bad
     ``ca_file`` raises ConfigError here; the TLS context itself is built once, at the
     first https fetch (:attr:`ssl_context`: loading the system trust store costs 20–40 ms
     of CPU, which a crawl of http URLs never needs). The session is created on the
@@ -381,8 +396,10 @@ class AiohttpTransport:
         ssl_verify: bool = True,
         ca_file: Path | None = None,
         write_pacer: AddressPacer | None = None,
+        keepalive_seconds: float = KEEPALIVE_SECONDS,
     ) -> None:
         self._resolver = resolver
+        self._keepalive_seconds = keepalive_seconds
         self._limit_per_host = limit_per_host
         self._limit = limit
         self._ssl_verify = ssl_verify
@@ -418,6 +435,15 @@ class AiohttpTransport:
         context = self.ssl_context
         return context if context is not None else False
 
+    def _remember_session(self, tls_object: ssl.SSLObject) -> None:
+        """Keep the TLS session of a fetch's connection for the server's next new
+        connection (asked once the response is read: a TLS 1.3 ticket follows the
+        handshake)."""
+        context = self._ssl_context
+        name = tls_object.server_hostname
+        if isinstance(context, ResumingContext) and isinstance(name, str):
+            context.remember(name, tls_object.session)
+
     def _get_session(self) -> aiohttp.ClientSession:
         if self._closed:
             raise ConnectError("transport is closed")
@@ -427,6 +453,7 @@ class AiohttpTransport:
                 use_dns_cache=False,
                 limit=self._limit,
                 limit_per_host=self._limit_per_host,
+                keepalive_timeout=self._keepalive_seconds,
                 ssl=False,  # each request names its context (_tls_for)
             )
             connector.send_gate = self._gate_open
@@ -509,6 +536,7 @@ class AiohttpTransport:
                 for resumed in phase.handshakes:
                     self.on_tls_handshake(request.url, resumed)
         ttfb = loop.time() - start
+        tls_object = phase.tls_object
         try:
             raw_headers = [
                 (k.decode("latin-1"), v.decode("latin-1")) for k, v in response.raw_headers
@@ -530,6 +558,8 @@ class AiohttpTransport:
         except BaseException:
             response.close()
             raise
+        if tls_object is not None:
+            self._remember_session(tls_object)
         if truncated is None:
             response.release()  # fully read: the connection goes back to the pool
         else:

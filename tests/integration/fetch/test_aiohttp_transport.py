@@ -760,3 +760,31 @@ async def test_writes_to_one_address_keep_the_pacers_gap() -> None:
     finally:
         await client.close()
         await server.close()
+
+
+async def test_an_idle_connection_is_kept_for_keepalive_seconds() -> None:
+    """Two fetches 0.5 s apart: over one connection with the default keep-alive (60 s),
+    over two with ``keepalive_seconds`` 0.1 (the pooled one was closed while idle).
+    Seen red with the connector built without ``keepalive_timeout`` (both transports
+    reused their connection: the 0.1 s one too)."""
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await read_request(reader)
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+            await writer.drain()
+
+    counts = []
+    for keep in (None, 0.1):
+        server = await raw(handler)
+        resolver = Resolver(AddressGuard(allow=LOOPBACK))
+        client = AiohttpTransport(resolver) if keep is None \
+            else AiohttpTransport(resolver, keepalive_seconds=keep)
+        try:
+            await get(client, server.url())
+            await asyncio.sleep(0.5)  # idle time passing, not ordering events
+            await get(client, server.url())
+            counts.append(server.connections)
+        finally:
+            await client.close()
+            await server.close()
+    assert counts == [1, 2]

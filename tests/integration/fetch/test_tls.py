@@ -397,3 +397,39 @@ async def test_a_non_html_body_is_not_read_when_only_html_is_wanted() -> None:
     finally:
         await client.close()
         await runner.cleanup()
+
+
+async def test_a_new_connection_resumes_the_servers_last_session(ca: TestCA,
+                                                                 tmp_path: Path) -> None:
+    """A server that closes every connection after its answer: the second and third
+    fetches open new connections, and the server's own TLS layer says each resumed the
+    session of the one before (``session_reused`` on the server's side); the transport
+    reports the same. Seen red with ``ResumingContext.wrap_bio`` offering no session:
+    the server saw [False, False, False]."""
+    reused_at_server: list[bool] = []
+
+    async def answer_and_close(reader: asyncio.StreamReader,
+                               writer: asyncio.StreamWriter) -> None:
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            reused_at_server.append(bool(writer.get_extra_info("ssl_object").session_reused))
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+            await writer.drain()
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(answer_and_close, "127.0.0.1", 0,
+                                        ssl=ca.server_context(["a.tls.test"]))
+    port = server.sockets[0].getsockname()[1]
+    client = transport(ca.write_pem(tmp_path / "ca.pem"))
+    heard: list[bool] = []
+    client.on_tls_handshake = lambda url, resumed: heard.append(resumed)
+    try:
+        for path in ("/", "/a", "/b"):
+            assert (await fetch(client, f"https://a.tls.test:{port}{path}")).body == b"ok"
+    finally:
+        await client.close()
+        server.close()
+        await server.wait_closed()
+    assert reused_at_server == [False, True, True]
+    assert heard == [False, True, True]
