@@ -238,3 +238,46 @@ def check_coverage(
         last_end=last,
         last_page_end=last_page,
     )
+
+
+#: URI endings of files that are not pages (what an HTML-only crawler should not download)
+NON_HTML_SUFFIXES = (".pdf", ".mp4", ".webm", ".mp3", ".png", ".jpg", ".jpeg", ".gif",
+                     ".zip", ".iso", ".exe")
+
+
+@dataclass(frozen=True)
+class TrafficReport:
+    """What the log says about connections and non-page files (:func:`check_traffic`)."""
+
+    #: connections nginx accepted per host (``$connection`` serial numbers): over HTTPS
+    #: each one began with a TLS handshake, full or resumed
+    connections: dict[str, int]
+    non_html_requests: int = 0
+    non_html_bytes: int = 0  # body bytes nginx sent for them
+
+    @property
+    def handshakes_total(self) -> int:
+        return sum(self.connections.values())
+
+    def handshakes_line(self) -> str:
+        """``T over H hosts (median M, max X per host)``."""
+        counts = sorted(self.connections.values())
+        if not counts:
+            return "none"
+        median = counts[len(counts) // 2] if len(counts) % 2 else \
+            (counts[len(counts) // 2 - 1] + counts[len(counts) // 2]) / 2
+        return (f"{self.handshakes_total} over {len(counts)} hosts "
+                f"(median {median:g}, max {counts[-1]} per host)")
+
+
+def check_traffic(entries: Iterable[LogEntry]) -> TrafficReport:
+    """Connections per host, and the requests and body bytes of non-HTML files (by the
+    URI's ending, query left out)."""
+    seen: dict[str, set[int]] = defaultdict(set)
+    requests = sent = 0
+    for e in entries:
+        seen[e.host].add(e.connection)
+        if e.uri.split("?", 1)[0].lower().endswith(NON_HTML_SUFFIXES):
+            requests += 1
+            sent += e.size
+    return TrafficReport({h: len(c) for h, c in seen.items()}, requests, sent)

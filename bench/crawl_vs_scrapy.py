@@ -230,6 +230,7 @@ def measure(
     window_cpu = cpu_between(samples, window[0], window[1]) if active else None
     statuses = Counter(e.status for e in entries)
     sitemaps = sum(1 for e in entries if "sitemap" in e.uri)
+    traffic = access_log.check_traffic(entries)
     res = RunResult(
         name=name,
         exit_code=code,
@@ -257,11 +258,21 @@ def measure(
         delay=a.delay,
         page_requests=cov.page_requests,
         window_cpu_s=window_cpu,
+        connections_per_host=traffic.handshakes_line(),
+        connections=traffic.handshakes_total,
+        non_html_requests=traffic.non_html_requests,
+        non_html_bytes=traffic.non_html_bytes,
     )
     print(
         f"[{name}] exit {code}{' (killed at hard timeout)' if timed_out else ''}, "
         f"{res.pages} pages in {wall:.1f} s; responses by status "
         f"{dict(sorted(statuses.items()))}, {sitemaps} sitemap requests",
+        flush=True,
+    )
+    print(
+        f"[{name}] {'TLS handshakes' if tls else 'connections'} (nginx's $connection "
+        f"per host): {traffic.handshakes_line()}; non-HTML files (.pdf, .mp4, .png…): "
+        f"{traffic.non_html_requests} requests, {traffic.non_html_bytes:,} body bytes sent",
         flush=True,
     )
     return res

@@ -48,6 +48,12 @@ class RunResult:
     delay: float = 0.0
     page_requests: int = 0
     window_cpu_s: float | None = None
+    #: connections per host from nginx's log (over HTTPS: TLS handshakes), as
+    #: ``access_log.TrafficReport.handshakes_line`` gives them
+    connections_per_host: str = ""
+    connections: int = 0
+    non_html_requests: int = 0
+    non_html_bytes: int = 0
 
     @property
     def window_cpu_per_1k(self) -> float | None:

@@ -567,6 +567,52 @@ def test_nginx_serves_https_with_the_run_time_ca(tmp_path: Path) -> None:
             get(other_ca, normal)
 
 
+@pytest.mark.skipif(
+    not shutil.which("nginx") and not Path("/usr/sbin/nginx").exists(), reason="nginx not installed"
+)
+def test_traffic_counts_handshakes_per_host_and_non_html_bytes(tmp_path: Path) -> None:
+    """From nginx's own log of an HTTPS web: one host asked twice over one kept-alive
+    connection (1 handshake), another once on each of two connections (2), and a PDF's
+    body bytes counted as non-HTML. Seen red counting requests instead of connections
+    ({first: 2, second: 2})."""
+    import socket
+    import ssl
+
+    import web_tls
+    from nginx_local import LocalNginx, free_port
+
+    port = free_port()
+    m = _realistic_scheme(tmp_path, "https")
+    first, second = [h for h in m.hosts if m.kinds[h] == "normal"][:2]
+    pdf = b"%PDF-1.4 " + b"x" * 5000
+    (tmp_path / "www" / second / "doc.pdf").write_bytes(pdf)
+    ca, tls = web_tls.issue_web_certificate(tmp_path / "tls")
+    ctx = ssl.create_default_context(cafile=str(ca))
+
+    def get_all(host: str, paths: list[str]) -> None:
+        """``paths`` in order over one TLS connection."""
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        conn.sock = ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=5),
+                                    server_hostname=host)
+        try:
+            for path in paths:
+                conn.request("GET", path, headers={"Host": host})
+                conn.getresponse().read()
+        finally:
+            conn.close()
+
+    log = tmp_path / "a.log"
+    with LocalNginx(tmp_path / "www", tmp_path / "ngx", port, log, tls=tls):
+        get_all(first, ["/robots.txt", "/"])
+        get_all(second, ["/robots.txt"])
+        get_all(second, ["/doc.pdf"])
+    traffic = access_log.check_traffic(access_log.read_log(log))
+    assert traffic.connections == {first: 1, second: 2}
+    assert traffic.handshakes_total == 3
+    assert (traffic.non_html_requests, traffic.non_html_bytes) == (1, len(pdf))
+    assert traffic.handshakes_line() == "3 over 2 hosts (median 1.5, max 2 per host)"
+
+
 def test_profile_stages_charge_the_current_module_layout() -> None:
     """Seen red: with the rules of the flat layout (``courtier/urls.py``,
     ``courtier/worker.py``, no asyncpg, no cluster), 6 of these 7 stacks fell to

@@ -316,6 +316,13 @@ class Fetcher:
                       url=lease.url, host=lease.host_key, reason=f"truncated_{resp.truncated}")
             sitemap = await self.parsers.sitemap(resp.body, lease.url)
         rows: list[NewUrl] | None = None
+        if sitemap is not None and sitemap.cut_reason is not None:
+            # the reader stopped early (50,000 entries, 50 MiB decompressed, its time budget)
+            taken = len(sitemap.urls) + len(sitemap.sitemaps)
+            log_event(log, logging.WARNING, "sitemap_cut",
+                      "sitemap %s cut (%s): %d entries taken, the rest dropped", lease.url,
+                      sitemap.cut_reason, taken, url=lease.url, host=lease.host_key,
+                      reason=sitemap.cut_reason, count=taken)
         if sitemap is not None:
             # before the commit is handed on: a stop while the store is asked releases
             # the URL, which must then have no commit under way

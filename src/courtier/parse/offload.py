@@ -154,8 +154,8 @@ class OffLoopParser:
         result = await self._waited(self.sitemap_child.call(url, _timed, _parse_sitemap, body,
                                                             url, self.timeout))
         if result is None:
-            result = SitemapResult(truncated=True)
-            result.error("sitemap parse failed or overran its budget; nothing read")
+            result = SitemapResult()
+            result.cut("sitemap parse failed or overran its budget (nothing read)")
         return result
 
     async def _waited(self, work: Awaitable[tuple[float, T] | None]) -> T | None:

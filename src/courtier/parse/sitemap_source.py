@@ -15,7 +15,7 @@ _PIECE = 64 * 1024  # bytes inflated at a time
 class Problems(Protocol):
     """Where the source reports (a :class:`~courtier.parse.sitemaps.SitemapResult`)."""
 
-    truncated: bool
+    def cut(self, reason: str) -> None: ...
 
     def error(self, message: str) -> None: ...
 
@@ -93,8 +93,7 @@ class SitemapSource:
         self.room -= size
 
     def _cut(self) -> None:
-        self.result.truncated = True
         what = "decompressed sitemap" if self.gzipped else "sitemap"
-        self.result.error(f"{what} exceeds {self.max_bytes} bytes; cut")
+        self.result.cut(f"{what} exceeds {self.max_bytes} bytes")
         self._done = True
         self._buffer = b""

@@ -87,8 +87,18 @@ class SitemapResult:
     sitemaps: list[str] = field(default_factory=list)  # child sitemaps of an index
     errors: list[str] = field(default_factory=list)
     truncated: bool = False
+    #: why the entries stop where they do (the first cut: the entry cap, the size cap
+    #: once decompressed, the time budget); None when the document was read to its end
+    cut_reason: str | None = None
     kind: str = "unknown"  # "urlset", "sitemapindex", "rss", "atom", "text"
     _dropped_errors: int = 0
+
+    def cut(self, reason: str) -> None:
+        """The entries stop here for ``reason`` (kept even when the error lines are full)."""
+        self.truncated = True
+        if self.cut_reason is None:
+            self.cut_reason = reason
+        self.error(f"{reason}; cut")
 
     def error(self, message: str) -> None:
         if len(self.errors) < MAX_ERRORS:
@@ -198,8 +208,7 @@ class _XmlReader:
     def full(self) -> bool:
         result = self.result
         if len(result.urls) + len(result.sitemaps) >= self.max_urls:
-            result.truncated = True
-            result.error(f"more than {self.max_urls} entries; cut")
+            result.cut(f"more than {self.max_urls} entries")
             return True
         return False
 
@@ -281,8 +290,7 @@ class _Budget:
         self.steps += 1
         if self.deadline is None or self.steps % _CHECK_EVERY or time.monotonic() < self.deadline:
             return False
-        self.result.truncated = True
-        self.result.error(f"parse time budget of {self.seconds:g} s spent; cut")
+        self.result.cut(f"parse time budget of {self.seconds:g} s spent")
         return True
 
 
@@ -346,8 +354,7 @@ def _parse_text(data: bytes, scope: _Scope, result: SitemapResult, max_urls: int
         if not line:
             continue
         if len(result.urls) >= max_urls:
-            result.truncated = True
-            result.error(f"more than {max_urls} entries; cut")
+            result.cut(f"more than {max_urls} entries")
             return
         loc = scope.check(line, result, f"line {number}: ")
         if loc is not None:

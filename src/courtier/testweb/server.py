@@ -52,7 +52,8 @@ class RequestRecord:
     response ended or the client went away (written in 64 KiB pieces, each awaited);
     ``whole`` is False when the client closed the connection before the body was all
     written. ``scheme`` is the one the request came over: ``https`` on the TLS port,
-    ``http`` on a plain one (an HTTP web, or the plain side of an HTTPS web).
+    ``http`` on a plain one (an HTTP web, or the plain side of an HTTPS web). ``accept``
+    is the request's Accept header (None when it sent none).
     """
 
     host: str
@@ -67,6 +68,7 @@ class RequestRecord:
     body_sent: int = 0
     whole: bool = True
     scheme: str = "http"
+    accept: str | None = None
 
 
 class _ConnectionCountingServer(web.Server):
@@ -341,7 +343,7 @@ class TestWebServer:
             record = RequestRecord(host, request.raw_path, request.method, start, end, status,
                                    peer_port, retry_until,
                                    request.headers.get("User-Agent", ""), sent, whole,
-                                   request.scheme)
+                                   request.scheme, request.headers.get("Accept"))
             self.log.append(record)
             if self._on_request is not None:
                 self._on_request(record)

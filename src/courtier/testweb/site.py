@@ -30,7 +30,8 @@ URL space of every host::
     /nofollow-target.html     only linked with rel=nofollow
     /out/{k}                  301 → HostSpec.redirect_out[k] (linked from the index)
     /sitemaps/index.xml       (sitemap_pages > 0) a sitemap index named by robots.txt
-    /sitemaps/pages.xml.gz    its gzipped child: /s/{i}.html with <lastmod>
+    /sitemaps/pages.xml.gz    its gzipped child: /s/{i}.html with <lastmod>; with
+                              sitemap_index_self the index also lists itself (twice)
     /sitemaps/big.xml(.gz)    (big_sitemap) a sitemap of big_sitemap long URLs /b/…, ~270 B each
     /s/{i}.html               pages listed only in that sitemap
     /near/{k}.html            (near_duplicates) one text, one word apart; each links
@@ -387,9 +388,15 @@ class TestWeb(CrawlOracle):
             return None
         ns = _SITEMAP_NS
         if path == "/sitemaps/index.xml":
-            child = self.url(spec.name, "/sitemaps/pages.xml.gz")
+            locs = [self.url(spec.name, "/sitemaps/pages.xml.gz")]
+            if spec.sitemap_index_self:
+                itself = self.url(spec.name, "/sitemaps/index.xml")
+                scheme, rest = itself.split("://", 1)
+                authority, tail = rest.split("/", 1)
+                locs = [itself, *locs, f"{scheme.upper()}://{authority.upper()}/{tail}#top"]
+            listed = "".join(f"<sitemap><loc>{loc}</loc></sitemap>" for loc in locs)
             xml = (f'<?xml version="1.0" encoding="UTF-8"?>\n<sitemapindex {ns}>'
-                   f"<sitemap><loc>{child}</loc></sitemap></sitemapindex>\n")
+                   f"{listed}</sitemapindex>\n")
             return ok("application/xml", xml.encode())
         if path == "/sitemaps/pages.xml.gz":
             entries = []

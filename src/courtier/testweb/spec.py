@@ -66,6 +66,10 @@ Extra content (all off by default; see :mod:`courtier.testweb.site`):
     whose urlset lists ``/s/{i}.html`` for ``i < sitemap_pages`` — pages linked
     from nowhere else — each with ``<lastmod>`` ``sitemap_lastmod + i`` days
     (POSIX seconds; None: no lastmod).
+``sitemap_index_self``
+    (with ``sitemap_pages``) the sitemap index also lists itself, once as its own URL
+    and once spelled otherwise (upper-case scheme and host, a fragment): a loop a
+    crawler must not follow more than once.
 ``big_sitemap``
     ``/sitemaps/big.xml`` (and gzipped, ``/sitemaps/big.xml.gz``) lists this many URLs
     ``/b/{i:06d}/xxx….html`` of about 200 characters each, with a ``<lastmod>``: about
@@ -194,6 +198,7 @@ class HostSpec:
     redirect_out: tuple[str, ...] = ()
     sitemap_pages: int = 0
     sitemap_lastmod: float | None = None
+    sitemap_index_self: bool = False  # the sitemap index lists itself (module docstring)
     extra_sitemaps: tuple[str, ...] = ()
     near_duplicates: int = 0
     changing_pages: int = 0   # pages /p/{i}.html, i < this, change at every request

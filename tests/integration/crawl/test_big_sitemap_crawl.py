@@ -75,3 +75,35 @@ async def test_a_sitemap_over_the_limit_keeps_the_urls_before_the_cut(
     assert taken == listed[:len(taken)]
     assert any("sitemap_cut" in getattr(r, "event", "") or "is over 2 MiB" in r.getMessage()
                for r in caplog.records)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("path", ["/sitemaps/big.xml", "/sitemaps/big.xml.gz"])
+async def test_a_60_mb_sitemap_gives_its_first_50000_urls_and_says_why(
+        tmp_path: Path, path: str, caplog: pytest.LogCaptureFixture) -> None:
+    """Bad input (issue 31): a sitemap of 60 MB (230,000 entries; plain, and gzipped so
+    that only its decompressed size is over), with the production limits. The first
+    50,000 URLs in document order are taken in, none after them, and a ``sitemap_cut``
+    warning gives the reason (the entry limit). Seen red with the fetcher's log of the
+    reader's cut taken out (no record named the entry limit: the gzipped sitemap logged
+    nothing at all)."""
+    entries = 230_000
+    spec = WebSpec(hosts=[HostSpec(HOST, pages=1, big_sitemap=entries)])
+    data = tmp_path / "d"
+    caplog.set_level("WARNING", logger="courtier")
+    async with TestWebServer(spec) as server:
+        plain = server.web.page(HOST, "/sitemaps/big.xml").body
+        assert len(plain) > 60_000_000  # over the protocol's 50 MiB once decoded
+        listed = server.web.big_sitemap_urls(HOST)
+        await asyncio.wait_for(run_crawl(
+            server, data, seeds=(server.url(HOST, path),), max_pages=1,
+            parse_timeout=240.0), 280)
+        sent = [r for r in server.log if r.path_qs == path]
+    assert len(sent) == 1 and sent[0].status == 200
+    with sqlite3.connect(data / "courtier.db") as db:
+        known = {url for (url,) in db.execute("SELECT url FROM urls")}
+    taken = [url for url in listed if url in known]
+    assert len(taken) == ENTRIES and taken == listed[:ENTRIES]
+    cuts = [r for r in caplog.records if getattr(r, "event", "") == "sitemap_cut"]
+    assert any(f"more than {ENTRIES} entries" in r.getMessage() for r in cuts), \
+        [r.getMessage() for r in cuts]

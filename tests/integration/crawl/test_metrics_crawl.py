@@ -15,6 +15,7 @@ import asyncio
 import socket
 from collections import Counter
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import aiohttp
 import pytest
@@ -191,3 +192,42 @@ async def test_fetch_failures_are_counted_by_their_class(tmp_path: Path) -> None
         await crawl.task
         server = crawl.server
     assert server.log == []
+
+
+MEDIA = "media.metrics.test"
+#: where the test web serves files that are not pages, by the family of their metric label
+FILE_FAMILIES = {"/files/": "pdf", "/img/": "image", "/video/": "video"}
+
+
+def file_family(path: str) -> str | None:
+    return next((f for prefix, f in FILE_FAMILIES.items() if path.startswith(prefix)), None)
+
+
+async def test_not_html_answers_are_counted_by_family(tmp_path: Path) -> None:
+    """Issue 31's series ``courtier_not_html_total{type}`` counts, by family, exactly the
+    2xx file answers the server logged: every file the oracle expects fetched (that they
+    are not downloaded is test_not_html_crawl.py's). Seen red with the ``not_html``
+    counter taken out of the fetcher ("the crawl ended before {'pdf': 0.0, …}")."""
+    spec = WebSpec(hosts=[HostSpec(MEDIA, pages=6, media_bytes=64 << 10)])
+    async with live_crawl(spec, tmp_path) as crawl:
+        expected = Counter(file_family(urlsplit(url).path)
+                           for url in crawl.server.web.expected_fetches())
+        del expected[None]
+        assert set(expected) == set(FILE_FAMILIES.values())
+        while True:
+            samples = await scrape(crawl)
+            counted = {family: value(samples, "courtier_not_html_total", type=family)
+                       for family in expected}
+            if counted == expected:
+                break
+            assert not crawl.task.done(), f"the crawl ended before {counted}"
+            await asyncio.sleep(0.1)
+        crawl.worker.request_stop("test over")
+        await crawl.task
+        samples = await scrape(crawl)
+        server = crawl.server
+    files = [r for r in server.log if file_family(r.path_qs) is not None]
+    assert all(r.status == 200 for r in files), files
+    assert Counter(file_family(r.path_qs) for r in files) == expected
+    assert {family: value(samples, "courtier_not_html_total", type=family)
+            for family in expected} == expected

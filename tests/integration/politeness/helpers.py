@@ -9,7 +9,11 @@ from pathlib import Path
 from courtier.core.config import CrawlConfig, build_config
 from courtier.crawl.app import crawl
 from courtier.crawl.status import CrawlStatus
-from courtier.testweb import RequestRecord, TestWebServer
+from courtier.testweb import RequestRecord, TestWebServer, WebSpec
+from courtier.testweb.tls import TestCA
+
+#: the schemes a crawl test of the test web runs over (issue 31: HTTPS too)
+SCHEMES = ("http", "https")
 
 
 def config_for(server: TestWebServer, data: Path, **extra: object) -> CrawlConfig:
@@ -28,6 +32,19 @@ def config_for(server: TestWebServer, data: Path, **extra: object) -> CrawlConfi
     }
     flags.update(extra)
     return build_config(flags)
+
+
+def served_over(scheme: str, spec: WebSpec, directory: Path
+                ) -> tuple[dict[str, object], dict[str, object]]:
+    """Keyword arguments for :class:`TestWebServer` and for :func:`run_crawl` that serve
+    ``spec`` over ``scheme``: for https a CA made now, a certificate naming every host,
+    and the crawl's ``--ca-file`` (written under ``directory``); nothing for http."""
+    if scheme == "http":
+        return {}, {}
+    ca = TestCA()
+    directory.mkdir(parents=True, exist_ok=True)
+    return ({"ssl_context": ca.server_context(h.name for h in spec.hosts)},
+            {"ca_file": ca.write_pem(directory / "ca.pem")})
 
 
 async def run_crawl(server: TestWebServer, data: Path, **extra: object) -> CrawlStatus:

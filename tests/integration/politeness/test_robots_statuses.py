@@ -3,7 +3,10 @@
 One crawl (run once for the module) covers every flavour: 2xx with rules,
 401/403/404 (allow all), 429/500/503 (nothing but robots.txt), a three-hop
 redirect chain, a redirect loop (more than five hops: allow all) and a
-redirect to another host's robots.txt.
+redirect to another host's robots.txt. Each crawl runs over plain HTTP and over HTTPS
+(issue 31: a CA made at test time, given with ``--ca-file``), and every test below judges
+both from the server's log. The HTTPS runs were seen red with the crawl's ``--ca-file``
+left out (every host's robots.txt unreachable: nothing fetched, the oracle test failed).
 """
 
 from __future__ import annotations
@@ -24,7 +27,13 @@ from courtier.testweb import (
     WebSpec,
     politeness_violations,
 )
-from tests.integration.politeness.helpers import host_log, pages, run_crawl
+from tests.integration.politeness.helpers import (
+    SCHEMES,
+    host_log,
+    pages,
+    run_crawl,
+    served_over,
+)
 
 DELAY = 0.1
 CROSS_DELAY = 0.25
@@ -51,21 +60,24 @@ class Crawled:
         return [r.path_qs for r in host_log(self.log, host)]
 
 
-async def _crawl(spec: WebSpec, data: Path, delay: float) -> Crawled:
-    async with TestWebServer(spec) as server:
-        status = await asyncio.wait_for(run_crawl(server, data, delay=delay), 60)
+async def _crawl(spec: WebSpec, data: Path, delay: float, scheme: str) -> Crawled:
+    server_tls, crawl_tls = served_over(scheme, spec, data.parent)
+    async with TestWebServer(spec, **server_tls) as server:  # type: ignore[arg-type]
+        assert all(seed.startswith(f"{scheme}://") for seed in server.web.seeds())
+        status = await asyncio.wait_for(run_crawl(server, data, delay=delay, **crawl_tls), 60)
         return Crawled(status, list(server.log), server.web)
 
 
-@pytest.fixture(scope="module")
-def crawled(tmp_path_factory: pytest.TempPathFactory) -> Crawled:
+@pytest.fixture(scope="module", params=SCHEMES)
+def crawled(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Crawled:
     hosts = [HostSpec(name, pages=3, robots=kind) for name, kind in KINDS.items()]  # type: ignore[arg-type]
     data = tmp_path_factory.mktemp("robots") / "data"
-    return asyncio.run(_crawl(WebSpec(hosts=hosts, seed=3), data, DELAY))
+    return asyncio.run(_crawl(WebSpec(hosts=hosts, seed=3), data, DELAY, request.param))
 
 
-@pytest.fixture(scope="module")
-def crawled_cross(tmp_path_factory: pytest.TempPathFactory) -> Crawled:
+@pytest.fixture(scope="module", params=SCHEMES)
+def crawled_cross(tmp_path_factory: pytest.TempPathFactory,
+                  request: pytest.FixtureRequest) -> Crawled:
     """cross.test's robots.txt redirects to target.test's, which has rules for courtier."""
     spec = WebSpec(
         hosts=[
@@ -74,7 +86,7 @@ def crawled_cross(tmp_path_factory: pytest.TempPathFactory) -> Crawled:
         ]
     )
     data = tmp_path_factory.mktemp("cross") / "data"
-    return asyncio.run(_crawl(spec, data, CROSS_DELAY))
+    return asyncio.run(_crawl(spec, data, CROSS_DELAY, request.param))
 
 
 def test_crawl_ends_and_fetches_exactly_the_oracle_set(crawled: Crawled) -> None:

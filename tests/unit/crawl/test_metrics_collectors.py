@@ -6,6 +6,8 @@ from pathlib import Path
 from typing import Any
 
 from courtier.core.clock import RealClock
+from courtier.core.tracking import TrackingParams
+from courtier.core.urls import canonicalize
 from courtier.crawl.metrics import TOP_HOSTS, CrawlMetrics
 from courtier.frontier.host import HostState
 from courtier.frontier.scheduler import Frontier
@@ -34,3 +36,14 @@ def test_spool_gauges_are_absent_for_a_missing_directory(tmp_path: Path) -> None
     metrics = CrawlMetrics()
     metrics.bind_spool(tmp_path / "not-there")
     assert metrics.registry.get_sample_value("courtier_spool_free_bytes") is None
+
+
+def test_tracking_removals_are_read_from_the_intake_s_count_at_each_scrape() -> None:
+    """``courtier_tracking_params_removed_total`` is the count of the ``TrackingParams``
+    the intake cleans with, read at each scrape (issue 31's counter). Seen red with the
+    collector reporting a copy taken at binding (0.0 after two removals)."""
+    metrics, tracking = CrawlMetrics(), TrackingParams()
+    metrics.bind_tracking(tracking)
+    assert b"courtier_tracking_params_removed_total 0.0" in metrics.render()
+    tracking.clean(canonicalize("http://a.test/p?utm_source=x&fbclid=y&id=1"))
+    assert b"courtier_tracking_params_removed_total 2.0" in metrics.render()

@@ -8,6 +8,7 @@ from pathlib import Path
 import yaml
 
 from courtier.core.clock import RealClock
+from courtier.core.tracking import TrackingParams
 from courtier.crawl.metrics import CrawlMetrics
 from courtier.frontier.scheduler import Frontier
 
@@ -20,6 +21,7 @@ def exposition_names(tmp: Path) -> dict[str, str]:
     metrics = CrawlMetrics()
     metrics.bind_frontier(Frontier(RealClock(), "courtier"), RealClock())
     metrics.bind_spool(tmp)
+    metrics.bind_tracking(TrackingParams())
     out = {}
     for family in metrics.registry.collect():
         name = family.name + ("_total" if family.type == "counter" else "")
