@@ -719,6 +719,14 @@ class Frontier:
     def in_flight(self) -> int:
         return self._in_flight
 
+    def holding_hosts(self) -> set[str]:
+        """Hosts of which this frontier holds URL rows: queued, or denied and not taken
+        yet (crawl/refiller.py: the refill reads rows without marking them, so what is
+        held is known only here). URLs handed back (``take_released``) are not held."""
+        held = {key for key, host in self.hosts.items() if host.queue}
+        held.update(due.host_key for due, _, _ in self._denied)
+        return held
+
     def full_hosts(self, window: int) -> set[str]:
         """Hosts whose in-memory queue holds at least ``window`` URLs (skip them on refill)."""
         return {key for key, host in self.hosts.items() if len(host.queue) >= window}
