@@ -121,7 +121,7 @@ async def test_fenced_release_keeps_rows_of_other_shards(store: Store) -> None:
 async def test_a_postponement_is_fenced_by_the_epoch_and_the_version(store: Store) -> None:
     """``postpone`` (hand-backs of rows read without marking) moves only QUEUED rows of
     shards held at the given epoch, at the version given. Seen red on the memory store
-    with its epoch check removed (the deposed owner's postponement applied: 1 != 0)."""
+    with its epoch check removed (the deposed owner's postponement applied: 2 != 1)."""
     await store.add_urls([new("http://a.test/1", shard=1), new("http://b.test/1", shard=2)])
     old = await take(store, "A", [1, 2], EXPIRED)
     read = await store.read_due([1, 2], T0, 10, 10, epochs=old)

@@ -169,7 +169,10 @@ async def scenario(store: Store, data: st.DataObject) -> None:
             await _read_matches(store, model, data)
         elif op == "commit":
             queued = sorted(k for k, r in model.items() if r.state == UrlState.QUEUED)
-            pool = scheduled + queued[:3]  # a commit may also hit a row still QUEUED
+            # a commit may also hit a row still QUEUED (read without marking: the worker's
+            # refill). Seen red on PostgreSQL with migration 26's seek of the level such a
+            # row left skipped: the host queue kept that level's old due time
+            pool = scheduled + queued[:3]
             if not pool:
                 continue
             picked = data.draw(st.lists(st.sampled_from(pool), unique=True, min_size=1,
@@ -195,7 +198,7 @@ async def scenario(store: Store, data: st.DataObject) -> None:
             assert await store.release(items) == len(items)
             for k, at in items:
                 model[k].state, model[k].next_fetch_at = UrlState.QUEUED, at
-        elif op == "postpone":
+        elif op == "postpone":  # hand-backs of rows read without marking (the worker's)
             queued = sorted(k for k, r in model.items() if r.state == UrlState.QUEUED)
             if not queued:
                 continue
