@@ -262,6 +262,8 @@ class Worker:
             await keeper.renew(now)
             ticks.renew = now
         if now - ticks.rerank >= RERANK_EVERY:
+            # hosts held long are read afresh (their URLs due or better since included)
+            frontier.hand_back_stale(RERANK_EVERY)
             frontier.rerank()
             ticks.rerank = now
             if now - ticks.replan >= REPLAN_EVERY:

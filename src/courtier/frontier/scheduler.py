@@ -231,6 +231,8 @@ class Frontier:
         now = self.clock.now()
         for due in items:
             host = self.hosts[due.host_key]
+            if not host.queue:
+                host.filled_at = now
             host.push(due, now)
             self._queued += 1
             touched[due.host_key] = host
@@ -654,6 +656,24 @@ class Frontier:
             if host.queue:
                 host.rerank(now)
                 self._reschedule(host)
+
+    def hand_back_stale(self, older_than: float) -> int:
+        """Drop the queued URLs of hosts whose queue has held URLs for ``older_than``
+        seconds or more (a Crawl-delay, a spent budget): the refill reads a host only once
+        nothing of it is held (crawl/refiller.py), so without this such a host's URLs
+        that became due or better since would wait until its queue ran dry. The rows are
+        QUEUED in the store as they were read: dropping them writes nothing, and the next
+        refill reads the host's best rows again (without it, tests/sim/test_freshness_sim.py's
+        short-budget crawl sent the budget to changing and static pages alike: the rows
+        read days before were fetched first). Returns the URLs dropped."""
+        cutoff = self.clock.now() - older_than
+        dropped = 0
+        for host in self.hosts.values():
+            if host.queue and host.filled_at <= cutoff:
+                dropped += len(host.drain())
+                host.token += 1
+        self._queued -= dropped
+        return dropped
 
     def take_denied(self) -> list[Denial]:
         out, self._denied = self._denied, []
