@@ -17,13 +17,14 @@ same store continues where the last run stopped. In a cluster the loop applies t
 coordinator's changes at the top of each turn (:meth:`apply_changes`):
 
 * **gained** — rows an older version left SCHEDULED in it go back to QUEUED (fenced
-  by the new epoch; the refill marks nothing since it reads, crawl/refiller.py), it joins the refill (once its near-duplicate pages are indexed), and each of
-  its servers (host names: every scheme and port of a name is in one shard) gets its
-  politeness clock from the store (:mod:`courtier.cluster.host_clocks`) when the
-  refill first registers one of its hosts, before any request to it;
+  by the new epoch; the refill marks nothing since it reads, crawl/refiller.py), it
+  joins the refill (once its near-duplicate pages are indexed), and each of its servers
+  (host names: every scheme and port of a name is in one shard) gets its politeness
+  clock from the store (:mod:`courtier.cluster.host_clocks`) when the refill first
+  registers one of its hosts, before any request to it;
 * **lost** (another owner holds it now) — its queued URLs are dropped from memory
-  without a write (they are QUEUED: the new owner reads them), its fetches are cancelled, and
-  their late commits are rejected by the store as stale;
+  without a write (they are QUEUED: the new owner reads them), its fetches are
+  cancelled, and their late commits are rejected by the store as stale;
 * **handover** (graceful) — a drain: no new leases of the shard, its queued URLs
   released, fetches in flight finish (cancelled after ``drain_timeout``), the
   batch committed, each server's clock saved, the hosts forgotten, then the lease
