@@ -9,7 +9,8 @@ is skipped (``Refiller.held_hosts``). When the marking refill recovered from a l
 answer by resetting its shards' SCHEDULED rows, those rows came back and a copy of each
 was fetched a second time.
 
-Seen red (with the committer's hosts left out of the skip set): 9 URLs fetched twice.
+Seen red with the committer's hosts left out of the skip set (12 URLs fetched twice in
+the sim web's log), and with the fetches in flight left out (3 fetched twice).
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from tests.sim.test_faults import allowed, one_event_per_url_version, page_count
 def test_urls_queued_in_memory_are_not_read_again() -> None:
     """Hosts with more pages than one refill hands over at a 0.5 s delay: refills come
     every 0.25-1 s while their URLs wait in the frontier. Seen red with the frontier's
-    queued hosts left out of ``holding_hosts``: 40 of 44 URLs fetched twice or more."""
+    queued hosts left out of ``holding_hosts``: one URL fetched 3,005 times."""
 
     async def go() -> None:
         web = small_web(n_hosts=4, pages=10)
@@ -74,8 +74,9 @@ class SlowCommitRace(MemoryStore):
 
 def test_a_host_whose_commit_is_under_way_is_skipped_until_it_is_acknowledged() -> None:
     """Seen red with the batch of the commit under way left out of
-    ``Committer.held_hosts`` (only the pending results counted): 10 URLs fetched twice,
-    each read before its commit applied and handed to the frontier after."""
+    ``Committer.held_hosts`` (only the pending results counted): URLs fetched twice
+    (h0.sim's / and /p/2, h1.sim's / and /p/1, …), each read before its commit applied
+    and handed to the frontier after."""
 
     async def go() -> None:
         web = SimWeb([SimHost(f"h{i}.sim", ip=f"192.0.2.{i}", pages=3, latency=0.05,
