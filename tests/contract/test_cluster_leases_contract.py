@@ -118,6 +118,27 @@ async def test_fenced_release_keeps_rows_of_other_shards(store: Store) -> None:
     assert await state_of(store, "http://b.test/1", 2) == UrlState.SCHEDULED
 
 
+async def test_a_postponement_is_fenced_by_the_epoch_and_the_version(store: Store) -> None:
+    """``postpone`` (hand-backs of rows read without marking) moves only QUEUED rows of
+    shards held at the given epoch, at the version given. Seen red on the memory store
+    with its epoch check removed (the deposed owner's postponement applied: 2 != 1)."""
+    await store.add_urls([new("http://a.test/1", shard=1), new("http://b.test/1", shard=2)])
+    old = await take(store, "A", [1, 2], EXPIRED)
+    read = await store.read_due([1, 2], T0, 10, 10, epochs=old)
+    assert len(read) == 2
+    mine = await take(store, "B", [1])  # shard 1 taken over: A's term there is over
+    later = T0 + 3600
+    items = [(d.url_key, d.version, later) for d in read]
+    assert await store.postpone(items, epochs=old) == 1  # shard 2's row only
+    assert await store.read_due([1, 2], T0, 10, 10, epochs={**old, **mine}) == [
+        d for d in read if d.shard == 1]
+    assert await store.postpone([(read[0].url_key, read[0].version + 1, later)],
+                                epochs={**old, **mine}) == 0  # not that version
+    assert await store.postpone([(d.url_key, d.version, later) for d in read if d.shard == 1],
+                                epochs=mine) == 1
+    assert await store.read_due([1, 2], T0, 10, 10, epochs={**old, **mine}) == []
+
+
 async def test_heartbeat_registers_refreshes_and_leave_removes(store: Store) -> None:
     first = await store.heartbeat("w1", 1.0, {"api": "127.0.0.1:8001"},
                                   await store.store_now())

@@ -133,7 +133,7 @@ async def scenario(store: Store, data: st.DataObject) -> None:
     epochs: dict[int, int] = {}
     for _ in range(data.draw(st.integers(1, 20), label="steps")):
         op = data.draw(st.sampled_from(["add", "add", "load", "load", "read", "commit",
-                                        "release", "reset"]), label="op")
+                                        "release", "reset", "postpone"]), label="op")
         scheduled = sorted(k for k, r in model.items() if r.state == UrlState.SCHEDULED)
         if op == "add":
             batch = []
@@ -169,7 +169,10 @@ async def scenario(store: Store, data: st.DataObject) -> None:
             await _read_matches(store, model, data)
         elif op == "commit":
             queued = sorted(k for k, r in model.items() if r.state == UrlState.QUEUED)
-            pool = scheduled + queued[:3]  # a commit may also hit a row still QUEUED
+            # a commit may also hit a row still QUEUED (read without marking: the worker's
+            # refill). Seen red on PostgreSQL with migration 26's seek of the level such a
+            # row left skipped: the host queue kept that level's old due time
+            pool = scheduled + queued[:3]
             if not pool:
                 continue
             picked = data.draw(st.lists(st.sampled_from(pool), unique=True, min_size=1,
@@ -195,6 +198,19 @@ async def scenario(store: Store, data: st.DataObject) -> None:
             assert await store.release(items) == len(items)
             for k, at in items:
                 model[k].state, model[k].next_fetch_at = UrlState.QUEUED, at
+        elif op == "postpone":  # hand-backs of rows read without marking (the worker's)
+            queued = sorted(k for k, r in model.items() if r.state == UrlState.QUEUED)
+            if not queued:
+                continue
+            picked = data.draw(st.lists(st.sampled_from(queued), unique=True, min_size=1,
+                                        max_size=6), label="postponed")
+            stale = data.draw(st.booleans(), label="stale version")
+            items = [(k, model[k].version + (1 if stale else 0),
+                      data.draw(st.sampled_from(TIMES), label="until")) for k in picked]
+            assert await store.postpone(items, epochs) == (0 if stale else len(items))
+            if not stale:
+                for k, _, at in items:
+                    model[k].next_fetch_at = at
         elif op == "reset":
             present = sorted({r.shard for r in model.values()})
             if not present:

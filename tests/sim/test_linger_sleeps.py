@@ -32,11 +32,11 @@ class CountedRefills(MemoryStore):
         self.crawl = crawl
         self.refills: list[float] = []
 
-    async def load_due(self, shards: Sequence[int], now: float, limit: int,
+    async def read_due(self, shards: Sequence[int], now: float, limit: int,
                        per_host_limit: int, skip_hosts: Collection[str] = (),
                        epochs: Mapping[int, int] | None = None) -> list[DueUrl]:
         self.refills.append(self.crawl.clock.now())
-        return await super().load_due(shards, now, limit, per_host_limit, skip_hosts, epochs)
+        return await super().read_due(shards, now, limit, per_host_limit, skip_hosts, epochs)
 
 
 def test_a_lingering_crawl_sleeps_until_the_retry_and_says_what_it_waited_for() -> None:

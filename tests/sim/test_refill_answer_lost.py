@@ -1,13 +1,16 @@
 """A refill whose answer is lost makes no URL fetched twice.
 
-When ``load_due`` fails, the worker cannot know whether the store marked rows SCHEDULED
-for it (the answer lost at a connection cut, seen in
-tests/integration/cluster/test_store_loss.py): before its next refill it resets every
-SCHEDULED row of its shards (``_recover_refill``). That includes the rows of its own
-fetches in flight and of its results not committed yet, which the next refill then
-loads again: a copy of each went to the frontier and was fetched once more as soon as
-the host's delay allowed, after the first fetch (and usually its commit). Those rows
-are now left to the fetch or result that holds them.
+The refill reads without marking (``read_due``), so a lost answer (a connection cut,
+seen in tests/integration/cluster/test_store_loss.py) leaves nothing to recover: the
+next refill simply reads again. What it must not read is a row the worker still holds —
+a fetch in flight, a result waiting for its commit while commits fail — which is
+QUEUED at the same version in the store: every host of which the worker holds anything
+is skipped (``Refiller.held_hosts``). When the marking refill recovered from a lost
+answer by resetting its shards' SCHEDULED rows, those rows came back and a copy of each
+was fetched a second time.
+
+Seen red with the committer's hosts left out of the skip set (12 URLs fetched twice in
+the sim web's log), and with the fetches in flight left out (3 fetched twice).
 """
 
 from __future__ import annotations
@@ -23,10 +26,10 @@ from tests.sim.test_faults import allowed, one_event_per_url_version, page_count
 
 
 class AnswerLostStore(MemoryStore):
-    """The ``lose_on``-th refill that marks rows while others are SCHEDULED (fetches in
-    flight, results waiting for a commit) is applied, and then reported failed; commits
-    fail for ``COMMITS_DOWN`` seconds from then (the cut took their connection too), so
-    the results of that time still wait when the worker recovers its refill."""
+    """The ``lose_on``-th refill that returns rows while others returned earlier are not
+    committed yet (fetches in flight, results waiting for a commit) is reported failed;
+    commits fail for ``COMMITS_DOWN`` seconds from then (the cut took their connection
+    too), so the results of that time still wait while the worker reads again."""
 
     COMMITS_DOWN = 3.0
 
@@ -35,7 +38,8 @@ class AnswerLostStore(MemoryStore):
         self.clock = crawl.clock
         self.lose_on = lose_on
         self.busy_refills = 0
-        self.held_at_loss = 0  # rows SCHEDULED before the lost refill
+        self.held_at_loss = 0  # rows read and not committed before the lost refill
+        self._read: dict[bytes, int] = {}  # url key → version of every row returned
         self.commits_down_until = float("-inf")
         self.failed_commits = 0
 
@@ -46,17 +50,18 @@ class AnswerLostStore(MemoryStore):
             raise StoreError("commit failed: connection lost (simulated)")
         return await super().commit(commits, host_stats)
 
-    async def load_due(self, shards: Sequence[int], now: float, limit: int,
+    async def read_due(self, shards: Sequence[int], now: float, limit: int,
                        per_host_limit: int, skip_hosts: Collection[str] = (),
                        epochs: Mapping[int, int] | None = None) -> list[DueUrl]:
-        held = (await self.counts())["scheduled"]
-        due = await super().load_due(shards, now, limit, per_host_limit, skip_hosts, epochs)
+        held = sum(self.urls[key]["version"] == version for key, version in self._read.items())
+        due = await super().read_due(shards, now, limit, per_host_limit, skip_hosts, epochs)
+        self._read.update((d.url_key, d.version) for d in due)
         if due and held:
             self.busy_refills += 1
             if self.busy_refills == self.lose_on:
                 self.held_at_loss = held
                 self.commits_down_until = self.clock.now() + self.COMMITS_DOWN
-                raise StoreError("load_due failed: connection lost before the answer (simulated)")
+                raise StoreError("read_due failed: connection lost before the answer (simulated)")
         return due
 
 

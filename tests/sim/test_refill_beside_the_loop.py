@@ -2,7 +2,7 @@
 turn waits ``REFILL_INLINE`` for a refill only when fewer URLs than the concurrency are in
 memory).
 
-The store's ``load_due`` takes ``STALL`` virtual seconds once the frontier holds work, and
+The store's ``read_due`` takes ``STALL`` virtual seconds once the frontier holds work, and
 ``REFILL_INLINE`` is raised to the same: a turn that waited for such a refill would start
 nothing for that long. The sim web's observer (an independent log of request starts)
 must show requests starting inside every stalled refill, and the crawl still completes.

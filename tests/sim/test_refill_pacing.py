@@ -1,7 +1,7 @@
 """Refills come every REFILL_EVERY while the frontier runs short, every REFILL_CALM while
 it holds ample work (worker_refill.py), and the crawl still fetches everything.
 
-The store records, at every ``load_due``, the virtual time and how many URLs the
+The store records, at every ``read_due``, the virtual time and how many URLs the
 worker's frontier held: that is what the worker decided the interval from.
 """
 
@@ -24,7 +24,7 @@ CONCURRENCY = 4
 
 class RefillWatch(MemoryStore):
     """A memory store that calls :meth:`before_refill` with the crawl's worker at every
-    ``load_due`` (once :meth:`watch`, the crawl's ``during`` hook, has seen the worker)."""
+    ``read_due`` (once :meth:`watch`, the crawl's ``during`` hook, has seen the worker)."""
 
     def __init__(self, crawl: SimCrawl) -> None:
         super().__init__(crawl.clock)
@@ -37,12 +37,12 @@ class RefillWatch(MemoryStore):
     async def before_refill(self, worker: Worker) -> None:
         """What the test does at a refill, before the store answers it."""
 
-    async def load_due(self, shards: Sequence[int], now: float, limit: int,
+    async def read_due(self, shards: Sequence[int], now: float, limit: int,
                        per_host_limit: int, skip_hosts: Collection[str] = (),
                        epochs: Mapping[int, int] | None = None) -> list[DueUrl]:
         if self.worker is not None:
             await self.before_refill(self.worker)
-        return await super().load_due(shards, now, limit, per_host_limit, skip_hosts, epochs)
+        return await super().read_due(shards, now, limit, per_host_limit, skip_hosts, epochs)
 
 
 class TimedRefills(RefillWatch):

@@ -1,12 +1,12 @@
-"""A store error in the middle of a refill strands no row SCHEDULED.
+"""A store error in the middle of a refill loses no row.
 
-``load_due`` marks the rows it returns SCHEDULED; the refill then reads their
-values and tiers (``url_values``, ``host_tiers``), the scope rules and the hosts'
-records before it hands them to the frontier. A store error in any of those
-reads (a connection cut after ``load_due`` answered: seen after a PostgreSQL
-restart in tests/integration/cluster/test_store_restart.py) must keep the rows
-for the next refill: nobody else would load them again, and the crawl would end
-without them.
+``read_due`` returns rows without marking them; the refill then reads their values
+and tiers (``url_values``, ``host_tiers``), the scope rules and the hosts' records
+before it hands them to the frontier. A store error in any of those reads (a
+connection cut after ``read_due`` answered: seen after a PostgreSQL restart in
+tests/integration/cluster/test_store_restart.py) drops those rows from memory: they
+are QUEUED in the store as before, and a later refill reads them again (when the
+refill marked rows SCHEDULED, it had to keep them in memory for the next one).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from tests.sim.test_faults import allowed, one_event_per_url_version, page_count
 
 class CutAfterRefillStore(MemoryStore):
     """Fails the ``fail_on``-th non-empty call of ``method`` after a refill that returned rows
-    (the connection was cut right after ``load_due`` answered)."""
+    (the connection was cut right after ``read_due`` answered)."""
 
     def __init__(self, crawl: SimCrawl, method: str, fail_on: int = 2) -> None:
         super().__init__(crawl.clock)
@@ -34,10 +34,10 @@ class CutAfterRefillStore(MemoryStore):
         self.stranded: list[bytes] = []  # url keys of the rows the failed refill returned
         self._last_due: list[DueUrl] = []
 
-    async def load_due(self, shards: Sequence[int], now: float, limit: int,
+    async def read_due(self, shards: Sequence[int], now: float, limit: int,
                        per_host_limit: int, skip_hosts: Collection[str] = (),
                        epochs: Mapping[int, int] | None = None) -> list[DueUrl]:
-        due = await super().load_due(shards, now, limit, per_host_limit, skip_hosts, epochs)
+        due = await super().read_due(shards, now, limit, per_host_limit, skip_hosts, epochs)
         self._last_due = due
         return due
 

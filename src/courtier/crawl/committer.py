@@ -25,8 +25,8 @@ Invariants:
   :meth:`flush`, which waits for the commit under way and then commits the rest.
 * **A stop is bounded.** Once a stop is asked (:meth:`bound_stop`), a commit that keeps
   failing is retried until that time, then given up with an error naming the count: those
-  URLs stay SCHEDULED in the store, and the next owner of their shards (or this worker's
-  next start) resets and fetches them again, as after a crash.
+  URLs stay QUEUED at their version in the store, and the next owner of their shards (or
+  this worker's next start) reads and fetches them again, as after a crash.
 """
 
 from __future__ import annotations
@@ -110,11 +110,11 @@ class Committer:
             stats = self._host_stats[host_key] = HostStatsDelta(host_key, shard)
         return stats
 
-    def held(self) -> dict[bytes, tuple[int, int]]:
-        """url key → (version, epoch) of every result not committed yet (pending or in
-        the commit under way)."""
-        held = {c.url_key: (c.version, c.epoch) for c in self._committing}
-        held.update((c.url_key, (c.version, c.epoch)) for c in self.pending)
+    def held_hosts(self) -> set[str]:
+        """Hosts of every result not acknowledged yet (pending, or in the commit under
+        way until the store answers): the refill reads none of them (refiller.py)."""
+        held = {c.host_key for c in self._committing}
+        held.update(c.host_key for c in self.pending)
         return held
 
     # ---- state ---------------------------------------------------------------------------
@@ -188,7 +188,7 @@ class Committer:
 
     async def _commit_batch(self) -> None:
         batch, self.pending = self.pending, []
-        self._committing = batch  # held until applied or given up (Refiller's not-held rows)
+        self._committing = batch  # held until applied or given up (the refill's skip set)
         generation = self._intake.batch_started()
         try:
             await self._commit_until_done(batch)
@@ -247,5 +247,5 @@ class Committer:
         self.given_up += len(batch)
         log_event(log, logging.ERROR, "commit_given_up",
                   "stopping: gave up committing %d results (the store still fails: %s);"
-                  " their URLs stay scheduled and are fetched again by the next owner",
+                  " their URLs stay queued and are fetched again by the next owner",
                   len(batch), exc, reason=str(exc))

@@ -183,8 +183,11 @@ class Pacer:
         return self._unfinished
 
     async def _cluster_done(self, now: float) -> bool:
-        """Many workers: the crawl is over only when no worker holds a URL (none is
-        SCHEDULED) and no unfinished cycle of any shard is due within ``--linger``.
+        """Many workers: the crawl is over only when no worker holds a URL and no
+        unfinished cycle of any shard is due within ``--linger``. A URL a worker holds is
+        QUEUED and due in the store until its commit (the refill reads without marking),
+        so the second look sees it; none may be SCHEDULED either (rows an older version
+        marked, until their shard's owner resets them).
         The count comes first: a URL taken after it is one that was QUEUED before, and
         the second look sees it or the row that replaced it."""
         if self._shards.draining:

@@ -4,21 +4,24 @@ copy, policy, day counts and politeness clock, all read before any of them is
 registered).
 
 Owns: the refill task (one at a time) and when the next may start after a store error,
-the rows a failed refill took but could not hand to the frontier (``_loaded``), whether
-the last refill's outcome is unknown (``_uncertain``), and the scope rules followed from
-the store.
+and the scope rules followed from the store.
 
 Invariants:
 
-* every row taken out of the store reaches the frontier, goes back (the
-  :class:`~courtier.crawl.releaser.Releaser`), or is reset by :meth:`_recover`: a store
-  error never strands a row SCHEDULED;
+* the refill reads (``Store.read_due``) and writes nothing: its rows stay QUEUED in the
+  store, so a store error anywhere in it strands nothing, and a new owner of a shard
+  (after a handover or a crash) simply reads them again;
+* a refill never returns a row this worker holds: every host of which it holds
+  anything (:meth:`Refiller.held_hosts`) is skipped, from before the read until the
+  commit of its last result is acknowledged;
 * a host is registered only once everything about it has been read, and before any
   request to it (its politeness clock from an earlier owner included);
 * a refill adds rows only of shards still held: while it runs the loop applies no shard
-  moves (``busy``);
-* a refill never adds a row this worker already holds at the same version (a fetch in
-  flight, a result not committed yet).
+  moves (``busy``).
+
+Rows an older version marked SCHEDULED (a crawl upgraded mid-way) are not read; the
+owner returns them to QUEUED when it gains their shard (``reset_scheduled``, in
+shard_keeper.py), as before, and reads them from then on.
 
 The refill runs as a task beside the loop: a refill is a store round trip or several,
 which took up to seconds on PostgreSQL with thousands of rows, and the loop issued
@@ -91,8 +94,6 @@ class Refiller:
         self._scope_rules = ScopeFollower(intake.scope)  # rules stored by any process
         self._task: asyncio.Task[None] | None = None
         self._retry_at = float("-inf")
-        self._loaded: list[DueUrl] = []   # refilled, hosts not registered yet
-        self._uncertain = False           # the last refill's answer was lost
 
     # ---- seeds, scope rules and policies ---------------------------------------------------
 
@@ -133,8 +134,9 @@ class Refiller:
 
     @property
     def held_back(self) -> bool:
-        """Rows of a failed refill wait in memory, or its outcome is unknown."""
-        return bool(self._loaded) or self._uncertain
+        """Hand-backs a store error left owed (their rows are due earlier in the store
+        than this worker means them to be)."""
+        return self._releaser.owed > 0
 
     def due(self, now: float, last: float) -> bool:
         """Time for a refill: none runs, none failed just now, and the interval since
@@ -169,8 +171,8 @@ class Refiller:
         try:
             await self._refill(now)
         except StoreError as exc:
-            # a lost connection, a restarting server: what the refill took is kept
-            # (``_loaded``, ``_uncertain``) and handled by the next one
+            # a lost connection, a restarting server: the refill wrote nothing, and the
+            # next one reads again
             self._metrics.store_pauses.inc()
             log_event(log, logging.ERROR, "store_pause",
                       "store unavailable for a refill, retrying in %.0f s: %s",
@@ -182,74 +184,41 @@ class Refiller:
         room = config.memory_window - frontier.queued
         if room < config.memory_window // 2 or not shards:
             return
-        if self._loaded:  # rows a failed refill took but could not hand to the frontier
-            ours = set(shards)
-            others = [(d, d.next_fetch_at) for d in self._loaded if d.shard not in ours]
-            due = self._loaded = [d for d in self._loaded if d.shard in ours]
-            await self._releaser.release(others)  # kept for the next call if this fails
-        else:
-            if self._uncertain:
-                await self._recover()
-            epochs = {s: frontier.epochs[s] for s in shards if s in frontier.epochs}
-            try:
-                due = await self._store.load_due(
-                    shards, now, min(room, REFILL_MAX_ROWS), config.host_window,
-                    skip_hosts=frontier.full_hosts(config.host_window // 2), epochs=epochs)
-            except StoreError:
-                # the refill may have been applied with its answer lost: rows SCHEDULED
-                # that this worker never saw; recovered before the next refill
-                self._uncertain = True
-                raise
-            due = self._not_held(due)
-        # from here the rows are SCHEDULED in the store: a store error keeps them in
-        # memory (the next refill starts again from here), never stranded
-        try:
-            await planning.prepare(self._store, self._processor.planner, due)
-            if due:  # scope rules stored with these rows' seeds apply before their links
-                await self.apply_scope_rules()
-            await self._register_hosts(due)
-        except StoreError:
-            self._loaded = due
-            raise
-        self._loaded = []
+        # hand-backs still owed first: one landing after this read would move a row that
+        # the read has just handed to the frontier again
+        await self._releaser.release([])
+        skip = self.held_hosts()  # before the read: see held_hosts
+        epochs = {s: frontier.epochs[s] for s in shards if s in frontier.epochs}
+        due = await self._store.read_due(shards, now, min(room, REFILL_MAX_ROWS),
+                                         config.host_window, skip_hosts=skip, epochs=epochs)
+        # the rows stay QUEUED in the store: a store error from here drops them, and the
+        # next refill reads them again
+        await planning.prepare(self._store, self._processor.planner, due)
+        if due:  # scope rules stored with these rows' seeds apply before their links
+            await self.apply_scope_rules()
+        await self._register_hosts(due)
         frontier.add(due)
         frontier.forget_idle_hosts(keep=max(1000, config.memory_window // 4))
 
-    async def _recover(self) -> None:
-        """After a refill whose outcome is unknown: return every SCHEDULED row of our
-        shards to QUEUED (fenced by our epochs) and drop the queued copies in memory, so
-        no row stays SCHEDULED unseen. Fetches in flight go on (their commits still
-        apply), and the next refill leaves their rows to them (:meth:`_not_held`)."""
-        frontier = self._frontier
-        epochs = {s: frontier.epochs[s] for s in self._shards.shards if s in frontier.epochs}
-        # releases still owed go first: made after the reset, they would return to QUEUED
-        # a row that the next refill has just handed to the frontier again
-        await self._releaser.release([])
-        frontier.drain_shards(set(epochs))
-        await self._store.reset_scheduled(sorted(epochs), epochs)
-        self._uncertain = False
-        log_event(log, logging.WARNING, "refill_reset",
-                  "refill outcome unknown after a store error: %d shards reset", len(epochs))
+    def held_hosts(self) -> set[str]:
+        """Every host this worker holds a row of: URLs queued in the frontier or denied
+        there, a fetch in flight, a result waiting for its commit or in the commit under
+        way. The refill reads rows without marking
+        them (docs/scale-out.md, "The refill that writes nothing"), so these hosts are
+        its ``skip_hosts``: a row the worker holds is never read a second time. The set
+        is taken before the read, and a host with a result leaves it only once the
+        store has acknowledged that commit, so a read whose snapshot predates a commit
+        skips that host instead of returning the row as it was before.
 
-    def _not_held(self, due: list[DueUrl]) -> list[DueUrl]:
-        """``due`` without the rows this worker holds already at the same version: a fetch
-        in flight, a result waiting for its commit or in the commit under way. Such a row
-        comes back after :meth:`_recover` reset it; a copy in the frontier would be
-        fetched once more after the first fetch, and usually after its commit. The holder
-        settles the row as before: its commit applies (version and epoch still match), or
-        a release of the lease returned finds it SCHEDULED; if the epoch moves on before,
-        the shard's next owner resets the row."""
-        held = self._committer.held()
-        held.update((lease.due.url_key, (lease.due.version, lease.epoch))
-                    for lease in self._in_flight.leases() if lease.due is not None)
-        if not held:
-            return due
-        epochs = self._frontier.epochs  # a holder of an older epoch would commit nothing
-        kept = [d for d in due if held.get(d.url_key) != (d.version, epochs.get(d.shard, 0))]
-        if len(kept) < len(due):
-            log.info("refill: %d rows held by fetches or commits of ours left to them",
-                     len(due) - len(kept))
-        return kept
+        A host in a long back-off (or with its daily budget spent) is not in it: a row of
+        it read again goes back at once, postponed to when the wait ends (releaser.py),
+        so the crawl's end sees it due then. Skipped instead, the rows of such a host
+        that links added meanwhile stayed due now, and a one-shot crawl waited the
+        back-off out."""
+        held = self._frontier.holding_hosts()
+        held.update(lease.host_key for lease in self._in_flight.leases())
+        held.update(self._committer.held_hosts())
+        return held
 
     async def _register_hosts(self, due: list[DueUrl]) -> None:
         """Register the hosts of ``due`` not known yet: robots copy, policy, day counts and

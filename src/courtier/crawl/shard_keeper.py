@@ -16,14 +16,15 @@ runs are indexed, trap statistics are saved every few seconds and on leaving
 same store continues where the last run stopped. In a cluster the loop applies the
 coordinator's changes at the top of each turn (:meth:`apply_changes`):
 
-* **gained** — the shard's SCHEDULED rows go back to QUEUED (fenced by the new
-  epoch), it joins the refill (once its near-duplicate pages are indexed), and each of
-  its servers (host names: every scheme and port of a name is in one shard) gets its
-  politeness clock from the store (:mod:`courtier.cluster.host_clocks`) when the
-  refill first registers one of its hosts, before any request to it;
+* **gained** — rows an older version left SCHEDULED in it go back to QUEUED (fenced
+  by the new epoch; the refill marks nothing since it reads, crawl/refiller.py), it
+  joins the refill (once its near-duplicate pages are indexed), and each of its servers
+  (host names: every scheme and port of a name is in one shard) gets its politeness
+  clock from the store (:mod:`courtier.cluster.host_clocks`) when the refill first
+  registers one of its hosts, before any request to it;
 * **lost** (another owner holds it now) — its queued URLs are dropped from memory
-  without a write (the new owner resets them), its fetches are cancelled, and
-  their late commits are rejected by the store as stale;
+  without a write (they are QUEUED: the new owner reads them), its fetches are
+  cancelled, and their late commits are rejected by the store as stale;
 * **handover** (graceful) — a drain: no new leases of the shard, its queued URLs
   released, fetches in flight finish (cancelled after ``drain_timeout``), the
   batch committed, each server's clock saved, the hosts forgotten, then the lease
@@ -128,8 +129,8 @@ class ShardKeeper:
     # ---- alone ---------------------------------------------------------------------------
 
     async def acquire_alone(self, now: float) -> None:
-        """A single process leases its shards and resets what an earlier run left
-        SCHEDULED in them."""
+        """A single process leases its shards and resets what an earlier run of an older
+        version left SCHEDULED in them."""
         epochs = await self._store.acquire_shards(self._owner, self.shards, now, SHARD_LEASE)
         self._frontier.epochs = dict(epochs)
         recovered = await self._store.reset_scheduled(sorted(epochs), epochs)
@@ -209,7 +210,7 @@ class ShardKeeper:
             self._gained.pop(shard, None)
         self._forget_state(lost)
         self.shards = [s for s in self.shards if s not in lost]
-        self._frontier.drain_shards(lost)  # not released: the new owner resets them
+        self._frontier.drain_shards(lost)  # not released: the new owner reads them
         for task, _ in self._fetches_of(lost):
             if not task.done():
                 self._metrics.fenced_requests.inc()

@@ -262,6 +262,8 @@ class Worker:
             await keeper.renew(now)
             ticks.renew = now
         if now - ticks.rerank >= RERANK_EVERY:
+            # hosts held long are read afresh (their URLs due or better since included)
+            frontier.hand_back_stale(RERANK_EVERY)
             frontier.rerank()
             ticks.rerank = now
             if now - ticks.replan >= REPLAN_EVERY:
@@ -356,8 +358,8 @@ class Worker:
         await self.committer.flush()  # the commit under way, then the rest (bounded)
         try:
             await self.releaser.release(self.frontier.release_all())
-        except StoreError as exc:  # they stay SCHEDULED: the next owner resets them
-            log.error("stopping: could not give %d queued URLs back: %s",
+        except StoreError as exc:  # due earlier than meant: the next owner reads them
+            log.error("stopping: could not postpone %d queued URLs: %s",
                       self.releaser.owed, exc)
         if self.ip_slots is not None:
             await self.ip_slots.settle()  # every slot this process held is given back

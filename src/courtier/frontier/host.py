@@ -158,6 +158,8 @@ class HostState:
     #: an http host that redirects its URLs to the same URLs on https: the https host
     #: key they are settled to, without a request (crawl/https_upgrade.py); None: fetched
     https_upgrade: str | None = None
+    #: when the queue last went from empty to holding URLs (Frontier.hand_back_stale)
+    filled_at: float = 0.0
 
     def __post_init__(self) -> None:
         if self.server is None:

@@ -231,6 +231,8 @@ class Frontier:
         now = self.clock.now()
         for due in items:
             host = self.hosts[due.host_key]
+            if not host.queue:
+                host.filled_at = now
             host.push(due, now)
             self._queued += 1
             touched[due.host_key] = host
@@ -655,6 +657,24 @@ class Frontier:
                 host.rerank(now)
                 self._reschedule(host)
 
+    def hand_back_stale(self, older_than: float) -> int:
+        """Drop the queued URLs of hosts whose queue has held URLs for ``older_than``
+        seconds or more (a Crawl-delay, a spent budget): the refill reads a host only once
+        nothing of it is held (crawl/refiller.py), so without this such a host's URLs
+        that became due or better since would wait until its queue ran dry. The rows are
+        QUEUED in the store as they were read: dropping them writes nothing, and the next
+        refill reads the host's best rows again (without it, tests/sim/test_freshness_sim.py's
+        short-budget crawl sent the budget to changing and static pages alike: the rows
+        read days before were fetched first). Returns the URLs dropped."""
+        cutoff = self.clock.now() - older_than
+        dropped = 0
+        for host in self.hosts.values():
+            if host.queue and host.filled_at <= cutoff:
+                dropped += len(host.drain())
+                host.token += 1
+        self._queued -= dropped
+        return dropped
+
     def take_denied(self) -> list[Denial]:
         out, self._denied = self._denied, []
         return out
@@ -718,6 +738,14 @@ class Frontier:
     @property
     def in_flight(self) -> int:
         return self._in_flight
+
+    def holding_hosts(self) -> set[str]:
+        """Hosts of which this frontier holds URL rows: queued, or denied and not taken
+        yet (crawl/refiller.py: the refill reads rows without marking them, so what is
+        held is known only here). URLs handed back (``take_released``) are not held."""
+        held = {key for key, host in self.hosts.items() if host.queue}
+        held.update(due.host_key for due, _, _ in self._denied)
+        return held
 
     def full_hosts(self, window: int) -> set[str]:
         """Hosts whose in-memory queue holds at least ``window`` URLs (skip them on refill)."""

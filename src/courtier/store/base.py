@@ -117,6 +117,18 @@ class Store(ClusterStore, Protocol):
         (or that is absent from it) are left alone: a deposed owner gives back nothing.
         """
 
+    async def postpone(self, items: Sequence[tuple[bytes, int, float]],
+                       epochs: Mapping[int, int] | None = None) -> int:
+        """Move QUEUED rows, given as ``(url_key, version, at)``, to ``next_fetch_at = at``
+        (no version bump, no event): work a worker read with :meth:`read_due` and gives
+        back unfetched to be due later (a host in a long back-off, its daily budget spent,
+        a WARC write failing). A row no longer QUEUED at that version (committed since, or
+        given back already) is left alone. Returns rows changed.
+
+        With ``epochs``, rows of a shard whose stored epoch differs from ``epochs[shard]``
+        (or that is absent from it) are left alone, as for :meth:`release`.
+        """
+
     async def load_due(
         self,
         shards: Sequence[int],

@@ -156,6 +156,18 @@ class MemoryStore:
                 changed += 1
         return changed
 
+    async def postpone(self, items: Sequence[tuple[bytes, int, float]],
+                       epochs: Mapping[int, int] | None = None) -> int:
+        changed = 0
+        for key, version, at in items:
+            row = self.urls.get(key)
+            if (row is not None and row["state"] == UrlState.QUEUED
+                    and row["version"] == version and self._epoch_ok(row["shard"], epochs)):
+                row["next_fetch_at"] = at
+                self._enqueue(row)  # re-indexed at its new due time
+                changed += 1
+        return changed
+
     def _enqueue(self, row: dict[str, Any]) -> None:
         """Index a row that is (now) QUEUED in the ready queue."""
         self._queue.add(row["url_key"], (row["shard"], row["host_key"]), row["priority"],

@@ -299,3 +299,25 @@ def test_a_low_priority_host_gets_one_grant_in_every_turn_while_better_hosts_wai
 
     assert low_grants(TURN_EVERY) == 20  # exactly its turns: one in every TURN_EVERY
     assert low_grants(None) == 0  # strict priority: never, while a better host is ready
+
+
+def test_what_the_frontier_holds_is_what_a_refill_must_skip() -> None:
+    """``holding_hosts`` names hosts with URLs queued or denied and not taken yet, and
+    ``hand_back_stale`` drops (without a hand-back to write) the queues held that long,
+    so the next refill reads those hosts afresh. Seen red with ``filled_at`` set at every
+    ``add`` (b's queue, topped up, never counted as old: 1 URL dropped, not 4)."""
+    clock, frontier = make()
+    add(frontier, due("http://a.test/1"))
+    add(frontier, due("http://b.test/1"), due("http://b.test/2"))
+    add(frontier, due("http://c.test/1"))
+    frontier.set_policy("http://c.test", HostPolicy(blocked=True))  # denied, not taken
+    assert frontier.holding_hosts() == {"http://a.test", "http://b.test", "http://c.test"}
+    assert len(frontier.take_denied()) == 1
+    clock.advance(50.0)
+    add(frontier, due("http://b.test/3"))  # b's queue holds URLs since 1000 s still
+    add(frontier, due("http://d.test/1"))
+    clock.advance(20.0)
+    assert frontier.hand_back_stale(60.0) == 4  # a's and b's, not d's (20 s)
+    assert frontier.queued == 1
+    assert frontier.holding_hosts() == {"http://d.test"}
+    assert frontier.take_released() == []  # nothing to write: the rows are QUEUED as read

@@ -338,6 +338,36 @@ class PostgresStore:
 
         return await self._run("release", job)
 
+    async def postpone(self, items: Sequence[tuple[bytes, int, float]],
+                       epochs: Mapping[int, int] | None = None) -> int:
+        """QUEUED rows still at their version → due later; each (host, level) they sat
+        in is recomputed by one seek (``courtier_levels_refresh``, which locks the hosts'
+        queue rows in key order after the rows, as a commit does)."""
+        if not items:
+            return 0
+        ordered = sorted((_rows.key_shard(k), k, v, at) for k, v, at in items)
+
+        async def job(conn: Conn) -> int:
+            mine = ordered
+            if epochs is not None:
+                allowed = await _cluster.fenced_shards(conn, epochs)
+                mine = [item for item in ordered if item[0] in allowed]
+            rows = await conn.fetch(
+                "UPDATE urls u SET next_fetch_at = t.at FROM unnest($1::integer[],"
+                " $2::bytea[], $3::integer[], $4::float8[]) AS t(shard, url_key, version, at)"
+                " WHERE u.shard = t.shard AND u.url_key = t.url_key AND u.version = t.version"
+                f" AND u.state = {_rows.QUEUED} RETURNING u.shard, u.host_key, u.priority",
+                [s for s, _, _, _ in mine], [k for _, k, _, _ in mine],
+                [v for _, _, v, _ in mine], [at for _, _, _, at in mine])
+            if rows:
+                await conn.execute(
+                    "SELECT courtier_levels_refresh($1::integer[], $2::text[], $3::integer[])",
+                    [r["shard"] for r in rows], [r["host_key"] for r in rows],
+                    [r["priority"] for r in rows])
+            return len(rows)
+
+        return await self._run("postpone", job)
+
     async def seed_urls(self, limit: int = 100_000) -> list[str]:
         async def job(conn: Conn) -> list[str]:
             rows = await conn.fetch(

@@ -41,7 +41,7 @@ from courtier.store.base import CommitResult, FetchCommit, HostStatsDelta
 from courtier.store.event_counts import counter_names, tally
 from courtier.store.sqlite._event_counts import add_counts, recount
 from courtier.store.sqlite._queries import QUEUED, RETIRED, SCHEDULED, as_json_list, insert_urls
-from courtier.store.sqlite._refill import enter_queue, refresh_hosts
+from courtier.store.sqlite._refill import enter_queue, refresh_levels
 
 _CHUNK = 500  # bound variables per IN (...) lookup, far below SQLite's limit
 
@@ -128,7 +128,8 @@ class _QueueChanges:
 
     def __init__(self) -> None:
         self.entered: list[tuple[int, str, float, int]] = []  # rows now QUEUED
-        self.changed: set[tuple[int, str]] = set()  # hosts of rows that were QUEUED
+        #: (shard, host, level) of rows that were QUEUED: the row left that level
+        self.changed: set[tuple[int, str, int]] = set()
 
 
 def _select_applicable(
@@ -153,8 +154,8 @@ def _select_applicable(
             continue
         applicable.append(c)
         priority = row[3] if c.priority is None else c.priority
-        if row[1] == QUEUED:
-            queue.changed.add((row[2], c.host_key))
+        if row[1] == QUEUED:  # read without marking (the refill): one seek of its level
+            queue.changed.add((row[2], c.host_key, row[3]))
         if c.next_fetch_at is not None:
             queue.entered.append((row[2], c.host_key, c.next_fetch_at, priority))
         state = RETIRED if c.next_fetch_at is None else QUEUED
@@ -235,7 +236,7 @@ def apply_commits(
         )
     new_urls = insert_urls(conn, list(chain.from_iterable(c.new_urls for c in commits)))
     enter_queue(conn, queue.entered)
-    refresh_hosts(conn, queue.changed)
+    refresh_levels(conn, queue.changed)
     _apply_host_stats(conn, commits, applicable, host_stats, now)
     return CommitResult(applied=len(applicable), stale=stale, new_urls=new_urls)
 

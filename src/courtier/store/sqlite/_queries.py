@@ -16,7 +16,7 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 from courtier.store.base import DayCount, HostRecord, NewUrl, PayloadLocation, UrlState
-from courtier.store.sqlite._refill import enter_queue
+from courtier.store.sqlite._refill import enter_queue, refresh_levels
 
 QUEUED = int(UrlState.QUEUED)
 SCHEDULED = int(UrlState.SCHEDULED)
@@ -91,6 +91,23 @@ def release(conn: sqlite3.Connection, items: Sequence[tuple[bytes, float]]) -> i
     ]
     enter_queue(conn, requeued)
     return len(requeued)
+
+
+def postpone(conn: sqlite3.Connection, items: Sequence[tuple[bytes, int, float]]) -> int:
+    """QUEUED rows still at their version → a later next_fetch_at; their levels are
+    recomputed (one seek each: the row stayed in its level). Rows changed."""
+    moved = [
+        row
+        for url_key, version, at in items
+        for row in conn.execute(
+            "UPDATE urls SET next_fetch_at = ?"
+            f" WHERE url_key = ? AND state = {QUEUED} AND version = ?"
+            " RETURNING shard, host_key, priority",
+            (at, url_key, version),
+        )
+    ]
+    refresh_levels(conn, {(int(s), str(h), int(p)) for s, h, p in moved})
+    return len(moved)
 
 
 def seed_urls(conn: sqlite3.Connection, limit: int) -> list[str]:

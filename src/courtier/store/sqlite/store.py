@@ -308,6 +308,24 @@ class SqliteStore:
 
         return await self._tx("release", job)
 
+    async def postpone(self, items: Sequence[tuple[bytes, int, float]],
+                       epochs: Mapping[int, int] | None = None) -> int:
+        """QUEUED rows given back unfetched, still at their version → due at the given
+        time (no version bump); other rows are left alone and not counted."""
+        if not items:
+            return 0
+        batch = list(items)
+        fence = None if epochs is None else dict(epochs)
+
+        def job(conn: sqlite3.Connection) -> int:
+            if fence is None:
+                return _queries.postpone(conn, batch)
+            allowed = _cluster.fenced_shards(conn, fence)
+            return _queries.postpone(conn, [item for item in batch
+                                            if shard_of_key(item[0]) in allowed])
+
+        return await self._tx("postpone", job)
+
     async def seed_urls(self, limit: int = 100_000) -> list[str]:
         """URLs at depth 0 (seeds of every run so far), oldest first, at most ``limit``."""
         return await self._tx(
