@@ -216,7 +216,8 @@ def stored_robots_decision(
         return {"source": "none", "decision": "unknown", "robots_state": "unknown",
                 "digest": None, "unreachable": None}
     status = record.robots_status if record.robots_status is not None else 0
-    expired = record.robots_expires_at is not None and now >= record.robots_expires_at
+    # 0: no copy was ever fetched (a failure before any answer), so none has expired
+    expired = bool(record.robots_expires_at) and now >= (record.robots_expires_at or 0.0)
     if failure is not None:  # the last good copy, if any, is obeyed meanwhile (RFC 9309)
         state = "unreachable"
         if record.robots_body is not None:

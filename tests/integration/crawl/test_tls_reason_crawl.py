@@ -67,6 +67,7 @@ def test_courtier_url_names_the_tls_failure_of_robots_txt(tmp_path: Path) -> Non
         robots = answer["robots"]
         assert (robots["source"], robots["robots_state"], robots["decision"]) == (
             "store", "unreachable", "disallowed"), robots
+        assert robots["expired"] is False  # no copy was ever fetched
         failure = robots["unreachable"]
         assert failure["kind"] == "tls_unknown_issuer", failure
         assert "certificate issuer not trusted" in failure["message"]
