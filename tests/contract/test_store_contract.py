@@ -743,6 +743,45 @@ async def test_https_upgrade_round_trip_keeps_the_rest_of_the_host(store: Store)
     assert cleared is not None and cleared.https_upgrade is None
 
 
+async def test_robots_failure_is_kept_with_the_host_and_cleared_by_an_answer(
+        store: Store) -> None:
+    """Why robots.txt is unreachable (kind, message, since, last) is written with the robots
+    fields, read back by ``load_host`` beside the last good copy, and cleared by the next
+    answer. Seen red with save_robots leaving the four columns out of the UPDATE (SQLite,
+    PostgreSQL: (None, None, None, None) read back; memory not copying the kind: None) and
+    with SQLite's load_host not reading robots_error (None read back)."""
+    await store.save_robots(HostRecord("https://a.test", 1, robots_status=200,
+                                       robots_body=b"User-agent: *\nDisallow: /x\n"))
+    message = ("https://a.test/robots.txt: TLS certificate issuer not trusted (unable to get"
+               " local issuer certificate); a private CA can be added with --ca-file")
+    await store.save_robots(HostRecord(
+        "https://a.test", 1, robots_status=200, robots_body=None,
+        robots_error_kind="tls_unknown_issuer", robots_error=message,
+        robots_error_since=T0, robots_error_at=T0))
+    await store.save_robots(HostRecord(
+        "https://a.test", 1, robots_status=503, robots_body=None,
+        robots_error_kind="http_503", robots_error="robots.txt answered HTTP 503",
+        robots_error_since=T0, robots_error_at=T0 + 60))
+    await store.save_robots(HostRecord(
+        "https://b.test", 1, robots_error_kind="tls_unknown_issuer", robots_error=message,
+        robots_error_since=T0 + 1, robots_error_at=T0 + 1))
+    host = await store.load_host("https://a.test")
+    assert host is not None
+    assert (host.robots_error_kind, host.robots_error, host.robots_error_since,
+            host.robots_error_at) == ("http_503", "robots.txt answered HTTP 503", T0, T0 + 60)
+    assert host.robots_body == b"User-agent: *\nDisallow: /x\n"  # the last good copy stays
+    never = await store.load_host("https://b.test")  # failed before any answer
+    assert never is not None and never.robots_status is None
+    assert (never.robots_error_kind, never.robots_error, never.robots_error_since) == (
+        "tls_unknown_issuer", message, T0 + 1)
+    await store.save_robots(HostRecord("https://a.test", 1, robots_status=200,
+                                       robots_body=b"User-agent: *\n"))
+    answered = await store.load_host("https://a.test")
+    assert answered is not None
+    assert (answered.robots_error_kind, answered.robots_error, answered.robots_error_since,
+            answered.robots_error_at) == (None, None, None, None)
+
+
 async def test_sitemap_hints_round_trip_and_due_within(store: Store) -> None:
     hinted = NewUrl(key("http://a.test/s"), "http://a.test/s", "a.test", 1, 1, 1, T0, T0,
                     sitemap_changefreq="daily", sitemap_lastmod=T0 - 100)

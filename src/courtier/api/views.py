@@ -9,6 +9,7 @@ for bad input.
 from __future__ import annotations
 
 import math
+import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -161,6 +162,25 @@ def path_of_url(url: str) -> str:
     return url[start:] if start >= 0 else "/"
 
 
+def utc_text(when: float) -> str:
+    """POSIX seconds as an ISO 8601 UTC time to the second (``2026-12-06T12:10:00Z``)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when))
+
+
+def robots_failure_view(kind: str | None, message: str | None, since: float | None,
+                        last_at: float | None) -> dict[str, Any] | None:
+    """Why a host's robots.txt is unreachable (None when it is not): the failure's kind
+    and message, when the run of failures began and the last one, and ``text``, the same
+    as one line for an operator."""
+    if kind is None:
+        return None
+    text = f"robots.txt: unreachable ({kind}" + (f": {message}" if message else "") + ")"
+    if since:
+        text += f" since {utc_text(since)}"
+    return {"kind": kind, "message": message, "since": since or None, "last_at": last_at,
+            "text": text}
+
+
 def live_robots_decision(host: HostState, agent: str, url: str) -> dict[str, Any]:
     """What the running frontier's robots state says about ``url`` right now."""
     robots = host.robots
@@ -171,23 +191,41 @@ def live_robots_decision(host: HostState, agent: str, url: str) -> dict[str, Any
     else:
         decision = "allowed" if rules.allowed(agent, path_of_url(url)) else "disallowed"
         digest = rules.digest
+    failing = robots.status is RobotsStatus.UNREACHABLE
     return {
         "source": "live",
         "decision": decision,
         "robots_state": str(robots.status),
         "digest": digest,
+        "unreachable": robots_failure_view(
+            robots.last_error if failing else None, robots.last_error_detail,
+            robots.failing_since, None),
     }
 
 
 def stored_robots_decision(
     record: HostRecord | None, agent: str, url: str, now: float
 ) -> dict[str, Any]:
-    """What the store's robots.txt copy says about ``url`` (no running crawl needed)."""
-    if record is None or record.robots_status is None:
-        return {"source": "none", "decision": "unknown", "robots_state": "unknown", "digest": None}
-    status = record.robots_status
-    expired = record.robots_expires_at is not None and now >= record.robots_expires_at
-    if 200 <= status < 300 and record.robots_body is not None:
+    """What the store's robots.txt copy says about ``url`` (no running crawl needed);
+    ``unreachable``: why robots.txt is unreachable, when it is (a failure before any
+    answer included: TLS, DNS, refused…)."""
+    failure = None if record is None else robots_failure_view(
+        record.robots_error_kind, record.robots_error, record.robots_error_since,
+        record.robots_error_at)
+    if record is None or (record.robots_status is None and failure is None):
+        return {"source": "none", "decision": "unknown", "robots_state": "unknown",
+                "digest": None, "unreachable": None}
+    status = record.robots_status if record.robots_status is not None else 0
+    # 0: no copy was ever fetched (a failure before any answer), so none has expired
+    expired = bool(record.robots_expires_at) and now >= (record.robots_expires_at or 0.0)
+    if failure is not None:  # the last good copy, if any, is obeyed meanwhile (RFC 9309)
+        state = "unreachable"
+        if record.robots_body is not None:
+            rules = RobotsTxt.parse(record.robots_body)
+            decision = "allowed" if rules.allowed(agent, path_of_url(url)) else "disallowed"
+        else:
+            decision = "disallowed"
+    elif 200 <= status < 300 and record.robots_body is not None:
         rules = RobotsTxt.parse(record.robots_body)
         decision = "allowed" if rules.allowed(agent, path_of_url(url)) else "disallowed"
         state = "ok"
@@ -201,6 +239,7 @@ def stored_robots_decision(
         "robots_state": state,
         "digest": record.robots_digest,
         "expired": expired,
+        "unreachable": failure,
     }
 
 
@@ -222,6 +261,9 @@ def stored_host_view(record: HostRecord, now: float) -> dict[str, Any]:
         "crawl_delay": record.crawl_delay,
         "backoff_until": record.backoff_until,
         "https_upgrade": record.https_upgrade,
+        "robots_unreachable": robots_failure_view(
+            record.robots_error_kind, record.robots_error, record.robots_error_since,
+            record.robots_error_at),
         "policy": policy_view(policy_of(record)),
     }
 
@@ -256,6 +298,9 @@ def live_host_view(host: HostState, now: float, delay: float) -> dict[str, Any]:
             "failures": robots.failures,
             "retry_at": robots.retry_at or None,
             "has_good_copy": robots.last_good is not None,
+            "unreachable": robots_failure_view(
+                robots.last_error if robots.status is RobotsStatus.UNREACHABLE else None,
+                robots.last_error_detail, robots.failing_since, None),
         },
         "policy": policy_view(host.policy),
     }

@@ -194,6 +194,13 @@ class HostRecord:
     ttfb_sum: float = 0.0
     #: an http host that redirects its URLs to https: the https host key they go to
     https_upgrade: str | None = None
+    #: why robots.txt is unreachable: the last failure's kind ("tls_unknown_issuer",
+    #: "dns", "http_503", …) and message, when this run of failures began and the last
+    #: one; all None while robots.txt answers (written by ``save_robots``)
+    robots_error_kind: str | None = None
+    robots_error: str | None = None
+    robots_error_since: float | None = None
+    robots_error_at: float | None = None
 
 
 #: the :class:`DayCount` key of the crawl-wide ``--daily-budget``

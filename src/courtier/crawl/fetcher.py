@@ -67,7 +67,7 @@ from courtier.politeness.audit import LeaseAuditor
 from courtier.politeness.delays import parse_retry_after
 from courtier.politeness.robots import MAX_ROBOTS_BYTES
 from courtier.politeness.robots_offload import parse_off_loop
-from courtier.politeness.robots_state import INCOMPLETE_ROBOTS
+from courtier.politeness.robots_state import INCOMPLETE_ROBOTS, RobotsStatus
 from courtier.store.base import HostRecord, NewUrl, Store
 
 log = logging.getLogger("courtier.worker")
@@ -479,7 +479,7 @@ class Fetcher:
             self.metrics.fetch_errors.labels(exc.kind, "robots").inc()
             if isinstance(exc, BlockedAddressError):  # first: its URLs are denied, not released
                 frontier.block_address(lease.host_key)
-            frontier.finish_robots(lease, None, error_kind=exc.kind)
+            frontier.finish_robots(lease, None, error_kind=exc.kind, error_detail=str(exc))
         except asyncio.CancelledError:
             self._cancelled(lease)
             raise
@@ -515,6 +515,12 @@ class Fetcher:
             robots_digest=rules.digest if rules is not None else None,
             crawl_delay=rules.crawl_delay(self.agent) if rules is not None else None,
         )
+        if robots.status is RobotsStatus.UNREACHABLE and robots.last_error is not None:
+            # the reason is stored at once: `courtier url` names it before the URLs give up
+            record.robots_error_kind = robots.last_error
+            record.robots_error = robots.last_error_detail
+            record.robots_error_since = robots.failing_since
+            record.robots_error_at = self.clock.now()
         try:
             await self.store.save_robots(record)
         except StoreError as exc:

@@ -541,18 +541,19 @@ class Frontier:
     def finish_robots(
         self, lease: Lease, status: int | None, body: bytes = b"", location: str | None = None,
         ip: str | None = None, retry_at: float | None = None, parsed: RobotsTxt | None = None,
-        error_kind: str | None = None,
+        error_kind: str | None = None, error_detail: str | None = None,
     ) -> None:
         """A robots.txt fetch ended (status None = network error, ``error_kind`` its
-        FetchError kind: the host's robots state keeps it); ``parsed``: its body already
-        parsed off the loop."""
+        FetchError kind and ``error_detail`` its message: the host's robots state keeps
+        them); ``parsed``: its body already parsed off the loop."""
         host = self._release_slot(lease, ip)
         host.robots_in_flight = False
         now = self.clock.now()
         if status in (429, 503):  # overloaded, even for robots.txt: lower the rate too
             host.timing.throttle(self.delay_for(host), self.delay_policy)
         if status is None:
-            host.robots.on_unreachable(now, self.robots_policy, error_kind or "error")
+            host.robots.on_unreachable(now, self.robots_policy, error_kind or "error",
+                                       error_detail)
         else:
             host.robots.on_response(status, body, now, self.robots_policy, location, retry_at,
                                     parsed)

@@ -68,6 +68,11 @@ class RobotsState:
     #: "tls_unknown_issuer", …), "http_503" for a status, "error" when not told; None
     #: once a fetch succeeds
     last_error: str | None = None
+    #: that failure's message (``str`` of the FetchError: for TLS what was wrong with
+    #: the certificate), None once a fetch succeeds
+    last_error_detail: str | None = None
+    #: when the current run of failures began (0: not failing)
+    failing_since: float = 0.0
 
     def needs_fetch(self, now: float) -> bool:
         """True when the next request to this host must be a robots.txt fetch."""
@@ -130,15 +135,20 @@ class RobotsState:
             self._settle(RobotsStatus.UNAVAILABLE, now, policy)
             return None
         # 5xx, 429, a 3xx without Location, or anything odd: unreachable
-        self.on_unreachable(now, policy, f"http_{status}")
+        self.on_unreachable(now, policy, f"http_{status}", f"robots.txt answered HTTP {status}")
         if retry_at is not None:
             self.retry_at = max(self.retry_at, retry_at)
         return None
 
-    def on_unreachable(self, now: float, policy: RobotsPolicy, reason: str = "error") -> None:
+    def on_unreachable(self, now: float, policy: RobotsPolicy, reason: str = "error",
+                       detail: str | None = None) -> None:
         """A network error, 5xx or 429: disallow (or keep the last good copy) and retry
-        later; ``reason`` (a FetchError kind, ``http_<status>``) is kept in ``last_error``."""
+        later; ``reason`` (a FetchError kind, ``http_<status>``) is kept in ``last_error``,
+        ``detail`` (its message) in ``last_error_detail``."""
         self.last_error = reason
+        self.last_error_detail = detail
+        if self.failures == 0:
+            self.failing_since = now
         self.failures += 1
         self.status = RobotsStatus.UNREACHABLE
         self.redirects = 0
@@ -184,6 +194,8 @@ class RobotsState:
         self.fetched_at = now
         self.expires_at = now + policy.expiry
         self.last_error = None
+        self.last_error_detail = None
+        self.failing_since = 0.0
         self.failures = 0
         self.redirects = 0
         self.fetch_url = None

@@ -219,7 +219,9 @@ class Store(ClusterStore, Protocol):
     async def load_host(self, host_key: str) -> HostRecord | None: ...
 
     async def save_robots(self, record: HostRecord) -> None:
-        """Upsert the robots fields (status, body, fetched/expires, digest, crawl_delay).
+        """Upsert the robots fields (status, body, fetched/expires, digest, crawl_delay,
+        and the failure: ``robots_error_kind``/``robots_error``/``robots_error_since``/
+        ``robots_error_at``, all None while robots.txt answers, which clears them).
 
         A ``robots_body`` of None keeps the stored body (the last good copy)."""
 

@@ -303,7 +303,8 @@ class MemoryStore:
     async def save_robots(self, record: HostRecord) -> None:
         host = self.hosts.setdefault(record.host_key, HostRecord(record.host_key, record.shard))
         for name in ("robots_status", "robots_fetched_at", "robots_expires_at",
-                     "robots_digest", "crawl_delay"):
+                     "robots_digest", "crawl_delay", "robots_error_kind", "robots_error",
+                     "robots_error_since", "robots_error_at"):
             setattr(host, name, getattr(record, name))
         if record.robots_body is not None:  # None keeps the last good copy
             host.robots_body = record.robots_body

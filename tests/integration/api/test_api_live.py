@@ -72,6 +72,7 @@ async def test_live_figures_metrics_and_lookups(tmp_path: Path) -> None:
             "decision": "allowed",
             "robots_state": "ok",
             "digest": state["robots"]["digest"],
+            "unreachable": None,
         }
         assert state["url"]["status"] == 200 and state["history"][0]["status"] == 200
         top = await get(session, crawl, "/v1/hosts/top?by=queue&limit=5")

@@ -19,6 +19,7 @@ from the PostgreSQL one, the [postgres] case failed on "fetch log".
 from __future__ import annotations
 
 import asyncio
+import re
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -65,6 +66,29 @@ def test_the_old_formula_is_the_old_code_s() -> None:
 def _migration_version(steps: list[Any]) -> int:
     (found,) = [step.version for step in steps if step.name.endswith("_server_keys.sql")]
     return found
+
+
+_ADD_COLUMN = re.compile(r"ALTER TABLE (\w+) ADD COLUMN (\w+)", re.IGNORECASE)
+
+
+def _undo_later_steps(steps: list[Any]) -> list[str]:
+    """Statements that take a store back from the newest schema to the one the
+    server-keys migration ends with: each later step may only add columns (dropped here),
+    else this test must learn to undo it. With them and the schema_version rows from the
+    server-keys step on deleted, reopening runs the server-keys migration and the later
+    steps again, as on a store written by the old code."""
+    undo: list[str] = []
+    for step in steps:
+        if step.version <= _migration_version(steps):
+            continue
+        code = "\n".join(line for line in step.sql.splitlines()
+                         if not line.lstrip().startswith("--"))
+        statements = [part.strip() for part in code.split(";") if part.strip()]
+        for statement in statements:
+            match = _ADD_COLUMN.fullmatch(" ".join(statement.split()[:6]))
+            assert match is not None, f"{step.name}: the test cannot undo {statement!r}"
+            undo.append(f"ALTER TABLE {match[1]} DROP COLUMN {match[2]}")
+    return list(reversed(undo))
 
 
 async def _write(store: Store) -> None:
@@ -132,7 +156,9 @@ class SqliteLayout:
             for table in ("hosts", "host_queue", "host_levels", "trap_stats", "host_clocks"):
                 conn.execute(f"UPDATE {table} SET shard = old_shard(host_key)")
             conn.execute("UPDATE shards SET owner = 'old-worker', lease_expires_at = 1e12")
-            conn.execute("DELETE FROM schema_version WHERE version = ?",
+            for statement in _undo_later_steps(sqlite_migrations()):
+                conn.execute(statement)
+            conn.execute("DELETE FROM schema_version WHERE version >= ?",
                          (_migration_version(sqlite_migrations()),))
         conn.close()
 
@@ -189,7 +215,9 @@ class PostgresLayout:
                                            old_shard(host_key), host_key)
                 await conn.execute("UPDATE shards SET owner = 'old-worker',"
                                    " lease_expires_at = 1e12")
-                await conn.execute("DELETE FROM schema_version WHERE version = $1",
+                for statement in _undo_later_steps(pg_migrations()):
+                    await conn.execute(statement)
+                await conn.execute("DELETE FROM schema_version WHERE version >= $1",
                                    _migration_version(pg_migrations()))
         self._run(job)
 

@@ -99,3 +99,21 @@ def test_restore_after_an_unreachable_status_keeps_the_last_good_copy() -> None:
     state.on_unreachable(10.0, POLICY)  # still down after the restart
     rules = state.rules_in_force()
     assert rules is not None and not rules.allowed("courtier", "/no")
+
+
+def test_a_failure_keeps_its_message_and_when_the_run_of_failures_began() -> None:
+    """What ``courtier url`` shows of an unreachable robots.txt: the last failure's kind
+    and message, and the start of the run of failures (not moved by later ones), all
+    cleared by an answer. Seen red with ``failing_since`` set at every failure (100.0
+    read 160.0) and with ``_settle`` not clearing the message (kept after the 200)."""
+    state = RobotsState()
+    state.on_unreachable(100.0, POLICY, "tls_unknown_issuer",
+                         "TLS certificate issuer not trusted; add --ca-file")
+    state.on_response(503, b"", 160.0, POLICY)
+    assert (state.last_error, state.last_error_detail, state.failing_since) == (
+        "http_503", "robots.txt answered HTTP 503", 100.0)
+    state.on_response(200, BODY, 400.0, POLICY)
+    assert (state.last_error, state.last_error_detail, state.failing_since) == (None, None, 0.0)
+    state.on_unreachable(500.0, POLICY, "dns", "no such name")
+    assert (state.last_error, state.last_error_detail, state.failing_since) == (
+        "dns", "no such name", 500.0)

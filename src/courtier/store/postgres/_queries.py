@@ -63,13 +63,18 @@ async def save_robots(conn: Conn, record: HostRecord, now: float) -> None:
     """Upsert the robots fields; a ``robots_body`` of None keeps the stored body."""
     await conn.execute(
         "INSERT INTO hosts AS h (shard, host_key, robots_status, robots_body, robots_fetched_at,"
-        " robots_expires_at, robots_digest, crawl_delay, updated_at)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+        " robots_expires_at, robots_digest, crawl_delay, robots_error_kind, robots_error,"
+        " robots_error_since, robots_error_at, updated_at)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
         " ON CONFLICT (shard, host_key) DO UPDATE SET robots_status = EXCLUDED.robots_status,"
         " robots_body = COALESCE(EXCLUDED.robots_body, h.robots_body),"
         " robots_fetched_at = EXCLUDED.robots_fetched_at,"
         " robots_expires_at = EXCLUDED.robots_expires_at,"
         " robots_digest = EXCLUDED.robots_digest, crawl_delay = EXCLUDED.crawl_delay,"
+        " robots_error_kind = EXCLUDED.robots_error_kind,"
+        " robots_error = EXCLUDED.robots_error,"
+        " robots_error_since = EXCLUDED.robots_error_since,"
+        " robots_error_at = EXCLUDED.robots_error_at,"
         " updated_at = EXCLUDED.updated_at",
         host_shard(record.host_key),
         record.host_key,
@@ -79,6 +84,10 @@ async def save_robots(conn: Conn, record: HostRecord, now: float) -> None:
         record.robots_expires_at,
         record.robots_digest,
         record.crawl_delay,
+        record.robots_error_kind,
+        record.robots_error,
+        record.robots_error_since,
+        record.robots_error_at,
         now,
     )
 

@@ -157,7 +157,8 @@ def due_url(r: Any) -> DueUrl:
 HOST_COLUMNS = (
     "host_key, shard, robots_status, robots_body, robots_fetched_at, robots_expires_at,"
     " robots_digest, crawl_delay, backoff_until, policy_delay, policy_max_in_flight,"
-    " policy_max_pages, blocked, fetched, errors, bytes, ttfb_sum, https_upgrade"
+    " policy_max_pages, blocked, fetched, errors, bytes, ttfb_sum, https_upgrade,"
+    " robots_error_kind, robots_error, robots_error_since, robots_error_at"
 )
 
 
@@ -181,4 +182,8 @@ def host_record(r: Any) -> HostRecord:
         bytes=int(r["bytes"]),
         ttfb_sum=float(r["ttfb_sum"]),
         https_upgrade=r["https_upgrade"],
+        robots_error_kind=r["robots_error_kind"],
+        robots_error=r["robots_error"],
+        robots_error_since=r["robots_error_since"],
+        robots_error_at=r["robots_error_at"],
     )

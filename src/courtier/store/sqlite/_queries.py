@@ -164,7 +164,8 @@ def due_within(conn: sqlite3.Connection, shards: Sequence[int], until: float) ->
 _HOST_COLUMNS = (
     "host_key, shard, robots_status, robots_body, robots_fetched_at, robots_expires_at,"
     " robots_digest, crawl_delay, backoff_until, policy_delay, policy_max_in_flight,"
-    " policy_max_pages, blocked, fetched, errors, bytes, ttfb_sum, https_upgrade"
+    " policy_max_pages, blocked, fetched, errors, bytes, ttfb_sum, https_upgrade,"
+    " robots_error_kind, robots_error, robots_error_since, robots_error_at"
 )
 
 
@@ -193,6 +194,10 @@ def load_host(conn: sqlite3.Connection, host_key: str) -> HostRecord | None:
         bytes=row[15],
         ttfb_sum=row[16],
         https_upgrade=row[17],
+        robots_error_kind=row[18],
+        robots_error=row[19],
+        robots_error_since=row[20],
+        robots_error_at=row[21],
     )
 
 
@@ -203,14 +208,19 @@ def save_robots(conn: sqlite3.Connection, record: HostRecord, now: float) -> Non
     which RFC 9309 says to keep obeying while robots.txt is unreachable."""
     conn.execute(
         "INSERT INTO hosts (host_key, shard, robots_status, robots_body, robots_fetched_at,"
-        " robots_expires_at, robots_digest, crawl_delay, updated_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " robots_expires_at, robots_digest, crawl_delay, robots_error_kind, robots_error,"
+        " robots_error_since, robots_error_at, updated_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         " ON CONFLICT (host_key) DO UPDATE SET shard = excluded.shard,"
         " robots_status = excluded.robots_status,"
         " robots_body = COALESCE(excluded.robots_body, robots_body),"
         " robots_fetched_at = excluded.robots_fetched_at,"
         " robots_expires_at = excluded.robots_expires_at,"
         " robots_digest = excluded.robots_digest, crawl_delay = excluded.crawl_delay,"
+        " robots_error_kind = excluded.robots_error_kind,"
+        " robots_error = excluded.robots_error,"
+        " robots_error_since = excluded.robots_error_since,"
+        " robots_error_at = excluded.robots_error_at,"
         " updated_at = excluded.updated_at",
         (
             record.host_key,
@@ -221,6 +231,10 @@ def save_robots(conn: sqlite3.Connection, record: HostRecord, now: float) -> Non
             record.robots_expires_at,
             record.robots_digest,
             record.crawl_delay,
+            record.robots_error_kind,
+            record.robots_error,
+            record.robots_error_since,
+            record.robots_error_at,
             now,
         ),
     )
