@@ -150,8 +150,7 @@ class Committer:
 
     def maybe_start(self, now: float, fetches_running: bool) -> None:
         """Start a commit when a batch is full, ``COMMIT_EVERY`` has passed since the last
-        one, or ``fetches_running`` is False: no fetch runs nor is due to start within
-        ``COMMIT_EVERY`` (the worker's turn tells)."""
+        one, or no fetch runs any more."""
         if self.pending and self._task is None and (
                 len(self.pending) >= COMMIT_BATCH or now - self._last_start >= COMMIT_EVERY
                 or not fetches_running):

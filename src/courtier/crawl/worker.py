@@ -43,7 +43,7 @@ from courtier.core.config import CrawlConfig
 from courtier.core.errors import StoreError
 from courtier.core.logs import log_event
 from courtier.core.urls import SHARD_COUNT
-from courtier.crawl.committer import COMMIT_EVERY, STOP_COMMIT_WAIT, Committer
+from courtier.crawl.committer import STOP_COMMIT_WAIT, Committer
 from courtier.crawl.day_limits import DayLimits
 from courtier.crawl.fetcher import Fetcher
 from courtier.crawl.in_flight import InFlight
@@ -289,13 +289,7 @@ class Worker:
         if (not stopping and now >= self.fetcher.archive_trouble_until
                 and self.committer.may_issue(now)):
             self._issue()
-        # between two fetches due within COMMIT_EVERY the results wait for the next commit
-        # (durable within COMMIT_EVERY as ever): in the tail of a crawl, where a few
-        # Crawl-delay hosts fetch one page at a time, a commit per page cost the store's
-        # thread ~1 ms each (bench/README.md, issue 35)
-        wake = None if stopping else frontier.next_wake_at()
-        self.committer.maybe_start(now, fetches_running=bool(self.in_flight) or (
-            wake is not None and wake - now < COMMIT_EVERY))
+        self.committer.maybe_start(now, fetches_running=bool(self.in_flight))
         self.pacer.report(now, self._pages_issued)
         if not self.in_flight and self.committer.idle and not refiller.busy:
             if stopping:
