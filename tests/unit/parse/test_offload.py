@@ -70,7 +70,9 @@ class RecordingChild:
 
 
 async def test_only_a_large_gzipped_sitemap_reaches_the_child() -> None:
-    """The same entries inline as in the child; the child only for what may be large."""
+    """The same entries inline as in the child; the child only for what may be large.
+    Seen red with the inflated-size test left out of the placement: the large sitemap
+    was parsed inline too (``child.calls`` was empty)."""
     parser = OffLoopParser(timeout=60.0)
     parser.close()
     child = RecordingChild()
