@@ -5,9 +5,10 @@ single page, sitemap or robots.txt holds it for more than about 50 ms. The
 placement, from measurements on this project's 2-core machine (see
 docs/design.md, "Parsing off the loop"):
 
-* **inline** — HTML up to :data:`INLINE_HTML_BYTES` and uncompressed
-  sitemaps up to :data:`INLINE_SITEMAP_BYTES`: a few milliseconds at most,
-  cheaper than a hand-off to a thread;
+* **inline** — HTML up to :data:`INLINE_HTML_BYTES` and sitemaps of at most
+  :data:`INLINE_SITEMAP_BYTES` of XML (a gzipped one too when its whole
+  inflated text is that small, checked by inflating at most that much): a few
+  milliseconds at most, cheaper than a hand-off to a thread or a child;
 * **thread** — every other ordinary page. Lexbor parses with the GIL
   released, so the loop keeps running; the thread runs at a lower priority
   (nice +10, per thread on Linux). A page gets ``timeout`` seconds, after
@@ -16,7 +17,8 @@ docs/design.md, "Parsing off the loop"):
 * **child process** — pages that look pathological
   (:func:`courtier.parse.guard.needs_guard`: very many tags or one huge
   tag), where the parser is quadratic, and every sitemap above the inline
-  size (gzipped ones always: 20 KB can inflate to 50 MB). The sitemap reader
+  size (a gzipped one unless it inflates to at most the inline size: 20 KB can
+  inflate to 50 MB). The sitemap reader
   is pure-Python-driven XML work that holds the GIL, and a thread holding it
   stalled the loop by up to ~140 ms on the loaded machine; a child shares no
   GIL. Each kind has its own child (nice +10) with a hard timeout (killed
@@ -43,6 +45,7 @@ from typing import Any, Literal, TypeVar
 from courtier.core.logs import log_event
 from courtier.parse.guard import PARSE_NICENESS, GuardedParser, needs_guard
 from courtier.parse.html import ParsedPage, parse_html, parse_page_words
+from courtier.parse.sitemap_source import GZIP_MAGIC, SitemapSource
 from courtier.parse.sitemaps import SitemapResult, parse_sitemap
 
 log = logging.getLogger("courtier.parse")
@@ -66,9 +69,35 @@ def html_placement(body: bytes) -> Placement:
 
 
 def sitemap_placement(body: bytes) -> Placement:
-    if body[:2] == b"\x1f\x8b" or len(body) > INLINE_SITEMAP_BYTES:
+    """Where a sitemap body is parsed: inline when at most :data:`INLINE_SITEMAP_BYTES`
+    of XML, a gzipped one too when its whole text inflates to at most that much (only
+    a body of at most that size is tried, and inflated no further than that size, so
+    the check itself is bounded); else "thread" (the caller's child process)."""
+    if len(body) > INLINE_SITEMAP_BYTES:
+        return "thread"
+    if body.startswith(GZIP_MAGIC) and not inflates_within(body, INLINE_SITEMAP_BYTES):
         return "thread"
     return "inline"
+
+
+def inflates_within(body: bytes, limit: int) -> bool:
+    """Whether gzipped ``body`` inflates, every member, to at most ``limit`` bytes
+    without an error (as :class:`~courtier.parse.sitemap_source.SitemapSource` reads
+    it); at most ``limit`` + 1 bytes are inflated to tell."""
+    problems = _Problems()
+    SitemapSource(body, limit, problems).read()
+    return not problems.truncated and not problems.failed
+
+
+class _Problems:
+    """What :func:`inflates_within` learns from the source."""
+
+    def __init__(self) -> None:
+        self.truncated = False
+        self.failed = False
+
+    def error(self, message: str) -> None:
+        self.failed = True
 
 
 def _lower_priority() -> None:
