@@ -78,6 +78,7 @@ from courtier.store.cluster_rules import check_scope_kinds
 from courtier.store.event_counts import EventCounts
 from courtier.store.postgres import (
     _archive,
+    _citus,
     _cluster,
     _event_counts,
     _intake,
@@ -143,10 +144,16 @@ class PostgresStore:
         self._connect_timeout = connect_timeout
         self._stalled_ms = max(1, round(stalled_transaction_timeout * 1000))
         self._schema_version = 0
+        self._on_citus = False
 
     @property
     def schema_version(self) -> int:
         return self._schema_version
+
+    @property
+    def on_citus(self) -> bool:
+        """True once :meth:`open` found a Citus coordinator (its tables distributed)."""
+        return self._on_citus
 
     @property
     def where(self) -> str:
@@ -223,6 +230,9 @@ class PostgresStore:
         try:
             async with pool.acquire() as conn:
                 self._schema_version = await _schema.migrate(conn)
+                if await _citus.is_citus(conn):  # a Citus coordinator: distribute (_citus)
+                    await _citus.distribute(conn, _schema.MIGRATION_LOCK)
+                    self._on_citus = True
         except BaseException as exc:
             await pool.close()
             if isinstance(exc, DRIVER_ERRORS):
@@ -352,6 +362,8 @@ class PostgresStore:
         sql = ("SELECT min((SELECT u.next_fetch_at FROM urls u WHERE u.shard = s"
                f" AND u.state = {_rows.QUEUED}{pending} ORDER BY u.next_fetch_at LIMIT 1))"
                " FROM unnest($1::integer[]) AS s")
+        if self._on_citus:
+            sql = _citus.next_due_at_sql(pending)
 
         async def job(conn: Conn) -> float | None:
             value = await conn.fetchval(sql, sorted(set(shards)))
@@ -425,9 +437,11 @@ class PostgresStore:
         text = json.dumps(dict(info), separators=(",", ":"))
 
         async def job(conn: Conn) -> float:
+            # one reading of the clock for both columns (Citus would read it twice)
             return float(await conn.fetchval(
                 "INSERT INTO workers AS w (worker_id, weight, heartbeat_at, started_at, info)"
-                " SELECT $1, $2, t.now, t.now, $3::jsonb FROM (SELECT courtier_now() AS now) t"
+                " WITH t AS MATERIALIZED (SELECT courtier_now() AS now)"
+                " SELECT $1, $2, t.now, t.now, $3::jsonb FROM t"
                 " ON CONFLICT (worker_id) DO UPDATE SET weight = EXCLUDED.weight,"
                 " heartbeat_at = EXCLUDED.heartbeat_at, info = EXCLUDED.info"
                 " RETURNING heartbeat_at", worker_id, weight, text))
@@ -602,7 +616,8 @@ class PostgresStore:
             return {}
 
         async def job(conn: Conn) -> dict[int, list[tuple[bytes, int]]]:
-            rows = await conn.fetch(_cluster.RECENT_SIMHASHES, wanted, limit_per_shard)
+            sql = _citus.RECENT_SIMHASHES if self._on_citus else _cluster.RECENT_SIMHASHES
+            rows = await conn.fetch(sql, wanted, limit_per_shard)
             out: dict[int, list[tuple[bytes, int]]] = {}
             for r in rows:
                 out.setdefault(int(r["shard"]), []).append(
