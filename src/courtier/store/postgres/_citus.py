@@ -87,15 +87,21 @@ PLAN: tuple[Placement, ...] = (
     _by_shard("hosts"),
     _by_shard("host_clocks"),
     _by_shard("trap_stats"),
+    # the keys of migration 1; a schema whose events and fetch_log have no such key (time
+    # partitions) needs no change
     _by_shard(
         "events",
-        "ALTER TABLE events DROP CONSTRAINT events_pkey, ADD PRIMARY KEY (shard, id)",
-        "DROP INDEX events_read_pos",
-        "CREATE INDEX events_read_pos ON events (read_pos) WHERE read_pos IS NOT NULL",
+        "DO $$ BEGIN IF EXISTS (SELECT 1 FROM pg_constraint WHERE conname = 'events_pkey')"
+        " THEN ALTER TABLE events DROP CONSTRAINT events_pkey, ADD PRIMARY KEY (shard, id);"
+        " END IF; IF to_regclass('events_read_pos') IS NOT NULL THEN"
+        " DROP INDEX events_read_pos; CREATE INDEX events_read_pos ON events (read_pos)"
+        " WHERE read_pos IS NOT NULL; END IF; END $$",
     ),
     _by_shard(
         "fetch_log",
-        "ALTER TABLE fetch_log DROP CONSTRAINT fetch_log_pkey, ADD PRIMARY KEY (shard, id)",
+        "DO $$ BEGIN IF EXISTS (SELECT 1 FROM pg_constraint WHERE conname = 'fetch_log_pkey')"
+        " THEN ALTER TABLE fetch_log DROP CONSTRAINT fetch_log_pkey,"
+        " ADD PRIMARY KEY (shard, id); END IF; END $$",
     ),
     Placement("payloads", "distributed", "digest", "none"),
     Placement("schema_version", "local"),
