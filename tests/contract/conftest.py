@@ -76,12 +76,7 @@ def store_clock() -> VirtualClock:
 
 #: contract tests not run on Citus, each with the reason (docs/scale-out.md, "Citus: as
 #: built"); they are deselected (pytest counts them), not skipped
-CITUS_GAPS = {
-    "test_concurrent_takeovers_give_each_shard_one_owner":
-        "four connections racing courtier_acquire_shards deadlock on Citus's lock of the"
-        " shards reference table's placement (each inserts missing rows, then locks them"
-        " FOR UPDATE: a lock upgrade); Citus aborts one, which the test counts as a failure",
-}
+CITUS_GAPS: dict[str, str] = {}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -54,6 +54,19 @@ SHARD_COLUMN = "shard"
 COLOCATION_ROOT = "urls"
 
 
+#: settings of every session of a store on Citus (the store's pool, after the schema step).
+#: ``citus.enable_deadlock_prevention`` off: by default Citus lets one multi-shard
+#: modification at a time run on a Citus shard (a ShareUpdateExclusive lock of the Citus
+#: shard, held to the end of the transaction). The commit, the refill and the host-queue
+#: upkeep are several multi-shard modifications each, of different tables in different
+#: orders, over Citus shards that hold many courtier shards of every worker: two workers
+#: with disjoint shards then deadlocked on those locks, not on a row either wrote. Off,
+#: they take Citus's RowExclusive lock, and two transactions wait for each other only on
+#: rows both write (which the functions lock in key order; a cross-node cycle is found
+#: by Citus's distributed deadlock detection).
+SESSION_SETTINGS = {"citus.enable_deadlock_prevention": "off"}
+
+
 @dataclass(frozen=True)
 class Placement:
     """How one table is laid out on the cluster."""
@@ -106,6 +119,9 @@ PLAN: tuple[Placement, ...] = (
     Placement("payloads", "distributed", "digest", "none"),
     Placement("schema_version", "local"),
     Placement("citus_forms", "local"),  # which citus/*.sql this coordinator runs
+    # the retention's list of day partitions (migration 0026): read and written only by
+    # the retention through the coordinator, joined there with the coordinator's pg_class
+    Placement("day_partitions", "local"),
 )
 
 

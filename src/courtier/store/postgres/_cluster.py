@@ -35,21 +35,52 @@ SELECT courtier_now() AS now,
 """
 
 
-async def fenced_shards(conn: Conn, epochs: Mapping[int, int]) -> set[int]:
+#: Citus: the advisory lock of one shard's fence (keys FENCE_LOCK and the shard), taken on
+#: the coordinator: shared by a URL call fenced by the shard's epoch (and by the commit,
+#: citus/commit.sql), exclusive by every lease change of the shard
+FENCE_LOCK = 1129270870
+#: Citus: the advisory lock every lease change takes first (keys LEASE_LOCK and 0)
+LEASE_LOCK = 1129270871
+
+_FENCE_SHARED = ("SELECT pg_advisory_xact_lock_shared($1, l.s)"
+                 " FROM (SELECT DISTINCT s FROM unnest($2::integer[]) AS s ORDER BY s) AS l")
+_FENCE_EXCLUSIVE = ("SELECT pg_advisory_xact_lock($1, l.s)"
+                    " FROM (SELECT DISTINCT s FROM unnest($2::integer[]) AS s ORDER BY s) AS l")
+
+
+async def fenced_shards(conn: Conn, epochs: Mapping[int, int],
+                        on_citus: bool = False) -> set[int]:
     """The shards of ``epochs`` whose stored epoch (0 if never leased) is the given one,
-    their rows locked ``FOR SHARE`` until the transaction ends: a takeover (which
-    locks them FOR UPDATE) waits, so the check holds for the rest of the transaction."""
+    fenced until the transaction ends: a takeover waits, so the check holds for the rest
+    of the transaction. Plain PostgreSQL: their rows locked ``FOR SHARE`` (a takeover
+    locks them FOR UPDATE). Citus (``on_citus``): a shared advisory lock per shard on the
+    coordinator, in shard order, then the epochs read in a statement of their own (its
+    snapshot after the locks); no row lock of the ``shards`` reference table, which
+    Citus turns into a lock of the whole table (docs/scale-out.md, "Citus: as built")."""
     items = sorted(epochs.items())
-    rows = await conn.fetch(
-        "SELECT shard, epoch FROM shards WHERE shard = ANY($1::integer[])"
-        " ORDER BY shard FOR SHARE", [s for s, _ in items])
+    wanted = [s for s, _ in items]
+    if on_citus:
+        await conn.execute(_FENCE_SHARED, FENCE_LOCK, wanted)
+        rows = await conn.fetch(
+            "SELECT shard, epoch FROM shards WHERE shard = ANY($1::integer[])", wanted)
+    else:
+        rows = await conn.fetch(
+            "SELECT shard, epoch FROM shards WHERE shard = ANY($1::integer[])"
+            " ORDER BY shard FOR SHARE", wanted)
     stored = {int(r["shard"]): int(r["epoch"]) for r in rows}
     return {s for s, e in items if stored.get(s, 0) == e}
 
 
-async def lock_in_order(conn: Conn, shards: Sequence[int]) -> None:
+async def lock_in_order(conn: Conn, shards: Sequence[int], on_citus: bool = False) -> None:
     """Lock lease rows in shard order, as acquisitions do, so that a renewal or a release
-    racing an acquisition of the same shards waits instead of deadlocking."""
+    racing an acquisition of the same shards waits instead of deadlocking. Citus
+    (``on_citus``): the lease changes' one advisory lock, then each shard's fence lock
+    exclusively, in shard order, on the coordinator (see :func:`fenced_shards`); the
+    change's own writes of ``shards`` then wait for no one but a lease change."""
+    if on_citus:
+        await conn.execute("SELECT pg_advisory_xact_lock($1, 0)", LEASE_LOCK)
+        await conn.execute(_FENCE_EXCLUSIVE, FENCE_LOCK, sorted(shards))
+        return
     await conn.execute("SELECT 1 FROM shards WHERE shard = ANY($1::integer[])"
                        " ORDER BY shard FOR UPDATE", sorted(shards))
 

@@ -211,8 +211,27 @@ class PostgresStore:
         if self._closed:
             raise StoreError(f"PostgreSQL store {self._where} was closed; create a new one")
         one_line_pool_warnings()
+        pool = await self._create_pool()
         try:
-            pool = await asyncpg.create_pool(
+            async with pool.acquire() as conn:
+                self._schema_version = await _schema.migrate(conn)
+                if await _citus.is_citus(conn):  # a Citus coordinator: distribute (_citus)
+                    await _citus.distribute(conn, _schema.MIGRATION_LOCK)
+                    self._on_citus = True
+            if self._on_citus:  # the sessions get Citus's settings (_citus.SESSION_SETTINGS)
+                await pool.close()
+                pool = await self._create_pool(_citus.SESSION_SETTINGS)
+        except BaseException as exc:
+            await pool.close()
+            if isinstance(exc, DRIVER_ERRORS):
+                raise self._fail("schema migration", exc) from exc
+            raise
+        self._pool = pool
+
+    async def _create_pool(self, extra: Mapping[str, str] | None = None) -> asyncpg.Pool:
+        """The connection pool, every session with the store's settings (and ``extra``)."""
+        try:
+            return await asyncpg.create_pool(
                 self._dsn, min_size=self._sizes[0], max_size=self._sizes[1],
                 timeout=self._connect_timeout, command_timeout=300,
                 server_settings={
@@ -220,6 +239,7 @@ class PostgresStore:
                     # a transaction whose client stopped (SIGSTOP, swap, a partition) is
                     # ended by the server, so its row locks never stall the other workers
                     "idle_in_transaction_session_timeout": str(self._stalled_ms),
+                    **(extra or {}),
                 },
                 reset=_keep_session,
             )
@@ -227,18 +247,6 @@ class PostgresStore:
             raise self._fail("connect", exc) from exc
         except ValueError as exc:  # a malformed DSN
             raise StoreError(f"PostgreSQL store {self._where}: bad URL: {exc}") from exc
-        try:
-            async with pool.acquire() as conn:
-                self._schema_version = await _schema.migrate(conn)
-                if await _citus.is_citus(conn):  # a Citus coordinator: distribute (_citus)
-                    await _citus.distribute(conn, _schema.MIGRATION_LOCK)
-                    self._on_citus = True
-        except BaseException as exc:
-            await pool.close()
-            if isinstance(exc, DRIVER_ERRORS):
-                raise self._fail("schema migration", exc) from exc
-            raise
-        self._pool = pool
 
     async def close(self) -> None:
         """Close the pool: gracefully, or after :data:`CLOSE_WAIT` seconds by terminating
@@ -284,7 +292,7 @@ class PostgresStore:
 
         async def job(conn: Conn) -> list[DueUrl]:
             mine = wanted if epochs is None else sorted(
-                set(wanted) & await _cluster.fenced_shards(conn, epochs))
+                set(wanted) & await _cluster.fenced_shards(conn, epochs, self._on_citus))
             rows = await conn.fetch(
                 "SELECT * FROM courtier_load_due($1, $2, $3, $4, $5, $6) ORDER BY walk",
                 mine, now, now - OVERDUE_AFTER, limit, per_host_limit, skip)
@@ -320,7 +328,7 @@ class PostgresStore:
                               epochs: Mapping[int, int] | None = None) -> int:
         async def job(conn: Conn) -> int:
             mine = list(shards) if epochs is None else sorted(
-                set(shards) & await _cluster.fenced_shards(conn, epochs))
+                set(shards) & await _cluster.fenced_shards(conn, epochs, self._on_citus))
             return await _queries.reset_scheduled(conn, mine)
 
         return await self._run("reset_scheduled", job)
@@ -334,7 +342,7 @@ class PostgresStore:
         async def job(conn: Conn) -> int:
             mine = ordered
             if epochs is not None:
-                allowed = await _cluster.fenced_shards(conn, epochs)
+                allowed = await _cluster.fenced_shards(conn, epochs, self._on_citus)
                 mine = [item for item in ordered if item[0] in allowed]
             rows = await conn.fetch(
                 f"UPDATE urls u SET state = {_rows.QUEUED}, next_fetch_at = t.at"
@@ -486,6 +494,8 @@ class PostgresStore:
             return {}
 
         async def job(conn: Conn) -> dict[int, int]:
+            if self._on_citus:  # the lease changes' advisory locks first (_cluster)
+                await _cluster.lock_in_order(conn, wanted, on_citus=True)
             rows = await conn.fetch("SELECT * FROM courtier_acquire_shards($1, $2, $3)",
                                     owner, wanted, float(lease_seconds))
             return {int(r["shard"]): int(r["epoch"]) for r in rows}
@@ -499,7 +509,7 @@ class PostgresStore:
             return set()
 
         async def job(conn: Conn) -> set[int]:
-            await _cluster.lock_in_order(conn, [s for s, _ in items])
+            await _cluster.lock_in_order(conn, [s for s, _ in items], self._on_citus)
             rows = await conn.fetch(
                 "UPDATE shards s SET lease_expires_at = courtier_now() + $3"
                 " FROM unnest($1::integer[], $2::bigint[]) AS t(shard, epoch)"
@@ -516,7 +526,7 @@ class PostgresStore:
         fence = [0 if epochs is None else epochs[s] for s in wanted]
 
         async def job(conn: Conn) -> None:
-            await _cluster.lock_in_order(conn, wanted)
+            await _cluster.lock_in_order(conn, wanted, self._on_citus)
             rows = await conn.fetch(
                 "UPDATE shards s SET owner = NULL, epoch = s.epoch + 1, lease_expires_at = 0,"
                 " acquired_at = 0 FROM unnest($1::integer[], $2::bigint[]) AS t(shard, epoch)"
@@ -913,12 +923,12 @@ class PostgresStore:
         """Several transactions of their own (``_retention.py``), hence ``write=False``."""
         now = self._clock.now()
         return await self._run("prune_events", lambda conn: _retention.prune_events(
-            conn, before, limit, now), write=False)
+            conn, before, limit, now, self._on_citus), write=False)
 
     async def prune_audit(self, before: float, limit: int) -> int:
         now = self._clock.now()
         return await self._run("prune_audit", lambda conn: _retention.prune_audit(
-            conn, before, limit, now), write=False)
+            conn, before, limit, now, self._on_citus), write=False)
 
 
 def _ended_before_sent(exc: BaseException) -> bool:

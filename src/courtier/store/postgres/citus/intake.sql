@@ -29,7 +29,8 @@ BEGIN
     IF v_shards IS NULL THEN
         RETURN 0;
     END IF;
-    -- the host-queue upkeep of any intake (migration 10's function, unchanged here)
+    -- the host-queue upkeep of any intake (migration 24's courtier_queue_add, which calls
+    -- courtier_queue_enter: its Citus form below)
     PERFORM courtier_queue_add(v_shards, v_hosts, v_due, v_priority);
     RETURN cardinality(v_shards);
 END;
@@ -58,5 +59,37 @@ BEGIN
     )
     SELECT array_agg(shard), array_agg(host_key), array_agg(next_fetch_at), array_agg(priority)
     INTO o_shards, o_hosts, o_due, o_priority FROM added;
+END;
+$$;
+
+-- Rows entered QUEUED, as (shard, host, priority, due): migration 24's function, whose
+-- upserts merge the level arrays with correlated subqueries over `unnest` of the row's
+-- own arrays under generic plans ("could not create distributed plan" on Citus). Here:
+-- host_queue first (the lock order of every function: a row made for a new host, an
+-- existing row locked by a no-op upsert), then the levels' upsert as in the plain form,
+-- then the hosts' rows recomputed from their levels (courtier_queue_from_levels, Citus
+-- form in refill.sql: one pushed-down UPDATE per call, level arrays included). Unlike the
+-- plain form, every host of the batch has its host_queue row written, not only hosts
+-- whose level is new or earlier.
+CREATE OR REPLACE FUNCTION courtier_queue_enter(p_shards integer[], p_hosts text[],
+                                                p_priority integer[], p_due double precision[])
+RETURNS void LANGUAGE plpgsql SET jit = off SET plan_cache_mode = force_custom_plan AS $$
+DECLARE
+    v_s integer[];
+    v_h text[];
+BEGIN
+    SELECT array_agg(t.s ORDER BY t.s, t.h), array_agg(t.h ORDER BY t.s, t.h) INTO v_s, v_h
+    FROM (SELECT DISTINCT s, h FROM unnest(p_shards, p_hosts, p_due) AS t(s, h, d)
+          WHERE d IS NOT NULL) AS t;
+    IF v_s IS NULL THEN
+        RETURN;  -- levels whose rows all have no due time enter no queue
+    END IF;
+    PERFORM courtier_queue_lock(v_s, v_h);
+    INSERT INTO host_levels AS l (shard, host_key, priority, next_due_at)
+    SELECT s, h, p, min(d) FROM unnest(p_shards, p_hosts, p_priority, p_due) AS t(s, h, p, d)
+    WHERE d IS NOT NULL GROUP BY s, h, p ORDER BY s, h, p
+    ON CONFLICT (shard, host_key, priority) DO UPDATE
+        SET next_due_at = EXCLUDED.next_due_at WHERE EXCLUDED.next_due_at < l.next_due_at;
+    PERFORM courtier_queue_from_levels(v_s, v_h);
 END;
 $$;

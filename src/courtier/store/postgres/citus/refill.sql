@@ -70,28 +70,26 @@ BEGIN
 END;
 $$;
 
+-- migration 24's function (each host's row from its levels, level arrays included; rows
+-- of hosts left without a level deleted) as two statements Citus pushes down: each joins
+-- host_queue with host_levels on (shard, host_key), co-located by shard
 CREATE OR REPLACE FUNCTION courtier_queue_from_levels(p_shards integer[], p_hosts text[])
 RETURNS void LANGUAGE plpgsql SET plan_cache_mode = force_custom_plan AS $$
-DECLARE
-    v_s integer[];
-    v_h text[];
-    v_best integer[];
-    v_due double precision[];
 BEGIN
-    SELECT array_agg(a.shard), array_agg(a.host_key), array_agg(a.best), array_agg(a.due)
-    INTO v_s, v_h, v_best, v_due
-    FROM (SELECT l.shard, l.host_key, max(l.priority) AS best, min(l.next_due_at) AS due
-          FROM host_levels l WHERE l.shard = ANY(p_shards) AND l.host_key = ANY(p_hosts)
-          GROUP BY l.shard, l.host_key) AS a;
     DELETE FROM host_queue q
     WHERE q.shard = ANY(p_shards) AND q.host_key = ANY(p_hosts)
-      AND NOT q.host_key = ANY(COALESCE(v_h, '{}'));
-    IF v_s IS NOT NULL THEN
-        UPDATE host_queue q SET next_due_at = a.due, best_priority = a.best
-        FROM unnest(v_s, v_h, v_best, v_due) AS a(s, h, best, due)
-        WHERE q.shard = a.s AND q.host_key = a.h
-          AND (q.next_due_at <> a.due OR q.best_priority <> a.best);
-    END IF;
+      AND NOT EXISTS (SELECT 1 FROM host_levels l
+                      WHERE l.shard = q.shard AND l.host_key = q.host_key);
+    UPDATE host_queue q SET next_due_at = a.due, best_priority = a.best,
+                            level_priorities = a.ps, level_due_ats = a.ds
+    FROM (SELECT l.shard, l.host_key, max(l.priority) AS best, min(l.next_due_at) AS due,
+                 array_agg(l.priority ORDER BY l.priority DESC) AS ps,
+                 array_agg(l.next_due_at ORDER BY l.priority DESC) AS ds
+          FROM host_levels l WHERE l.shard = ANY(p_shards) AND l.host_key = ANY(p_hosts)
+          GROUP BY l.shard, l.host_key) AS a
+    WHERE q.shard = a.shard AND q.host_key = a.host_key
+      AND (q.next_due_at <> a.due OR q.best_priority <> a.best
+           OR q.level_priorities <> a.ps OR q.level_due_ats <> a.ds);
 END;
 $$;
 
@@ -105,7 +103,12 @@ BEGIN
 END;
 $$;
 
-CREATE OR REPLACE FUNCTION courtier_load_due(p_shards integer[], p_now double precision,
+-- The refill that writes nothing (Store.read_due, migration 24's courtier_read_due): the
+-- walk below, then the chosen rows read by their primary key, in walk order. No lock, no
+-- write. Unlike the plain form (STABLE, one snapshot) its statements each read their own
+-- snapshot, and Citus's nodes each their own: the final read keeps only rows still QUEUED
+-- and due.
+CREATE OR REPLACE FUNCTION courtier_read_due(p_shards integer[], p_now double precision,
                                              p_overdue double precision, p_limit integer,
                                              p_per_host integer, p_skip text[])
 RETURNS TABLE (walk bigint, shard integer, url_key bytea, url text, host_key text,
@@ -143,9 +146,6 @@ BEGIN
     IF p_limit <= 0 OR p_per_host <= 0 OR cardinality(p_shards) = 0 THEN
         RETURN;
     END IF;
-    PERFORM pg_advisory_xact_lock(1129270869, l.s)
-    FROM (SELECT DISTINCT s FROM unnest(p_shards) AS s ORDER BY s) AS l;
-
     SELECT array_agg(d.p ORDER BY d.p DESC) INTO v_levels
     FROM (SELECT DISTINCT q.best_priority AS p FROM host_queue q
           WHERE q.shard = ANY(p_shards) AND q.next_due_at <= p_now) AS d;
@@ -218,6 +218,55 @@ BEGIN
         END LOOP;
     END LOOP;
     IF cardinality(v_keys) = 0 THEN
+        RETURN;
+    END IF;
+
+    RETURN QUERY
+    WITH chosen AS (
+        SELECT t.s, t.k, t.walk FROM unnest(v_shards, v_keys) WITH ORDINALITY AS t(s, k, walk)
+    )
+    SELECT c.walk, u.shard, u.url_key, u.url, u.host_key, u.depth, u.priority, u.version,
+           u.next_fetch_at, u.redirect_hops, u.etag, u.last_modified, u.failure_count,
+           u.payload_digest, u.change_stats, u.last_fetch_at, u.warc_file, u.simhash,
+           u.sitemap_changefreq, u.sitemap_lastmod, u.redirect_chain
+    FROM chosen c JOIN urls u ON u.shard = c.s AND u.url_key = c.k
+    WHERE u.state = 0 AND u.next_fetch_at <= p_now
+    ORDER BY c.walk;
+END;
+$$;
+
+-- The marking refill (Store.load_due): the per-shard advisory locks, the read above, the
+-- marking joined on the primary key (rows still QUEUED and due) and the levels of the
+-- hosts it took rows from, as migration 24 builds it from its read.
+CREATE OR REPLACE FUNCTION courtier_load_due(p_shards integer[], p_now double precision,
+                                             p_overdue double precision, p_limit integer,
+                                             p_per_host integer, p_skip text[])
+RETURNS TABLE (walk bigint, shard integer, url_key bytea, url text, host_key text,
+               depth integer, priority integer, version integer,
+               next_fetch_at double precision, redirect_hops integer, etag text,
+               last_modified text, failure_count integer, payload_digest text,
+               change_stats text, last_fetch_at double precision, warc_file text,
+               simhash bigint, sitemap_changefreq text, sitemap_lastmod double precision,
+               redirect_chain text)
+LANGUAGE plpgsql SET plan_cache_mode = force_custom_plan SET jit = off AS $$
+#variable_conflict use_column
+DECLARE
+    v_shards integer[];
+    v_keys bytea[];
+    v_hosts text[];
+    v_prios integer[];
+BEGIN
+    IF p_limit <= 0 OR p_per_host <= 0 OR cardinality(p_shards) = 0 THEN
+        RETURN;
+    END IF;
+    PERFORM pg_advisory_xact_lock(1129270869, l.s)
+    FROM (SELECT DISTINCT s FROM unnest(p_shards) AS s ORDER BY s) AS l;
+
+    SELECT array_agg(r.shard ORDER BY r.walk), array_agg(r.url_key ORDER BY r.walk),
+           array_agg(r.host_key ORDER BY r.walk), array_agg(r.priority ORDER BY r.walk)
+    INTO v_shards, v_keys, v_hosts, v_prios
+    FROM courtier_read_due(p_shards, p_now, p_overdue, p_limit, p_per_host, p_skip) AS r;
+    IF v_keys IS NULL THEN
         RETURN;
     END IF;
 
