@@ -494,10 +494,9 @@ class PostgresStore:
             return {}
 
         async def job(conn: Conn) -> dict[int, int]:
-            if self._on_citus:  # the lease changes' advisory locks first (_cluster)
-                await _cluster.lock_in_order(conn, wanted, on_citus=True)
+            scope = await _cluster.lock_for_acquisition(conn, owner, wanted, self._on_citus)
             rows = await conn.fetch("SELECT * FROM courtier_acquire_shards($1, $2, $3)",
-                                    owner, wanted, float(lease_seconds))
+                                    owner, scope, float(lease_seconds))
             return {int(r["shard"]): int(r["epoch"]) for r in rows}
 
         return await self._run("acquire_shards", job)
@@ -509,7 +508,7 @@ class PostgresStore:
             return set()
 
         async def job(conn: Conn) -> set[int]:
-            await _cluster.lock_in_order(conn, [s for s, _ in items], self._on_citus)
+            await _cluster.lock_for_renewal(conn, [s for s, _ in items], self._on_citus)
             rows = await conn.fetch(
                 "UPDATE shards s SET lease_expires_at = courtier_now() + $3"
                 " FROM unnest($1::integer[], $2::bigint[]) AS t(shard, epoch)"
