@@ -132,7 +132,7 @@ class SqliteLayout:
             for table in ("hosts", "host_queue", "host_levels", "trap_stats", "host_clocks"):
                 conn.execute(f"UPDATE {table} SET shard = old_shard(host_key)")
             conn.execute("UPDATE shards SET owner = 'old-worker', lease_expires_at = 1e12")
-            conn.execute("DELETE FROM schema_version WHERE version = ?",
+            conn.execute("DELETE FROM schema_version WHERE version >= ?",
                          (_migration_version(sqlite_migrations()),))
         conn.close()
 
@@ -189,7 +189,8 @@ class PostgresLayout:
                                            old_shard(host_key), host_key)
                 await conn.execute("UPDATE shards SET owner = 'old-worker',"
                                    " lease_expires_at = 1e12")
-                await conn.execute("DELETE FROM schema_version WHERE version = $1",
+                # the server-keys migration and every later one run again at the next open
+                await conn.execute("DELETE FROM schema_version WHERE version >= $1",
                                    _migration_version(pg_migrations()))
         self._run(job)
 

@@ -10,6 +10,9 @@
 -- reason.
 DO $$
 BEGIN
+    IF to_regclass(format('%I.day_partitions', current_schema())) IS NOT NULL THEN
+        RETURN;  -- renamed already (a schema whose version was set back by hand)
+    END IF;
     EXECUTE format('ALTER TABLE %I.time_partitions RENAME TO day_partitions', current_schema());
     EXECUTE format('ALTER INDEX %I.time_partitions_pkey RENAME TO day_partitions_pkey',
                    current_schema());
