@@ -14,7 +14,10 @@ leases in time" in the workers' log (the assertion shows those lines): the first
 design of this branch (each round's acquisition fencing every kept shard exclusively)
 fetched 3 and then 25 pages twice; with renewals unfenced but acquisitions still
 fencing every kept shard, 1 page; with acquisitions fencing only the shards they may
-take, 5 pages. At ``--lease-ttl 10`` it passed.
+take, 5 pages. At ``--lease-ttl 10`` it passed. On a scratch copy with the fence and
+the lease changes back on row locks of ``shards`` (``_cluster`` ignoring ``on_citus``)
+and ``citus.enable_deadlock_prevention`` left on, it failed on "deadlock detected"
+(``acquire_shards``, ``load_due``, ``reset_scheduled``).
 """
 
 from __future__ import annotations
