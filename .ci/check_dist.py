@@ -13,6 +13,7 @@ from pathlib import Path
 WHEEL_MUST_HAVE = (
     "courtier/store/sqlite/migrations/0001_initial.sql",
     "courtier/store/postgres/migrations/0001_initial.sql",
+    "courtier/store/postgres/citus/intake.sql",
     "courtier/api/dashboard.html",
     "courtier/ops/measured_figures.json",
     "courtier/events/schema/event-v1.json",

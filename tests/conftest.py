@@ -11,10 +11,14 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.ci import SkipGuard, ci_is_on, required_under_ci
+
+if TYPE_CHECKING:
+    from tests.citus_cluster import CitusCluster
 
 # No test resolves a name through the system's DNS: a name missing from a test's
 # hosts overrides fails (courtier.fetch.resolver); worker subprocesses inherit this.
@@ -70,4 +74,36 @@ def crawl_store(request: pytest.FixtureRequest) -> Iterator[str | None]:
     from tests.pg import temporary_database
 
     with temporary_database("crawl") as dsn:
+        yield dsn
+
+
+@pytest.fixture(scope="session")
+def citus() -> Iterator[CitusCluster]:
+    """A local Citus cluster (a coordinator and two worker nodes, tests/citus_cluster.py),
+    started once for the session by the first test that asks for it; skipped with the
+    reason when Citus is not installed, failed under CI."""
+    from tests.citus_cluster import citus_cluster
+
+    with citus_cluster(workers=2) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def citus_module_dsn(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A database of the Citus cluster for one test module (its coordinator's DSN).
+    ``COURTIER_TEST_CITUS_DSN`` names a database of a running coordinator to use instead
+    (nothing is started or dropped: for iterating on the Citus forms of the schema)."""
+    given = os.environ.get("COURTIER_TEST_CITUS_DSN")
+    if given:
+        yield given
+        return
+    cluster: CitusCluster = request.getfixturevalue("citus")
+    with cluster.database("mod") as dsn:
+        yield dsn
+
+
+@pytest.fixture
+def citus_dsn(citus: CitusCluster) -> Iterator[str]:
+    """A database of the Citus cluster of its own for one test (its coordinator's DSN)."""
+    with citus.database("fn") as dsn:
         yield dsn

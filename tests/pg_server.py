@@ -30,7 +30,7 @@ import signal
 import socket
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
@@ -58,10 +58,12 @@ RECOVERY_LINE = "database system was not properly shut down; automatic recovery 
 class ThrowawayServer:
     """One PostgreSQL server in ``root`` (a temporary directory) on 127.0.0.1:``port``."""
 
-    def __init__(self, root: Path, port: int, owner: str | None) -> None:
+    def __init__(self, root: Path, port: int, owner: str | None,
+                 settings: Mapping[str, str] | None = None) -> None:
         self.root = root
         self.port = port
         self._owner = owner  # the OS user the server runs as (None: this process's user)
+        self._settings = dict(settings or {})  # postgresql.conf lines beyond the defaults
         self.data = root / "data"
         self.log = root / "server.log"
 
@@ -78,6 +80,7 @@ class ThrowawayServer:
             "unix_socket_directories": f"'{self.root}'", "fsync": "off",
             "max_connections": "60", "shared_buffers": "32MB", "logging_collector": "off",
         }
+        settings.update(self._settings)
         with (self.data / "postgresql.conf").open("a") as conf:
             conf.write("\n# throwaway test server (tests/pg_server.py)\n")
             conf.writelines(f"{key} = {value}\n" for key, value in settings.items())
@@ -173,18 +176,20 @@ def free_port() -> int:
 
 
 @contextmanager
-def throwaway_server() -> Iterator[ThrowawayServer]:
-    """Initialise and start a server; yield it; stop it and remove its directory."""
+def throwaway_server(settings: Mapping[str, str] | None = None,
+                     prefix: str = "courtier-pg-") -> Iterator[ThrowawayServer]:
+    """Initialise and start a server; yield it; stop it and remove its directory.
+    ``settings``: postgresql.conf lines added to (or overriding) the defaults."""
     reason = _missing()
     if reason is not None:
         _unavailable(reason)
     owner = PG_OS_USER if os.geteuid() == 0 else None
-    root = Path(tempfile.mkdtemp(prefix="courtier-pg-"))
+    root = Path(tempfile.mkdtemp(prefix=prefix))
     try:
         if owner is not None:
             user = pwd.getpwnam(owner)
             os.chown(root, user.pw_uid, user.pw_gid)
-        server = ThrowawayServer(root, free_port(), owner)
+        server = ThrowawayServer(root, free_port(), owner, settings)
         server.init()
         for attempt in range(3):  # another process may have taken the port meanwhile
             try:

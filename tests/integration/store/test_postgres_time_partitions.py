@@ -29,7 +29,7 @@ async def _commit_pages(store: PostgresStore, names: list[str], at: float) -> No
 
 
 async def _partitions(conn: asyncpg.Connection, parent: str) -> list[str]:
-    rows = await conn.fetch("SELECT name FROM time_partitions WHERE parent = $1 ORDER BY hi",
+    rows = await conn.fetch("SELECT name FROM day_partitions WHERE parent = $1 ORDER BY hi",
                             parent)
     return [str(r[0]) for r in rows]
 
@@ -113,7 +113,7 @@ async def test_an_existing_outbox_becomes_the_legacy_partition(pg_dsn: str) -> N
     conn = await asyncpg.connect(pg_dsn)
     try:
         bound = (now // DAY + 2) * DAY
-        legacy = await conn.fetch("SELECT name, hi FROM time_partitions ORDER BY name")
+        legacy = await conn.fetch("SELECT name, hi FROM day_partitions ORDER BY name")
         assert [(r[0], r[1]) for r in legacy] == [("events_legacy", bound),
                                                   ("fetch_log_legacy", bound)]
         assert [e.id for e in await store.read_events(0, 100)] == [1, 2, 3, 4, 5]
@@ -125,7 +125,7 @@ async def test_an_existing_outbox_becomes_the_legacy_partition(pg_dsn: str) -> N
         clock.set(bound + 8 * DAY)
         assert await store.prune_events(clock.now() - 7 * DAY, 100) == 6
         assert await store.prune_audit(clock.now() - 7 * DAY, 100) == 6
-        names = {r[0] for r in await conn.fetch("SELECT name FROM time_partitions")}
+        names = {r[0] for r in await conn.fetch("SELECT name FROM day_partitions")}
         assert not {"events_legacy", "fetch_log_legacy"} & names
         assert await conn.fetchval("SELECT to_regclass('events_legacy')") is None
         assert await store.events_pruned_through() == 6

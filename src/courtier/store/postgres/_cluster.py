@@ -35,23 +35,100 @@ SELECT courtier_now() AS now,
 """
 
 
-async def fenced_shards(conn: Conn, epochs: Mapping[int, int]) -> set[int]:
+#: Citus: the advisory lock of one shard's fence (keys FENCE_LOCK and the shard), taken on
+#: the coordinator: shared by a URL call fenced by the shard's epoch (and by the commit,
+#: citus/commit.sql), exclusive by every lease change of the shard
+FENCE_LOCK = 1129270870
+#: Citus: the advisory lock every lease change takes (keys LEASE_LOCK and 0): after its
+#: fence locks, before it writes ``shards``
+LEASE_LOCK = 1129270871
+
+_FENCE_SHARED = ("SELECT pg_advisory_xact_lock_shared($1, l.s)"
+                 " FROM (SELECT DISTINCT s FROM unnest($2::integer[]) AS s ORDER BY s) AS l")
+_FENCE_EXCLUSIVE = ("SELECT pg_advisory_xact_lock($1, l.s)"
+                    " FROM (SELECT DISTINCT s FROM unnest($2::integer[]) AS s ORDER BY s) AS l")
+
+
+async def fenced_shards(conn: Conn, epochs: Mapping[int, int],
+                        on_citus: bool = False) -> set[int]:
     """The shards of ``epochs`` whose stored epoch (0 if never leased) is the given one,
-    their rows locked ``FOR SHARE`` until the transaction ends: a takeover (which
-    locks them FOR UPDATE) waits, so the check holds for the rest of the transaction."""
+    fenced until the transaction ends: a takeover waits, so the check holds for the rest
+    of the transaction. Plain PostgreSQL: their rows locked ``FOR SHARE`` (a takeover
+    locks them FOR UPDATE). Citus (``on_citus``): a shared advisory lock per shard on the
+    coordinator, in shard order, then the epochs read in a statement of their own (its
+    snapshot after the locks); no row lock of the ``shards`` reference table, which
+    Citus turns into a lock of the whole table (docs/scale-out.md, "Citus: as built")."""
     items = sorted(epochs.items())
-    rows = await conn.fetch(
-        "SELECT shard, epoch FROM shards WHERE shard = ANY($1::integer[])"
-        " ORDER BY shard FOR SHARE", [s for s, _ in items])
+    wanted = [s for s, _ in items]
+    if on_citus:
+        await conn.execute(_FENCE_SHARED, FENCE_LOCK, wanted)
+        rows = await conn.fetch(
+            "SELECT shard, epoch FROM shards WHERE shard = ANY($1::integer[])", wanted)
+    else:
+        rows = await conn.fetch(
+            "SELECT shard, epoch FROM shards WHERE shard = ANY($1::integer[])"
+            " ORDER BY shard FOR SHARE", wanted)
     stored = {int(r["shard"]): int(r["epoch"]) for r in rows}
     return {s for s, e in items if stored.get(s, 0) == e}
 
 
-async def lock_in_order(conn: Conn, shards: Sequence[int]) -> None:
+async def lock_in_order(conn: Conn, shards: Sequence[int], on_citus: bool = False) -> None:
     """Lock lease rows in shard order, as acquisitions do, so that a renewal or a release
-    racing an acquisition of the same shards waits instead of deadlocking."""
+    racing an acquisition of the same shards waits instead of deadlocking. Citus
+    (``on_citus``), before a change of owners or epochs (an acquisition, a release): each
+    shard's fence lock exclusively, in shard order, then the lease changes' one lock, all
+    advisory locks on the coordinator (see :func:`fenced_shards`): the change waits for
+    the fenced calls in flight on its shards, and its own writes of ``shards`` then wait
+    for no one but a lease change."""
+    if on_citus:
+        await conn.execute(_FENCE_EXCLUSIVE, FENCE_LOCK, sorted(shards))
+        await conn.execute("SELECT pg_advisory_xact_lock($1, 0)", LEASE_LOCK)
+        return
     await conn.execute("SELECT 1 FROM shards WHERE shard = ANY($1::integer[])"
                        " ORDER BY shard FOR UPDATE", sorted(shards))
+
+
+async def lock_for_acquisition(conn: Conn, owner: str, shards: Sequence[int],
+                               on_citus: bool = False) -> list[int]:
+    """Before ``courtier_acquire_shards``: the shards it may act on. Plain PostgreSQL:
+    all of them (the function locks their rows itself). Citus: an acquisition is also
+    every round's renewal of the shards the owner holds, which changes no owner or
+    epoch, and a shard another worker holds under a live lease it leaves alone; only
+    the shards it may take (free, never leased, or under an expired lease) get their
+    fence locks, exclusively in shard order, then the lease changes' lock (as
+    :func:`lock_in_order`). Waiting for the fenced calls of shards it will not change
+    (its own commits and refills, or another worker's) made rounds take seconds on a
+    loaded cluster, and leases lapsed. The call then acts on the shards it locked and
+    on those the owner still holds under the lock; one it held at the first look but
+    no longer does (taken over meanwhile) is left out: it was not fenced, and its new
+    lease is fresh anyway. Another worker's lease that expires after the first look
+    waits for the next round."""
+    wanted = sorted(set(shards))
+    if not on_citus:
+        return wanted
+    rows = await conn.fetch(
+        "SELECT shard, owner = $2 AS mine, owner IS NULL OR lease_expires_at <= courtier_now()"
+        " AS takeable FROM shards WHERE shard = ANY($1::integer[])", wanted, owner)
+    known = {int(r["shard"]): (bool(r["mine"]), bool(r["takeable"])) for r in rows}
+    takeable = [s for s in wanted
+                if s not in known or (not known[s][0] and known[s][1])]
+    await lock_in_order(conn, takeable, on_citus=True)
+    held = await conn.fetch(
+        "SELECT shard FROM shards WHERE shard = ANY($1::integer[]) AND owner = $2",
+        wanted, owner)
+    return sorted({int(r["shard"]) for r in held} | set(takeable))
+
+
+async def lock_for_renewal(conn: Conn, shards: Sequence[int], on_citus: bool = False) -> None:
+    """Before a renewal: as :func:`lock_in_order` on plain PostgreSQL. On Citus only the
+    lease changes' one lock: a renewal changes no owner or epoch, so it need not wait for
+    the fenced calls in flight (a commit or a refill of its own worker, seconds on a
+    loaded cluster: renewals waiting for them let the leases lapse), and under that lock
+    it and any acquisition of its shards run one after the other."""
+    if on_citus:
+        await conn.execute("SELECT pg_advisory_xact_lock($1, 0)", LEASE_LOCK)
+        return
+    await lock_in_order(conn, shards)
 
 
 #: each shard's ``$2`` most recently fetched fingerprints: one range of

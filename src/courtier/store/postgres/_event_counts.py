@@ -24,7 +24,7 @@ _ADD_WRITTEN = (
     " FROM unnest($1::integer[], $2::bytea[], $3::integer[], $4::text[])"
     " AS k(shard, url_key, version, name)"
     " JOIN events e ON e.shard = k.shard AND e.url_key = k.url_key AND e.version = k.version"
-    " WHERE e.xid = pg_current_xact_id() AND e.created_at = $5"
+    " WHERE e.xid = (SELECT pg_current_xact_id()) AND e.created_at = $5"
     " GROUP BY k.name ORDER BY k.name"
     " ON CONFLICT (name, slot) DO UPDATE SET n = event_counts.n + excluded.n"
 )

@@ -182,13 +182,16 @@ async def fetch_log(
 
 
 async def counts(conn: Conn) -> dict[str, int]:
+    # three aggregates joined, not scalar subqueries in the target list: Citus pushes
+    # each aggregate down to the nodes, and refuses a subquery beside an aggregate
     row = await conn.fetchrow(
-        "SELECT count(*) AS urls, count(*) FILTER (WHERE state = 0) AS queued,"
-        " count(*) FILTER (WHERE state = 1) AS scheduled,"
-        " count(*) FILTER (WHERE state = 2) AS retired,"
-        " count(last_fetch_at) AS fetched,"
-        " (SELECT count(*) FROM events) AS events, (SELECT count(*) FROM hosts) AS hosts"
-        " FROM urls"
+        "SELECT u.*, e.events, h.hosts FROM"
+        " (SELECT count(*) AS urls, count(*) FILTER (WHERE state = 0) AS queued,"
+        "  count(*) FILTER (WHERE state = 1) AS scheduled,"
+        "  count(*) FILTER (WHERE state = 2) AS retired,"
+        "  count(last_fetch_at) AS fetched FROM urls) AS u,"
+        " (SELECT count(*) AS events FROM events) AS e,"
+        " (SELECT count(*) AS hosts FROM hosts) AS h"
     )
     assert row is not None
     return {name: int(row[name]) for name in

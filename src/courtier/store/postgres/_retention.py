@@ -1,4 +1,5 @@
-"""PostgreSQL side of the outbox and audit-log retention (migration time_partitions): day partitions
+"""PostgreSQL side of the outbox and audit-log retention (migration time_partitions; the
+bookkeeping table is ``day_partitions`` since migration 0028): day partitions
 made ahead, dropped whole once old enough, and bounded DELETEs in the default partition.
 
 A partition of ``events`` is dropped only under a lock that no writer holds (``ACCESS
@@ -68,6 +69,35 @@ async def add_partitions(conn: Conn, now: float) -> int:
     return made
 
 
+#: the oldest placed events of the default partition, at most $3, up to position $2
+_DELETE_EVENTS = (
+    "WITH doomed AS (SELECT ctid FROM events_default"
+    " WHERE created_at < $1 AND read_pos IS NOT NULL AND read_pos <= $2"
+    " ORDER BY read_pos LIMIT $3),"
+    " gone AS (DELETE FROM events_default e USING doomed d WHERE e.ctid = d.ctid"
+    " RETURNING e.read_pos)"
+    " SELECT count(*), max(read_pos) FROM gone")
+#: the same on Citus, by (shard, read_pos): a row address (ctid) is one Citus shard's, and
+#: the rows chosen across Citus shards are collected on the coordinator before the DELETE
+#: runs on every Citus shard, where the same ctid names another row (read_pos is unique:
+#: the sequencer hands each position out once)
+_DELETE_EVENTS_CITUS = (
+    "WITH doomed AS (SELECT shard, read_pos FROM events_default"
+    " WHERE created_at < $1 AND read_pos IS NOT NULL AND read_pos <= $2"
+    " ORDER BY read_pos LIMIT $3),"
+    " gone AS (DELETE FROM events_default e USING doomed d"
+    " WHERE e.shard = d.shard AND e.read_pos = d.read_pos RETURNING e.read_pos)"
+    " SELECT count(*), max(read_pos) FROM gone")
+#: the oldest audit rows of the default partition, at most $2
+_DELETE_AUDIT = (
+    "DELETE FROM fetch_log_default WHERE ctid IN (SELECT ctid FROM fetch_log_default"
+    " WHERE fetched_at < $1 ORDER BY fetched_at LIMIT $2)")
+#: the same on Citus, by (shard, id) (ids come from one sequence: unique)
+_DELETE_AUDIT_CITUS = (
+    "DELETE FROM fetch_log_default f USING (SELECT shard, id FROM fetch_log_default"
+    " WHERE fetched_at < $1 ORDER BY fetched_at LIMIT $2) AS d"
+    " WHERE f.shard = d.shard AND f.id = d.id")
+
 #: a partition never analysed (``reltuples`` -1) of fewer pages than this is counted
 #: exactly when dropped; a larger one counts as its estimate
 _COUNT_BELOW_PAGES = 1_000
@@ -77,7 +107,7 @@ async def _old_partitions(conn: Conn, table: str, before: float) -> list[tuple[s
     """Up to :data:`PARTITIONS_PER_CALL` partitions of ``table`` wholly before ``before``,
     oldest first, each with its row count (PostgreSQL's estimate for a large one)."""
     rows = await conn.fetch(
-        "SELECT t.name, c.reltuples, c.relpages FROM time_partitions t"
+        "SELECT t.name, c.reltuples, c.relpages FROM day_partitions t"
         " JOIN pg_class c ON c.relname = t.name"
         " WHERE t.parent = $1 AND t.hi <= $2 ORDER BY t.hi LIMIT $3",
         table, before, PARTITIONS_PER_CALL)
@@ -91,18 +121,19 @@ async def _old_partitions(conn: Conn, table: str, before: float) -> list[tuple[s
 
 async def _has_old(conn: Conn, table: str, before: float) -> bool:
     return bool(await conn.fetchval(
-        "SELECT EXISTS (SELECT 1 FROM time_partitions WHERE parent = $1 AND hi <= $2)",
+        "SELECT EXISTS (SELECT 1 FROM day_partitions WHERE parent = $1 AND hi <= $2)",
         table, before))
 
 
 async def _drop(conn: Conn, name: str) -> None:
     await conn.execute(f'DROP TABLE "{name}"')
-    await conn.execute("DELETE FROM time_partitions WHERE name = $1", name)
+    await conn.execute("DELETE FROM day_partitions WHERE name = $1", name)
 
 
-async def prune_events(conn: Conn, before: float, limit: int, now: float) -> int:
+async def prune_events(conn: Conn, before: float, limit: int, now: float,
+                       on_citus: bool = False) -> int:
     """See ``Store.prune_events``: whole day partitions first, then at most ``limit``
-    rows of the default partition."""
+    rows of the default partition (``on_citus``: by key, see :data:`_DELETE_EVENTS_CITUS`)."""
     await add_partitions(conn, now)
     async with conn.transaction():
         await conn.fetchval("SELECT courtier_sequence_events()")
@@ -114,12 +145,7 @@ async def prune_events(conn: Conn, before: float, limit: int, now: float) -> int
         await conn.execute("LOCK TABLE consumer_cursors IN SHARE ROW EXCLUSIVE MODE")
         lowest = await conn.fetchval("SELECT min(position) FROM consumer_cursors")
         row = await conn.fetchrow(
-            "WITH doomed AS (SELECT ctid FROM events_default"
-            " WHERE created_at < $1 AND read_pos IS NOT NULL AND read_pos <= $2"
-            " ORDER BY read_pos LIMIT $3),"
-            " gone AS (DELETE FROM events_default e USING doomed d WHERE e.ctid = d.ctid"
-            " RETURNING e.read_pos)"
-            " SELECT count(*), max(read_pos) FROM gone",
+            _DELETE_EVENTS_CITUS if on_citus else _DELETE_EVENTS,
             before, 2**63 - 1 if lowest is None else int(lowest), max(0, limit))
         if row is not None and row[0]:
             removed += int(row[0])
@@ -151,9 +177,10 @@ async def _drop_event_partitions(conn: Conn, before: float) -> int:
     return removed
 
 
-async def prune_audit(conn: Conn, before: float, limit: int, now: float) -> int:
+async def prune_audit(conn: Conn, before: float, limit: int, now: float,
+                      on_citus: bool = False) -> int:
     """See ``Store.prune_audit``: whole day partitions, then at most ``limit`` rows of the
-    default partition."""
+    default partition (``on_citus``: by key)."""
     await add_partitions(conn, now)
     removed = 0
     if await _has_old(conn, "fetch_log", before):
@@ -164,7 +191,6 @@ async def prune_audit(conn: Conn, before: float, limit: int, now: float) -> int:
                 for name, estimate in await _old_partitions(conn, "fetch_log", before):
                     await _drop(conn, name)
                     removed += int(estimate)
-    status = await conn.execute(
-        "DELETE FROM fetch_log_default WHERE ctid IN (SELECT ctid FROM fetch_log_default"
-        " WHERE fetched_at < $1 ORDER BY fetched_at LIMIT $2)", before, max(0, limit))
+    status = await conn.execute(_DELETE_AUDIT_CITUS if on_citus else _DELETE_AUDIT,
+                                before, max(0, limit))
     return removed + int(status.rsplit(" ", 1)[-1])

@@ -49,6 +49,20 @@ async def current_version(conn: Conn) -> int:
     return int(value or 0)
 
 
+#: the migration's search path with pg_catalog searched last (for its transaction only).
+#: On a Citus coordinator pg_catalog holds Citus's own relations, and one of them,
+#: the view ``time_partitions``, has the name of migration 0023's table: searched first
+#: (PostgreSQL's default when the path does not name pg_catalog), it took every
+#: unqualified use of that name ("cannot create index on relation time_partitions").
+CATALOG_LAST = ("SELECT set_config('search_path',"
+                " current_setting('search_path') || ', pg_catalog', true)")
+
+
+async def _has_citus(conn: Conn) -> bool:
+    return bool(await conn.fetchval(
+        "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')"))
+
+
 async def migrate(conn: Conn, migrations: list[Migration] | None = None) -> int:
     """Apply every migration newer than the database; return the resulting version."""
     steps = load_migrations() if migrations is None else migrations
@@ -61,6 +75,7 @@ async def migrate(conn: Conn, migrations: list[Migration] | None = None) -> int:
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock($1)", MIGRATION_LOCK)
         await _ensure_version_table(conn)
+    catalog_last = await _has_citus(conn)
     for step in steps:
         if step.version <= version:
             continue
@@ -71,6 +86,8 @@ async def migrate(conn: Conn, migrations: list[Migration] | None = None) -> int:
                 raise StoreError(_too_new(now_at, newest))
             if now_at >= step.version:  # another process migrated meanwhile
                 continue
+            if catalog_last:
+                await conn.execute(CATALOG_LAST)
             for name in _PYTHON_STEP.findall(step.sql):
                 python_step = PYTHON_STEPS.get(name)
                 if python_step is None:

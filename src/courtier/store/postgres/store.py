@@ -78,6 +78,7 @@ from courtier.store.cluster_rules import check_scope_kinds
 from courtier.store.event_counts import EventCounts
 from courtier.store.postgres import (
     _archive,
+    _citus,
     _cluster,
     _event_counts,
     _intake,
@@ -143,10 +144,16 @@ class PostgresStore:
         self._connect_timeout = connect_timeout
         self._stalled_ms = max(1, round(stalled_transaction_timeout * 1000))
         self._schema_version = 0
+        self._on_citus = False
 
     @property
     def schema_version(self) -> int:
         return self._schema_version
+
+    @property
+    def on_citus(self) -> bool:
+        """True once :meth:`open` found a Citus coordinator (its tables distributed)."""
+        return self._on_citus
 
     @property
     def where(self) -> str:
@@ -204,8 +211,27 @@ class PostgresStore:
         if self._closed:
             raise StoreError(f"PostgreSQL store {self._where} was closed; create a new one")
         one_line_pool_warnings()
+        pool = await self._create_pool()
         try:
-            pool = await asyncpg.create_pool(
+            async with pool.acquire() as conn:
+                self._schema_version = await _schema.migrate(conn)
+                if await _citus.is_citus(conn):  # a Citus coordinator: distribute (_citus)
+                    await _citus.distribute(conn, _schema.MIGRATION_LOCK)
+                    self._on_citus = True
+            if self._on_citus:  # the sessions get Citus's settings (_citus.SESSION_SETTINGS)
+                await pool.close()
+                pool = await self._create_pool(_citus.SESSION_SETTINGS)
+        except BaseException as exc:
+            await pool.close()
+            if isinstance(exc, DRIVER_ERRORS):
+                raise self._fail("schema migration", exc) from exc
+            raise
+        self._pool = pool
+
+    async def _create_pool(self, extra: Mapping[str, str] | None = None) -> asyncpg.Pool:
+        """The connection pool, every session with the store's settings (and ``extra``)."""
+        try:
+            return await asyncpg.create_pool(
                 self._dsn, min_size=self._sizes[0], max_size=self._sizes[1],
                 timeout=self._connect_timeout, command_timeout=300,
                 server_settings={
@@ -213,6 +239,7 @@ class PostgresStore:
                     # a transaction whose client stopped (SIGSTOP, swap, a partition) is
                     # ended by the server, so its row locks never stall the other workers
                     "idle_in_transaction_session_timeout": str(self._stalled_ms),
+                    **(extra or {}),
                 },
                 reset=_keep_session,
             )
@@ -220,15 +247,6 @@ class PostgresStore:
             raise self._fail("connect", exc) from exc
         except ValueError as exc:  # a malformed DSN
             raise StoreError(f"PostgreSQL store {self._where}: bad URL: {exc}") from exc
-        try:
-            async with pool.acquire() as conn:
-                self._schema_version = await _schema.migrate(conn)
-        except BaseException as exc:
-            await pool.close()
-            if isinstance(exc, DRIVER_ERRORS):
-                raise self._fail("schema migration", exc) from exc
-            raise
-        self._pool = pool
 
     async def close(self) -> None:
         """Close the pool: gracefully, or after :data:`CLOSE_WAIT` seconds by terminating
@@ -274,7 +292,7 @@ class PostgresStore:
 
         async def job(conn: Conn) -> list[DueUrl]:
             mine = wanted if epochs is None else sorted(
-                set(wanted) & await _cluster.fenced_shards(conn, epochs))
+                set(wanted) & await _cluster.fenced_shards(conn, epochs, self._on_citus))
             rows = await conn.fetch(
                 "SELECT * FROM courtier_load_due($1, $2, $3, $4, $5, $6) ORDER BY walk",
                 mine, now, now - OVERDUE_AFTER, limit, per_host_limit, skip)
@@ -310,7 +328,7 @@ class PostgresStore:
                               epochs: Mapping[int, int] | None = None) -> int:
         async def job(conn: Conn) -> int:
             mine = list(shards) if epochs is None else sorted(
-                set(shards) & await _cluster.fenced_shards(conn, epochs))
+                set(shards) & await _cluster.fenced_shards(conn, epochs, self._on_citus))
             return await _queries.reset_scheduled(conn, mine)
 
         return await self._run("reset_scheduled", job)
@@ -324,7 +342,7 @@ class PostgresStore:
         async def job(conn: Conn) -> int:
             mine = ordered
             if epochs is not None:
-                allowed = await _cluster.fenced_shards(conn, epochs)
+                allowed = await _cluster.fenced_shards(conn, epochs, self._on_citus)
                 mine = [item for item in ordered if item[0] in allowed]
             rows = await conn.fetch(
                 f"UPDATE urls u SET state = {_rows.QUEUED}, next_fetch_at = t.at"
@@ -382,6 +400,8 @@ class PostgresStore:
         sql = ("SELECT min((SELECT u.next_fetch_at FROM urls u WHERE u.shard = s"
                f" AND u.state = {_rows.QUEUED}{pending} ORDER BY u.next_fetch_at LIMIT 1))"
                " FROM unnest($1::integer[]) AS s")
+        if self._on_citus:
+            sql = _citus.next_due_at_sql(pending)
 
         async def job(conn: Conn) -> float | None:
             value = await conn.fetchval(sql, sorted(set(shards)))
@@ -455,9 +475,11 @@ class PostgresStore:
         text = json.dumps(dict(info), separators=(",", ":"))
 
         async def job(conn: Conn) -> float:
+            # one reading of the clock for both columns (Citus would read it twice)
             return float(await conn.fetchval(
                 "INSERT INTO workers AS w (worker_id, weight, heartbeat_at, started_at, info)"
-                " SELECT $1, $2, t.now, t.now, $3::jsonb FROM (SELECT courtier_now() AS now) t"
+                " WITH t AS MATERIALIZED (SELECT courtier_now() AS now)"
+                " SELECT $1, $2, t.now, t.now, $3::jsonb FROM t"
                 " ON CONFLICT (worker_id) DO UPDATE SET weight = EXCLUDED.weight,"
                 " heartbeat_at = EXCLUDED.heartbeat_at, info = EXCLUDED.info"
                 " RETURNING heartbeat_at", worker_id, weight, text))
@@ -502,8 +524,9 @@ class PostgresStore:
             return {}
 
         async def job(conn: Conn) -> dict[int, int]:
+            scope = await _cluster.lock_for_acquisition(conn, owner, wanted, self._on_citus)
             rows = await conn.fetch("SELECT * FROM courtier_acquire_shards($1, $2, $3)",
-                                    owner, wanted, float(lease_seconds))
+                                    owner, scope, float(lease_seconds))
             return {int(r["shard"]): int(r["epoch"]) for r in rows}
 
         return await self._run("acquire_shards", job)
@@ -515,7 +538,7 @@ class PostgresStore:
             return set()
 
         async def job(conn: Conn) -> set[int]:
-            await _cluster.lock_in_order(conn, [s for s, _ in items])
+            await _cluster.lock_for_renewal(conn, [s for s, _ in items], self._on_citus)
             rows = await conn.fetch(
                 "UPDATE shards s SET lease_expires_at = courtier_now() + $3"
                 " FROM unnest($1::integer[], $2::bigint[]) AS t(shard, epoch)"
@@ -532,7 +555,7 @@ class PostgresStore:
         fence = [0 if epochs is None else epochs[s] for s in wanted]
 
         async def job(conn: Conn) -> None:
-            await _cluster.lock_in_order(conn, wanted)
+            await _cluster.lock_in_order(conn, wanted, self._on_citus)
             rows = await conn.fetch(
                 "UPDATE shards s SET owner = NULL, epoch = s.epoch + 1, lease_expires_at = 0,"
                 " acquired_at = 0 FROM unnest($1::integer[], $2::bigint[]) AS t(shard, epoch)"
@@ -632,7 +655,8 @@ class PostgresStore:
             return {}
 
         async def job(conn: Conn) -> dict[int, list[tuple[bytes, int]]]:
-            rows = await conn.fetch(_cluster.RECENT_SIMHASHES, wanted, limit_per_shard)
+            sql = _citus.RECENT_SIMHASHES if self._on_citus else _cluster.RECENT_SIMHASHES
+            rows = await conn.fetch(sql, wanted, limit_per_shard)
             out: dict[int, list[tuple[bytes, int]]] = {}
             for r in rows:
                 out.setdefault(int(r["shard"]), []).append(
@@ -928,12 +952,12 @@ class PostgresStore:
         """Several transactions of their own (``_retention.py``), hence ``write=False``."""
         now = self._clock.now()
         return await self._run("prune_events", lambda conn: _retention.prune_events(
-            conn, before, limit, now), write=False)
+            conn, before, limit, now, self._on_citus), write=False)
 
     async def prune_audit(self, before: float, limit: int) -> int:
         now = self._clock.now()
         return await self._run("prune_audit", lambda conn: _retention.prune_audit(
-            conn, before, limit, now), write=False)
+            conn, before, limit, now, self._on_citus), write=False)
 
 
 def _ended_before_sent(exc: BaseException) -> bool:

@@ -1,0 +1,11 @@
+-- courtier on Citus: the store clock (courtier_now(), migration 7) declared STABLE on a
+-- Citus coordinator only (store/postgres/_citus.py applies this file at every open).
+-- Citus refuses a VOLATILE function in an UPDATE or DELETE of a distributed or reference
+-- table ("functions used in UPDATE queries on distributed tables must not be VOLATILE"):
+-- the lease renewal, the worker prune, the saved clocks and trap statistics all stamp
+-- their rows with it. A STABLE function Citus evaluates once on the coordinator and sends
+-- its value to the nodes, so every row of one statement gets the same time, read from the
+-- coordinator's clock: the one clock every lease decision already trusts. Successive
+-- statements of a transaction still read the clock anew (the plain form's function body
+-- is unchanged).
+ALTER FUNCTION courtier_now() STABLE;

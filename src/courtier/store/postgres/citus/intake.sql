@@ -1,0 +1,95 @@
+-- courtier on Citus: the intake (courtier_add_urls and the commit's courtier_insert_urls),
+-- replacing migrations 15 and 18's versions on a Citus coordinator only
+-- (store/postgres/_citus.py applies this file after distributing the tables, at every
+-- open; plain PostgreSQL never runs it).
+--
+-- What differs, and why:
+-- * No `WHERE NOT EXISTS (SELECT 1 FROM urls …)`: Citus refuses a correlated subquery
+--   when the FROM clause is a set-returning function (`unnest`). The batch is inserted
+--   with `ON CONFLICT DO NOTHING` directly, which is migration 18's fallback statement.
+--   Citus plans it as an INSERT … SELECT through the coordinator: the batch is evaluated
+--   there, each row routed to the Citus shard that holds its `shard` value.
+-- * Custom plans (`plan_cache_mode = force_custom_plan`): with migration 18's generic
+--   plans Citus cannot build a distributed plan of a statement whose values are
+--   parameters ("could not create distributed plan").
+-- Lost with the NOT EXISTS: on plain PostgreSQL an intake never waits for a commit that
+-- updated one of its keys (migration 15); here the unique check of a key whose row a
+-- concurrent commit holds waits for that commit (no deadlock seen in the contract suite;
+-- not stress-tested on Citus).
+CREATE OR REPLACE FUNCTION courtier_add_urls(p_urls courtier_new_url[])
+RETURNS integer LANGUAGE plpgsql SET jit = off SET plan_cache_mode = force_custom_plan AS $$
+DECLARE
+    v_shards integer[];
+    v_hosts text[];
+    v_due double precision[];
+    v_priority integer[];
+BEGIN
+    SELECT o_shards, o_hosts, o_due, o_priority INTO v_shards, v_hosts, v_due, v_priority
+    FROM courtier_insert_urls(p_urls);
+    IF v_shards IS NULL THEN
+        RETURN 0;
+    END IF;
+    -- the host-queue upkeep of any intake (migration 24's courtier_queue_add, which calls
+    -- courtier_queue_enter: its Citus form below)
+    PERFORM courtier_queue_add(v_shards, v_hosts, v_due, v_priority);
+    RETURN cardinality(v_shards);
+END;
+$$;
+
+-- The inserting half, also the commit's intake of discovered links (migration 15's
+-- function), without the NOT EXISTS. courtier_add_urls calls it and courtier_queue_add
+-- (one row per new URL to the upkeep, not migration 18's one per level).
+CREATE OR REPLACE FUNCTION courtier_insert_urls(p_urls courtier_new_url[], OUT o_shards integer[],
+                                                OUT o_hosts text[], OUT o_due double precision[],
+                                                OUT o_priority integer[])
+LANGUAGE plpgsql SET jit = off SET plan_cache_mode = force_custom_plan AS $$
+BEGIN
+    WITH added AS (
+        INSERT INTO urls (shard, url_key, url, host_key, depth, priority, state, version,
+                          discovered_at, next_fetch_at, redirect_hops, sitemap_changefreq,
+                          sitemap_lastmod, redirect_chain)
+        SELECT DISTINCT ON (n.shard, n.url_key)
+               n.shard, n.url_key, n.url, n.host_key, n.depth, n.priority, 0, 0,
+               n.discovered_at, n.next_fetch_at, n.redirect_hops, n.sitemap_changefreq,
+               n.sitemap_lastmod, n.redirect_chain
+        FROM unnest(p_urls) WITH ORDINALITY AS n
+        ORDER BY n.shard, n.url_key, n.ordinality
+        ON CONFLICT DO NOTHING
+        RETURNING shard, host_key, next_fetch_at, priority
+    )
+    SELECT array_agg(shard), array_agg(host_key), array_agg(next_fetch_at), array_agg(priority)
+    INTO o_shards, o_hosts, o_due, o_priority FROM added;
+END;
+$$;
+
+-- Rows entered QUEUED, as (shard, host, priority, due): migration 24's function, whose
+-- upserts merge the level arrays with correlated subqueries over `unnest` of the row's
+-- own arrays under generic plans ("could not create distributed plan" on Citus). Here:
+-- host_queue first (the lock order of every function: a row made for a new host, an
+-- existing row locked by a no-op upsert), then the levels' upsert as in the plain form,
+-- then the hosts' rows recomputed from their levels (courtier_queue_from_levels, Citus
+-- form in refill.sql: one pushed-down UPDATE per call, level arrays included). Unlike the
+-- plain form, every host of the batch has its host_queue row written, not only hosts
+-- whose level is new or earlier.
+CREATE OR REPLACE FUNCTION courtier_queue_enter(p_shards integer[], p_hosts text[],
+                                                p_priority integer[], p_due double precision[])
+RETURNS void LANGUAGE plpgsql SET jit = off SET plan_cache_mode = force_custom_plan AS $$
+DECLARE
+    v_s integer[];
+    v_h text[];
+BEGIN
+    SELECT array_agg(t.s ORDER BY t.s, t.h), array_agg(t.h ORDER BY t.s, t.h) INTO v_s, v_h
+    FROM (SELECT DISTINCT s, h FROM unnest(p_shards, p_hosts, p_due) AS t(s, h, d)
+          WHERE d IS NOT NULL) AS t;
+    IF v_s IS NULL THEN
+        RETURN;  -- levels whose rows all have no due time enter no queue
+    END IF;
+    PERFORM courtier_queue_lock(v_s, v_h);
+    INSERT INTO host_levels AS l (shard, host_key, priority, next_due_at)
+    SELECT s, h, p, min(d) FROM unnest(p_shards, p_hosts, p_priority, p_due) AS t(s, h, p, d)
+    WHERE d IS NOT NULL GROUP BY s, h, p ORDER BY s, h, p
+    ON CONFLICT (shard, host_key, priority) DO UPDATE
+        SET next_due_at = EXCLUDED.next_due_at WHERE EXCLUDED.next_due_at < l.next_due_at;
+    PERFORM courtier_queue_from_levels(v_s, v_h);
+END;
+$$;
