@@ -22,7 +22,7 @@
 -- A batch whose rows were all SCHEDULED (marked by an older version) keeps migration
 -- 15's path (courtier_queue_add). courtier_commit keeps migration 16's generic plan.
 
-CREATE FUNCTION courtier_queue_commit(p_shards integer[], p_hosts text[], p_priority integer[],
+CREATE OR REPLACE FUNCTION courtier_queue_commit(p_shards integer[], p_hosts text[], p_priority integer[],
                                       p_add_shards integer[], p_add_hosts text[],
                                       p_add_due double precision[], p_add_prio integer[])
 RETURNS void LANGUAGE plpgsql SET plan_cache_mode = force_custom_plan AS $$
