@@ -96,6 +96,9 @@ class _Problems:
         self.truncated = False
         self.failed = False
 
+    def cut(self, reason: str) -> None:
+        self.truncated = True
+
     def error(self, message: str) -> None:
         self.failed = True
 
