@@ -345,9 +345,7 @@ def _ssl_reason(exc: aiohttp.ClientSSLError) -> str:
 
 
 def _peer_ip(response: aiohttp.ClientResponse) -> str | None:
-    transport = response.connection.transport if response.connection is not None else None
-    peer = transport.get_extra_info("peername") if transport is not None else None
-    return str(peer[0]) if peer else None
+    return _peer_address(response.connection) if response.connection is not None else None
 
 
 class _SpeedCheck:
