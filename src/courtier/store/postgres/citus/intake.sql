@@ -12,10 +12,13 @@
 -- * Custom plans (`plan_cache_mode = force_custom_plan`): with migration 18's generic
 --   plans Citus cannot build a distributed plan of a statement whose values are
 --   parameters ("could not create distributed plan").
--- Lost with the NOT EXISTS: on plain PostgreSQL an intake never waits for a commit that
--- updated one of its keys (migration 15); here the unique check of a key whose row a
--- concurrent commit holds waits for that commit (no deadlock seen in the contract suite;
--- not stress-tested on Citus).
+-- * The NOT EXISTS as a statement of its own: the keys of the batch that have a row are
+--   read first (a join of the batch with urls, which Citus runs as an intermediate result
+--   pushed to the nodes) and left out of the INSERT. Without it the unique check of a key
+--   whose row a concurrent commit had updated waited for that commit, and two workers'
+--   commits whose pages linked to each other's rows deadlocked ("deadlock detected" in
+--   a 2-worker crawl on Citus, CI of 2026-12-06; migration 15 says why plain PostgreSQL
+--   never waits). What can still wait: two transactions inserting the same new key.
 CREATE OR REPLACE FUNCTION courtier_add_urls(p_urls courtier_new_url[])
 RETURNS integer LANGUAGE plpgsql SET jit = off SET plan_cache_mode = force_custom_plan AS $$
 DECLARE
@@ -43,7 +46,13 @@ CREATE OR REPLACE FUNCTION courtier_insert_urls(p_urls courtier_new_url[], OUT o
                                                 OUT o_hosts text[], OUT o_due double precision[],
                                                 OUT o_priority integer[])
 LANGUAGE plpgsql SET jit = off SET plan_cache_mode = force_custom_plan AS $$
+DECLARE
+    v_known bytea[];
 BEGIN
+    -- the keys that have a row (read by snapshot: a row another transaction is updating
+    -- is seen, never waited for)
+    SELECT COALESCE(array_agg(u.url_key), '{}') INTO v_known
+    FROM urls u JOIN unnest(p_urls) AS n ON u.shard = n.shard AND u.url_key = n.url_key;
     WITH added AS (
         INSERT INTO urls (shard, url_key, url, host_key, depth, priority, state, version,
                           discovered_at, next_fetch_at, redirect_hops, sitemap_changefreq,
@@ -53,6 +62,7 @@ BEGIN
                n.discovered_at, n.next_fetch_at, n.redirect_hops, n.sitemap_changefreq,
                n.sitemap_lastmod, n.redirect_chain
         FROM unnest(p_urls) WITH ORDINALITY AS n
+        WHERE NOT n.url_key = ANY(v_known)  -- a url_key names its shard (core/urls.py)
         ORDER BY n.shard, n.url_key, n.ordinality
         ON CONFLICT DO NOTHING
         RETURNING shard, host_key, next_fetch_at, priority
