@@ -257,3 +257,62 @@ async def test_the_refill_host_ranges_and_the_outbox_read_push_their_limit_down(
     assert ranges, refill
     assert sum("push down of limit count" in m for m in refill) >= len(ranges)
     assert "push down of limit count: 25" in outbox
+
+
+_WRITE = re.compile(
+    rf"issuing (?:INSERT INTO|UPDATE|DELETE FROM|COPY) public\.({'|'.join(DISTRIBUTED)})_\d+\b")
+
+
+async def _nodes_written(dsn: str, sql: str, *args: object) -> dict[str, set[str]]:
+    """The worker nodes (``host:port``) on which one transaction running ``sql`` wrote
+    each distributed table, from Citus's own log of the commands it sends
+    (``citus.log_remote_commands``)."""
+    written: dict[str, set[str]] = {}
+
+    def listener(_conn: object, message: asyncpg.PostgresLogMessage) -> None:
+        match = _WRITE.match(str(message.message))
+        server = re.search(r"on server \S+@(\S+)", str(getattr(message, "detail", "")))
+        if match is not None and server is not None:
+            written.setdefault(match.group(1), set()).add(server.group(1))
+
+    conn = await asyncpg.connect(dsn)
+    try:
+        conn.add_log_listener(listener)
+        await conn.execute("SET citus.log_remote_commands = on")
+        async with conn.transaction():
+            await conn.fetchval(sql, *args)
+    finally:
+        await conn.close()
+    return written
+
+
+async def test_a_one_shard_intake_and_commit_write_on_one_node(
+        citus_store: PostgresStore, citus_module_dsn: str) -> None:
+    """The intake and the commit of a batch whose rows share one shard write every
+    distributed table on that shard's node only: the statements that name the batch's
+    shards only through a join with the batch (which Citus cannot prune by) also name
+    them as a constant array (citus/intake.sql, commit.sql, refill.sql's
+    ``courtier_queue_from_levels``). The event tallies (a reference table: every node)
+    are not a distributed table's write.
+
+    Seen red: with main's three Citus forms the intake's UPDATE of host_queue (the hosts'
+    rows from their levels) ran on both worker nodes (``'host_queue': {'…:24284',
+    '…:26933'}``); with main's ``citus/commit.sql`` alone, the commit's UPDATE of urls
+    did (``'urls': {'…:22370', '…:25055'}``)."""
+    rows = [url_row(f"http://one.example/p{i}", due=T0 - 10) for i in range(5)]
+    assert len({r.shard for r in rows}) == 1
+    intake = await _nodes_written(citus_module_dsn,
+                                  "SELECT courtier_add_urls($1::courtier_new_url[])",
+                                  _rows.new_url_rows(rows))
+    assert set(intake) >= {"urls", "host_queue", "host_levels"}, intake
+    assert {t: s for t, s in intake.items() if len(s) > 1} == {}, intake
+    commit = await _nodes_written(
+        citus_module_dsn,
+        "SELECT courtier_commit($1::courtier_commit[], $2::courtier_new_url[],"
+        " $3::courtier_host_delta[], $4)",
+        _rows.commit_rows([finished(r) for r in rows]), [], [], T0 + 2)
+    assert set(commit) >= {"urls", "events", "fetch_log"}, commit
+    assert {t: s for t, s in commit.items() if len(s) > 1} == {}, commit
+    assert set().union(*intake.values()) == set().union(*commit.values())
+    applied = await citus_store.get_url(rows[0].url_key)
+    assert applied is not None and applied["version"] == 1

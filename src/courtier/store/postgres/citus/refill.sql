@@ -88,6 +88,7 @@ BEGIN
           FROM host_levels l WHERE l.shard = ANY(p_shards) AND l.host_key = ANY(p_hosts)
           GROUP BY l.shard, l.host_key) AS a
     WHERE q.shard = a.shard AND q.host_key = a.host_key
+      AND q.shard = ANY(p_shards)  -- Citus prunes by it: only the nodes of these shards
       AND (q.next_due_at <> a.due OR q.best_priority <> a.best
            OR q.level_priorities <> a.ps OR q.level_due_ats <> a.ds);
 END;
