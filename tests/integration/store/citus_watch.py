@@ -51,23 +51,28 @@ class Pull:
     via: str
 
 
-def watching(store: PostgresStore, level: str = "debug2") -> list[str]:
-    """Start collecting the planner messages of ``store``'s calls; the list they go to."""
+def watching(store: PostgresStore, level: str = "debug2", remote: bool = False) -> list[str]:
+    """Start collecting the planner messages of ``store``'s calls; the list they go to.
+    ``remote``: Citus's log of the commands it sends to the nodes instead
+    (``citus.log_remote_commands``; each message ends with `` @@ `` and its detail,
+    which names the node), read by :func:`nodes_written`."""
     messages: list[str] = []
     run = store._run  # the one place every call's connection passes
+    setting = ("citus.log_remote_commands", "on") if remote else ("client_min_messages", level)
 
     async def watched_run(op: str, fn: Callable[[Any], Awaitable[Any]],
                           *args: Any, **kwargs: Any) -> Any:
         async def watched(conn: Any) -> Any:
             def listener(_conn: Any, message: Any) -> None:
-                messages.append(f"[{op}] {message.message}")
+                detail = f" @@ {getattr(message, 'detail', '')}" if remote else ""
+                messages.append(f"[{op}] {message.message}{detail}")
 
             conn.add_log_listener(listener)
-            await conn.execute(f"SET client_min_messages = {level}")
+            await conn.execute(f"SET {setting[0]} = {setting[1]}")
             try:
                 return await fn(conn)
             finally:
-                await conn.execute("RESET client_min_messages")
+                await conn.execute(f"RESET {setting[0]}")
                 conn.remove_log_listener(listener)
 
         return await run(op, watched, *args, **kwargs)
@@ -122,3 +127,21 @@ def planned(messages: list[str], op: str) -> bool:
     :func:`pulls` means something: the messages were seen)."""
     return any(line.startswith(f"[{op}] ") and any(m in line for m in _ROUTED)
                for line in messages)
+
+
+_TAGGED = re.compile(r"\[(\w+)\] issuing (.*) @@ .*on server \S+@(\S+)", re.S)
+_WRITE = re.compile(
+    rf"(?:INSERT INTO|UPDATE|DELETE FROM|COPY) public\.({'|'.join(DISTRIBUTED)})_\d+\b")
+
+
+def nodes_written(messages: list[str], op: str) -> dict[str, set[str]]:
+    """The worker nodes (``host:port``) on which the calls ``op`` wrote each distributed
+    table (messages of :func:`watching` with ``remote``)."""
+    written: dict[str, set[str]] = {}
+    for line in messages:
+        tagged = _TAGGED.match(line)
+        if tagged is None or tagged.group(1) != op:
+            continue
+        for table in _WRITE.findall(tagged.group(2)):  # a CTE's writes too (WITH … UPDATE)
+            written.setdefault(table, set()).add(tagged.group(3))
+    return written

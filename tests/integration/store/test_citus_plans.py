@@ -48,7 +48,14 @@ from courtier.core.clock import VirtualClock
 from courtier.core.records import HostStatsDelta
 from courtier.store.cluster import DayReservation, HostClock, TrapStats
 from courtier.store.postgres import PostgresStore, _rows
-from tests.integration.store.citus_watch import DISTRIBUTED, Pull, planned, pulls, watching
+from tests.integration.store.citus_watch import (
+    DISTRIBUTED,
+    Pull,
+    nodes_written,
+    planned,
+    pulls,
+    watching,
+)
 from tests.integration.store.rows import T0, finished, url_row
 from tests.pg import truncate
 
@@ -259,60 +266,47 @@ async def test_the_refill_host_ranges_and_the_outbox_read_push_their_limit_down(
     assert "push down of limit count: 25" in outbox
 
 
-_WRITE = re.compile(
-    rf"issuing (?:INSERT INTO|UPDATE|DELETE FROM|COPY) public\.({'|'.join(DISTRIBUTED)})_\d+\b")
 
+async def test_one_shard_calls_write_on_one_node(citus_store: PostgresStore) -> None:
+    """The intake, the commit, the hand-back, the postponement and the reset of rows
+    that share one shard write every distributed table on that shard's node only: the
+    statements that name the rows' shards only through a join with the batch (which
+    Citus cannot prune by) also name them as a constant array (citus/intake.sql,
+    commit.sql, refill.sql's ``courtier_queue_from_levels``, store.py's ``release`` and
+    ``postpone``). The event tallies (a reference table: every node) are not a
+    distributed table's write.
 
-async def _nodes_written(dsn: str, sql: str, *args: object) -> dict[str, set[str]]:
-    """The worker nodes (``host:port``) on which one transaction running ``sql`` wrote
-    each distributed table, from Citus's own log of the commands it sends
-    (``citus.log_remote_commands``)."""
-    written: dict[str, set[str]] = {}
-
-    def listener(_conn: object, message: asyncpg.PostgresLogMessage) -> None:
-        match = _WRITE.match(str(message.message))
-        server = re.search(r"on server \S+@(\S+)", str(getattr(message, "detail", "")))
-        if match is not None and server is not None:
-            written.setdefault(match.group(1), set()).add(server.group(1))
-
-    conn = await asyncpg.connect(dsn)
-    try:
-        conn.add_log_listener(listener)
-        await conn.execute("SET citus.log_remote_commands = on")
-        async with conn.transaction():
-            await conn.fetchval(sql, *args)
-    finally:
-        await conn.close()
-    return written
-
-
-async def test_a_one_shard_intake_and_commit_write_on_one_node(
-        citus_store: PostgresStore, citus_module_dsn: str) -> None:
-    """The intake and the commit of a batch whose rows share one shard write every
-    distributed table on that shard's node only: the statements that name the batch's
-    shards only through a join with the batch (which Citus cannot prune by) also name
-    them as a constant array (citus/intake.sql, commit.sql, refill.sql's
-    ``courtier_queue_from_levels``). The event tallies (a reference table: every node)
-    are not a distributed table's write.
-
-    Seen red: with main's three Citus forms the intake's UPDATE of host_queue (the hosts'
-    rows from their levels) ran on both worker nodes (``'host_queue': {'…:24284',
-    '…:26933'}``); with main's ``citus/commit.sql`` alone, the commit's UPDATE of urls
-    did (``'urls': {'…:22370', '…:25055'}``)."""
-    rows = [url_row(f"http://one.example/p{i}", due=T0 - 10) for i in range(5)]
+    Seen red (the intake and commit checks in this test's first form, which called
+    ``courtier_add_urls`` and ``courtier_commit`` directly): with main's three Citus
+    forms the intake's UPDATE of host_queue (the hosts' rows from their levels) ran on
+    both worker nodes (``'host_queue': {'…:24284', '…:26933'}``); with main's
+    ``citus/commit.sql`` alone, the commit's UPDATE of urls did (``'urls': {'…:22370',
+    '…:25055'}``). This form: without the array in ``release``, ``('release', 'urls')``
+    was written on both nodes; without it in the marking of ``courtier_load_due``,
+    ``('load_due', 'urls')`` was."""
+    rows = [url_row(f"http://one.example/p{i}", due=T0 - 10) for i in range(6)]
     assert len({r.shard for r in rows}) == 1
-    intake = await _nodes_written(citus_module_dsn,
-                                  "SELECT courtier_add_urls($1::courtier_new_url[])",
-                                  _rows.new_url_rows(rows))
-    assert set(intake) >= {"urls", "host_queue", "host_levels"}, intake
-    assert {t: s for t, s in intake.items() if len(s) > 1} == {}, intake
-    commit = await _nodes_written(
-        citus_module_dsn,
-        "SELECT courtier_commit($1::courtier_commit[], $2::courtier_new_url[],"
-        " $3::courtier_host_delta[], $4)",
-        _rows.commit_rows([finished(r) for r in rows]), [], [], T0 + 2)
-    assert set(commit) >= {"urls", "events", "fetch_log"}, commit
-    assert {t: s for t, s in commit.items() if len(s) > 1} == {}, commit
-    assert set().union(*intake.values()) == set().union(*commit.values())
-    applied = await citus_store.get_url(rows[0].url_key)
-    assert applied is not None and applied["version"] == 1
+    shard = rows[0].shard
+    messages = watching(citus_store, remote=True)
+    assert await citus_store.add_urls(rows) == 6
+    epochs = await citus_store.acquire_shards("w1", [shard], T0, 30)
+    due = await citus_store.read_due([shard], T0, 6, 6, epochs=epochs)
+    assert len(due) == 6
+    result = await citus_store.commit([finished(url_row(d.url), epochs[shard])
+                                       for d in due[:2]])
+    assert result.applied == 2
+    assert await citus_store.postpone([(d.url_key, d.version, T0 + 100) for d in due[2:4]],
+                                      epochs=epochs) == 2
+    marked = await citus_store.load_due([shard], T0, 2, 2, epochs=epochs)
+    assert len(marked) == 2
+    assert await citus_store.release([(marked[0].url_key, T0)], epochs=epochs) == 1
+    assert await citus_store.reset_scheduled([shard], epochs) == 1
+    written = {op: nodes_written(messages, op) for op in (
+        "add_urls", "commit", "postpone", "load_due", "release", "reset_scheduled")}
+    assert set(written["add_urls"]) >= {"urls", "host_queue", "host_levels"}, written
+    assert set(written["commit"]) >= {"urls", "events", "fetch_log"}, written
+    assert all("urls" in tables for tables in written.values()), written
+    assert {(op, table): nodes for op, tables in written.items()
+            for table, nodes in tables.items() if len(nodes) > 1} == {}
+    assert len({node for tables in written.values() for nodes in tables.values()
+                for node in nodes}) == 1

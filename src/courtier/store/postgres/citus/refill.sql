@@ -277,6 +277,7 @@ BEGIN
     ), marked AS (
         UPDATE urls u SET state = 1 FROM chosen c
         WHERE u.shard = c.s AND u.url_key = c.k AND u.state = 0
+          AND u.shard = ANY(v_shards)  -- Citus prunes by it: the chosen rows' nodes only
           AND u.next_fetch_at <= p_now  -- still due: not committed since the walk
         RETURNING c.walk, u.shard, u.url_key, u.url, u.host_key, u.depth, u.priority,
                   u.version, u.next_fetch_at, u.redirect_hops, u.etag, u.last_modified,
