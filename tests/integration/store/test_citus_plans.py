@@ -2,42 +2,170 @@
 
 On a database of the local cluster (a coordinator and two worker nodes) the store's
 schema is distributed (store/postgres/_citus.py). The observer is Citus itself: with
-``client_min_messages = debug1`` the coordinator says, for every statement it plans
-(those inside the PL/pgSQL functions too), which subqueries or CTEs it runs apart as
-"subplans" whose rows are collected on the coordinator ("generating subplan … for
-subquery SELECT … FROM public.urls …"), and whether a ``LIMIT`` was pushed down to the
-nodes. For single statements ``EXPLAIN`` shows the router plan (``Task Count: 1``).
+``client_min_messages`` at ``debug1``/``debug2`` the coordinator says, for every statement
+it plans (those inside the PL/pgSQL functions too), which subqueries or CTEs it runs apart
+as "subplans" whose rows are collected on the coordinator, whether a ``LIMIT`` was pushed
+down to the nodes, and whether a statement got a router plan. For single statements
+``EXPLAIN`` shows the router plan (``Task Count: 1``). ``citus_watch.py`` collects the
+messages of real store calls and finds the *pulls*: rows of a distributed table collected
+on the coordinator by a subplan and sent to the nodes again.
 
-What is checked here is what is already distributed-friendly:
+What is checked:
 
-- ``get_url`` and the lease renewal are single-task plans (a router query to the
-  key's node; one task over the reference table's placements);
-- the intake pulls no row of a distributed table to the coordinator (only the batch
-  itself passes through it, routed to each row's node);
-- the refill's host ranges push their ``LIMIT`` down to every node;
-- the outbox read's final ``ORDER BY read_pos LIMIT`` is pushed down too.
+- every call of a crawl's hot path (:data:`HOT_PATH`: the lease round, the intake, the
+  refill, the commit with its host-queue upkeep, link intake and event counts, the
+  hand-backs, the outbox read and cursors, the pacer's reads) is planned by Citus and
+  pulls no row, except :data:`KNOWN_PULLS`, checked as an exact list: a new pull fails
+  it, and removing one fails it until the list shrinks;
+- ``get_url`` and the lease renewal are single-task plans (a router query to the key's
+  node; one task over the reference table's placements);
+- the intake pulls no row of a distributed table to the coordinator even as a subplan
+  whose rows only the coordinator reads (the batch itself passes through it, routed to
+  each row's node);
+- the refill's host ranges push their ``LIMIT`` down to every node, and so does the
+  outbox read's final ``ORDER BY read_pos LIMIT``.
 
-What is not (docs/scale-out.md, "Citus: as built"): the refill's probe of the chosen
-hosts' rows and its marking, the commit's join of the batch with ``urls``, and the
-outbox sequencer's numbering of unsequenced events pull rows to the coordinator.
+The classification of every call: docs/scale-out.md, "Citus: as built" (the table of
+hot-path statements).
 
 Seen red: a scratch copy of the Citus intake that counted the batch's known rows
 (``SELECT count(*) FROM urls WHERE url_key = ANY(…)``) before inserting failed the
 intake test (``{'urls'} == set()``); ``get_url``'s statement without its shard
-(``WHERE url_key = $1``) failed the router test (``Task Count: 8``).
+(``WHERE url_key = $1``) failed the router test (``Task Count: 8``). The seen-red checks
+of the hot-path tests are in their docstrings.
 """
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import re
 
 import asyncpg
+import pytest
 
-from courtier.store.postgres import PostgresStore, _citus, _rows
+from courtier.core.clock import VirtualClock
+from courtier.core.records import HostStatsDelta
+from courtier.store.cluster import DayReservation, HostClock, TrapStats
+from courtier.store.postgres import PostgresStore, _rows
+from tests.integration.store.citus_watch import (
+    DISTRIBUTED,
+    Pull,
+    nodes_written,
+    planned,
+    pulls,
+    watching,
+)
 from tests.integration.store.rows import T0, finished, url_row
+from tests.pg import truncate
 
-#: tables distributed by shard or digest (their rows live on the worker nodes)
-DISTRIBUTED = tuple(p.table for p in _citus.PLAN if p.kind == "distributed")
+#: the store calls a crawling worker makes (crawl/: the shard keeper's lease round, the
+#: refiller, the committer, the releaser, the pacer, the outbox readers), in the order
+#: :func:`_hot_path` makes them
+HOT_PATH = (
+    "acquire_shards", "heartbeat", "renew_shards", "cluster_view", "prune_workers",
+    "add_urls", "read_due", "load_due", "commit", "postpone", "release", "reset_scheduled",
+    "next_due_at", "pending_counts", "save_host_clocks", "save_trap_stats",
+    "load_simhashes", "reserve_day_counts", "register_consumer", "read_events",
+    "advance_consumer",
+)
+
+#: the pulls of the hot path as built (docs/scale-out.md, "Citus: as built", says why
+#: each is there and what would remove it)
+KNOWN_PULLS = {
+    # courtier_commit's batch joined with urls (the rows' old state and level: `fenced`),
+    # collected as a subplan, then the UPDATE of urls from it, routed per row
+    Pull("commit", "urls", "subquery"),
+    # the UPDATE's RETURNING rows (`done`), collected, then the inserts of events,
+    # fetch_log and payloads from them, routed per row
+    Pull("commit", "urls", "done"),
+    # the outbox sequencer: every unsequenced event id numbered by one window on the
+    # coordinator, then the UPDATE of events from it
+    Pull("read_events", "events", "subquery"),
+}
+
+
+async def _hot_path(dsn: str) -> list[str]:
+    """Every call of :data:`HOT_PATH` once, on a store with due rows on both worker nodes;
+    Citus's planner messages of those calls (``citus_watch.watching``)."""
+    await truncate(dsn)
+    store = PostgresStore(dsn, clock=VirtualClock(T0))
+    await store.open()
+    try:
+        rows = [url_row(f"http://h{i % 20}.example/p{i}", due=T0 - 10) for i in range(200)]
+        await store.add_urls(rows[:100])
+        shards = sorted({r.shard for r in rows})
+        messages = watching(store)
+        epochs = await store.acquire_shards("w1", shards, T0, 30)
+        await store.heartbeat("w1", 1.0, {}, T0)
+        assert await store.renew_shards("w1", epochs, T0, 30) == set(shards)
+        await store.cluster_view()
+        await store.prune_workers(60, T0)
+        assert await store.add_urls(rows[50:]) == 100  # half of them known
+        due = await store.read_due(shards, T0, 40, 2, epochs=epochs)
+        assert len(due) == 40
+        batch = [finished(url_row(d.url), epochs[d.shard]) for d in due[:30]]
+        batch[0] = dataclasses.replace(batch[0], new_urls=[
+            url_row(f"http://h{i}.example/new{i}") for i in range(5)])
+        stats = [HostStatsDelta(d.host_key, d.shard, fetched=1) for d in due[:30]]
+        result = await store.commit(batch, stats)
+        assert (result.applied, result.new_urls) == (30, 5)
+        assert await store.postpone([(d.url_key, d.version, T0 + 100) for d in due[30:33]],
+                                    epochs=epochs) == 3
+        marked = await store.load_due(shards, T0, 10, 1, epochs=epochs)
+        assert len(marked) == 10
+        assert await store.release([(d.url_key, T0) for d in marked[:3]], epochs=epochs) == 3
+        assert await store.reset_scheduled(shards, epochs) == 7
+        assert await store.next_due_at(shards) is not None
+        await store.pending_counts(shards)
+        await store.save_host_clocks([HostClock(due[0].host_key, due[0].shard, T0, T0, T0)])
+        await store.save_trap_stats([TrapStats(due[0].host_key, due[0].shard, b"x")])
+        await store.load_simhashes(shards, 5)
+        await store.reserve_day_counts([DayReservation(due[0].host_key, T0, 1, 10)])
+        await store.register_consumer("tally")
+        assert len(await store.read_events(0, 25)) == 25
+        await store.advance_consumer("tally", 25)
+        return messages
+    finally:
+        await store.close()
+
+
+@pytest.fixture(scope="module")
+def hot_path(citus_module_dsn: str) -> list[str]:
+    """The planner messages of one run of :func:`_hot_path` (once per module)."""
+    return asyncio.run(_hot_path(citus_module_dsn))
+
+
+@pytest.mark.parametrize("op", [op for op in HOT_PATH
+                                if op not in {p.op for p in KNOWN_PULLS}])
+def test_the_hot_path_call_pulls_no_row_to_the_coordinator(hot_path: list[str],
+                                                           op: str) -> None:
+    """Seen red: a scratch copy of ``citus/refill.sql`` whose final read of
+    ``courtier_read_due`` also required ``u.url_key IN (SELECT x.url_key FROM urls x
+    WHERE x.shard = ANY(v_shards) ORDER BY x.next_fetch_at LIMIT 1000)`` failed
+    ``[read_due]`` and ``[load_due]`` (``Pull(op='read_due', table='urls',
+    via='subquery')``), every other call passing; one whose ``courtier_queue_from_levels``
+    took the hosts' grouped levels from ``WITH a AS MATERIALIZED (… FROM host_levels …
+    LIMIT 100000)`` (a subplan the UPDATE of host_queue reads) failed ``[add_urls]``,
+    ``[load_due]``, ``[postpone]``, ``[release]`` and ``[reset_scheduled]``."""
+    assert planned(hot_path, op), f"Citus planned no statement of {op}"
+    assert {p for p in pulls(hot_path) if p.op == op} == set()
+
+
+def test_the_hot_path_pulls_only_the_known_rows(hot_path: list[str]) -> None:
+    """The exceptions, as an exact list: a call that starts pulling rows fails here
+    (and in the test above), and one that stops fails here until :data:`KNOWN_PULLS`
+    loses it.
+
+    Seen red: with the scratch ``courtier_queue_from_levels`` above it failed on six
+    extra pulls, ``Pull(op='commit', table='host_levels', via='a')`` among them (the
+    commit's upkeep); with ``Pull("commit", "urls", "done")`` left out of
+    :data:`KNOWN_PULLS` it failed naming that one."""
+    assert all(planned(hot_path, op) for op in HOT_PATH), [
+        op for op in HOT_PATH if not planned(hot_path, op)]
+    assert pulls(hot_path) == KNOWN_PULLS
+
+
 _SUBPLAN = re.compile(r"generating subplan \S+ for (?:subquery|CTE \w+:) (.*)", re.S)
 
 
@@ -136,3 +264,49 @@ async def test_the_refill_host_ranges_and_the_outbox_read_push_their_limit_down(
     assert ranges, refill
     assert sum("push down of limit count" in m for m in refill) >= len(ranges)
     assert "push down of limit count: 25" in outbox
+
+
+
+async def test_one_shard_calls_write_on_one_node(citus_store: PostgresStore) -> None:
+    """The intake, the commit, the hand-back, the postponement and the reset of rows
+    that share one shard write every distributed table on that shard's node only: the
+    statements that name the rows' shards only through a join with the batch (which
+    Citus cannot prune by) also name them as a constant array (citus/intake.sql,
+    commit.sql, refill.sql's ``courtier_queue_from_levels``, store.py's ``release`` and
+    ``postpone``). The event tallies (a reference table: every node) are not a
+    distributed table's write.
+
+    Seen red (the intake and commit checks in this test's first form, which called
+    ``courtier_add_urls`` and ``courtier_commit`` directly): with main's three Citus
+    forms the intake's UPDATE of host_queue (the hosts' rows from their levels) ran on
+    both worker nodes (``'host_queue': {'…:24284', '…:26933'}``); with main's
+    ``citus/commit.sql`` alone, the commit's UPDATE of urls did (``'urls': {'…:22370',
+    '…:25055'}``). This form: without the array in ``release``, ``('release', 'urls')``
+    was written on both nodes; without it in the marking of ``courtier_load_due``,
+    ``('load_due', 'urls')`` was."""
+    rows = [url_row(f"http://one.example/p{i}", due=T0 - 10) for i in range(6)]
+    assert len({r.shard for r in rows}) == 1
+    shard = rows[0].shard
+    messages = watching(citus_store, remote=True)
+    assert await citus_store.add_urls(rows) == 6
+    epochs = await citus_store.acquire_shards("w1", [shard], T0, 30)
+    due = await citus_store.read_due([shard], T0, 6, 6, epochs=epochs)
+    assert len(due) == 6
+    result = await citus_store.commit([finished(url_row(d.url), epochs[shard])
+                                       for d in due[:2]])
+    assert result.applied == 2
+    assert await citus_store.postpone([(d.url_key, d.version, T0 + 100) for d in due[2:4]],
+                                      epochs=epochs) == 2
+    marked = await citus_store.load_due([shard], T0, 2, 2, epochs=epochs)
+    assert len(marked) == 2
+    assert await citus_store.release([(marked[0].url_key, T0)], epochs=epochs) == 1
+    assert await citus_store.reset_scheduled([shard], epochs) == 1
+    written = {op: nodes_written(messages, op) for op in (
+        "add_urls", "commit", "postpone", "load_due", "release", "reset_scheduled")}
+    assert set(written["add_urls"]) >= {"urls", "host_queue", "host_levels"}, written
+    assert set(written["commit"]) >= {"urls", "events", "fetch_log"}, written
+    assert all("urls" in tables for tables in written.values()), written
+    assert {(op, table): nodes for op, tables in written.items()
+            for table, nodes in tables.items() if len(nodes) > 1} == {}
+    assert len({node for tables in written.values() for nodes in tables.values()
+                for node in nodes}) == 1

@@ -348,6 +348,7 @@ class PostgresStore:
                 f"UPDATE urls u SET state = {_rows.QUEUED}, next_fetch_at = t.at"
                 " FROM unnest($1::integer[], $2::bytea[], $3::float8[]) AS t(shard, url_key, at)"
                 " WHERE u.shard = t.shard AND u.url_key = t.url_key"
+                " AND u.shard = ANY($1::integer[])"  # Citus prunes by it (docs/scale-out.md)
                 f" AND u.state = {_rows.SCHEDULED}"
                 " RETURNING u.shard, u.host_key, u.next_fetch_at, u.priority",
                 [s for s, _, _ in mine], [k for _, k, _ in mine], [at for _, _, at in mine])
@@ -368,12 +369,13 @@ class PostgresStore:
         async def job(conn: Conn) -> int:
             mine = ordered
             if epochs is not None:
-                allowed = await _cluster.fenced_shards(conn, epochs)
+                allowed = await _cluster.fenced_shards(conn, epochs, self._on_citus)
                 mine = [item for item in ordered if item[0] in allowed]
             rows = await conn.fetch(
                 "UPDATE urls u SET next_fetch_at = t.at FROM unnest($1::integer[],"
                 " $2::bytea[], $3::integer[], $4::float8[]) AS t(shard, url_key, version, at)"
                 " WHERE u.shard = t.shard AND u.url_key = t.url_key AND u.version = t.version"
+                " AND u.shard = ANY($1::integer[])"  # Citus prunes by it (docs/scale-out.md)
                 f" AND u.state = {_rows.QUEUED} RETURNING u.shard, u.host_key, u.priority",
                 [s for s, _, _, _ in mine], [k for _, k, _, _ in mine],
                 [v for _, _, v, _ in mine], [at for _, _, _, at in mine])

@@ -47,12 +47,16 @@ CREATE OR REPLACE FUNCTION courtier_insert_urls(p_urls courtier_new_url[], OUT o
                                                 OUT o_priority integer[])
 LANGUAGE plpgsql SET jit = off SET plan_cache_mode = force_custom_plan AS $$
 DECLARE
+    v_shards integer[];
     v_known bytea[];
 BEGIN
     -- the keys that have a row (read by snapshot: a row another transaction is updating
-    -- is seen, never waited for)
+    -- is seen, never waited for); on the batch's shards only, which Citus prunes by (the
+    -- join alone runs on every Citus shard of urls, on every node)
+    SELECT array_agg(DISTINCT n.shard) INTO v_shards FROM unnest(p_urls) AS n;
     SELECT COALESCE(array_agg(u.url_key), '{}') INTO v_known
-    FROM urls u JOIN unnest(p_urls) AS n ON u.shard = n.shard AND u.url_key = n.url_key;
+    FROM urls u JOIN unnest(p_urls) AS n ON u.shard = n.shard AND u.url_key = n.url_key
+    WHERE u.shard = ANY(v_shards);
     WITH added AS (
         INSERT INTO urls (shard, url_key, url, host_key, depth, priority, state, version,
                           discovered_at, next_fetch_at, redirect_hops, sitemap_changefreq,

@@ -88,6 +88,7 @@ BEGIN
           FROM host_levels l WHERE l.shard = ANY(p_shards) AND l.host_key = ANY(p_hosts)
           GROUP BY l.shard, l.host_key) AS a
     WHERE q.shard = a.shard AND q.host_key = a.host_key
+      AND q.shard = ANY(p_shards)  -- Citus prunes by it: only the nodes of these shards
       AND (q.next_due_at <> a.due OR q.best_priority <> a.best
            OR q.level_priorities <> a.ps OR q.level_due_ats <> a.ds);
 END;
@@ -276,6 +277,7 @@ BEGIN
     ), marked AS (
         UPDATE urls u SET state = 1 FROM chosen c
         WHERE u.shard = c.s AND u.url_key = c.k AND u.state = 0
+          AND u.shard = ANY(v_shards)  -- Citus prunes by it: the chosen rows' nodes only
           AND u.next_fetch_at <= p_now  -- still due: not committed since the walk
         RETURNING c.walk, u.shard, u.url_key, u.url, u.host_key, u.depth, u.priority,
                   u.version, u.next_fetch_at, u.redirect_hops, u.etag, u.last_modified,
