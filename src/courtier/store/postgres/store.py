@@ -368,7 +368,7 @@ class PostgresStore:
         async def job(conn: Conn) -> int:
             mine = ordered
             if epochs is not None:
-                allowed = await _cluster.fenced_shards(conn, epochs)
+                allowed = await _cluster.fenced_shards(conn, epochs, self._on_citus)
                 mine = [item for item in ordered if item[0] in allowed]
             rows = await conn.fetch(
                 "UPDATE urls u SET next_fetch_at = t.at FROM unnest($1::integer[],"
