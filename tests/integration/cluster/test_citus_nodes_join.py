@@ -304,10 +304,9 @@ async def test_a_stopped_node_holds_the_workers_who_fence_and_continue_once_it_i
     the stopped node after 180 s": both paused on the store, neither fenced. The refetch
     bound was not seen red here (in the passing runs nothing was fetched twice).
 
-    Flaky once (1 of 4 runs before this form): one worker paused on the stopped node but
-    logged no fence in 180 s while the other fenced 5 s after the stop; cause not found
-    (a fence timer fires once per successful renewal and logs only when the leases are
-    held and the deadline passed). docs/testing.md records it."""
+    Before the fix of the coordinator's fence timer (a timer woken 0.4 ms early by
+    uvloop dropped the fence), the real code failed the same wait in 2 of 3 runs: one
+    worker paused but never fenced while the node was down."""
     own = crawl_db
     cluster_dir = tmp_path / "crawl"
     cluster_dir.mkdir()
