@@ -68,11 +68,15 @@ def citus_missing() -> str | None:
 
 
 class CitusCluster:
-    """A coordinator and its worker nodes, each a :class:`ThrowawayServer`."""
+    """A coordinator and its worker nodes, each a :class:`ThrowawayServer`. ``stack``: the
+    stack the nodes were started on (a node started later, :meth:`start_worker`, is
+    stopped with the others)."""
 
-    def __init__(self, coordinator: ThrowawayServer, workers: list[ThrowawayServer]) -> None:
+    def __init__(self, coordinator: ThrowawayServer, workers: list[ThrowawayServer],
+                 stack: ExitStack | None = None) -> None:
         self.coordinator = coordinator
         self.workers = workers
+        self._stack = stack
 
     @property
     def nodes(self) -> list[ThrowawayServer]:
@@ -97,6 +101,24 @@ class CitusCluster:
                        *(f"SELECT citus_add_node('{HOST}', {worker.port})"
                          for worker in self.workers))
         return self.coordinator.dsn(name)
+
+    def start_worker(self) -> ThrowawayServer:
+        """Start one more worker node (blocking; not yet in any database's node list:
+        :meth:`add_worker`). Stopped when the cluster is."""
+        assert self._stack is not None, "a cluster started by citus_cluster()"
+        node = self._stack.enter_context(throwaway_server(
+            NODE_SETTINGS, prefix=f"courtier-citus-worker{len(self.workers)}-"))
+        self.workers.append(node)
+        return node
+
+    async def add_worker(self, node: ThrowawayServer, name: str) -> None:
+        """Add ``node`` to the database ``name``'s cluster (a running crawl's): the
+        database and the extension on the node, then ``citus_add_node`` on the
+        coordinator. Shards move to it only when rebalanced."""
+        await node.admin(f'CREATE DATABASE "{name}"')
+        await self._on(node, name, "CREATE EXTENSION citus")
+        await self._on(self.coordinator, name,
+                       f"SELECT citus_add_node('{HOST}', {node.port})")
 
     async def drop_database(self, name: str) -> None:
         for node in self.nodes:
@@ -126,4 +148,4 @@ def citus_cluster(workers: int = 2) -> Iterator[CitusCluster]:
         nodes = [stack.enter_context(
                      throwaway_server(NODE_SETTINGS, prefix=f"courtier-citus-worker{i}-"))
                  for i in range(workers)]
-        yield CitusCluster(coordinator, nodes)
+        yield CitusCluster(coordinator, nodes, stack)

@@ -241,6 +241,34 @@ async def serving(dsn: str, root: Path, spec: WebSpec, delay: float = 0.15,
             await cluster.close()
 
 
+@dataclass
+class OutboxReader:
+    """A consumer of the outbox: reads after its cursor while the crawl runs (each read
+    also sequences the events committed since, so the crawl's events are numbered while
+    the store changes under it). ``failures``: what each failed read said."""
+
+    cluster: Cluster
+    events: list[Event] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def failed_reads(self) -> int:
+        return len(self.failures)
+
+    async def read_once(self) -> None:
+        assert self.cluster.store is not None
+        after = self.events[-1].id if self.events else 0
+        try:
+            self.events.extend(await self.cluster.store.read_events(after, 1000))
+        except StoreError as exc:
+            self.failures.append(f"{exc} (cause: {exc.__cause__!r})")
+
+    async def run(self) -> None:
+        while True:
+            await self.read_once()
+            await asyncio.sleep(0.2)
+
+
 def all_fetched(cluster: Cluster, expected: set[str]) -> Callable[[], Awaitable[bool]]:
     async def check() -> bool:
         return expected <= cluster.fetched()

@@ -18,20 +18,19 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from courtier.core.errors import StoreError
 from courtier.core.urls import SHARD_COUNT
-from courtier.store.base import Event
 from courtier.testweb.killloop import final_event_problems
 from courtier.testweb.server import TestWebServer
 from courtier.testweb.spec import default_web
 from tests.integration.cluster.harness import (
     TTL,
     Cluster,
+    OutboxReader,
     WorkerProcess,
     check_outbox,
     done,
@@ -70,28 +69,6 @@ async def restartable(tmp_path: Path) -> AsyncIterator[Restartable]:
                 yield Restartable(cluster, server)
             finally:
                 await cluster.close()
-
-
-@dataclass
-class OutboxReader:
-    """A consumer of the outbox: reads after its cursor, across the restarts."""
-
-    cluster: Cluster
-    events: list[Event] = field(default_factory=list)
-    failed_reads: int = 0
-
-    async def read_once(self) -> None:
-        assert self.cluster.store is not None
-        after = self.events[-1].id if self.events else 0
-        try:
-            self.events.extend(await self.cluster.store.read_events(after, 1000))
-        except StoreError:
-            self.failed_reads += 1
-
-    async def run(self) -> None:
-        while True:
-            await self.read_once()
-            await asyncio.sleep(0.2)
 
 
 async def test_immediate_restarts_pause_the_workers_who_reconnect_and_lose_nothing(

@@ -19,6 +19,7 @@ import asyncpg
 
 from courtier.core.clock import VirtualClock
 from courtier.store.postgres import PostgresStore, _citus
+from courtier.store.postgres._retention import add_partitions
 from tests.integration.store.rows import T0, url_row
 
 
@@ -98,3 +99,43 @@ async def test_the_plan_places_every_table_the_migrations_create(citus_dsn: str)
     await store.close()
     named = {p.table for p in _citus.PLAN}
     assert await _tables(citus_dsn) == named
+
+
+async def _without_replica_identity(dsn: str) -> list[str]:
+    """Tables of Citus's metadata, and their partitions, whose UPDATEs and DELETEs a
+    logical shard move would refuse: no primary key and no other replica identity."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        rows = await conn.fetch(
+            "WITH placed AS (SELECT logicalrelid AS oid FROM pg_dist_partition),"
+            " tables AS (SELECT oid FROM placed UNION"
+            "  SELECT i.inhrelid FROM pg_inherits i JOIN placed p ON p.oid = i.inhparent)"
+            " SELECT c.relname FROM tables t JOIN pg_class c ON c.oid = t.oid"
+            " WHERE c.relkind = 'r' AND (c.relreplident = 'n' OR (c.relreplident = 'd'"
+            "  AND NOT EXISTS (SELECT 1 FROM pg_index x"
+            "                  WHERE x.indrelid = c.oid AND x.indisprimary)))"
+            " ORDER BY 1")
+    finally:
+        await conn.close()
+    return [r["relname"] for r in rows]
+
+
+async def test_every_placed_table_can_move_by_logical_replication(citus_dsn: str) -> None:
+    """The rebalancer moves shards by logical replication: every table it may move,
+    the day partitions the retention adds later included, has a replica identity
+    (citus/replica_identity.sql; docs/scale-out.md, "Citus: as built").
+
+    Seen red: with ``distribute`` and ``add_partitions`` not running
+    ``_citus.REPLICA_IDENTITIES``, ``events_default`` and ``fetch_log_default`` named;
+    with only ``add_partitions`` not running it, the 6 day partitions it made."""
+    store = PostgresStore(citus_dsn, clock=VirtualClock(T0))
+    await store.open()
+    await store.close()
+    assert await _without_replica_identity(citus_dsn) == []
+    conn = await asyncpg.connect(citus_dsn)
+    try:
+        made = await add_partitions(conn, T0)
+    finally:
+        await conn.close()
+    assert made > 0
+    assert await _without_replica_identity(citus_dsn) == []

@@ -34,7 +34,10 @@ later migration adds is distributed by the next open, once :data:`PLAN` names it
 Then the Citus forms of the functions Citus cannot run as the migrations wrote them
 (``citus/*.sql``: same names and signatures, ``CREATE OR REPLACE``) are applied, each
 file only when its digest differs from the one ``citus_forms`` recorded, so processes
-opening a running crawl's store do not replace its functions. Two statements the store
+opening a running crawl's store do not replace its functions. Last, every partition of
+``events`` and ``fetch_log`` gets a replica identity (``citus/replica_identity.sql``):
+the rebalancer moves shards by logical replication, and a published table without one
+refuses UPDATE and DELETE while its shard moves. Two statements the store
 sends itself have Citus forms here too (:func:`next_due_at_sql`,
 :data:`RECENT_SIMHASHES`). What each form changes and why: docs/scale-out.md, "Citus:
 as built".
@@ -190,7 +193,15 @@ async def distribute(conn: Conn, lock_key: int) -> list[str]:
             await conn.execute(
                 "INSERT INTO citus_forms VALUES ($1, $2)"
                 " ON CONFLICT (name) DO UPDATE SET digest = EXCLUDED.digest", name, digest)
+        await conn.execute(REPLICA_IDENTITIES)
     return placed
+
+
+#: give every partition of ``events`` and ``fetch_log`` without one a replica identity
+#: (``citus/replica_identity.sql``: the time partitions have no primary key, and a shard
+#: moved by logical replication refuses their UPDATEs and DELETEs without it); run by
+#: :func:`distribute` and after the retention adds a day partition on Citus
+REPLICA_IDENTITIES = "SELECT courtier_replica_identities()"
 
 
 def citus_sql() -> list[tuple[str, str]]:

@@ -19,6 +19,7 @@ import contextlib
 import asyncpg
 
 from courtier.core.errors import EventsPruned
+from courtier.store.postgres._citus import REPLICA_IDENTITIES
 from courtier.store.postgres._rows import Conn
 
 __all__ = ["DAYS_AHEAD", "PARTITIONS_PER_CALL", "add_partitions", "events_pruned",
@@ -66,6 +67,9 @@ async def add_partitions(conn: Conn, now: float) -> int:
                         "SELECT courtier_add_day_partition($1, $2)", table, day))
             except asyncpg.LockNotAvailableError:
                 continue
+    if made and await conn.fetchval(
+            "SELECT to_regprocedure('courtier_replica_identities()') IS NOT NULL"):
+        await conn.execute(REPLICA_IDENTITIES)  # on Citus (its step made the function)
     return made
 
 
