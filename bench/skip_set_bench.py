@@ -1,0 +1,134 @@
+"""What the refill's skip set costs (issue #29): ``read_due`` with 0 to 10⁵ held hosts.
+
+The worker's refill reads without marking (``Store.read_due``) and passes every host it
+holds a row of as ``skip_hosts`` (crawl/refiller.py ``held_hosts``): its frontier's
+queued hosts, fetches in flight, results waiting for their commit. The store's walk
+steps over those hosts. This bench measures that cost on a fresh store (a temporary
+PostgreSQL database on 127.0.0.1:5432, and a SQLite file): ``--hosts`` hosts with
+``--rows`` due URLs each, then, for each skip-set size K, the same refill (``--limit``
+rows, one a host) with the skip set being the K hosts the walk would return first —
+the worst case, where the walk must pass every held host before it finds a free one.
+
+    .venv/bin/python bench/skip_set_bench.py --hosts 120000 --skips 0 1000 10000 20000 100000
+
+Prints, per store and K, the median and range of the call's wall time (ms, ``--runs``
+calls, alternating the sizes), the CPU the crawler's process spent preparing and
+sending the call, and the rows returned; and checks that no returned row is of a
+skipped host. With the default ``--memory-window`` of 20,000 URLs a worker holds at most
+~20,000 hosts plus its fetches in flight; 10⁵ is a worker configured with a larger
+window.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "src"))
+
+from tests.pg import temporary_database  # noqa: E402
+
+from courtier.core.clock import VirtualClock  # noqa: E402
+from courtier.core.records import NewUrl  # noqa: E402
+from courtier.core.urls import SHARD_COUNT, canonicalize  # noqa: E402
+from courtier.store.base import Store  # noqa: E402
+from courtier.store.postgres import PostgresStore  # noqa: E402
+from courtier.store.sqlite import SqliteStore  # noqa: E402
+
+T0 = 1_700_000_000.0
+SHARDS = list(range(SHARD_COUNT))
+
+
+async def _fill(store: Store, hosts: int, rows: int) -> None:
+    batch: list[NewUrl] = []
+    for h in range(hosts):
+        for r in range(rows):
+            c = canonicalize(f"http://h{h}.skip{h % 89}.example/p{r}.html")
+            batch.append(NewUrl(c.url_key, c.url, c.host_key, c.shard, 1, 1,
+                                T0 - 1 - (h * 7919 + r) % 3600, T0 - 7200))
+        if len(batch) >= 5000:
+            await store.add_urls(batch)
+            batch = []
+    if batch:
+        await store.add_urls(batch)
+
+
+async def _measure(store: Store, label: str, a: argparse.Namespace) -> None:
+    started = time.perf_counter()
+    await _fill(store, a.hosts, a.rows)
+    print(f"{label}: {a.hosts:,} hosts x {a.rows} due rows filled in "
+          f"{time.perf_counter() - started:.1f} s", flush=True)
+    biggest = max(a.skips)
+    first = await store.read_due(SHARDS, T0, biggest, 1) if biggest else []
+    walk_order = [d.host_key for d in first]
+    skips = {k: walk_order[:k] for k in a.skips}
+    wall: dict[int, list[float]] = {k: [] for k in a.skips}
+    cpu: dict[int, list[float]] = {k: [] for k in a.skips}
+    returned: dict[int, int] = {}
+    for _ in range(a.runs):
+        for k in a.skips:
+            held = set(skips[k])
+            c0, w0 = time.process_time(), time.perf_counter()
+            due = await store.read_due(SHARDS, T0, a.limit, 1, skip_hosts=held)
+            wall[k].append((time.perf_counter() - w0) * 1000)
+            cpu[k].append((time.process_time() - c0) * 1000)
+            returned[k] = len(due)
+            wrong = [d.host_key for d in due if d.host_key in held]
+            if wrong:
+                raise SystemExit(f"{label}: a skipped host was returned: {wrong[:3]}")
+    print(f"{'store':<10} {'held hosts':>10} {'rows':>6} {'wall ms median':>15}"
+          f" {'(min-max)':>17} {'process CPU ms':>15}")
+    for k in a.skips:
+        w = wall[k]
+        print(f"{label:<10} {k:>10,} {returned[k]:>6} {statistics.median(w):>15.1f}"
+              f" {f'({min(w):.1f}-{max(w):.1f})':>17} {statistics.median(cpu[k]):>15.1f}")
+
+
+async def _postgres(dsn: str, a: argparse.Namespace) -> None:
+    store = PostgresStore(dsn, clock=VirtualClock(T0))
+    await store.open()
+    try:
+        await _measure(store, "postgres", a)
+    finally:
+        await store.close()
+
+
+async def _sqlite(path: Path, a: argparse.Namespace) -> None:
+    store = SqliteStore(path, clock=VirtualClock(T0))
+    await store.open()
+    try:
+        await _measure(store, "sqlite", a)
+    finally:
+        await store.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--hosts", type=int, default=120_000)
+    ap.add_argument("--rows", type=int, default=2, help="due URLs a host")
+    ap.add_argument("--skips", type=int, nargs="+", default=[0, 1000, 10_000, 20_000, 100_000])
+    ap.add_argument("--limit", type=int, default=1000, help="rows a refill asks for")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--store", choices=["postgres", "sqlite", "both"], default="both")
+    a = ap.parse_args(argv)
+    if max(a.skips) + a.limit > a.hosts:
+        ap.error("--hosts must exceed the largest skip set plus --limit")
+    if a.store in ("postgres", "both"):
+        with temporary_database("skipbench") as dsn:
+            asyncio.run(_postgres(dsn, a))
+    if a.store in ("sqlite", "both"):
+        with tempfile.TemporaryDirectory(prefix="courtier-skipbench-") as tmp:
+            asyncio.run(_sqlite(Path(tmp) / "crawl.sqlite", a))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
