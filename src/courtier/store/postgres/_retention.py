@@ -51,9 +51,10 @@ async def pruned_through(conn: Conn) -> int:
     return int(await conn.fetchval("SELECT pruned_through FROM outbox_sequencer") or 0)
 
 
-async def add_partitions(conn: Conn, now: float) -> int:
+async def add_partitions(conn: Conn, now: float, on_citus: bool = False) -> int:
     """Make today's and :data:`DAYS_AHEAD` following days' partitions of both tables
-    (those missing); a partition whose lock is busy is left for the next run."""
+    (those missing); a partition whose lock is busy is left for the next run. On Citus
+    (``on_citus``) the new partitions get their replica identity (``_citus``)."""
     made = 0
     today = int(now // DAY)
     for table in ("events", "fetch_log"):
@@ -67,9 +68,8 @@ async def add_partitions(conn: Conn, now: float) -> int:
                         "SELECT courtier_add_day_partition($1, $2)", table, day))
             except asyncpg.LockNotAvailableError:
                 continue
-    if made and await conn.fetchval(
-            "SELECT to_regprocedure('courtier_replica_identities()') IS NOT NULL"):
-        await conn.execute(REPLICA_IDENTITIES)  # on Citus (its step made the function)
+    if made and on_citus:
+        await conn.execute(REPLICA_IDENTITIES)
     return made
 
 
@@ -138,7 +138,7 @@ async def prune_events(conn: Conn, before: float, limit: int, now: float,
                        on_citus: bool = False) -> int:
     """See ``Store.prune_events``: whole day partitions first, then at most ``limit``
     rows of the default partition (``on_citus``: by key, see :data:`_DELETE_EVENTS_CITUS`)."""
-    await add_partitions(conn, now)
+    await add_partitions(conn, now, on_citus)
     async with conn.transaction():
         await conn.fetchval("SELECT courtier_sequence_events()")
     removed = 0
@@ -185,7 +185,7 @@ async def prune_audit(conn: Conn, before: float, limit: int, now: float,
                       on_citus: bool = False) -> int:
     """See ``Store.prune_audit``: whole day partitions, then at most ``limit`` rows of the
     default partition (``on_citus``: by key)."""
-    await add_partitions(conn, now)
+    await add_partitions(conn, now, on_citus)
     removed = 0
     if await _has_old(conn, "fetch_log", before):
         with contextlib.suppress(asyncpg.LockNotAvailableError):  # busy: the next run
