@@ -49,7 +49,7 @@ from courtier.core.urls import SHARD_COUNT, shard_of
 from courtier.store.open import make_store
 from courtier.testweb.killloop import final_event_problems
 from courtier.testweb.server import TestWebServer
-from courtier.testweb.spec import default_web, host_name
+from courtier.testweb.spec import WebSpec, default_web, host_name
 from tests.citus_cluster import CitusCluster, citus_cluster
 from tests.integration.cluster.harness import (
     Cluster,
@@ -180,17 +180,36 @@ def _pages_since(cluster: Cluster, since: float, n: int,
     return check
 
 
+async def _web_over_every_citus_shard(own: OwnCitus, tmp_path: Path, pages_per_host: int,
+                                      crawl_delay: float) -> WebSpec:
+    """The crawl's schema created (distributed) and a test web whose hosts fill every
+    Citus shard of ``urls`` (so whichever shard groups move carry URL rows)."""
+    schema = make_store(own.dsn, tmp_path / "schema", RealClock())
+    await schema.open()  # the schema, distributed, so the test can read its placement
+    await schema.close()
+    return default_web(n_hosts=N_HOSTS, pages_per_host=pages_per_host,
+                       crawl_delay=crawl_delay, latency=0.02,
+                       domain=_domain(await _citus_shard_of(own.dsn)))
+
+
+async def _start_w0_and_w1(cluster: Cluster, web: TestWebServer) -> None:
+    """w0 with the seeds, then w1; return once the two own every shard between them."""
+    await cluster.start("w0", *web.web.seeds())
+    await cluster.start("w1")
+
+    async def both_own_shards() -> bool:
+        owners = await cluster.owners()
+        return len(owners) == SHARD_COUNT and set(owners.values()) == {"w0", "w1"}
+
+    await wait_for("w0 and w1 owning every shard", both_own_shards)
+
+
 async def test_a_node_joins_and_shards_move_while_workers_die_and_join(
         crawl_db: OwnCitus, tmp_path: Path) -> None:
     own = crawl_db
     cluster_dir = tmp_path / "crawl"
     cluster_dir.mkdir()
-    schema = make_store(own.dsn, tmp_path / "schema", RealClock())
-    await schema.open()  # the schema, distributed, so the test can read its placement
-    await schema.close()
-    spec = default_web(n_hosts=N_HOSTS, pages_per_host=PAGES_PER_HOST,
-                       crawl_delay=CRAWL_DELAY, latency=0.02,
-                       domain=_domain(await _citus_shard_of(own.dsn)))
+    spec = await _web_over_every_citus_shard(own, tmp_path, PAGES_PER_HOST, CRAWL_DELAY)
     async with TestWebServer(spec) as web:
         cluster = Cluster(own.dsn, cluster_dir, web, spec, delay=0.15,
                           extra=["--lease-ttl", LEASE_TTL])
@@ -199,14 +218,7 @@ async def test_a_node_joins_and_shards_move_while_workers_die_and_join(
         try:
             expected = web.web.expected_fetches()
             began = time.monotonic()
-            await cluster.start("w0", *web.web.seeds())
-            await cluster.start("w1")
-
-            async def both_own_shards() -> bool:
-                owners = await cluster.owners()
-                return len(owners) == SHARD_COUNT and set(owners.values()) == {"w0", "w1"}
-
-            await wait_for("w0 and w1 owning every shard", both_own_shards)
+            await _start_w0_and_w1(cluster, web)
             reader = OutboxReader(cluster)  # sequences and reads events all along
             reading = asyncio.create_task(reader.run())
             await wait_for("a sixth of the crawl",
@@ -310,11 +322,7 @@ async def test_a_stopped_node_holds_the_workers_who_fence_and_continue_once_it_i
     own = crawl_db
     cluster_dir = tmp_path / "crawl"
     cluster_dir.mkdir()
-    schema = make_store(own.dsn, tmp_path / "schema", RealClock())
-    await schema.open()
-    await schema.close()
-    spec = default_web(n_hosts=N_HOSTS, pages_per_host=20, crawl_delay=1.0, latency=0.02,
-                       domain=_domain(await _citus_shard_of(own.dsn)))
+    spec = await _web_over_every_citus_shard(own, tmp_path, 20, 1.0)
     node = own.cluster.workers[0]
     async with TestWebServer(spec) as web:
         cluster = Cluster(own.dsn, cluster_dir, web, spec, delay=0.15,
@@ -324,14 +332,7 @@ async def test_a_stopped_node_holds_the_workers_who_fence_and_continue_once_it_i
         try:
             expected = web.web.expected_fetches()
             began = time.monotonic()
-            await cluster.start("w0", *web.web.seeds())
-            await cluster.start("w1")
-
-            async def both_own_shards() -> bool:
-                owners = await cluster.owners()
-                return len(owners) == SHARD_COUNT and set(owners.values()) == {"w0", "w1"}
-
-            await wait_for("w0 and w1 owning every shard", both_own_shards)
+            await _start_w0_and_w1(cluster, web)
             reader = OutboxReader(cluster)
             reading = asyncio.create_task(reader.run())
             await wait_for("a quarter of the crawl",
