@@ -92,20 +92,10 @@ async def _measure(store: Store, label: str, a: argparse.Namespace) -> None:
               f" {f'({min(w):.1f}-{max(w):.1f})':>17} {statistics.median(cpu[k]):>15.1f}")
 
 
-async def _postgres(dsn: str, a: argparse.Namespace) -> None:
-    store = PostgresStore(dsn, clock=VirtualClock(T0))
+async def _opened(store: Store, label: str, a: argparse.Namespace) -> None:
     await store.open()
     try:
-        await _measure(store, "postgres", a)
-    finally:
-        await store.close()
-
-
-async def _sqlite(path: Path, a: argparse.Namespace) -> None:
-    store = SqliteStore(path, clock=VirtualClock(T0))
-    await store.open()
-    try:
-        await _measure(store, "sqlite", a)
+        await _measure(store, label, a)
     finally:
         await store.close()
 
@@ -123,10 +113,11 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--hosts must exceed the largest skip set plus --limit")
     if a.store in ("postgres", "both"):
         with temporary_database("skipbench") as dsn:
-            asyncio.run(_postgres(dsn, a))
+            asyncio.run(_opened(PostgresStore(dsn, clock=VirtualClock(T0)), "postgres", a))
     if a.store in ("sqlite", "both"):
         with tempfile.TemporaryDirectory(prefix="courtier-skipbench-") as tmp:
-            asyncio.run(_sqlite(Path(tmp) / "crawl.sqlite", a))
+            asyncio.run(_opened(SqliteStore(Path(tmp) / "crawl.sqlite", clock=VirtualClock(T0)),
+                                "sqlite", a))
     return 0
 
 
