@@ -144,3 +144,30 @@ async def test_every_placed_table_can_move_by_logical_replication(citus_dsn: str
         await conn.close()
     assert made > 0
     assert await _without_replica_identity(citus_dsn) == []
+
+
+async def test_store_sessions_look_up_types_without_the_shard_filter_or_jit(
+    citus_dsn: str,
+) -> None:
+    """asyncpg looks up each composite type the store sends (``courtier_commit[]``,
+    ``courtier_new_url[]``, …) once per session, with a recursive catalog query. On a Citus
+    coordinator that query got Citus's shard-hiding filter on ``pg_class`` and, from the
+    filter's inflated cost, JIT compilation: 3-9 s a session before its first commit (the
+    Citus contract tests paid it on every test). The store's sessions turn both off; the
+    observer is PostgreSQL's own plan of a catalog query in a store session.
+
+    Seen red: with ``citus.override_table_visibility`` left out of
+    ``_citus.SESSION_SETTINGS`` the filter is in the plan; with ``jit`` left out of the
+    pool's settings ``SHOW jit`` says on.
+    """
+    store = PostgresStore(citus_dsn, clock=VirtualClock(T0))
+    await store.open()
+    try:
+        assert store._pool is not None
+        async with store._pool.acquire() as conn:
+            plan = "\n".join(r[0] for r in await conn.fetch(
+                "EXPLAIN SELECT c.oid FROM pg_class c WHERE c.reltype = 1"))
+            assert "relation_is_a_known_shard" not in plan
+            assert await conn.fetchval("SHOW jit") == "off"
+    finally:
+        await store.close()

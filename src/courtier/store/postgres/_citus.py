@@ -67,7 +67,14 @@ COLOCATION_ROOT = "urls"
 #: they take Citus's RowExclusive lock, and two transactions wait for each other only on
 #: rows both write (which the functions lock in key order; a cross-node cycle is found
 #: by Citus's distributed deadlock detection).
-SESSION_SETTINGS = {"citus.enable_deadlock_prevention": "off"}
+#:
+#: ``citus.override_table_visibility`` off: Citus hides its shards from ``pg_class`` by a
+#: filter it adds to every catalog query, which made asyncpg's look-up of the store's
+#: composite types (once per type and session) cost 3-9 s on a loaded coordinator. The
+#: store names its tables exactly (``to_regclass``, ``day_partitions``), so the shard
+#: tables a node keeps (the reference tables' copies on the coordinator) never match.
+SESSION_SETTINGS = {"citus.enable_deadlock_prevention": "off",
+                    "citus.override_table_visibility": "off"}
 
 
 @dataclass(frozen=True)

@@ -239,6 +239,9 @@ class PostgresStore:
                     # a transaction whose client stopped (SIGSTOP, swap, a partition) is
                     # ended by the server, so its row locks never stall the other workers
                     "idle_in_transaction_session_timeout": str(self._stalled_ms),
+                    # no JIT: every statement is short, and compiling cost seconds a session
+                    # (asyncpg's type lookup on Citus, whose shard filter inflates its cost)
+                    "jit": "off",
                     **(extra or {}),
                 },
                 reset=_keep_session,
