@@ -158,7 +158,9 @@ def test_the_hot_path_pulls_only_the_known_rows(hot_path: list[str]) -> None:
     Seen red: with the scratch ``courtier_queue_from_levels`` above it failed on six
     extra pulls, ``Pull(op='commit', table='host_levels', via='a')`` among them (the
     commit's upkeep); with ``Pull("commit", "urls", "done")`` left out of
-    :data:`KNOWN_PULLS` it failed naming that one."""
+    :data:`KNOWN_PULLS` it failed naming that one (and, once ``citus/commit.sql`` stopped
+    reading ``done``'s rows for its inserts, with main's form of that file it failed
+    naming it again, as an extra pull)."""
     assert all(planned(hot_path, op) for op in HOT_PATH), [
         op for op in HOT_PATH if not planned(hot_path, op)]
     assert pulls(hot_path) == KNOWN_PULLS
@@ -271,8 +273,8 @@ async def test_one_shard_calls_write_on_one_node(citus_store: PostgresStore) -> 
     statements that name the rows' shards only through a join with the batch (which
     Citus cannot prune by) also name them as a constant array (citus/intake.sql,
     commit.sql, refill.sql's ``courtier_queue_from_levels``, store.py's ``release`` and
-    ``postpone``). The event tallies (a reference table: every node) are not a
-    distributed table's write.
+    ``postpone``). The event tallies are distributed by shard too (migration 0029) and
+    written on the batch's node like the rest.
 
     Seen red (the intake and commit checks in this test's first form, which called
     ``courtier_add_urls`` and ``courtier_commit`` directly): with main's three Citus
@@ -337,7 +339,9 @@ async def test_a_one_node_commit_batch_prepares_on_no_other_node(
     inserts of the events (``citus/commit.sql``), and the event tallies' upsert of a
     reference table (now distributed by shard, migration ``event_counts_by_shard``).
 
-    Seen red on main's forms: the one-node batch prepared on ``{1, 2}``."""
+    Seen red on main's forms: the one-node batch prepared on ``{1, 2}``; so it did with
+    either change alone (the tallies distributed with main's ``citus/commit.sql``, on a
+    fresh cluster; the new ``citus/commit.sql`` with the tallies a reference table)."""
     conn = await asyncpg.connect(citus_module_dsn)
     try:
         await conn.execute("ALTER SYSTEM SET citus.recover_2pc_interval = -1")
