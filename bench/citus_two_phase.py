@@ -15,7 +15,16 @@ running coordinator with worker nodes, then:
    Citus's own record of prepared transactions, ``pg_dist_transaction`` (one row per
    node a transaction prepared on), with its recovery, which deletes the rows, turned
    off for the run (``citus.recover_2pc_interval = -1`` on the coordinator, reset after).
-2. *Crawl*: ``courtier crawl --workers 2`` on a database of the cluster, a local test
+2. *Batches* (the probe's database): ``--batches`` commit batches made up here, each of
+   1 to 8 fetched URLs of ``--batch-hosts`` hosts and 0 to 3 new links of those hosts
+   (the hosts' shards spread over both nodes; every other batch takes its URLs and
+   links from the hosts of one node only), committed one at a time by the store's
+   ``commit`` with their hosts' statistics; each batch classed by the worker nodes
+   holding its URLs' and links' shards (one node or more), and for each the worker
+   nodes its transaction prepared on (``pg_dist_transaction`` before and after): the
+   share of one-node and of multi-node batches that were two-phase commits, and on how
+   many nodes.
+3. *Crawl*: ``courtier crawl --workers 2`` on a database of the cluster, a local test
    web (``--hosts`` × ``--pages``), to its end. Then:
 
    - commit batches: the fetch events grouped by the transaction that wrote them
@@ -37,7 +46,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import os
+import random
 import sys
 import tempfile
 import time
@@ -52,6 +63,7 @@ from tests.citus_cluster import citus_cluster
 
 from courtier.core.clock import VirtualClock
 from courtier.core.outcome import Outcome
+from courtier.core.records import HostStatsDelta
 from courtier.core.urls import canonicalize
 from courtier.store.base import FetchCommit, NewUrl
 from courtier.store.postgres import PostgresStore, _rows
@@ -143,6 +155,64 @@ async def probe(dsn: str) -> dict[str, list[int]]:
     return found
 
 
+#: the worker group of each courtier shard (its urls rows' node)
+GROUPS = ("SELECT s, p.groupid FROM unnest($1::integer[]) AS s JOIN pg_dist_placement p"
+          " ON p.shardid = get_shard_id_for_distribution_column('urls', s)")
+
+
+async def batches(dsn: str, count: int, n_hosts: int, seed: int = 7) -> list[tuple[int, int]]:
+    """``count`` commit batches made up of the URLs and links of ``n_hosts`` hosts (see
+    the module's docstring), committed one at a time: for each, (worker nodes holding
+    its URLs' and links' shards, worker nodes its transaction prepared on)."""
+    rng = random.Random(seed)
+    store = PostgresStore(dsn, clock=VirtualClock(T0))
+    await store.open()
+    watch = await asyncpg.connect(dsn)
+    found: list[tuple[int, int]] = []
+    try:
+        hosts = [f"http://batch-{i}.example" for i in range(n_hosts)]
+        pages = [_new(f"{h}/p{j}") for h in hosts for j in range(64)]
+        await store.add_urls(pages)
+        group = {int(r[0]): int(r[1])
+                 for r in await watch.fetch(GROUPS, sorted({p.shard for p in pages}))}
+        epochs = await store.acquire_shards("bench", sorted(group), T0, 3600)
+        left = {h: [p for p in pages if p.url.startswith(h + "/")] for h in hosts}
+        host_group = {h: group[left[h][0].shard] for h in hosts}
+        for n in range(count):
+            # every other batch from the hosts of one node (a sample of both kinds)
+            home = rng.choice(sorted(set(host_group.values()))) if n % 2 else None
+            mine = [h for h in hosts if home is None or host_group[h] == home]
+            chosen = [left[h].pop() for h in rng.choices(
+                [h for h in mine if left[h]], k=rng.randint(1, 8))]
+            links = [_new(f"{rng.choice(mine)}/link{n}-{k}") for k in range(rng.randint(0, 3))]
+            links_shards = await watch.fetch(GROUPS, sorted({lk.shard for lk in links}))
+            nodes = {group[p.shard] for p in chosen} | {int(r[1]) for r in links_shards}
+            commits = [dataclasses.replace(_fetched(p), epoch=epochs[p.shard]) for p in chosen]
+            commits[0] = dataclasses.replace(commits[0], new_urls=links)
+            stats = [HostStatsDelta(p.host_key, p.shard, fetched=1) for p in chosen]
+            before = await _prepared(watch)
+            await store.commit(commits, stats)
+            after = await _prepared(watch)
+            prepared = [nodes for tx, nodes in after.items() if tx not in before]
+            found.append((len(nodes), max(prepared, default=0)))
+    finally:
+        await watch.close()
+        await store.close()
+    return found
+
+
+def print_batches(found: list[tuple[int, int]]) -> None:
+    for label, kept in (("one-node", [f for f in found if f[0] == 1]),
+                        ("multi-node", [f for f in found if f[0] > 1])):
+        by_prepared: dict[int, int] = {}
+        for _, prepared in kept:
+            by_prepared[prepared] = by_prepared.get(prepared, 0) + 1
+        two_phase = sum(n for k, n in by_prepared.items() if k > 0)
+        print(f"batches, {label}: {len(kept)}, two-phase commits {two_phase}"
+              f" ({100 * two_phase / max(1, len(kept)):.0f} %); prepared on "
+              + ", ".join(f"{k} node(s): {n}" for k, n in sorted(by_prepared.items())))
+
+
 async def crawl(dsn: str, hosts: int, pages: int, data: Path) -> tuple[int, float]:
     """``courtier crawl --workers 2`` on the local test web to its end: exit code, seconds."""
     spec = default_web(n_hosts=hosts, pages_per_host=pages, crawl_delay=0.0, latency=0.01)
@@ -212,6 +282,8 @@ def main() -> None:
     parser.add_argument("--dsn", help="a database of a running Citus coordinator")
     parser.add_argument("--hosts", type=int, default=8)
     parser.add_argument("--pages", type=int, default=10)
+    parser.add_argument("--batches", type=int, default=60, help="made-up commit batches")
+    parser.add_argument("--batch-hosts", type=int, default=12)
     args = parser.parse_args()
     with ExitStack() as stack:
         if args.dsn:
@@ -225,6 +297,7 @@ def main() -> None:
             if probe_dsn is not None:
                 for name, nodes in asyncio.run(probe(probe_dsn)).items():
                     print(f"probe, {name}: two-phase commits on worker nodes {nodes}")
+                print_batches(asyncio.run(batches(probe_dsn, args.batches, args.batch_hosts)))
             before = asyncio.run(schema(crawl_dsn))
             data = Path(stack.enter_context(tempfile.TemporaryDirectory()))
             code, seconds = asyncio.run(crawl(crawl_dsn, args.hosts, args.pages, data))

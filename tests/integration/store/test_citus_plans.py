@@ -46,6 +46,7 @@ import pytest
 
 from courtier.core.clock import VirtualClock
 from courtier.core.records import HostStatsDelta
+from courtier.store.base import NewUrl
 from courtier.store.cluster import DayReservation, HostClock, TrapStats
 from courtier.store.postgres import PostgresStore, _rows
 from tests.integration.store.citus_watch import (
@@ -76,9 +77,6 @@ KNOWN_PULLS = {
     # courtier_commit's batch joined with urls (the rows' old state and level: `fenced`),
     # collected as a subplan, then the UPDATE of urls from it, routed per row
     Pull("commit", "urls", "subquery"),
-    # the UPDATE's RETURNING rows (`done`), collected, then the inserts of events,
-    # fetch_log and payloads from them, routed per row
-    Pull("commit", "urls", "done"),
     # the outbox sequencer: every unsequenced event id numbered by one window on the
     # coordinator, then the UPDATE of events from it
     Pull("read_events", "events", "subquery"),
@@ -160,7 +158,9 @@ def test_the_hot_path_pulls_only_the_known_rows(hot_path: list[str]) -> None:
     Seen red: with the scratch ``courtier_queue_from_levels`` above it failed on six
     extra pulls, ``Pull(op='commit', table='host_levels', via='a')`` among them (the
     commit's upkeep); with ``Pull("commit", "urls", "done")`` left out of
-    :data:`KNOWN_PULLS` it failed naming that one."""
+    :data:`KNOWN_PULLS` it failed naming that one (and, once ``citus/commit.sql`` stopped
+    reading ``done``'s rows for its inserts, with main's form of that file it failed
+    naming it again, as an extra pull)."""
     assert all(planned(hot_path, op) for op in HOT_PATH), [
         op for op in HOT_PATH if not planned(hot_path, op)]
     assert pulls(hot_path) == KNOWN_PULLS
@@ -273,8 +273,8 @@ async def test_one_shard_calls_write_on_one_node(citus_store: PostgresStore) -> 
     statements that name the rows' shards only through a join with the batch (which
     Citus cannot prune by) also name them as a constant array (citus/intake.sql,
     commit.sql, refill.sql's ``courtier_queue_from_levels``, store.py's ``release`` and
-    ``postpone``). The event tallies (a reference table: every node) are not a
-    distributed table's write.
+    ``postpone``). The event tallies are distributed by shard too (migration 0029) and
+    written on the batch's node like the rest.
 
     Seen red (the intake and commit checks in this test's first form, which called
     ``courtier_add_urls`` and ``courtier_commit`` directly): with main's three Citus
@@ -310,3 +310,72 @@ async def test_one_shard_calls_write_on_one_node(citus_store: PostgresStore) -> 
             for table, nodes in tables.items() if len(nodes) > 1} == {}
     assert len({node for tables in written.values() for nodes in tables.values()
                 for node in nodes}) == 1
+
+
+#: the worker group (``pg_dist_node.groupid``) holding each courtier shard's rows
+_GROUP_OF_SHARD = (
+    "SELECT s, p.groupid FROM unnest($1::integer[]) AS s JOIN pg_dist_placement p"
+    " ON p.shardid = get_shard_id_for_distribution_column('urls', s)")
+
+
+async def _prepared(conn: asyncpg.Connection) -> set[tuple[str, int]]:
+    """Citus's record of its two-phase commits: (distributed transaction, worker group)
+    for each node a transaction prepared on (gid ``citus_<group>_<pid>_<tx>_<n>``)."""
+    return {(str(r[0]), int(r[1])) for r in await conn.fetch(
+        "SELECT split_part(gid, '_', 3) || '_' || split_part(gid, '_', 4), groupid"
+        " FROM pg_dist_transaction")}
+
+
+async def test_a_one_node_commit_batch_prepares_on_no_other_node(
+        citus_store: PostgresStore, citus_module_dsn: str) -> None:
+    """A commit batch whose URLs, links and hosts all sit on one worker node (over
+    several Citus shards of it) writes that node only: Citus prepares its transaction
+    there and on no other node (``pg_dist_transaction``, with its recovery off for the
+    test so the rows stay). A batch over both nodes prepares on both and applies all.
+
+    Why prepared at all: Citus runs every multi-shard modification and every
+    INSERT … SELECT through the coordinator by two-phase commit, on the nodes it wrote.
+    What made the other node take part: the ``done`` rows sent to every node for the
+    inserts of the events (``citus/commit.sql``), and the event tallies' upsert of a
+    reference table (now distributed by shard, migration ``event_counts_by_shard``).
+
+    Seen red on main's forms: the one-node batch prepared on ``{1, 2}``; so it did with
+    either change alone (the tallies distributed with main's ``citus/commit.sql``, on a
+    fresh cluster; the new ``citus/commit.sql`` with the tallies a reference table)."""
+    conn = await asyncpg.connect(citus_module_dsn)
+    try:
+        await conn.execute("ALTER SYSTEM SET citus.recover_2pc_interval = -1")
+        await conn.execute("SELECT pg_reload_conf()")
+        hosts = [url_row(f"http://n{i}.example/") for i in range(64)]
+        group_of = dict(await conn.fetch(_GROUP_OF_SHARD, [h.shard for h in hosts]))
+        citus_shard = dict(await conn.fetch(
+            "SELECT s, get_shard_id_for_distribution_column('urls', s)"
+            " FROM unnest($1::integer[]) AS s", [h.shard for h in hosts]))
+        home = group_of[hosts[0].shard]
+        near = [h for h in hosts if group_of[h.shard] == home]
+        far = [h for h in hosts if group_of[h.shard] != home]
+        assert len({citus_shard[h.shard] for h in near[:3]}) > 1  # several Citus shards
+        pages = [url_row(f"{h.url}p{j}", due=T0 - 10) for h in near[:4] + far[:2]
+                 for j in range(2)]
+        assert await citus_store.add_urls(pages) == len(pages)
+        shards = sorted({p.shard for p in pages})
+        epochs = await citus_store.acquire_shards("w1", shards, T0, 30)
+
+        async def prepared_by_commit(batch: list[NewUrl], links: list[NewUrl]) -> set[int]:
+            commits = [finished(p, epochs[p.shard]) for p in batch]
+            commits[0] = dataclasses.replace(commits[0], new_urls=links)
+            stats = [HostStatsDelta(p.host_key, p.shard, fetched=1) for p in batch]
+            before = await _prepared(conn)
+            result = await citus_store.commit(commits, stats)
+            assert (result.applied, result.new_urls) == (len(batch), len(links))
+            return {group for _, group in await _prepared(conn) - before}
+
+        links = [url_row(f"{h.url}link") for h in near[4:7]]
+        assert await prepared_by_commit(pages[:6], links) == {home}
+        assert len(await prepared_by_commit(pages[6:], [])) == 2  # near[3] and far
+        counted = await citus_store.event_counts()
+        assert counted.events == len(pages) and counted.outcomes == {"ok": len(pages)}
+    finally:
+        await conn.execute("ALTER SYSTEM RESET citus.recover_2pc_interval")
+        await conn.execute("SELECT pg_reload_conf()")
+        await conn.close()

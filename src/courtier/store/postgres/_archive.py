@@ -15,11 +15,12 @@ from courtier.store.postgres._rows import Conn, key_shard
 
 
 async def add_reparse_events(conn: Conn, events: Sequence[ReparseEvent], now: float) -> int:
-    added, counted = 0, Counter[str]()
+    added, counted = 0, Counter[tuple[int, str]]()
     for event in events:
         if event.parser_version < 1:
             continue
         text = event.payload_json()
+        shard = _rows.key_shard(event.url_key)
         status = await conn.execute(
             # the unique key holds per day partition (migration time_partitions): across days the
             # NOT EXISTS probe keeps one event per key among the events still kept
@@ -27,11 +28,11 @@ async def add_reparse_events(conn: Conn, events: Sequence[ReparseEvent], now: fl
             " SELECT $1, $2, $3, $4, $5, $6 WHERE NOT EXISTS (SELECT 1 FROM events"
             " WHERE shard = $1 AND url_key = $2 AND version = $3 AND kind = $4)"
             " ON CONFLICT DO NOTHING",
-            _rows.key_shard(event.url_key), event.url_key, event.version,
+            shard, event.url_key, event.version,
             event.parser_version, now, text)
         if int(status.rsplit(" ", 1)[-1]):
             added += 1
-            counted.update(payload_counter_names(event.payload))
+            counted.update((shard, name) for name in payload_counter_names(event.payload))
     await _event_counts.add_counts(conn, counted)
     return added
 

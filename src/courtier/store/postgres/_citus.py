@@ -8,8 +8,8 @@ this step, :func:`distribute`, which turns every table that is still local into 
 
 - the tables that grow with the crawl and carry the shard are distributed by
   ``shard`` in one co-location group (``urls``'s): a shard's URLs, host queue, host
-  levels, hosts, events, audit rows, saved clocks and trap statistics live on one node,
-  and a statement that names one shard is a router query to it;
+  levels, hosts, events, audit rows, saved clocks, trap statistics and event tallies
+  live on one node, and a statement that names one shard is a router query to it;
 - ``payloads`` (keyed by digest, no shard) is distributed by ``digest`` in a group
   of its own;
 - the small tables every worker reads or serialises on (leases, membership, counters,
@@ -102,14 +102,15 @@ def _reference(table: str) -> Placement:
 PLAN: tuple[Placement, ...] = (
     *(_reference(t) for t in (
         "shards", "workers", "cluster_counters", "day_counts", "ip_gaps", "ip_slots",
-        "scope_rules", "host_tiers", "archive_segments", "event_counts",
-        "consumer_cursors", "outbox_sequencer")),
+        "scope_rules", "host_tiers", "archive_segments", "consumer_cursors",
+        "outbox_sequencer")),
     _by_shard("urls"),
     _by_shard("host_queue"),
     _by_shard("host_levels"),
     _by_shard("hosts"),
     _by_shard("host_clocks"),
     _by_shard("trap_stats"),
+    _by_shard("event_counts"),  # the outbox's tallies, per shard (migration 29)
     # the keys of migration 1; a schema whose events and fetch_log have no such key (time
     # partitions) needs no change
     _by_shard(

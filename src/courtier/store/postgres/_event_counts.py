@@ -1,12 +1,15 @@
-"""The PostgreSQL side of the outbox tallies (``store/event_counts.py``, migration 0014).
+"""The PostgreSQL side of the outbox tallies (``store/event_counts.py``, migrations 0014
+and 0029).
 
 The commit and the re-parse inserts add their events' counts in their own
-transaction. ``courtier_commit`` inserts one fetch event per applied commit
+transaction, to the rows of the events' shards (``(shard, name)``: on Citus the table
+is distributed by shard beside ``events``, so a commit writes the tallies on its own
+shards' nodes only). ``courtier_commit`` inserts one fetch event per applied commit
 (``ON CONFLICT DO NOTHING``), so after it :func:`add_commit_counts` adds, in one
 statement, the counter names of the batch's commits whose event this very
-transaction wrote (the unique index on ``(shard, url_key, version)`` and the
-``xid`` column; no payload is parsed). Each backend adds to its own rows (``slot`` =
-its pid), so concurrent commits never wait on a counter row; a read sums the slots.
+transaction wrote (the unique index on ``(shard, url_key, version)`` and the ``xid``
+column, compared with the transaction id the caller read on the coordinator; no
+payload is parsed). A read sums the shards.
 """
 
 from __future__ import annotations
@@ -17,35 +20,43 @@ from courtier.store.base import FetchCommit
 from courtier.store.event_counts import EventCounts, counter_names
 from courtier.store.postgres._rows import Conn, key_shard
 
-#: one round trip: the counter names of each commit whose event this transaction wrote
+#: one round trip: the counter names of each commit whose event this transaction wrote.
+#: The events are read on their shards only ($7, the batch's shards: on Citus each node
+#: of the batch counts its own, and no other node takes part), and the transaction id is
+#: the caller's ($6: on Citus a ``pg_current_xact_id()`` in a statement routed to a
+#: worker node would be that node's own, not the coordinator's that stamped the events)
 _ADD_WRITTEN = (
-    "INSERT INTO event_counts (name, slot, n)"
-    " SELECT k.name, pg_backend_pid(), count(*)"
+    "INSERT INTO event_counts AS c (shard, name, n)"
+    " SELECT e.shard, k.name, count(*)"
     " FROM unnest($1::integer[], $2::bytea[], $3::integer[], $4::text[])"
     " AS k(shard, url_key, version, name)"
     " JOIN events e ON e.shard = k.shard AND e.url_key = k.url_key AND e.version = k.version"
-    " WHERE e.xid = (SELECT pg_current_xact_id()) AND e.created_at = $5"
-    " GROUP BY k.name ORDER BY k.name"
-    " ON CONFLICT (name, slot) DO UPDATE SET n = event_counts.n + excluded.n"
+    " WHERE e.shard = ANY($7::integer[]) AND e.xid = $6::xid8 AND e.created_at = $5"
+    " GROUP BY e.shard, k.name ORDER BY e.shard, k.name"
+    " ON CONFLICT (shard, name) DO UPDATE SET n = c.n + excluded.n"
 )
 _ADD = (
-    "INSERT INTO event_counts (name, slot, n)"
-    " SELECT name, pg_backend_pid(), n FROM unnest($1::text[], $2::bigint[]) AS c(name, n)"
-    " ORDER BY name"
-    " ON CONFLICT (name, slot) DO UPDATE SET n = event_counts.n + excluded.n"
+    "INSERT INTO event_counts AS c (shard, name, n)"
+    " SELECT shard, name, n FROM unnest($1::integer[], $2::text[], $3::bigint[])"
+    " AS t(shard, name, n) ORDER BY shard, name"
+    " ON CONFLICT (shard, name) DO UPDATE SET n = c.n + excluded.n"
 )
 
 
-async def add_counts(conn: Conn, counts: Mapping[str, int]) -> None:
-    names = sorted(name for name, n in counts.items() if n)
-    if names:
-        await conn.execute(_ADD, names, [counts[name] for name in names])
+async def add_counts(conn: Conn, counts: Mapping[tuple[int, str], int]) -> None:
+    """Add ``counts``, keyed by (shard, counter name)."""
+    keys = sorted(key for key, n in counts.items() if n)
+    if keys:
+        await conn.execute(_ADD, [s for s, _ in keys], [name for _, name in keys],
+                           [counts[key] for key in keys])
 
 
-async def add_commit_counts(conn: Conn, commits: Sequence[FetchCommit], now: float) -> None:
-    """After ``courtier_commit`` in the same transaction: count the events it wrote (their
-    ``created_at`` is the commit's ``now``, which confines the join to that day's
-    partition of the outbox, migration time_partitions)."""
+async def add_commit_counts(conn: Conn, commits: Sequence[FetchCommit], now: float,
+                            xid: object) -> None:
+    """After ``courtier_commit`` in the same transaction (``xid``: its
+    ``pg_current_xact_id()``): count the events it wrote (their ``created_at`` is the
+    commit's ``now``, which confines the join to that day's partition of the outbox,
+    migration time_partitions)."""
     shards: list[int] = []
     keys: list[bytes] = []
     versions: list[int] = []
@@ -63,7 +74,8 @@ async def add_commit_counts(conn: Conn, commits: Sequence[FetchCommit], now: flo
             versions.append(c.version + 1)
             names.append(name)
     if names:
-        await conn.execute(_ADD_WRITTEN, shards, keys, versions, names, now)
+        await conn.execute(_ADD_WRITTEN, shards, keys, versions, names, now, xid,
+                           sorted(set(shards)))
 
 
 async def read_counts(conn: Conn) -> EventCounts:

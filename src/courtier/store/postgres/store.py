@@ -444,10 +444,12 @@ class PostgresStore:
         stats, now = _rows.host_delta_rows(host_stats), self._clock.now()
 
         async def job(conn: Conn) -> CommitResult:
-            applied, stale, added = await conn.fetchval(
+            done = await conn.fetchrow(
                 "SELECT courtier_commit($1::courtier_commit[], $2::courtier_new_url[],"
-                " $3::courtier_host_delta[], $4)", rows, new, stats, now)
-            await _event_counts.add_commit_counts(conn, commits, now)
+                " $3::courtier_host_delta[], $4), pg_current_xact_id()", rows, new, stats, now)
+            assert done is not None
+            (applied, stale, added), xid = done
+            await _event_counts.add_commit_counts(conn, commits, now, xid)
             return CommitResult(applied=applied, stale=stale, new_urls=added)
 
         return await self._run("commit", job)
