@@ -2,6 +2,7 @@
 
     python bench/store_bench.py --store sqlite:/tmp/sb/bench.sqlite --sizes 1000000
     python bench/store_bench.py --store postgresql://root@127.0.0.1:5432/bench --sizes 1000000
+    python bench/store_bench.py --citus --sizes 1000000,3000000 --runs 5 --figures-out
 
 The target must be new: a SQLite path that does not exist, or a PostgreSQL
 database that does not exist yet (it is created) or holds no URLs; or, with
@@ -19,7 +20,18 @@ priorities 0..5. Refill (10 k rows, 64 per host, every shard) runs in two
 regimes: ``now`` where about 10 k rows are due (about one due row on each of
 10 k hosts) and ``now`` where all ``--due`` rows are (about ten due per host, a
 large backlog); after each run the rows are released unchanged (not timed), so
-every run sees the same state.
+every run sees the same state; ``read_due`` (the worker's refill, nothing written) is
+timed in both regimes too.
+
+``--citus`` (no ``--store``): plain PostgreSQL against Citus in one run, on throwaway
+servers the bench starts and removes (``bench_databases.py``: one server, and a
+coordinator with two worker nodes, the same settings on each). Each size is filled and
+measured on the plain server, then on the cluster; the figures of each phase come with
+the database CPU it cost (every process of every server, from /proc), then the ratios
+Citus / PostgreSQL. ``--figures-out [FILE]`` writes the Citus cluster's commit and
+intake rates per worker node into the figures file ``courtier plan`` reads (default: the
+one the package ships), keeping its other figures; it is written after each size, so the
+last size measured is the one kept.
 """
 
 from __future__ import annotations
@@ -277,13 +289,12 @@ async def citus_against_plain(args: argparse.Namespace) -> None:
                     results[size][databases.label] = figures
                 known = size + args.intake_rows + WANT * args.commit_links
                 print_ratios(size, results[size])
+                if args.figures_out is not None:  # each size's, so a run cut short keeps one
+                    write_store_figures(args.figures_out, results[size], size,
+                                        backends[1].nodes, " ".join(sys.argv[1:]))
         finally:
             for _, _, store, _ in opened:
                 await store.close()
-    if args.figures_out is not None and results:
-        size = max(results)
-        write_store_figures(args.figures_out, results[size], size, backends[1].nodes,
-                            " ".join(sys.argv[1:]))
 
 
 def print_ratios(size: int, figures: dict[str, dict[str, float]]) -> None:
