@@ -8,6 +8,7 @@ log (the independent observer), CPU from the children's rusage. The shards a
 join or a leave moves are computed from the rendezvous hashing the workers use.
 
     .venv/bin/python bench/cluster_bench.py --hosts 1000 --pages 5 --workers 1 --workers 2
+    .venv/bin/python bench/cluster_bench.py --hosts 300 --pages 10 --workers 1 --citus
 
 Prints one line per run and the ratio of K workers to 1 (the machine may be shared:
 the load average before and after each run is printed with it).
@@ -27,6 +28,7 @@ import tempfile
 import threading
 import time
 import uuid
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -39,9 +41,11 @@ sys.path.insert(0, str(ROOT / "src"))
 
 import access_log  # noqa: E402
 import static_web  # noqa: E402
+from bench_databases import Databases, plain_and_citus  # noqa: E402
 from nginx_local import LocalNginx, free_port  # noqa: E402
 
 from courtier.cluster.rendezvous import target_owners  # noqa: E402
+from courtier.store.postgres import PostgresStore  # noqa: E402
 
 ADMIN = "postgresql://root@127.0.0.1:5432/postgres"
 ADMIN_DSN = [ADMIN]  # --admin-dsn replaces it
@@ -70,6 +74,12 @@ async def _database_stats(dsn: str) -> str:
     lines += ["", "table inserted updated hot_updated deleted"]
     lines += [f"{r['relname']} {r['ins']} {r['upd']} {r['hot']} {r['del']}" for r in tables]
     return "\n".join(lines) + "\n"
+
+
+async def _schema(dsn: str) -> None:
+    store = PostgresStore(dsn)
+    await store.open()
+    await store.close()
 
 
 async def _admin(sql: str) -> None:
@@ -206,17 +216,24 @@ async def _transactions(dsn: str) -> int:
 
 
 def run(workers: int, a: argparse.Namespace, manifest: static_web.SiteManifest,
-        seeds: Path, hosts: Path, work: Path, tree: tuple[str, str | None] = ("", None)
-        ) -> dict[str, Any]:
+        seeds: Path, hosts: Path, work: Path, tree: tuple[str, str | None] = ("", None),
+        databases: Databases | None = None) -> dict[str, Any]:
     """One crawl of the farm: ``workers`` processes on PostgreSQL (0: one process on
     SQLite), with the source tree ``tree`` (label, src path for PYTHONPATH; None: this
-    one)."""
+    one), on a database of ``databases`` (``--citus``: plain or Citus throwaway servers,
+    every process of which is counted) or of ``--admin-dsn``'s server."""
     name = f"courtier_bench_{uuid.uuid4().hex[:10]}"
-    asyncio.run(_admin(f'CREATE DATABASE "{name}"'))
-    label = f"{workers}{tree[0]}"
+    if databases is None:
+        asyncio.run(_admin(f'CREATE DATABASE "{name}"'))
+        dsn = ADMIN_DSN[0].rsplit("/", 1)[0] + f"/{name}"
+    else:  # the schema made before the crawl: its CPU (Citus: distributing every
+        # table) is not a page's
+        dsn = asyncio.run(databases.create(name))
+        asyncio.run(_schema(dsn))
+    backend = "" if databases is None else f" {databases.label}"
+    label = f"{workers}{tree[0]}{backend.replace(' ', '-')}"
     log = work / f"access-{label}.log"
     log.unlink(missing_ok=True)  # nginx appends: an earlier round's requests are not this run's
-    dsn = ADMIN_DSN[0].rsplit("/", 1)[0] + f"/{name}"
     env = dict(os.environ)
     if tree[1] is not None:
         env["PYTHONPATH"] = tree[1]
@@ -234,12 +251,14 @@ def run(workers: int, a: argparse.Namespace, manifest: static_web.SiteManifest,
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             busy_before = machine_busy_s()
             reaped_before = postmaster_reaped_s()
+            servers_before = 0.0 if databases is None else databases.cpu_s()
             began = time.monotonic()
             with ServerCpu(name) as servers:
                 subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env,
                                stderr=open(work / f"crawl-{label}.log", "wb"),  # noqa: SIM115
                                timeout=a.max_seconds)
             wall = time.monotonic() - began
+            servers_all = 0.0 if databases is None else databases.cpu_s() - servers_before
             busy_after = machine_busy_s()
             busy = busy_after[0] - busy_before[0]
             stolen = busy_after[1] - busy_before[1]
@@ -250,7 +269,10 @@ def run(workers: int, a: argparse.Namespace, manifest: static_web.SiteManifest,
         if a.keep is not None:
             (work / f"pg-stats-{label}.txt").write_text(asyncio.run(_database_stats(dsn)))
     finally:
-        asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        if databases is None:
+            asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        else:
+            asyncio.run(databases.drop(name))
     entries = access_log.read_log(log)
     cov = access_log.check_coverage(entries, manifest.pages)
     # the independent observer's view of the crawl: politeness at the crawl's delay (0: one
@@ -262,7 +284,10 @@ def run(workers: int, a: argparse.Namespace, manifest: static_web.SiteManifest,
     for e in entries:
         buckets[int((e.start - first) // 2)] += 1
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {"workers": workers, "tree": tree[0], "pages": cov.distinct, "coverage": cov.coverage,
+    return {"workers": workers, "tree": tree[0] + backend, "pages": cov.distinct,
+            "db_all_ms_per_page": (None if databases is None
+                                   else 1000 * servers_all / max(1, cov.distinct)),
+            "coverage": cov.coverage,
             "pg_xacts_per_page": transactions / max(1, cov.distinct),
             "pg_reaped_ms_per_page": 1000 * reaped / max(1, cov.distinct),
             "wall": wall, "pages_per_s": cov.distinct / wall,
@@ -295,6 +320,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--admin-dsn", default=ADMIN,
                     help="a database of the PostgreSQL server to create the runs' databases "
                     "from (default: the local server's postgres database)")
+    ap.add_argument("--citus", action="store_true",
+                    help="each crawl on plain PostgreSQL and on Citus (a coordinator and 2 "
+                    "worker nodes), throwaway servers of this run (bench/bench_databases.py),"
+                    " alternating; the CPU of every process of their servers per page")
     ap.add_argument("--tree", action="append", default=[], metavar="LABEL=SRC",
                     help="also run each worker count with this source tree (PYTHONPATH=SRC), "
                     "alternating with this one: before/after in the same run (repeatable)")
@@ -317,8 +346,13 @@ def main(argv: list[str] | None = None) -> int:
         trees: list[tuple[str, str | None]] = [
             (f"-{label}", src) for label, _, src in (t.partition("=") for t in a.tree)]
         trees.append(("", None))
-        rounds = [[run(k, a, manifest, seeds, hosts, work, tree) for k in counts
-                   for tree in trees] for _ in range(max(1, a.repeat))]
+        with ExitStack() as stack:
+            backends: list[Databases | None] = [None]
+            if a.citus:
+                backends = list(stack.enter_context(plain_and_citus()))
+            rounds = [[run(k, a, manifest, seeds, hosts, work, tree, databases)
+                       for k in counts for tree in trees for databases in backends]
+                      for _ in range(max(1, a.repeat))]
     for n, results in enumerate(rounds, start=1):
         if len(rounds) > 1:
             print(f"round {n}:")
@@ -350,6 +384,10 @@ def report(results: list[dict[str, Any]]) -> None:
               f"{r['window_s']:.1f} s = {r['window_pages_per_s']:.1f} pages/s, ratio "
               f"{r['window_pages_per_s'] / base['window_pages_per_s']:.2f} "
               f"(load {r['load_before']:.1f} → {r['load_after']:.1f})")
+        if r["db_all_ms_per_page"] is not None:
+            print(f"    database servers, every process of every node (exited backends "
+                  f"included): {r['db_all_ms_per_page']:.2f} ms CPU a page, ratio "
+                  f"{r['db_all_ms_per_page'] / base['db_all_ms_per_page']:.2f}")
         print(f"    PostgreSQL transactions (round trips) per page {r['pg_xacts_per_page']:.2f}; "
               f"the server's exited backends, every database ({r['pg_reaped_ms_per_page']:.2f}"
               " ms/page, an upper bound of this run's beyond the samples)")

@@ -89,7 +89,49 @@ def figures_from_run(result: RunResult, data: Path, args: dict[str, Any],
     }
 
 
+#: the figures ``store_bench.py --citus --figures-out`` writes (a crawl's run keeps them)
+STORE_KEYS = ("intake_rows_per_second_per_node", "commit_results_per_second_per_node",
+              "store_nodes")
+
+
+def _existing(path: Path) -> dict[str, Any]:
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return raw if isinstance(raw, dict) else {}
+
+
 def write_figures(figures: dict[str, Any], path: Path) -> None:
+    """Write a crawl's figures to ``path``, keeping the store's per-node figures that
+    another bench wrote there."""
+    kept = {k: v for k, v in _existing(path).items() if k in STORE_KEYS}
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(figures, indent=1) + "\n", encoding="utf-8")
+    path.write_text(json.dumps({**figures, **kept}, indent=1) + "\n", encoding="utf-8")
     print(f"figures for `courtier plan` written to {path}")
+
+
+def write_store_figures(path: Path, measured: dict[str, dict[str, float]], known_urls: int,
+                        worker_nodes: int, command: str) -> None:
+    """Put the store's per-node write figures (``measured``: ``store_bench.py --citus``'s
+    figures of each back-end at ``known_urls``) into the figures file at ``path``, its
+    other figures kept. A worker node's share is the Citus cluster's rate over its
+    ``worker_nodes`` (the coordinator's work is in the rate: it routes every row)."""
+    citus = measured["Citus"]
+    raw = _existing(path)
+    raw["intake_rows_per_second_per_node"] = round(
+        citus["intake_rows_per_second"] / worker_nodes)
+    raw["commit_results_per_second_per_node"] = round(
+        citus["commit_results_per_second"] / worker_nodes)
+    raw["store_nodes"] = {
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "command": f"bench/store_bench.py {command}",
+        "machine": {"cpus": os.cpu_count(), "load1": round(os.getloadavg()[0], 2)},
+        "known_urls": known_urls,
+        "citus_worker_nodes": worker_nodes,
+        **{label: {k: round(v, 9 if "cpu" in k else 1) for k, v in figures.items()}
+           for label, figures in measured.items()},
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(raw, indent=1) + "\n", encoding="utf-8")
+    print(f"per-node store figures for `courtier plan` written to {path}")

@@ -129,7 +129,10 @@ async def _fill_postgres(dsn: str, table: list[HostRow], start: int, stop: int, 
             "SELECT c.relname AS name, pg_get_indexdef(i.indexrelid) AS sql"
             " FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
             " WHERE i.indrelid = 'urls'::regclass AND NOT i.indisprimary")
+        citus = await conn.fetchval("SELECT count(*) FROM pg_extension WHERE extname = 'citus'")
         async with conn.transaction():
+            if citus:  # Citus refuses the shard indexes' long names after a parallel query
+                await conn.execute("SET LOCAL citus.multi_shard_modify_mode TO 'sequential'")
             for row in indexes:
                 await conn.execute(f'DROP INDEX "{row["name"]}"')
             await conn.execute(

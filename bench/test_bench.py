@@ -233,6 +233,38 @@ def test_record_figures_from_a_real_crawl_directory(tmp_path: Path) -> None:
     assert json.loads(out.read_text())["measured_at"] == raw["measured_at"]
 
 
+def test_the_two_benches_keep_each_others_figures(tmp_path: Path) -> None:
+    """store_bench's per-node rates and a crawl's figures share one file, each writer
+    keeping the other's; `courtier plan` then has every figure it needs (red when
+    write_figures replaced the file whole: the rates were gone)."""
+    import json
+
+    import record_figures
+
+    from courtier.ops.figures import load_figures
+    from courtier.ops.plan import CrawlShape, plan
+
+    out = tmp_path / "figures.json"
+    rates = {"intake_rows_per_second": 1_500.0, "commit_results_per_second": 600.0,
+             "intake_cpu_s_per_row": 0.0003}
+    record_figures.write_store_figures(out, {"Citus": rates, "PostgreSQL": rates}, 1000, 2,
+                                       "--citus")
+    crawl = {"measured_at": "2026-12-06T00:00:00Z", "cpu_seconds_per_page": 0.004,
+             "store_bytes_per_url": 900, "store_bytes_per_event": 600,
+             "warc_bytes_per_fetch": 9000, "warc_compression_ratio": 3.0, "peak_rss_mb": 100}
+    record_figures.write_figures(crawl, out)
+    raw = json.loads(out.read_text())
+    assert raw["intake_rows_per_second_per_node"] == 750          # 1,500 over 2 nodes
+    assert raw["commit_results_per_second_per_node"] == 300
+    assert raw["store_nodes"]["Citus"]["intake_cpu_s_per_row"] == 0.0003
+    record_figures.write_store_figures(out, {"Citus": rates, "PostgreSQL": rates}, 1000, 1,
+                                       "--citus")
+    figures, raw = load_figures(out)
+    assert raw["cpu_seconds_per_page"] == 0.004
+    assert figures.commit_results_per_second_per_node == 600
+    assert plan(CrawlShape(1e9, 1e8, 100), figures).pg_nodes_for_writes >= 1
+
+
 # ---- the realistic web (realistic_web.py) and its judge ----------------------------------
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
@@ -73,10 +73,12 @@ class CitusCluster:
     stopped with the others)."""
 
     def __init__(self, coordinator: ThrowawayServer, workers: list[ThrowawayServer],
-                 stack: ExitStack | None = None) -> None:
+                 stack: ExitStack | None = None,
+                 settings: Mapping[str, str] = NODE_SETTINGS) -> None:
         self.coordinator = coordinator
         self.workers = workers
         self._stack = stack
+        self._settings = settings  # every node's postgresql.conf lines
 
     @property
     def nodes(self) -> list[ThrowawayServer]:
@@ -107,7 +109,7 @@ class CitusCluster:
         :meth:`add_worker`). Stopped when the cluster is."""
         assert self._stack is not None, "a cluster started by citus_cluster()"
         node = self._stack.enter_context(throwaway_server(
-            NODE_SETTINGS, prefix=f"courtier-citus-worker{len(self.workers)}-"))
+            self._settings, prefix=f"courtier-citus-worker{len(self.workers)}-"))
         self.workers.append(node)
         return node
 
@@ -137,15 +139,18 @@ class CitusCluster:
 
 
 @contextmanager
-def citus_cluster(workers: int = 2) -> Iterator[CitusCluster]:
-    """Start a coordinator and ``workers`` worker nodes; yield them; stop them all."""
+def citus_cluster(workers: int = 2,
+                  settings: Mapping[str, str] | None = None) -> Iterator[CitusCluster]:
+    """Start a coordinator and ``workers`` worker nodes; yield them; stop them all.
+    ``settings``: postgresql.conf lines of every node beyond (or over) ``NODE_SETTINGS``."""
     reason = citus_missing()
     if reason is not None:
         required_under_ci(reason)
+    conf = {**NODE_SETTINGS, **(settings or {})}
     with ExitStack() as stack:
         coordinator = stack.enter_context(
-            throwaway_server(NODE_SETTINGS, prefix="courtier-citus-coordinator-"))
+            throwaway_server(conf, prefix="courtier-citus-coordinator-"))
         nodes = [stack.enter_context(
-                     throwaway_server(NODE_SETTINGS, prefix=f"courtier-citus-worker{i}-"))
+                     throwaway_server(conf, prefix=f"courtier-citus-worker{i}-"))
                  for i in range(workers)]
-        yield CitusCluster(coordinator, nodes, stack)
+        yield CitusCluster(coordinator, nodes, stack, conf)

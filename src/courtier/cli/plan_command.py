@@ -41,9 +41,12 @@ def add_plan_arguments(sp: argparse.ArgumentParser) -> None:
                     help=f"cores of one crawl machine ({p.DEFAULT_CORES_PER_MACHINE})")
     sp.add_argument("--pg-node-tb", type=float, default=p.DEFAULT_PG_NODE_TB,
                     help=f"usable TB of one PostgreSQL node ({p.DEFAULT_PG_NODE_TB})")
-    sp.add_argument("--pg-rows-per-second", type=float,
-                    help="rows/s one PostgreSQL node writes (default: the figures file's, "
-                         f"else {p.DEFAULT_PG_ROWS_PER_SECOND:,.0f}, an estimate)")
+    sp.add_argument("--commit-results-per-second", type=float,
+                    help="fetch results one database node commits a second (default: the "
+                         "figures file's commit_results_per_second_per_node)")
+    sp.add_argument("--intake-rows-per-second", type=float,
+                    help="new URL rows one database node takes in a second (default: the "
+                         "figures file's intake_rows_per_second_per_node)")
     sp.add_argument("--figures", type=Path,
                     help="measured figures file (default: the one shipped with courtier)")
     sp.add_argument("--json", action="store_true", help="print the plan as JSON")
@@ -58,7 +61,8 @@ def shape_from_args(args: argparse.Namespace) -> p.CrawlShape:
         retention_days=args.retention_days, events_retention=args.events_retention,
         audit_retention=args.audit_retention, core_utilisation=args.core_utilisation,
         cores_per_machine=args.cores_per_machine, pg_node_tb=args.pg_node_tb,
-        pg_rows_per_second=args.pg_rows_per_second,
+        commit_results_per_second=args.commit_results_per_second,
+        intake_rows_per_second=args.intake_rows_per_second,
     ).validate()
 
 
@@ -111,10 +115,13 @@ def render(shape: p.CrawlShape, plan: p.Plan, raw: dict[str, Any], where: str) -
         ("workers (one per core)", f"{plan.workers:,} on {plan.machines:,} machines of "
                                    f"{shape.cores_per_machine} cores, "
                                    f"≈{plan.worker_memory_mb:,.0f} MB each"),
-        ("store writes at peak", f"{plan.store_rows_per_second_peak:,.0f} rows/s"),
+        ("store writes at peak", f"{plan.commits_per_second_peak:,.0f} commit results/s, "
+                                 f"{plan.new_urls_per_second_peak:,.0f} new URLs/s"),
         ("PostgreSQL nodes", f"{plan.pg_nodes:,} (writes {plan.pg_nodes_for_writes:,} at "
-                             f"{plan.pg_rows_per_second_per_node:,.0f} rows/s "
-                             f"{'measured' if plan.pg_rows_measured else 'assumed'}; "
+                             f"{plan.commit_results_per_second_per_node:,.0f} commit results/s"
+                             f" and {plan.intake_rows_per_second_per_node:,.0f} intake rows/s"
+                             f" a node, "
+                             f"{'measured' if plan.store_rates_measured else 'given'}; "
                              f"storage {plan.pg_nodes_for_storage:,} at "
                              f"{shape.pg_node_tb:g} TB)"),
     ]
@@ -131,6 +138,12 @@ def render(shape: p.CrawlShape, plan: p.Plan, raw: dict[str, Any], where: str) -
                  f"peak RSS {raw.get('peak_rss_mb')} MB")
     if raw.get("command"):
         lines.append(f"  by: {raw['command']}")
+    nodes = raw.get("store_nodes")
+    if isinstance(nodes, dict):
+        lines.append(f"  a database node's write rates: Citus, {nodes.get('citus_worker_nodes')}"
+                     f" worker nodes at {nodes.get('known_urls', 0):,} known URLs, measured "
+                     f"{nodes.get('measured_at')}")
+        lines.append(f"  by: {nodes.get('command')}")
     return "\n".join(lines)
 
 

@@ -1,8 +1,11 @@
 """Reading the measured figures file that ``bench/crawl_vs_scrapy.py --figures-out`` writes.
 
-The package ships the figures of its own last measured run
-(``measured_figures.json`` beside this module); ``courtier plan --figures
-FILE`` reads another one (for example measured on your own machines).
+The crawl's figures (CPU per page, bytes per URL, event and audit row, WARC bytes) come
+from that run; a database node's write rates (commit results/s, intake rows/s) from
+``bench/store_bench.py --citus --figures-out``, which adds them to the same file (each
+bench keeps the other's). The package ships the figures of its own last measured runs
+(``measured_figures.json`` beside this module); ``courtier plan --figures FILE`` reads
+another one (for example measured on your own machines).
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ SHIPPED_NAME = "measured_figures.json"
 REQUIRED = ("measured_at", "cpu_seconds_per_page", "store_bytes_per_url",
             "store_bytes_per_event", "warc_bytes_per_fetch", "warc_compression_ratio",
             "peak_rss_mb")
+#: a database node's write rates (bench/store_bench.py --citus --figures-out)
+OPTIONAL = ("commit_results_per_second_per_node", "intake_rows_per_second_per_node")
 
 
 def shipped_text() -> str:
@@ -44,13 +49,14 @@ def load_figures(path: Path | None) -> tuple[Figures, dict[str, Any]]:
                           "bench/crawl_vs_scrapy.py --figures-out FILE)")
     try:
         numbers = {k: float(raw[k]) for k in REQUIRED if k != "measured_at"}
-        pg = raw.get("pg_rows_per_second_per_node")
-        audit = raw.get("store_bytes_per_audit_row")
+        commit, intake = (None if raw.get(k) is None else float(raw[k]) for k in OPTIONAL)
+        audit = raw.get("store_bytes_per_audit_row", raw.get("store_bytes_per_fetch_log_row"))
         figures = Figures(
             measured_at=str(raw["measured_at"]),
             source=str(raw.get("command", "")),
-            pg_rows_per_second_per_node=None if pg is None else float(pg),
             store_bytes_per_audit_row=None if audit is None else float(audit),
+            commit_results_per_second_per_node=commit,
+            intake_rows_per_second_per_node=intake,
             **numbers,
         )
     except (TypeError, ValueError):

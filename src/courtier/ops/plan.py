@@ -32,10 +32,8 @@ DEFAULT_AUDIT_RETENTION = 90 * DAY                # --audit-retention (the crawl
 DEFAULT_AUDIT_BYTES_PER_FETCH = 145.0
 DEFAULT_CORE_UTILISATION = 0.75
 DEFAULT_CORES_PER_MACHINE = 32
-DEFAULT_PG_ROWS_PER_SECOND = 100_000.0   # DESIGN.md §7 estimate (COPY batches), not measured
 DEFAULT_PG_NODE_TB = 4.0
 WARC_RECORD_OVERHEAD = 1_000  # bytes per fetch: request record + response headers, gzipped
-ROWS_PER_FETCH = 2             # the URL row's conditional update and its outbox event
 
 _SUFFIX = {"k": 1e3, "m": 1e6, "g": 1e9, "b": 1e9, "t": 1e12}
 _COUNT = re.compile(r"^\s*([0-9][0-9_]*(?:\.[0-9]+)?(?:e[0-9]+)?)\s*([kmgbt]?)\s*$", re.I)
@@ -91,7 +89,10 @@ class Figures:
     warc_bytes_per_fetch: float
     warc_compression_ratio: float
     peak_rss_mb: float
-    pg_rows_per_second_per_node: float | None = None
+    #: one database node's write rates (bench/store_bench.py --citus --figures-out: the
+    #: Citus cluster's rates over its worker nodes); None: not in the figures file
+    commit_results_per_second_per_node: float | None = None
+    intake_rows_per_second_per_node: float | None = None
     store_bytes_per_audit_row: float | None = None
 
 
@@ -109,7 +110,10 @@ class CrawlShape:
     core_utilisation: float = DEFAULT_CORE_UTILISATION
     cores_per_machine: int = DEFAULT_CORES_PER_MACHINE
     pg_node_tb: float = DEFAULT_PG_NODE_TB
-    pg_rows_per_second: float | None = None   # None: the figures', else the DESIGN estimate
+    #: a node's commit results/s and intake rows/s given on the command line (None: the
+    #: figures file's)
+    commit_results_per_second: float | None = None
+    intake_rows_per_second: float | None = None
 
     def validate(self) -> CrawlShape:
         for flag, value in (("--known-urls", self.known_urls),
@@ -118,6 +122,10 @@ class CrawlShape:
                             ("--retention-days", self.retention_days),
                             ("--pg-node-tb", self.pg_node_tb)):
             if not value > 0:
+                raise ConfigError(f"{flag} must be > 0")
+        for flag, rate in (("--commit-results-per-second", self.commit_results_per_second),
+                           ("--intake-rows-per-second", self.intake_rows_per_second)):
+            if rate is not None and not rate > 0:
                 raise ConfigError(f"{flag} must be > 0")
         for flag, value in (("--events-retention", self.events_retention),
                             ("--audit-retention", self.audit_retention)):
@@ -167,9 +175,11 @@ class Plan:
     workers: int
     machines: int
     worker_memory_mb: float
-    store_rows_per_second_peak: float
-    pg_rows_per_second_per_node: float
-    pg_rows_measured: bool
+    commits_per_second_peak: float          # one commit result a fetch
+    new_urls_per_second_peak: float         # one intake row a fetch of a new URL
+    commit_results_per_second_per_node: float
+    intake_rows_per_second_per_node: float
+    store_rates_measured: bool              # both from the figures file (no flag)
     pg_nodes_for_writes: int
     pg_nodes_for_storage: int
     pg_nodes: int
@@ -195,6 +205,21 @@ def _tiers(shape: CrawlShape) -> tuple[tuple[TierPlan, ...], float | None]:
     return tuple(out), fits
 
 
+def node_write_rates(shape: CrawlShape, figures: Figures) -> tuple[float, float]:
+    """A database node's commit results/s and intake rows/s: the command line's, else
+    the figures file's; a ConfigError when neither has one (no assumed rate)."""
+    commit = shape.commit_results_per_second or figures.commit_results_per_second_per_node
+    intake = shape.intake_rows_per_second or figures.intake_rows_per_second_per_node
+    missing = [name for name, rate in (("commit_results_per_second_per_node", commit),
+                                       ("intake_rows_per_second_per_node", intake))
+               if rate is None]
+    if missing or commit is None or intake is None:
+        raise ConfigError(f"the figures file has no {' or '.join(missing)}: measure them with "
+                          "bench/store_bench.py --citus --figures-out FILE, or give "
+                          "--commit-results-per-second and --intake-rows-per-second")
+    return commit, intake
+
+
 def plan(shape: CrawlShape, figures: Figures) -> Plan:
     """The capacity needed for ``shape`` at the measured costs in ``figures``."""
     shape.validate()
@@ -209,9 +234,8 @@ def plan(shape: CrawlShape, figures: Figures) -> Plan:
     cores = math.ceil(peak * figures.cpu_seconds_per_page / shape.core_utilisation)
     machines = math.ceil(cores / shape.cores_per_machine)
     discovery = shape.fetches_per_day - refresh
-    rows_peak = peak * ROWS_PER_FETCH + max(0.0, discovery) / DAY * shape.peak_factor
-    measured = figures.pg_rows_per_second_per_node
-    per_node = shape.pg_rows_per_second or measured or DEFAULT_PG_ROWS_PER_SECOND
+    new_urls_peak = max(0.0, discovery) / DAY * shape.peak_factor
+    commit_rate, intake_rate = node_write_rates(shape, figures)
     url_bytes = shape.known_urls * figures.store_bytes_per_url
     event_day = shape.fetches_per_day * figures.store_bytes_per_event
     # the outbox and the audit log are kept for their retentions (both are day partitions,
@@ -220,7 +244,9 @@ def plan(shape: CrawlShape, figures: Figures) -> Plan:
     audit_day = shape.fetches_per_day * (figures.store_bytes_per_audit_row
                                          or DEFAULT_AUDIT_BYTES_PER_FETCH)
     audit_kept = audit_day * (shape.audit_retention / DAY + 1)
-    for_writes = math.ceil(rows_peak / per_node)
+    # a node's time shared between the commits and the intake it holds: each at its
+    # measured rate (Citus spreads both over the nodes by shard)
+    for_writes = math.ceil(peak / commit_rate + new_urls_peak / intake_rate)
     for_storage = math.ceil((url_bytes + event_kept + audit_kept) / (shape.pg_node_tb * 1e12))
     return Plan(
         average_fetches_per_second=average,
@@ -243,9 +269,12 @@ def plan(shape: CrawlShape, figures: Figures) -> Plan:
         workers=cores,
         machines=machines,
         worker_memory_mb=figures.peak_rss_mb,
-        store_rows_per_second_peak=rows_peak,
-        pg_rows_per_second_per_node=per_node,
-        pg_rows_measured=shape.pg_rows_per_second is None and measured is not None,
+        commits_per_second_peak=peak,
+        new_urls_per_second_peak=new_urls_peak,
+        commit_results_per_second_per_node=commit_rate,
+        intake_rows_per_second_per_node=intake_rate,
+        store_rates_measured=(shape.commit_results_per_second is None
+                              and shape.intake_rows_per_second is None),
         pg_nodes_for_writes=for_writes,
         pg_nodes_for_storage=for_storage,
         pg_nodes=max(for_writes, for_storage, 1),

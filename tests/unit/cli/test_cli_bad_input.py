@@ -169,8 +169,9 @@ def _known_flags() -> set[str]:
     return known
 
 
-#: flags of scripts outside the CLI that src/ mentions (bench/crawl_vs_scrapy.py)
-OTHER_PROGRAMS_FLAGS = {"--figures-out"}
+#: flags of scripts outside the CLI that src/ mentions (bench/crawl_vs_scrapy.py,
+#: bench/store_bench.py)
+OTHER_PROGRAMS_FLAGS = {"--figures-out", "--citus"}
 
 
 def test_every_flag_a_message_names_is_a_flag_the_cli_knows() -> None:

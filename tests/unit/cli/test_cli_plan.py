@@ -40,6 +40,21 @@ def test_shipped_figures_are_complete_and_measured() -> None:
     figures, raw = load_figures(None)
     assert all(k in raw for k in REQUIRED) and raw["pages"] > 0
     assert 0 < figures.cpu_seconds_per_page < 1
+    # a database node's write rates, measured on Citus (store_bench.py --citus)
+    assert (figures.commit_results_per_second_per_node or 0) > 0
+    assert (figures.intake_rows_per_second_per_node or 0) > 0
+    assert raw["store_nodes"]["citus_worker_nodes"] >= 1
+
+
+def test_table_says_the_write_rates_are_measured(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(SEEDS) == 0
+    out = capsys.readouterr().out
+    assert "intake rows/s a node, measured" in out and "bench/store_bench.py --citus" in out
+    assert main([*SEEDS, "--commit-results-per-second", "1000",
+                 "--intake-rows-per-second", "2000"]) == 0
+    # 25,000 / 1,000 + 14,250 / 2,000 = 32.1 nodes' time
+    assert "writes 33 at 1,000 commit results/s and 2,000 intake rows/s a node, given" in \
+        capsys.readouterr().out
 
 
 @pytest.mark.parametrize(("content", "message"), [

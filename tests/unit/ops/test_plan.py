@@ -20,6 +20,7 @@ FIGURES = Figures(
     measured_at="2026-12-01T00:00:00Z", source="test", cpu_seconds_per_page=0.004,
     store_bytes_per_url=500, store_bytes_per_event=300, warc_bytes_per_fetch=9000,
     warc_compression_ratio=4.0, peak_rss_mb=120,
+    commit_results_per_second_per_node=50_000.0, intake_rows_per_second_per_node=100_000.0,
 )
 SEEDS = CrawlShape(known_urls=10e9, fetches_per_day=1e9, page_kb=200)
 
@@ -75,21 +76,36 @@ def test_workers_cores_and_postgres_nodes() -> None:
     # 25,000 fetches/s x 4 ms of CPU = 100 cores busy, at 75 % each
     assert result.cores == math.ceil(100 / 0.75) == result.workers
     assert result.machines == math.ceil(134 / 32)
-    # 2 rows per fetch at peak plus the new URLs' inserts at the same peak factor
-    assert result.store_rows_per_second_peak == pytest.approx(50_000 + 570e6 / 86_400 * 2.16)
-    assert result.pg_nodes_for_writes == 1 and not result.pg_rows_measured
+    # one commit result per fetch at peak; the new URLs' intake at the same peak factor
+    assert result.commits_per_second_peak == pytest.approx(25_000)
+    assert result.new_urls_per_second_peak == pytest.approx(570e6 / 86_400 * 2.16)
+    # 25,000 / 50,000 + 14,250 / 100,000 of one node
+    assert result.pg_nodes_for_writes == 1 and result.store_rates_measured
     # 5 TB of URL rows + 8 days x 300 GB of events + 91 days x 145 GB of audit rows
     # = 20.6 TB at 4 TB a node
     assert result.pg_nodes_for_storage == 6 == result.pg_nodes
 
 
-def test_measured_postgres_figure_is_used_and_flag_overrides_it() -> None:
-    measured = Figures(**{**{f: getattr(FIGURES, f) for f in FIGURES.__slots__},
-                          "pg_rows_per_second_per_node": 20_000.0})
-    result = plan(SEEDS, measured)
-    assert result.pg_rows_measured and result.pg_nodes_for_writes == 4
-    flagged = plan(CrawlShape(10e9, 1e9, 200, pg_rows_per_second=10_000.0), measured)
-    assert not flagged.pg_rows_measured and flagged.pg_nodes_for_writes == 7
+def test_write_nodes_share_a_node_between_commits_and_intake() -> None:
+    slow = Figures(**{**{f: getattr(FIGURES, f) for f in FIGURES.__slots__},
+                      "commit_results_per_second_per_node": 2_000.0,
+                      "intake_rows_per_second_per_node": 10_000.0})
+    # 25,000 commits/s at 2,000 a node = 12.5 nodes' time, 14,250 new URLs/s at 10,000
+    # a node = 1.425: 13.925 nodes, so 14
+    result = plan(SEEDS, slow)
+    assert result.pg_nodes_for_writes == 14 == result.pg_nodes and result.store_rates_measured
+    given = plan(CrawlShape(10e9, 1e9, 200, commit_results_per_second=25_000.0,
+                            intake_rows_per_second=1_500.0), slow)
+    assert given.pg_nodes_for_writes == 11 and not given.store_rates_measured
+
+
+def test_no_assumed_write_rate_when_the_figures_have_none() -> None:
+    bare = Figures(**{**{f: getattr(FIGURES, f) for f in FIGURES.__slots__},
+                      "intake_rows_per_second_per_node": None})
+    with pytest.raises(ConfigError, match=r"intake_rows_per_second_per_node.*store_bench\.py"):
+        plan(SEEDS, bare)
+    with pytest.raises(ConfigError, match="--commit-results-per-second"):
+        plan(CrawlShape(1e6, 1e6, 10, commit_results_per_second=0.0), FIGURES)
 
 
 def test_cores_scale_with_the_measured_cpu_per_page() -> None:
