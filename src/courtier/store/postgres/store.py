@@ -91,6 +91,7 @@ from courtier.store.postgres import (
 from courtier.store.postgres._rows import Conn
 from courtier.store.postgres.dsn import STALLED_TRANSACTION_TIMEOUT, describe_dsn
 from courtier.store.postgres.pool_log import install as one_line_pool_warnings
+from courtier.store.walk_place import WalkPlaces
 
 T = TypeVar("T")
 
@@ -145,6 +146,7 @@ class PostgresStore:
         self._stalled_ms = max(1, round(stalled_transaction_timeout * 1000))
         self._schema_version = 0
         self._on_citus = False
+        self._walk_places = WalkPlaces()  # where this reader's last refill stopped
 
     @property
     def schema_version(self) -> int:
@@ -303,11 +305,14 @@ class PostgresStore:
     async def read_due(self, shards: Sequence[int], now: float, limit: int, per_host_limit: int,
                        skip_hosts: Collection[str] = (),
                        epochs: Mapping[int, int] | None = None) -> list[DueUrl]:
-        """One statement, no transaction, no lock (migration 0024's ``courtier_read_due``);
-        with ``epochs`` the fence is read in that statement's snapshot."""
+        """One statement, no transaction, no lock (migration 0029's
+        ``courtier_read_due_from``); with ``epochs`` the fence is read in that statement's
+        snapshot. The walk resumes where this store's last one stopped
+        (:mod:`courtier.store.walk_place`; not on Citus, whose walk starts from the
+        beginning every time)."""
         if limit <= 0 or per_host_limit <= 0 or not shards:
             return []
-        wanted, skip = sorted(set(shards)), sorted(set(skip_hosts))
+        wanted, skip = sorted(set(shards)), list(set(skip_hosts))
         args: list[object] = [now, now - OVERDUE_AFTER, limit, per_host_limit, skip, wanted]
         if epochs is None:
             chosen = "$6::integer[]"
@@ -317,12 +322,41 @@ class PostgresStore:
                       " ON e.s = t.s LEFT JOIN shards x ON x.shard = t.s"
                       " WHERE e.epoch = coalesce(x.epoch, 0) ORDER BY t.s)")
             args += [list(epochs), list(epochs.values())]
-        sql = f"SELECT * FROM courtier_read_due({chosen}, $1, $2, $3, $4, $5) ORDER BY walk"
+        if self._on_citus:
+            sql = f"SELECT * FROM courtier_read_due({chosen}, $1, $2, $3, $4, $5) ORDER BY walk"
 
-        async def job(conn: Conn) -> list[DueUrl]:
-            return [_rows.due_url(r) for r in await conn.fetch(sql, *args)]
+            async def on_citus(conn: Conn) -> list[DueUrl]:
+                return [_rows.due_url(r) for r in await conn.fetch(sql, *args)]
 
-        return await self._run("read_due", job, write=False)
+            return await self._run("read_due", on_citus, write=False)
+        resume = self._walk_places.resume(wanted, now, epochs, skip_hosts)
+        n = len(args)
+        if resume is None:
+            args += [None] * 10
+        else:
+            place, after = resume.place, resume.place.after
+            args += [str(place.since), place.now, place.overdue_before,
+                     *(after if after is not None else (None,) * 5),
+                     [s for s, _ in resume.released], [h for _, h in resume.released]]
+        sql = ("WITH h AS (SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS since)"
+               f" SELECT h.since, r.* FROM h LEFT JOIN LATERAL courtier_read_due_from("
+               f"{chosen}, $1, $2, $3, $4, $5, ${n + 1}::text::xid8, ${n + 2}, ${n + 3},"
+               f" ${n + 4}, ${n + 5}, ${n + 6}, ${n + 7}, ${n + 8}, ${n + 9}::integer[],"
+               f" ${n + 10}::text[]) AS r ON true ORDER BY r.walk")
+
+        async def job(conn: Conn) -> tuple[int, list[Any]]:
+            found = await conn.fetch(sql, *args)
+            return int(found[0]["since"]), [r for r in found if r["walk"] is not None]
+
+        since, found = await self._run("read_due", job, write=False)
+        last = found[-1] if found else None
+        self._walk_places.record(
+            wanted, now, epochs, skip_hosts, limit, since,
+            None if last is None else (last["host_due"] < now - OVERDUE_AFTER,
+                                       last["host_level"], last["host_due"],
+                                       last["host_key"], last["shard"]),
+            [r["host_key"] for r in found])
+        return [_rows.due_url(r) for r in found]
 
     async def reset_scheduled(self, shards: Sequence[int],
                               epochs: Mapping[int, int] | None = None) -> int:
