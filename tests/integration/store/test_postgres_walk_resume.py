@@ -1,0 +1,56 @@
+"""The PostgreSQL refill resumes its walk after the last host it returned (migration 0029,
+store/walk_place.py) and still finds a host that another process moved before that point.
+
+Reader A reads two hosts, then two more holding the first (its walk resumes after the
+fourth); another store B (another process) then adds a URL that makes a host A has not
+read due before all of them, and a new host due earlier still, both in the part of the
+walk A has done. A's next refill, holding the four, must return exactly the brute-force
+answer: those two first. Only the host-queue change stamp (``changed_by``, set by the
+trigger) tells A's walk about them. Seen red with the trigger not created (the refill
+returned only the host after the resume point).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from courtier.core.clock import VirtualClock
+from courtier.core.urls import SHARD_COUNT, canonicalize
+from courtier.store.base import NewUrl
+from courtier.store.postgres import PostgresStore
+
+T0 = 1_700_000_000.0
+SHARDS = list(range(SHARD_COUNT))
+
+
+def _url(url: str, due: float) -> NewUrl:
+    c = canonicalize(url)
+    return NewUrl(c.url_key, c.url, c.host_key, c.shard, 1, 0, due, T0 - 7200)
+
+
+def test_refill_finds_a_host_moved_before_where_its_walk_resumes(pg_dsn: str) -> None:
+    async def run() -> None:
+        reader = PostgresStore(pg_dsn, clock=VirtualClock(T0))
+        other = PostgresStore(pg_dsn, clock=VirtualClock(T0))
+        await reader.open()
+        await other.open()
+        try:
+            await reader.add_urls([_url(f"http://h{i}.test/a", T0 - 100 + i) for i in range(6)])
+            first = await reader.read_due(SHARDS, T0, 2, 1)
+            held = {d.host_key for d in first}
+            second = await reader.read_due(SHARDS, T0, 2, 1, skip_hosts=held)
+            held |= {d.host_key for d in second}
+            assert [d.url for d in first + second] == [
+                f"http://h{i}.test/a" for i in range(4)]
+            # another process: h5 gets a URL due before every host read so far, and a
+            # new host arrives due earlier still
+            await other.add_urls([_url("http://h5.test/b", T0 - 300),
+                                  _url("http://new.test/a", T0 - 400)])
+            third = await reader.read_due(SHARDS, T0, 10, 1, skip_hosts=held)
+            assert [d.url for d in third] == [
+                "http://new.test/a", "http://h5.test/b", "http://h4.test/a"]
+        finally:
+            await other.close()
+            await reader.close()
+
+    asyncio.run(run())
