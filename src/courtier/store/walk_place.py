@@ -23,7 +23,7 @@ the walk starts from the beginning (and leaves a new place).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from courtier.core.records import OVERDUE_AFTER
@@ -82,10 +82,7 @@ class WalkPlaces:
         return Resume(place, released)
 
     def record(self, shards: Collection[int], now: float, epochs: Mapping[int, int] | None,
-               skip: Collection[str], limit: int, since: int,
-               last: WalkKey | None, returned: Sequence[str]) -> None:
-        """A walk answered ``returned`` (its rows' hosts) of ``limit`` asked; ``last`` is
-        the walk key of its last row's host."""
-        after = last if len(returned) >= limit else None
-        self._place = WalkPlace(frozenset(shards), _epochs(epochs), now, since, after,
-                                frozenset(skip).union(returned))
+               since: int, after: WalkKey | None, covered: frozenset[str]) -> None:
+        """A walk at ``now`` (its change mark ``since``) returned or skipped every ready
+        host up to ``after`` (None: every ready host), the hosts ``covered``."""
+        self._place = WalkPlace(frozenset(shards), _epochs(epochs), now, since, after, covered)
