@@ -1,23 +1,29 @@
-"""The PostgreSQL refill resumes its walk after the last host it returned (migration 0029,
-store/walk_place.py) and still finds a host that another process moved before that point.
+"""The refill of PostgreSQL and SQLite resumes its walk after the last host it returned
+(store/walk_place.py; migrations 0029 and 0024) and still finds a host that another
+process moved before that point.
 
 Reader A reads two hosts, then two more holding the first (its walk resumes after the
 fourth); another store B (another process) then adds a URL that makes a host A has not
 read due before all of them, and a new host due earlier still, both in the part of the
 walk A has done. A's next refill, holding the four, must return exactly the brute-force
-answer: those two first. Only the host-queue change stamp (``changed_by``, set by the
-trigger) tells A's walk about them. Seen red with the trigger not created (the refill
+answer: those two first. Only the host-queue change stamps (set by triggers) tell A's
+walk about them. Seen red on both stores with the triggers not created (the refill
 returned only the host after the resume point).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
 
 from courtier.core.clock import VirtualClock
 from courtier.core.urls import SHARD_COUNT, canonicalize
-from courtier.store.base import NewUrl
+from courtier.store.base import NewUrl, Store
 from courtier.store.postgres import PostgresStore
+from courtier.store.sqlite import SqliteStore
 
 T0 = 1_700_000_000.0
 SHARDS = list(range(SHARD_COUNT))
@@ -28,10 +34,20 @@ def _url(url: str, due: float) -> NewUrl:
     return NewUrl(c.url_key, c.url, c.host_key, c.shard, 1, 0, due, T0 - 7200)
 
 
-def test_refill_finds_a_host_moved_before_where_its_walk_resumes(pg_dsn: str) -> None:
+@pytest.fixture(params=["sqlite", "postgres"])
+def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], Store]]:
+    """Stores over one database, each as another process would open it."""
+    if request.param == "sqlite":
+        yield lambda: SqliteStore(tmp_path / "crawl.sqlite", clock=VirtualClock(T0))
+        return
+    dsn: str = request.getfixturevalue("pg_dsn")
+    yield lambda: PostgresStore(dsn, clock=VirtualClock(T0))
+
+
+def test_refill_finds_a_host_moved_before_where_its_walk_resumes(
+        open_store: Callable[[], Store]) -> None:
     async def run() -> None:
-        reader = PostgresStore(pg_dsn, clock=VirtualClock(T0))
-        other = PostgresStore(pg_dsn, clock=VirtualClock(T0))
+        reader, other = open_store(), open_store()
         await reader.open()
         await other.open()
         try:
