@@ -346,7 +346,7 @@ class PostgresStore:
         place = ("NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL" if not resumed
                  else f"${n + 1}::text::xid8, ${n + 2}, ${n + 3}, ${n + 4}, ${n + 5}, ${n + 6},"
                  f" ${n + 7}, ${n + 8}, ${n + 9}::integer[], ${n + 10}::text[]")
-        return ("WITH h AS (SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS since)"
+        return (f"WITH h AS ({_CHANGE_MARK})"
                 f" SELECT h.since, r.* FROM h LEFT JOIN LATERAL courtier_read_due_from("
                 f"{chosen}, $1, $2, $3, $4, $5, {place}) AS r ON true ORDER BY r.walk")
 
@@ -1099,6 +1099,20 @@ async def _keep_session(conn: Conn) -> None:
     per release, for session state courtier never creates (no SET, cursor, LISTEN or
     session-level advisory lock: the migration lock is transaction-level)."""
     del conn
+
+
+#: a refill's change mark (store/walk_place.py): the oldest transaction its snapshot sees
+#: running that may be of this database, else the snapshot's xmax. Every transaction
+#: below it had finished, so the refill saw its writes. A transaction seen running in
+#: another database is left out (it writes none of these tables): a long writer there
+#: held the plain snapshot xmin back and made every later refill re-read what changed
+#: since it began. One seen running nowhere (finished since) counts as this database's.
+_CHANGE_MARK = (
+    "SELECT least(pg_snapshot_xmax(t.snap), (SELECT min(x) FROM pg_snapshot_xip(t.snap) AS x"
+    " WHERE NOT EXISTS (SELECT 1 FROM pg_stat_activity a"
+    " WHERE a.datname IS DISTINCT FROM current_database() AND a.backend_xid IS NOT NULL"
+    " AND a.backend_xid::text = (x::text::numeric % 4294967296)::text)))::text AS since"
+    " FROM (SELECT pg_current_snapshot() AS snap) AS t")
 
 
 def _walk_key(row: Any, now: float) -> WalkKey:
