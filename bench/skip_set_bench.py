@@ -11,12 +11,16 @@ the worst case, where the walk must pass every held host before it finds a free 
 
     .venv/bin/python bench/skip_set_bench.py --hosts 120000 --skips 0 1000 10000 20000 100000
 
-Prints, per store and K, the median and range of the call's wall time (ms, ``--runs``
-calls, alternating the sizes), the CPU the crawler's process spent preparing and
-sending the call, and the rows returned; and checks that no returned row is of a
-skipped host. With the default ``--memory-window`` of 20,000 URLs a worker holds at most
-~20,000 hosts plus its fetches in flight; 10⁵ is a worker configured with a larger
-window.
+Each size K is measured two ways in the same run: ``start``, the walk from the beginning
+(the store's remembered place forgotten first: the refill as it was before the walk
+resumed, store/walk_place.py), and ``resumed``, the worker's next refill right after it,
+holding those K hosts and the rows that walk returned (K + ``--limit`` hosts held), which
+resumes where that walk stopped. Prints, per store, way and number of held hosts, the
+median and range of the call's wall time (ms, ``--runs`` calls, alternating the sizes),
+µs a returned row, the CPU the crawler's process spent in the call, and the rows
+returned; and checks that no returned row is of a skipped host. With the default
+``--memory-window`` of 20,000 URLs a worker holds at most ~20,000 hosts plus its fetches
+in flight; 10⁵ is a worker configured with a larger window.
 """
 
 from __future__ import annotations

@@ -78,8 +78,7 @@ class WalkPlaces:
                 or not place.shards.issuperset(shards)):
             return None
         skipped = skip if isinstance(skip, (set, frozenset)) else set(skip)
-        released = [(shard_of(h), h) for h in place.covered if h not in skipped]
-        return Resume(place, released)
+        return Resume(place, [(shard_of(h), h) for h in place.covered.difference(skipped)])
 
     def record(self, shards: Collection[int], now: float, epochs: Mapping[int, int] | None,
                since: int, after: WalkKey | None, covered: frozenset[str]) -> None:
