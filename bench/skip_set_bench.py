@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
@@ -74,15 +75,36 @@ def _walk_from_start(store: Store) -> None:
         store._walk_places = WalkPlaces()  # type: ignore[attr-defined]
 
 
+async def _server_pid(store: Store) -> int | None:
+    """The PostgreSQL backend serving the store (its pool holds one connection), or None."""
+    if not isinstance(store, PostgresStore):
+        return None
+
+    async def pid(conn: Any) -> int:
+        return int(await conn.fetchval("SELECT pg_backend_pid()"))
+
+    return await store._run("pid", pid, write=False)
+
+
+def _cpu_ns(pid: int | None) -> int:
+    """CPU time the process has run, ns (/proc/PID/schedstat: exact, unlike the load-bound
+    wall time on a busy machine); 0 without a server process."""
+    if pid is None:
+        return 0
+    return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
+
+
 async def _timed(store: Store, skip: set[str], a: argparse.Namespace,
-                 label: str) -> tuple[float, float, int]:
-    c0, w0 = time.process_time(), time.perf_counter()
+                 label: str) -> tuple[float, float, float, int]:
+    pid = await _server_pid(store)
+    s0, c0, w0 = _cpu_ns(pid), time.process_time(), time.perf_counter()
     due = await store.read_due(SHARDS, T0, a.limit, 1, skip_hosts=skip)
     wall, cpu = (time.perf_counter() - w0) * 1000, (time.process_time() - c0) * 1000
+    server = (_cpu_ns(pid) - s0) / 1e6
     wrong = [d.host_key for d in due if d.host_key in skip]
     if wrong:
         raise SystemExit(f"{label}: a skipped host was returned: {wrong[:3]}")
-    return wall, cpu, len(due)
+    return wall, cpu, server, len(due)
 
 
 async def _measure(store: Store, label: str, a: argparse.Namespace) -> None:
@@ -93,35 +115,34 @@ async def _measure(store: Store, label: str, a: argparse.Namespace) -> None:
     biggest = max(a.skips) + a.limit
     walk_order = [d.host_key for d in await store.read_due(SHARDS, T0, biggest, 1)]
     modes = ("start", "resumed")
-    wall: dict[tuple[str, int], list[float]] = {(m, k): [] for m in modes for k in a.skips}
-    cpu: dict[tuple[str, int], list[float]] = {(m, k): [] for m in modes for k in a.skips}
+    keys = [(m, k) for m in modes for k in a.skips]
+    wall: dict[tuple[str, int], list[float]] = {key: [] for key in keys}
+    cpu: dict[tuple[str, int], list[float]] = {key: [] for key in keys}
+    server: dict[tuple[str, int], list[float]] = {key: [] for key in keys}
     returned: dict[tuple[str, int], int] = {}
     for _ in range(a.runs):
         for k in a.skips:
-            # from the start: the store remembers no earlier walk
-            _walk_from_start(store)
-            held = set(walk_order[:k])
-            w, c, n = await _timed(store, held, a, label)
-            wall["start", k].append(w)
-            cpu["start", k].append(c)
-            returned["start", k] = n
-            # resumed, as the worker's next refill: it now holds what that one returned
-            # too (the store resumes after it; a store without places walks from the start)
-            held = set(walk_order[:k + a.limit])
-            w, c, n = await _timed(store, held, a, label)
-            wall["resumed", k].append(w)
-            cpu["resumed", k].append(c)
-            returned["resumed", k] = n
+            for m in modes:
+                if m == "start":  # the store remembers no earlier walk
+                    _walk_from_start(store)
+                    held = set(walk_order[:k])
+                else:  # the worker's next refill: it holds what the first one returned too
+                    held = set(walk_order[:k + a.limit])
+                w, c, sv, n = await _timed(store, held, a, label)
+                wall[m, k].append(w)
+                cpu[m, k].append(c)
+                server[m, k].append(sv)
+                returned[m, k] = n
     print(f"{'store':<10} {'walk':<8} {'held hosts':>10} {'rows':>6} {'wall ms median':>15}"
-          f" {'(min-max)':>17} {'us/row':>7} {'process CPU ms':>15}")
-    for m in modes:
-        for k in a.skips:
-            w = wall[m, k]
-            held_n = k if m == "start" else k + a.limit
-            per_row = statistics.median(w) * 1000 / max(1, returned[m, k])
-            print(f"{label:<10} {m:<8} {held_n:>10,} {returned[m, k]:>6}"
-                  f" {statistics.median(w):>15.1f} {f'({min(w):.1f}-{max(w):.1f})':>17}"
-                  f" {per_row:>7.1f} {statistics.median(cpu[m, k]):>15.1f}")
+          f" {'(min-max)':>17} {'us/row':>7} {'crawler CPU ms':>15} {'server CPU ms':>14}")
+    for m, k in keys:
+        w = wall[m, k]
+        held_n = k if m == "start" else k + a.limit
+        per_row = statistics.median(w) * 1000 / max(1, returned[m, k])
+        print(f"{label:<10} {m:<8} {held_n:>10,} {returned[m, k]:>6}"
+              f" {statistics.median(w):>15.1f} {f'({min(w):.1f}-{max(w):.1f})':>17}"
+              f" {per_row:>7.1f} {statistics.median(cpu[m, k]):>15.1f}"
+              f" {statistics.median(server[m, k]):>14.1f}")
 
 
 async def _opened(store: Store, label: str, a: argparse.Namespace) -> None:
@@ -145,7 +166,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--hosts must exceed the largest skip set plus --limit")
     if a.store in ("postgres", "both"):
         with temporary_database("skipbench") as dsn:
-            asyncio.run(_opened(PostgresStore(dsn, clock=VirtualClock(T0)), "postgres", a))
+            asyncio.run(_opened(PostgresStore(dsn, clock=VirtualClock(T0), max_size=1),
+                                "postgres", a))
     if a.store in ("sqlite", "both"):
         with tempfile.TemporaryDirectory(prefix="courtier-skipbench-") as tmp:
             asyncio.run(_opened(SqliteStore(Path(tmp) / "crawl.sqlite", clock=VirtualClock(T0)),
