@@ -23,7 +23,7 @@ the walk starts from the beginning (and leaves a new place).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from courtier.core.records import OVERDUE_AFTER
@@ -44,7 +44,7 @@ class WalkPlace:
     now: float
     since: int  # the store's change mark at that walk (PostgreSQL: its snapshot's xmin)
     after: WalkKey | None
-    covered: frozenset[str]  # the hosts it skipped or returned
+    covered: set[str]  # the hosts it skipped or returned (never changed once kept)
 
     @property
     def overdue_before(self) -> float:
@@ -81,7 +81,11 @@ class WalkPlaces:
         return Resume(place, [(shard_of(h), h) for h in place.covered.difference(skipped)])
 
     def record(self, shards: Collection[int], now: float, epochs: Mapping[int, int] | None,
-               since: int, after: WalkKey | None, covered: frozenset[str]) -> None:
-        """A walk at ``now`` (its change mark ``since``) returned or skipped every ready
-        host up to ``after`` (None: every ready host), the hosts ``covered``."""
+               since: int, after: WalkKey | None, skipped: Collection[str],
+               walked: Iterable[str]) -> None:
+        """A walk at ``now`` (its change mark ``since``), skipping ``skipped``, returned or
+        stepped over the hosts ``walked`` and every ready host up to ``after`` (None:
+        every ready host) was one of the two."""
+        covered = set(skipped)  # one copy: the caller's set may change after the call
+        covered.update(walked)
         self._place = WalkPlace(frozenset(shards), _epochs(epochs), now, since, after, covered)

@@ -380,7 +380,7 @@ class PostgresStore:
         if not self._on_citus:
             last = _walk_key(found[-1], now) if len(found) >= limit else None
             self._walk_places.record(wanted, now, epochs, since, last,
-                                     frozenset(skip).union(r["host_key"] for r in found))
+                                     skip, (r["host_key"] for r in found))
         return [_rows.due_url(r) for r in found]
 
     async def _read_resumed(self, wanted: list[int], now: float, limit: int,
@@ -423,7 +423,7 @@ class PostgresStore:
         if not full and len(walked) == len(groups):
             after = None  # every ready host walked
         self._walk_places.record(wanted, now, epochs, since, after,
-                                 frozenset(skip).union(walked))
+                                 skip, walked)
         return [_rows.due_url(r) for r in taken], done
 
     async def reset_scheduled(self, shards: Sequence[int],
