@@ -6,9 +6,11 @@ Reader A reads two hosts, then two more holding the first (its walk resumes afte
 fourth); another store B (another process) then adds a URL that makes a host A has not
 read due before all of them, and a new host due earlier still, both in the part of the
 walk A has done. A's next refill, holding the four, must return exactly the brute-force
-answer: those two first. Only the host-queue change stamps (set by triggers) tell A's
-walk about them. Seen red on both stores with the triggers not created (the refill
-returned only the host after the resume point).
+answer: those two first, and nothing of the held host the other process changed too.
+Only the host-queue change stamps (set by triggers) tell A's walk about them. Seen red on
+both stores with the triggers not created (the refill returned only the host after the
+resume point), and on both with the store's filter of skipped hosts in a resumed walk
+taken out (the held host came back).
 """
 
 from __future__ import annotations
@@ -58,10 +60,11 @@ def test_refill_finds_a_host_moved_before_where_its_walk_resumes(
             held |= {d.host_key for d in second}
             assert [d.url for d in first + second] == [
                 f"http://h{i}.test/a" for i in range(4)]
-            # another process: h5 gets a URL due before every host read so far, and a
-            # new host arrives due earlier still
+            # another process: h5 gets a URL due before every host read so far, a new
+            # host arrives due earlier still, and a host the reader holds gets one too
             await other.add_urls([_url("http://h5.test/b", T0 - 300),
-                                  _url("http://new.test/a", T0 - 400)])
+                                  _url("http://new.test/a", T0 - 400),
+                                  _url("http://h0.test/c", T0 - 500)])
             third = await reader.read_due(SHARDS, T0, 10, 1, skip_hosts=held)
             assert [d.url for d in third] == [
                 "http://new.test/a", "http://h5.test/b", "http://h4.test/a"]
