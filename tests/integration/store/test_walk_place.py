@@ -1,5 +1,5 @@
 """The refill of PostgreSQL and SQLite resumes its walk after the last host it returned
-(store/walk_place.py; migrations 0029 and 0024) and still finds a host that another
+(store/walk_place.py; migrations 0030 and 0024) and still finds a host that another
 process moved before that point.
 
 Reader A reads two hosts, then two more holding the first (its walk resumes after the

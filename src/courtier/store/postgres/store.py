@@ -305,7 +305,7 @@ class PostgresStore:
     async def read_due(self, shards: Sequence[int], now: float, limit: int, per_host_limit: int,
                        skip_hosts: Collection[str] = (),
                        epochs: Mapping[int, int] | None = None) -> list[DueUrl]:
-        """One statement per walk, no transaction, no lock (migration 0029's
+        """One statement per walk, no transaction, no lock (migration 0030's
         ``courtier_read_due_from``); with ``epochs`` the fence is read in that statement's
         snapshot. A walk resumes where this store's last one stopped
         (:mod:`courtier.store.walk_place`) and then sends no skip set: it filters the few
@@ -333,7 +333,7 @@ class PostgresStore:
 
     def _walk_sql(self, epochs: Mapping[int, int] | None, resumed: bool) -> str:
         """The refill statement: $1-$6 now, overdue bound, limit, per host, skip, shards;
-        $7-$8 the epochs; then the resume place (migration 0029)."""
+        $7-$8 the epochs; then the resume place (migration 0030)."""
         if epochs is None:
             chosen, n = "$6::integer[]", 6
         else:
@@ -1116,6 +1116,6 @@ _CHANGE_MARK = (
 
 
 def _walk_key(row: Any, now: float) -> WalkKey:
-    """The walk key of a refill row's host (migration 0029's host_due and host_level)."""
+    """The walk key of a refill row's host (migration 0030's host_due and host_level)."""
     return (row["host_due"] < now - OVERDUE_AFTER, row["host_level"], row["host_due"],
             row["host_key"], row["shard"])

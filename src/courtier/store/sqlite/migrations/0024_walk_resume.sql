@@ -1,5 +1,5 @@
 -- courtier SQLite schema, migration 24: a refill resumes its walk where the last one
--- stopped (store/walk_place.py; PostgreSQL's migration 0029 does the same).
+-- stopped (store/walk_place.py; PostgreSQL's migration 0030 does the same).
 --
 -- Every insert and every change of a host-queue row's walk key or levels stamps the row
 -- with the walk clock's value and advances the clock, in the writer's transaction. A

@@ -1,4 +1,4 @@
--- courtier PostgreSQL schema, migration 29: a refill resumes its walk where the last one
+-- courtier PostgreSQL schema, migration 30: a refill resumes its walk where the last one
 -- stopped, so the hosts its reader holds are not walked again (issue #29's skip set).
 --
 -- The worker's refill skips every host it holds (skip_hosts), and those are the hosts
