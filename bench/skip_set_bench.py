@@ -69,7 +69,7 @@ async def _fill(store: Store, hosts: int, rows: int) -> None:
 
 def _walk_from_start(store: Store) -> None:
     """Forget where the store's last walk stopped (PostgresStore), so the next refill walks
-    from the start: the refill as it was before migration 0029, in the same run."""
+    from the start: the refill as it was before migration 0030, in the same run."""
     places = getattr(store, "_walk_places", None)
     if places is not None:
         store._walk_places = WalkPlaces()  # type: ignore[attr-defined]
