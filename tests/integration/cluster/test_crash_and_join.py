@@ -99,7 +99,12 @@ async def _refetches_without_a_lost_result(cluster: Cluster, dead: str) -> list[
     failed on that legitimate refetch (docs/testing.md). No lower bound on the fence's
     time: the server stamps a request when its handler runs, which on a loaded machine
     can be after the worker sent it and fenced. Whether a fence spares a fetch that has
-    its answer is tests/sim/test_store_stall_fence.py's."""
+    its answer is tests/sim/test_store_stall_fence.py's.
+
+    Seen red on a scratch copy that sent every ``/p/3.html`` request twice (the first
+    answer thrown away): 5 URLs named, "fetched by w0 at … and again at …". The
+    after-the-commit half was not seen red: a copy whose takeovers made the gained
+    shards' committed rows due again fetched nothing twice (not followed up)."""
     wall = time.time() - time.monotonic()
     events = await cluster.events()
     committed = {e.payload["url"]: e.created_at - wall for e in events
