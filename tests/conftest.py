@@ -66,10 +66,18 @@ def pg_dsn() -> Iterator[str]:
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def crawl_store(request: pytest.FixtureRequest) -> Iterator[str | None]:
-    """The ``--store`` of an end-to-end crawl: None (SQLite under --data) or a fresh
-    PostgreSQL database."""
+    """The ``--store`` of an end-to-end crawl: None (SQLite under --data), a fresh
+    PostgreSQL database, or a fresh database of the session's local Citus cluster (its
+    coordinator's DSN) for a test that asks for it:
+    ``@pytest.mark.parametrize("crawl_store", ["sqlite", "postgres", "citus"],
+    indirect=True)``."""
     if request.param == "sqlite":
         yield None
+        return
+    if request.param == "citus":
+        cluster: CitusCluster = request.getfixturevalue("citus")
+        with cluster.database("crawl") as dsn:
+            yield dsn
         return
     from tests.pg import temporary_database
 

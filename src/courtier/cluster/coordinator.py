@@ -32,7 +32,8 @@ clock) that succeeded proves every lease it covered lasts until at least
 than ``max_drift``; :func:`~courtier.cluster.membership.fence_deadline` keeps a
 margin. :meth:`may_start` is false from that deadline until the next successful
 renewal, and a loop timer (independent of any await that may hang on the
-store) calls ``on_fence`` at the deadline so the worker cancels its fetches.
+store) calls ``on_fence`` at the deadline so the worker cuts its requests still
+waiting for their answer (a fetch that has its answer finishes: crawl/worker.py).
 A process stopped (SIGSTOP, a long GC pause, a suspended VM) and resumed later
 finds :meth:`may_start` false on its first check, before any request.
 """
@@ -361,7 +362,7 @@ class ShardCoordinator:
         if self.held and not self.may_start():
             log_event(log, logging.ERROR, "fence",
                       "could not renew shard leases in time: fenced (no new requests, "
-                      "in-flight fetches cancelled) until the store answers again",
+                      "requests without their answer cut) until the store answers again",
                       worker=self.worker_id, reason="lease renewal late",
                       shards=sorted(self.held))
             if self.on_fence is not None:

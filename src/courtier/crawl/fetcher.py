@@ -101,7 +101,8 @@ class Fetcher:
                  committer: Committer, day_limits: DayLimits, auditor: LeaseAuditor,
                  metrics: CrawlMetrics, may_start: Callable[[], bool],
                  ip_slots: IpSlots | None,
-                 recall_traps: Callable[[str], Awaitable[None]] | None = None) -> None:
+                 recall_traps: Callable[[str], Awaitable[None]] | None = None,
+                 answered: Callable[[], None] | None = None) -> None:
         self.config = config
         self.store = store
         self.transport = transport
@@ -121,6 +122,9 @@ class Fetcher:
         #: brings a host's trap statistics back from the store when they left the tracker's
         #: working set, before a page of the host is processed (cluster/shard_state.py)
         self.recall_traps = recall_traps
+        #: told by the fetch task once its answer is whole: a fence no longer cuts it
+        #: (crawl/in_flight.py), its result goes on to the committer
+        self.answered = answered or _nothing
         self.limits = fetch_limits(config)
         #: the types a page fetch reads (other bodies stop after the headers: not_html)
         self.page_types = page_types(config)
@@ -245,6 +249,7 @@ class Fetcher:
             limits = self.sitemap_limits if looks_like_sitemap_url(lease.url) else self.limits
             self.fingerprinting.start()  # while the answer is awaited
             resp = await self.transport.fetch(self._request(lease), limits)
+            self.answered()
         except SendRefused:
             self._give_back(lease)
             return
@@ -465,6 +470,7 @@ class Fetcher:
             if not self.may_start():
                 raise SendRefused(f"{lease.url}: fenced before the request")
             resp = await self.transport.fetch(self._request(lease), self.robots_limits)
+            self.answered()
             self._requested(lease, resp)
             if 200 <= resp.status < 300 and resp.truncated in INCOMPLETE_ROBOTS:
                 raise FetchError(f"{lease.url}: robots.txt cut short ({resp.truncated})")
@@ -525,3 +531,7 @@ class Fetcher:
             await self.store.save_robots(record)
         except StoreError as exc:
             log.warning("could not save robots.txt state of %s: %s", host.host_key, exc)
+
+
+def _nothing() -> None:
+    pass

@@ -8,7 +8,10 @@ Invariants:
 * a task is listed from its start until it is done (its done-callback removes it and
   wakes the loop), so ``len(in_flight)`` is what counts against ``--concurrency``;
 * a cancelled task gives its lease back itself (the fetch pipeline's ``finally``
-  paths): cancelling here never loses a URL.
+  paths): cancelling here never loses a URL;
+* a task is *answered* from the moment its fetch has the whole answer (the fetch says
+  so: :meth:`answered`) until it is done: nothing of it is open at a server any more,
+  only its parsing, archiving and hand-over to the committer are left.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ class InFlight:
     def __init__(self, wake: Callable[[], None]) -> None:
         self._wake = wake
         self._leases: dict[asyncio.Task[None], Lease] = {}
+        self._answered: set[asyncio.Task[None]] = set()
 
     def __len__(self) -> int:
         return len(self._leases)
@@ -42,8 +46,15 @@ class InFlight:
         self._leases[task] = lease
         task.add_done_callback(self._done)
 
+    def answered(self) -> None:
+        """The calling fetch has its whole answer (its request is closed at the server)."""
+        task = asyncio.current_task()
+        if task is not None and task in self._leases:
+            self._answered.add(task)
+
     def _done(self, task: asyncio.Task[None]) -> None:
         self._leases.pop(task, None)
+        self._answered.discard(task)
         self._wake()
         if not task.cancelled() and task.exception() is not None:
             log.error("fetch task failed", exc_info=task.exception())
@@ -68,6 +79,14 @@ class InFlight:
     def cancel_all(self) -> None:
         for task in list(self._leases):
             task.cancel()
+
+    def cancel_unanswered(self) -> int:
+        """Cancel every fetch whose answer has not come (its request may be open at a
+        server, or not sent yet); answered ones finish. Returns how many were cancelled."""
+        cut = [t for t in self._leases if t not in self._answered and not t.done()]
+        for task in cut:
+            task.cancel()
+        return len(cut)
 
     async def settle(self) -> None:
         """Wait until every task listed now has ended (cancelled ones included)."""

@@ -168,7 +168,7 @@ class Worker:
         self.fetcher = Fetcher(
             config, store, transport, clock, intake, self.agent, self.frontier,
             self.processor, self.committer, self.day_limits, self.auditor, self.metrics,
-            self.may_start, ip_slots, shard_state.recall)
+            self.may_start, ip_slots, shard_state.recall, self.in_flight.answered)
         self.refiller = Refiller(
             config, store, self.frontier, self.processor, intake, self.shard_keeper,
             self.in_flight, self.committer, self.releaser, self.metrics, self.agent,
@@ -210,9 +210,13 @@ class Worker:
         self.in_flight.cancel_all()
 
     def _fence(self) -> None:
-        """The leases may expire before we can renew them: cancel every fetch now."""
-        self.metrics.fenced_requests.inc(self.in_flight.running())
-        self.in_flight.cancel_all()
+        """The leases may expire before we can renew them: cut every request that may be
+        open at a server (a new owner's request to its host would overlap it) and any not
+        sent yet. A fetch that has its answer finishes: its result goes to the committer,
+        and the store refuses the commit (stale) if the shard changed hands meanwhile.
+        Cancelling those too threw away results whose commit was not lost, and their URLs
+        were fetched again (docs/testing.md, the kill -9 test's refetches under load)."""
+        self.metrics.fenced_requests.inc(self.in_flight.cancel_unanswered())
 
     # ---- the loop -----------------------------------------------------------------------
 

@@ -275,6 +275,24 @@ def all_fetched(cluster: Cluster, expected: set[str]) -> Callable[[], Awaitable[
     return check
 
 
+#: the lines a worker logs when results of its fetches are lost: its self-fence
+#: (cluster/coordinator.py) and shards lost to another worker (crawl/shard_keeper.py)
+LOST_RESULT_LINES = ("could not renew shard leases in time", "lost the lease of")
+
+
+def lost_result_times(worker: WorkerProcess) -> list[float]:
+    """When ``worker`` logged a fence or a lost shard (time.monotonic of this machine,
+    from the log lines' local time stamps: millisecond resolution)."""
+    wall = time.time() - time.monotonic()
+    times = []
+    for line in worker.stderr.read_text(errors="replace").splitlines():
+        if any(text in line for text in LOST_RESULT_LINES):
+            stamp, millis = line[:23].split(",")
+            at = time.mktime(time.strptime(stamp, "%Y-%m-%d %H:%M:%S")) + int(millis) / 1000
+            times.append(at - wall)
+    return times
+
+
 async def metric_of(worker: WorkerProcess, name: str) -> float:
     """A sample of the worker's /metrics (its API address is in its log)."""
     match = None

@@ -7,6 +7,7 @@ and by store rows (lease owners and their acquisition times, the outbox).
 from __future__ import annotations
 
 import collections
+import itertools
 import signal
 import time
 from collections.abc import Awaitable, Callable
@@ -14,6 +15,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from courtier.cluster.rendezvous import target_owners
+from courtier.core.outcome import FINAL_OUTCOMES
 from courtier.core.urls import SHARD_COUNT, canonicalize
 from courtier.store.cluster import LeaseRecord
 from tests.integration.cluster.harness import (
@@ -23,6 +25,7 @@ from tests.integration.cluster.harness import (
     check_outbox,
     done,
     finish,
+    lost_result_times,
     metric_of,
     monotonic_of,
     newcomer_taking,
@@ -44,7 +47,6 @@ async def test_kill_9_of_one_worker_moves_its_shards_and_loses_nothing(cluster: 
     await wait_for("the victim fetching", _has_fetched(cluster, "w1", 15))
     before = await cluster.view()
     victim = {lease.shard for lease in before.leases if lease.owner == "w1"}
-    killed_at = time.monotonic()
     cluster.workers["w1"].proc.send_signal(signal.SIGKILL)
     await cluster.workers["w1"].proc.wait()
 
@@ -77,16 +79,58 @@ async def test_kill_9_of_one_worker_moves_its_shards_and_loses_nothing(cluster: 
 
     assert expected - cluster.fetched() == set()
     await check_outbox(cluster, expected)
-    # refetched URLs: only ones the dead worker had in flight (fetched, not yet committed)
-    counts = cluster.page_counts()
-    refetched = {u for u, n in counts.items() if n > 1}
-    dead = cluster.requests_by("w1")
-    dead_urls = {cluster.server.url(r.host, r.path_qs) for r in dead}
-    assert refetched <= dead_urls
-    recent = {cluster.server.url(r.host, r.path_qs) for r in dead
-              if r.start > killed_at - 10.0 and not r.path_qs.startswith("/robots")}
-    assert len(refetched) <= len(recent)
+    assert await _refetches_without_a_lost_result(cluster, "w1") == []
     assert cluster.violations() == []
+
+
+async def _refetches_without_a_lost_result(cluster: Cluster, dead: str) -> list[str]:
+    """Each page request that the server saw again for the same URL, whose result was not
+    lost: a refetch is legitimate only for work whose commit never happened.
+
+    A URL is committed once (its one final event; ``created_at`` is the committing
+    worker's clock when it sent the commit, this machine's wall clock): no request for
+    it may start after that. Each earlier request's result was lost, by the kill of
+    ``dead``, or by a fence or a lost shard of the survivor that sent it, logged by that
+    worker before the refetch started: the fence cuts requests still waiting for their
+    answer (a new owner's request would overlap them), and a shard lost to another worker
+    takes its uncommitted results with it (their commits are refused as stale). Under
+    load (10–13) a survivor's own lease lapses and it fences; the test's old bound (only
+    the dead worker's URLs refetched, at most as many as it fetched in its last 10 s)
+    failed on that legitimate refetch (docs/testing.md). No lower bound on the fence's
+    time: the server stamps a request when its handler runs, which on a loaded machine
+    can be after the worker sent it and fenced. Whether a fence spares a fetch that has
+    its answer is tests/sim/test_store_stall_fence.py's.
+
+    Seen red on a scratch copy that sent every ``/p/3.html`` request twice (the first
+    answer thrown away): 5 URLs named, "fetched by w0 at … and again at …". The
+    after-the-commit half was not seen red: a copy whose takeovers made the gained
+    shards' committed rows due again fetched nothing twice (not followed up)."""
+    wall = time.time() - time.monotonic()
+    events = await cluster.events()
+    committed = {e.payload["url"]: e.created_at - wall for e in events
+                 if e.payload["outcome"] in FINAL_OUTCOMES}
+    # (a retry's result is committed and its URL fetched again by design)
+    retried = {e.payload["url"] for e in events if e.payload["outcome"] not in FINAL_OUTCOMES}
+    losses = {w: lost_result_times(cluster.workers[w]) for w in cluster.workers}
+    by_url: dict[str, list[tuple[float, str]]] = collections.defaultdict(list)
+    for r in cluster.page_log():
+        by_url[cluster.server.url(r.host, r.path_qs)].append((r.start, r.user_agent))
+    agents = {agent_of(w): w for w in cluster.workers}
+    problems = []
+    for url, requests in sorted(by_url.items()):
+        if url in retried:
+            continue
+        requests.sort()
+        done_at = committed.get(url, float("inf"))
+        for (start, agent), (later, _) in itertools.pairwise(requests):
+            worker = agents[agent]
+            if later > done_at:
+                problems.append(f"{url}: fetched at {later:.2f}, after its commit at "
+                                f"{done_at:.2f}")
+            elif worker != dead and not any(t <= later for t in losses[worker]):
+                problems.append(f"{url}: fetched by {worker} at {start:.2f} and again at "
+                                f"{later:.2f}, its result lost to no kill, fence or loss")
+    return problems
 
 
 #: rounds of the new owner's coordinator a dead worker's shard may stay unowned after it

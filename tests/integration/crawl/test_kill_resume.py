@@ -17,12 +17,29 @@ from courtier.testweb import TestWebServer, default_web, politeness_violations
 from courtier.testweb.killloop import run_crawler
 
 DELAY = 0.1
+#: seconds a run may take before it counts as hung: no bound on speed (a run on the
+#: local Citus cluster took 60 s of its own at load 8 on two shared cores)
+HANG_GUARD = 240.0
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("crawl_store", ["sqlite", "postgres", "citus"], indirect=True)
 async def test_kill_9_then_resume_equals_an_uninterrupted_crawl(
     tmp_path: Path, crawl_store: str | None
 ) -> None:
+    """On SQLite, PostgreSQL and a database of the local Citus cluster (a coordinator and
+    two worker nodes, issue 30): every page fetched, a committed one never again, one
+    outbox event per URL, the event counters equal to a recount of the outbox at the
+    kill and at the end, every WARC readable, no politeness violation after the kill.
+
+    Seen red on Citus only (SQLite and PostgreSQL passed) with the commit's event counts
+    skipped on Citus (``add_commit_counts`` not called when ``on_citus``): the counters
+    differ from the outbox at the kill. Not exercised here, though named by issue 30's
+    review: the commit's epoch fence and its version check (the outbox's dedup). The
+    resumed process has the killed one's worker id (``DATA/worker-id``) and takes its
+    leases back at the same epochs, and no commit is replayed. Those are the contract
+    suite's on Citus and the kill/join tests' (tests/integration/cluster).
+    """
     spec = default_web(n_hosts=6, pages_per_host=10, crawl_delay=0.3)
     async with TestWebServer(spec) as server:
         resolve = tmp_path / "hosts.txt"
@@ -49,13 +66,13 @@ async def test_kill_9_then_resume_equals_an_uninterrupted_crawl(
             *(["--store", crawl_store] if crawl_store else []),
         ]
         expected = server.web.expected_fetches()
-        rc = await run_crawler(args, server, kill_after=len(expected) // 2, limit=90.0)
+        rc = await run_crawler(args, server, kill_after=len(expected) // 2, limit=HANG_GUARD)
         assert rc == -signal.SIGKILL
         killed_at = len(server.log)
         # the URLs whose results were durable at the kill, and the stats counters
         # committed with their events, exact at the kill
         killed_counts, committed = await counted_and_recounted(crawl_store, data)
-        rc = await run_crawler(args, server, kill_after=None, limit=90.0)
+        rc = await run_crawler(args, server, kill_after=None, limit=HANG_GUARD)
         assert rc == 0
         log = list(server.log)
     gets = [r for r in log if not r.path_qs.startswith("/robots")]
