@@ -105,9 +105,7 @@ PLAN: tuple[Placement, ...] = (
         "scope_rules", "host_tiers", "archive_segments", "consumer_cursors",
         "outbox_sequencer")),
     _by_shard("urls"),
-    # migration 0030's change stamp is for the plain refill's resumed walk; Citus refuses
-    # triggers on distributed tables (and its refill walks from the start)
-    _by_shard("host_queue", "DROP TRIGGER IF EXISTS host_queue_changed ON host_queue"),
+    _by_shard("host_queue"),
     _by_shard("host_levels"),
     _by_shard("hosts"),
     _by_shard("host_clocks"),
