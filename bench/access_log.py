@@ -244,6 +244,17 @@ def check_coverage(
 NON_HTML_SUFFIXES = (".pdf", ".mp4", ".webm", ".mp3", ".png", ".jpg", ".jpeg", ".gif",
                      ".zip", ".iso", ".exe")
 
+#: what a request of (host, URI) got, when it was not a page: (category, the file's full
+#: size in bytes, 0 when unknown); None for anything else
+NonHtmlOf = Callable[[str, str], tuple[str, int] | None]
+
+
+def non_html_by_suffix(host: str, uri: str) -> tuple[str, int] | None:
+    """The judge of a web without a manifest of its files: the URI's ending
+    (:data:`NON_HTML_SUFFIXES`, query left out), size unknown."""
+    suffix = uri.split("?", 1)[0].lower().rpartition(".")[2]
+    return (suffix, 0) if f".{suffix}" in NON_HTML_SUFFIXES else None
+
 
 @dataclass(frozen=True)
 class TrafficReport:
@@ -254,6 +265,10 @@ class TrafficReport:
     connections: dict[str, int]
     non_html_requests: int = 0
     non_html_bytes: int = 0  # body bytes nginx sent for them
+    #: the body bytes of those requests had each been read to its end (the files' sizes)
+    non_html_full_bytes: int = 0
+    #: category → [requests, body bytes sent]
+    non_html_by_category: dict[str, list[int]] = field(default_factory=dict)
 
     @property
     def handshakes_total(self) -> int:
@@ -269,15 +284,33 @@ class TrafficReport:
         return (f"{self.handshakes_total} over {len(counts)} hosts "
                 f"(median {median:g}, max {counts[-1]} per host)")
 
+    def non_html_line(self) -> str:
+        """``N requests (pdf a, image b…), B body bytes sent[ of F in full (P %)]``."""
+        kinds = ", ".join(f"{c} {n}" for c, (n, _) in sorted(self.non_html_by_category.items()))
+        line = (f"{self.non_html_requests} requests{f' ({kinds})' if kinds else ''}, "
+                f"{self.non_html_bytes:,} body bytes sent")
+        if self.non_html_full_bytes:
+            line += (f" of {self.non_html_full_bytes:,} in full "
+                     f"({self.non_html_bytes / self.non_html_full_bytes:.1%})")
+        return line
 
-def check_traffic(entries: Iterable[LogEntry]) -> TrafficReport:
-    """Connections per host, and the requests and body bytes of non-HTML files (by the
-    URI's ending, query left out)."""
+
+def check_traffic(entries: Iterable[LogEntry], non_html_of: NonHtmlOf = non_html_by_suffix
+                  ) -> TrafficReport:
+    """Connections per host, and the requests and body bytes of non-HTML files
+    (``non_html_of`` says which requests got one: by default the URI's ending)."""
     seen: dict[str, set[int]] = defaultdict(set)
-    requests = sent = 0
+    requests = sent = full = 0
+    by_category: dict[str, list[int]] = {}
     for e in entries:
         seen[e.host].add(e.connection)
-        if e.uri.split("?", 1)[0].lower().endswith(NON_HTML_SUFFIXES):
+        got = non_html_of(e.host, e.uri)
+        if got is not None:
             requests += 1
             sent += e.size
-    return TrafficReport({h: len(c) for h, c in seen.items()}, requests, sent)
+            full += got[1]
+            tally = by_category.setdefault(got[0], [0, 0])
+            tally[0] += 1
+            tally[1] += e.size
+    return TrafficReport({h: len(c) for h, c in seen.items()}, requests, sent, full,
+                         by_category)

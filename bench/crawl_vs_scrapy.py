@@ -155,9 +155,11 @@ def courtier_cmd(
 def scrapy_cmd(a: argparse.Namespace, seeds: Path, max_pages: int, stats: Path,
                slot_delays: Path | None = None, ca_file: Path | None = None) -> list[str]:
     """The Scrapy peer command line with the same politeness settings (``slot_delays``:
-    the web's Crawl-delays as JSON, host → seconds; ``ca_file``: the CA to trust)."""
+    the web's Crawl-delays as JSON, host → seconds; ``ca_file``: the CA to trust) and,
+    unless ``--peer-downloads all``, the HTML-only policy (``scrapy_peer/html_only.py``)."""
     extra = ["--slot-delays", str(slot_delays)] if slot_delays else []
     extra += ["--ca-file", str(ca_file)] if ca_file else []
+    extra += ["--html-only"] if a.peer_downloads == "html" else []
     return [
         str(PEER_PY),
         "-m",
@@ -230,7 +232,8 @@ def measure(
     window_cpu = cpu_between(samples, window[0], window[1]) if active else None
     statuses = Counter(e.status for e in entries)
     sitemaps = sum(1 for e in entries if "sitemap" in e.uri)
-    traffic = access_log.check_traffic(entries)
+    traffic = access_log.check_traffic(
+        entries, manifest.non_html_of if realistic else access_log.non_html_by_suffix)
     res = RunResult(
         name=name,
         exit_code=code,
@@ -262,6 +265,8 @@ def measure(
         connections=traffic.handshakes_total,
         non_html_requests=traffic.non_html_requests,
         non_html_bytes=traffic.non_html_bytes,
+        non_html_full_bytes=traffic.non_html_full_bytes,
+        non_html_by_category=traffic.non_html_by_category,
     )
     print(
         f"[{name}] exit {code}{' (killed at hard timeout)' if timed_out else ''}, "
@@ -271,8 +276,8 @@ def measure(
     )
     print(
         f"[{name}] {'TLS handshakes' if tls else 'connections'} (nginx's $connection "
-        f"per host): {traffic.handshakes_line()}; non-HTML files (.pdf, .mp4, .png…): "
-        f"{traffic.non_html_requests} requests, {traffic.non_html_bytes:,} body bytes sent",
+        f"per host): {traffic.handshakes_line()}; non-HTML files: "
+        f"{traffic.non_html_line()}",
         flush=True,
     )
     return res
@@ -298,6 +303,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--scrapy-spec", default="scrapy", help="pip spec for the peer venv")
     ap.add_argument("--courtier-arg", action="append", help="extra courtier flag (repeatable)")
+    ap.add_argument("--peer-downloads", choices=("html", "all"), default="html",
+                    help="html (default): Scrapy skips links by IGNORED_EXTENSIONS and stops "
+                         "a non-HTML response after its headers or first bytes, as a Scrapy "
+                         "user asking for HTML only would; all: Scrapy as it comes")
     ap.add_argument("--out", type=Path, default=BENCH / "out")
     ap.add_argument("--figures-out", type=Path, nargs="?", const=record_figures.SHIPPED,
                     help="write courtier's per-core figures for `courtier plan` here "
@@ -382,6 +391,13 @@ def main(argv: list[str] | None = None) -> int:
             f"on 127.0.0.1:{port} (ready in {time.monotonic() - t0:.1f} s)",
             flush=True,
         )
+        if isinstance(manifest, realistic_web.RealisticManifest):
+            files = [f for fs in manifest.reachable_files().values() for f in fs.values()]
+            kinds = Counter(f.category for f in files)
+            print(f"  and {len(files)} linked non-HTML files a polite crawl can reach "
+                  f"({', '.join(f'{c} {n}' for c, n in sorted(kinds.items()))}), "
+                  f"{sum(f.bytes for f in files):,} bytes in all; Scrapy's downloads: "
+                  f"{a.peer_downloads}", flush=True)
         max_pages = 2 * manifest.total_pages + a.hosts
         results: dict[float, list[RunResult]] = {}
         for delay in a.delays:

@@ -34,6 +34,11 @@ _TEMP_MODULES = {
 }
 
 
+#: the pace of the realistic web's non-HTML files (``limit_rate``; nginx lets the first
+#: second's worth go at once): what a crawler that stops reading can be sent
+FILE_RATE = "32k"
+
+
 class NginxError(RuntimeError):
     """nginx could not be found, installed, started or stopped."""
 
@@ -102,6 +107,7 @@ def render_config(
         "TEMP_PATHS": "\n".join(temp_lines),
         "PORT": str(port),
         "DOMAIN": "bench.test",
+        "FILE_RATE": FILE_RATE,
         "WEB_ROOT": str(web_root),
         # the placeholder ends a comment line: its value's first line stays in the comment
         "TLS": "off" if tls is None else "\n".join([

@@ -32,7 +32,17 @@ next), and beside them (one per 10 chain pages, at least one when ``pages`` >= 3
 * **redirects**: ``/old/<k>.html`` (301) and ``/moved/<k>.html`` (302) to
   ``/p/<k>.html``, and the chain ``/older/<k>.html`` 301 → ``/old/<k>.html`` 301 →
   ``/p/<k>.html`` (nginx rules, no files);
-* **broken links** (404): ``/p/<pages + m>.html`` and ``/gone/<m>.html``.
+* **broken links** (404): ``/p/<pages + m>.html`` and ``/gone/<m>.html``;
+* **non-HTML files** (:data:`FILE_KINDS`, each on an exact share of the hosts): PDFs
+  (``/docs/report-<n>.pdf``, 60 KB–2 MB), a full-size photo (``/img/photo-1.jpg``,
+  100 KB–1.5 MB), a video (``/media/clip-1.mp4``, 3–6 MB), a download served without
+  a ``Content-Type`` (``/download/file-1``, a PDF's bytes) and a spreadsheet served
+  with a wrong one (``/export/table-1.xls`` as ``text/plain``). Sizes are drawn
+  log-uniform; the bodies are random bytes after the format's magic number, taken
+  from a small pool and hard-linked into the hosts (``_files/``), so they cost little
+  disk. The home page links every file of its host, other pages one a quarter of the
+  time. They are not pages: the manifest lists them in ``non_html`` (category, size,
+  declared type), never in ``pages``.
 
 Each page is 30–100 KB (uniform) with 50–150 anchors (uniform): the next chain page,
 the host's extras (the home page links every one of them; other pages a query page
@@ -57,6 +67,8 @@ judge reading nginx's log counts a page fetched under two spellings once.
 from __future__ import annotations
 
 import gzip
+import math
+import os
 import random
 import shutil
 import socket
@@ -87,6 +99,53 @@ MIN_PAGE_BYTES, MAX_PAGE_BYTES = 30_000, 100_000
 MIN_LINKS, MAX_LINKS = 50, 150
 #: request URIs answered by nginx rules in every host: (prefix, status, target prefix)
 REDIRECT_RULES = (("/old/", 301, "/p/"), ("/moved/", 302, "/p/"), ("/older/", 301, "/old/"))
+#: the generator's version, in the manifest: a kept web (``--web-dir``) of another
+#: version is made again (2: the linked non-HTML files)
+WEB_VERSION = 2
+
+
+@dataclass(frozen=True)
+class FileKind:
+    """One kind of linked non-HTML file: its manifest category, the share of all hosts
+    that have one, its URI, the ``Content-Type`` nginx sends for it (None: no header;
+    ``nginx.conf.template`` says so for its path), its size range (drawn log-uniform)
+    and the bytes its body starts with."""
+
+    category: str
+    share: float
+    uri: str
+    content_type: str | None
+    min_bytes: int
+    max_bytes: int
+    magic: bytes
+
+
+_PDF = b"%PDF-1.5\n%\xe2\xe3\xcf\xd3\n"
+#: the linked files of the web, each on ``share`` of the hosts (exact counts, seeded)
+FILE_KINDS: tuple[FileKind, ...] = (
+    FileKind("pdf", 0.60, "/docs/report-1.pdf", "application/pdf", 60_000, 2_000_000, _PDF),
+    FileKind("pdf", 0.20, "/docs/report-2.pdf", "application/pdf", 60_000, 2_000_000, _PDF),
+    FileKind("image", 0.40, "/img/photo-1.jpg", "image/jpeg", 100_000, 1_500_000,
+             b"\xff\xd8\xff\xe0\x00\x10JFIF\x00"),
+    FileKind("video", 0.05, "/media/clip-1.mp4", "video/mp4", 3_000_000, 6_000_000,
+             b"\x00\x00\x00\x20ftypisom\x00\x00\x02\x00"),
+    FileKind("no-type", 0.05, "/download/file-1", None, 100_000, 1_000_000, _PDF),
+    FileKind("wrong-type", 0.05, "/export/table-1.xls", "text/plain", 50_000, 500_000,
+             b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"),
+)
+#: distinct bodies made for each kind of file (hosts share them by hard links)
+FILE_POOL = 6
+#: how often a page other than the home page links one of its host's files
+FILE_LINK_SHARE = 0.25
+
+
+@dataclass(frozen=True)
+class LinkedFile:
+    """A non-HTML file the web links: its category, its size, the type nginx declares."""
+
+    category: str
+    bytes: int
+    content_type: str | None
 
 
 @dataclass(frozen=True)
@@ -111,6 +170,8 @@ class RealisticManifest:
     forbids (a polite crawler never fetches them). ``variants``: linked spellings
     → the canonical URI they serve. ``redirects``: redirecting URIs (linked ones and
     the second hop of a chain) → ``[status, location]``. ``broken``: linked URIs that answer 404.
+    ``non_html``: the linked files that are not pages (:class:`LinkedFile` by URI), on every
+    host, robots-500 hosts' included (never in ``pages``: not part of the coverage).
     """
 
     root: str
@@ -130,6 +191,8 @@ class RealisticManifest:
     links_per_page: list[int] = field(default_factory=lambda: [MIN_LINKS, MAX_LINKS])
     scheme: str = "http"
     pages_per_host: int = 0
+    non_html: dict[str, dict[str, LinkedFile]] = field(default_factory=dict)
+    version: int = 1  # manifests written before the field were of version 1
 
     @property
     def total_pages(self) -> int:
@@ -155,6 +218,17 @@ class RealisticManifest:
         return {h: access_log.HostRules(tuple(r.disallow), max(delay, r.crawl_delay or 0.0))
                 for h, r in self.robots.items()}
 
+    def non_html_of(self, host: str, uri: str) -> tuple[str, int] | None:
+        """(category, size) of the non-HTML file request URI ``uri`` of ``host`` gets (its
+        query ignored, as nginx does), or None for anything else: the judge's
+        ``access_log.check_traffic`` asks it."""
+        got = self.non_html.get(host, {}).get(urlsplit(uri).path)
+        return None if got is None else (got.category, got.bytes)
+
+    def reachable_files(self) -> dict[str, dict[str, LinkedFile]]:
+        """The linked files a polite crawl can reach (robots-500 hosts' left out)."""
+        return {h: files for h, files in self.non_html.items() if self.robots[h].status != 500}
+
     def save(self) -> Path:
         """Write ``manifest.json`` into the web root and return its path."""
         return static_web.save_manifest(self.root, asdict(self))
@@ -164,6 +238,8 @@ class RealisticManifest:
         """Read the manifest written by :meth:`save`."""
         data = static_web.read_manifest(root)
         data["robots"] = {h: HostRobots(**r) for h, r in data["robots"].items()}
+        data["non_html"] = {h: {u: LinkedFile(**f) for u, f in files.items()}
+                            for h, files in data.get("non_html", {}).items()}
         return cls(**data)
 
 
@@ -222,6 +298,7 @@ class _Host:
     linked_redirects: list[str]
     broken: list[str]
     tracked: dict[str, str]
+    files: list[str] = field(default_factory=list)
     variants: dict[str, str] = field(default_factory=dict)
 
     def extra_links(self) -> list[str]:
@@ -269,10 +346,14 @@ def _hrefs(rng: random.Random, plan: _Host, names: list[str], hi: int, k: int, p
     host, pages = plan.name, plan.chain
     hrefs = [static_web._link_forms(rng, k, (k + 1) % pages, host, port, scheme)]
     if home:
-        hrefs += plan.extra_links()
-    elif rng.random() < 0.5:
-        cat, n = rng.choice(LIST_CATS), rng.choice(LIST_PAGES)
-        hrefs.append(plan.note_list(cat, n, rng.choice(("canonical", "swapped", "tracked"))))
+        hrefs += plan.extra_links() + plan.files
+    else:
+        if rng.random() < 0.5:
+            cat, n = rng.choice(LIST_CATS), rng.choice(LIST_PAGES)
+            hrefs.append(plan.note_list(cat, n, rng.choice(("canonical", "swapped",
+                                                            "tracked"))))
+        if plan.files and rng.random() < FILE_LINK_SHARE:
+            hrefs.append(rng.choice(plan.files))
     hrefs.append(rng.choice(plan.linked_redirects))
     tracked = rng.choice(list(plan.tracked))
     plan.variants[tracked] = plan.tracked[tracked]
@@ -338,6 +419,43 @@ def _write_sitemaps(base_dir: Path, base: str, form: str, uris: list[str]) -> No
             f"{entries}</sitemapindex>\n", encoding="utf-8")
 
 
+def assign_files(hosts: int, seed: int) -> list[list[int]]:
+    """Each host's linked files, as indices into :data:`FILE_KINDS`: every kind on an
+    exact count of ``share`` × ``hosts`` hosts, picked with ``seed``."""
+    rng = random.Random(seed * 15_485_863 + hosts)
+    files: list[list[int]] = [[] for _ in range(hosts)]
+    for i, kind in enumerate(FILE_KINDS):
+        for h in sorted(rng.sample(range(hosts), round(kind.share * hosts))):
+            files[h].append(i)
+    return files
+
+
+def _file_pool(root: Path, seed: int) -> list[list[Path]]:
+    """:data:`FILE_POOL` bodies of each kind of file under ``root/_files`` (random bytes
+    after the kind's magic number, sizes drawn log-uniform with ``seed``)."""
+    folder = root / "_files"
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed * 32_452_843)
+    pool: list[list[Path]] = []
+    for i, kind in enumerate(FILE_KINDS):
+        paths = []
+        for j in range(FILE_POOL):
+            size = round(math.exp(rng.uniform(math.log(kind.min_bytes),
+                                              math.log(kind.max_bytes))))
+            path = folder / f"{i}-{j}"
+            path.write_bytes(kind.magic + rng.randbytes(size - len(kind.magic)))
+            paths.append(path)
+        pool.append(paths)
+    return pool
+
+
+def _place_file(body: Path, target: Path) -> None:
+    """``target`` becomes a hard link to ``body`` (made again if it is there)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.unlink(missing_ok=True)
+    os.link(body, target)
+
+
 def generate(root: str | Path, hosts: int = 150, pages: int = 10, port: int = 8080,
              seed: int = 1, scheme: str = "http") -> RealisticManifest:
     """Write the whole web under ``root`` and return (and save) its manifest."""
@@ -352,11 +470,22 @@ def generate(root: str | Path, hosts: int = 150, pages: int = 10, port: int = 80
     sitemap_form = {h: SITEMAP_FORMS[i % 3] for i, h in enumerate(sorted(mapped))}
     delayed = [h for h, kind in enumerate(kinds) if kind == "crawl-delay"]
     delay_of = {h: CRAWL_DELAYS[i % len(CRAWL_DELAYS)] for i, h in enumerate(delayed)}
+    files_of = assign_files(hosts, seed)
+    pool = _file_pool(root_path, seed)
     m: dict[str, dict] = {k: {} for k in ("robots", "pages", "category", "duplicate_of",
-                                         "unreachable", "variants", "redirects", "broken")}
+                                         "unreachable", "variants", "redirects", "broken",
+                                         "non_html")}
     for hi, name in enumerate(names):
         rng = random.Random(seed * 1_000_003 + hi)
         plan = _plan_host(name, kinds[hi], pages, rng)
+        linked: dict[str, LinkedFile] = {}
+        for i in files_of[hi]:
+            kind = FILE_KINDS[i]
+            body = pool[i][rng.randrange(FILE_POOL)]
+            _place_file(body, root_path / name / kind.uri[1:])
+            linked[kind.uri] = LinkedFile(kind.category, body.stat().st_size,
+                                          kind.content_type)
+        plan.files = list(linked)
         base = f"{scheme}://{name}:{port}"
         robots = _robots(plan, base, sitemap_form.get(hi), delay_of.get(hi))
         base_dir = root_path / name
@@ -413,9 +542,11 @@ def generate(root: str | Path, hosts: int = 150, pages: int = 10, port: int = 80
         m["redirects"][name] = dict(sorted(plan.redirects.items()))
         m["broken"][name] = sorted(plan.broken + ([PRIVATE_PATH] if robots.status == 404
                                                   else []))
+        m["non_html"][name] = linked
     manifest = RealisticManifest(
         root=str(root_path.resolve()), port=port, seed=seed, hosts=names,
-        kinds=dict(zip(names, kinds, strict=True)), scheme=scheme, pages_per_host=pages, **m)
+        kinds=dict(zip(names, kinds, strict=True)), scheme=scheme, pages_per_host=pages,
+        version=WEB_VERSION, **m)
     manifest.save()
     return manifest
 
@@ -423,13 +554,14 @@ def generate(root: str | Path, hosts: int = 150, pages: int = 10, port: int = 80
 def reuse_or_generate(root: Path, hosts: int, pages: int, port: int, seed: int,
                       scheme: str = "http") -> RealisticManifest:
     """The web of these parameters in ``root``: the one already there if its manifest
-    says it was made with them (then on the port it was made for, which must be
-    free), else a new one on ``port``. A web is a pure function of its parameters, so
-    a benchmark that reuses one crawls the same web without writing it again."""
+    says it was made with them by this :data:`WEB_VERSION` (then on the port it was
+    made for, which must be free), else a new one on ``port``. A web is a pure function
+    of its parameters, so a benchmark that reuses one crawls the same web without
+    writing it again."""
     if (root / "manifest.json").exists():
         old = RealisticManifest.load(root)
-        if (len(old.hosts), old.pages_per_host, old.seed, old.scheme) == (hosts, pages, seed,
-                                                                           scheme):
+        if (len(old.hosts), old.pages_per_host, old.seed, old.scheme, old.version) == (
+                hosts, pages, seed, scheme, WEB_VERSION):
             with socket.socket() as probe:
                 try:
                     probe.bind(("127.0.0.1", old.port))

@@ -14,7 +14,7 @@ import resource
 import signal
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
@@ -52,8 +52,12 @@ class RunResult:
     #: ``access_log.TrafficReport.handshakes_line`` gives them
     connections_per_host: str = ""
     connections: int = 0
+    #: requests for non-HTML files, the body bytes nginx sent for them, what those
+    #: bodies hold in full, and [requests, bytes sent] by category (``check_traffic``)
     non_html_requests: int = 0
     non_html_bytes: int = 0
+    non_html_full_bytes: int = 0
+    non_html_by_category: dict[str, list[int]] = field(default_factory=dict)
 
     @property
     def window_cpu_per_1k(self) -> float | None:

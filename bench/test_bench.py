@@ -22,6 +22,10 @@ from access_log import LogEntry, check_coverage, check_politeness, parse_line
 from report import RunResult, ratio_line, run_measured, table
 from selectolax.lexbor import LexborHTMLParser
 
+_NGINX = pytest.mark.skipif(
+    not shutil.which("nginx") and not Path("/usr/sbin/nginx").exists(),
+    reason="nginx not installed")
+
 
 def _e(host: str, uri: str, start: float, dur: float = 0.01, status: int = 200) -> LogEntry:
     return LogEntry(host, uri, start, start + dur, status, 100, 1, "ua")
@@ -179,9 +183,7 @@ def test_table_and_ratio_line() -> None:
     assert len(text) == 4 and text[0].startswith("crawler") and "20.00" in text[2]
 
 
-@pytest.mark.skipif(
-    not shutil.which("nginx") and not Path("/usr/sbin/nginx").exists(), reason="nginx not installed"
-)
+@_NGINX
 def test_nginx_serves_each_host_and_logs_it(tmp_path: Path) -> None:
     from nginx_local import LocalNginx, free_port
 
@@ -371,7 +373,9 @@ def test_realistic_duplicates_sizes_and_sitemaps(tmp_path: Path) -> None:
 def test_realistic_web_reachable_set_is_the_manifest(tmp_path: Path) -> None:
     """A polite breadth-first walk (robots rules per host, redirects followed, spellings
     folded by ``resource_of``) reaches exactly ``pages``; every in-web link is a page,
-    a variant, a redirect, a broken URI or a disallowed one, as the manifest says.
+    a variant, a redirect, a broken URI, a disallowed one or a non-HTML file, as the
+    manifest says (the files seen red once: before the manifest listed them, the walk
+    stopped at "link to something the manifest does not know: …/docs/report-1.pdf").
 
     Seen red: with the home page no longer linking the host's extras, the walk missed
     extras (``reached == wanted`` failed: "Extra items in the right set:
@@ -406,6 +410,10 @@ def test_realistic_web_reachable_set_is_the_manifest(tmp_path: Path) -> None:
             kinds_seen.add("broken")
             assert not _file_of(root, host, uri).exists()
             continue
+        if m.non_html_of(host, uri) is not None:
+            kinds_seen.add("non-html")  # a file, not a page: nothing to follow in it
+            assert (root / host / uri[1:]).stat().st_size == m.non_html[host][uri].bytes
+            continue
         res = realistic_web.resource_of(uri)
         assert (host, res) in wanted, f"link to something the manifest does not know: {url}"
         if uri != res:
@@ -415,7 +423,7 @@ def test_realistic_web_reachable_set_is_the_manifest(tmp_path: Path) -> None:
         for href in _links(_file_of(root, host, uri)):
             todo.append(urljoin(url, href))
     assert reached == wanted
-    assert kinds_seen == {"disallowed", "redirect", "broken", "variant"}
+    assert kinds_seen == {"disallowed", "redirect", "broken", "variant", "non-html"}
 
 
 def test_realistic_web_is_a_pure_function_of_its_parameters(tmp_path: Path) -> None:
@@ -509,9 +517,7 @@ def test_cpu_between_interpolates_and_run_measured_samples_the_group(tmp_path: P
     assert max(c for _, c in got[:-1]) >= 0.2  # the child's CPU was seen while it ran
 
 
-@pytest.mark.skipif(
-    not shutil.which("nginx") and not Path("/usr/sbin/nginx").exists(), reason="nginx not installed"
-)
+@_NGINX
 def test_nginx_serves_the_realistic_rules(tmp_path: Path) -> None:
     """robots.txt 500 and 404, query pages in any order, the redirect chain, sitemaps."""
     from nginx_local import LocalNginx, free_port
@@ -560,9 +566,7 @@ def _realistic_scheme(tmp_path: Path, scheme: str):
                                   scheme=scheme)
 
 
-@pytest.mark.skipif(
-    not shutil.which("nginx") and not Path("/usr/sbin/nginx").exists(), reason="nginx not installed"
-)
+@_NGINX
 def test_nginx_serves_https_with_the_run_time_ca(tmp_path: Path) -> None:
     """The certificate verifies against this run's CA for every host name, not another's.
 
@@ -599,9 +603,7 @@ def test_nginx_serves_https_with_the_run_time_ca(tmp_path: Path) -> None:
             get(other_ca, normal)
 
 
-@pytest.mark.skipif(
-    not shutil.which("nginx") and not Path("/usr/sbin/nginx").exists(), reason="nginx not installed"
-)
+@_NGINX
 def test_traffic_counts_handshakes_per_host_and_non_html_bytes(tmp_path: Path) -> None:
     """From nginx's own log of an HTTPS web: one host asked twice over one kept-alive
     connection (1 handshake), another once on each of two connections (2), and a PDF's
@@ -709,3 +711,178 @@ def test_profile_stages_leave_waits_out() -> None:
                                    ) == profile_stages.IDLE
     assert profile_stages.stage_of([*loop, "_run (asyncio/events.py:80)"]
                                    ) == "asyncio + event loop"
+
+
+# ---- the realistic web's non-HTML files -------------------------------------------------
+
+
+def test_realistic_non_html_files_shares_sizes_and_links(tmp_path: Path) -> None:
+    """Each kind of file on its exact share of the hosts, in its size range, starting with
+    its format's magic number, hard-linked from the pool, linked from its host's home page
+    (and from some other pages), and never counted as a page.
+
+    Seen red: with the home page no longer linking its host's files, the home-page
+    assertion failed for the first host with a file ("({'/docs/report-1.pdf'}, set())")."""
+    from collections import Counter
+
+    import realistic_web
+
+    m = _realistic(tmp_path, hosts=40, pages=10)
+    root = tmp_path / "www"
+    counts = Counter(u for files in m.non_html.values() for u in files)
+    assert counts == Counter({k.uri: round(k.share * 40) for k in realistic_web.FILE_KINDS})
+    kinds = {k.uri: k for k in realistic_web.FILE_KINDS}
+    linked_elsewhere = 0
+    for host, files in m.non_html.items():
+        assert not set(files) & set(m.pages[host]) and not set(files) & set(m.category[host])
+        for uri, f in files.items():
+            kind, path = kinds[uri], root / host / uri[1:]
+            assert (f.category, f.content_type) == (kind.category, kind.content_type)
+            assert kind.min_bytes <= f.bytes <= kind.max_bytes == kind.max_bytes
+            assert path.stat().st_size == f.bytes and path.stat().st_nlink >= 2
+            assert path.read_bytes()[:len(kind.magic)] == kind.magic
+            assert m.non_html_of(host, f"{uri}?utm_source=x") == (f.category, f.bytes)
+        if files:
+            home_links = {urlsplit(h).path for h in _links(root / host / "index.html")}
+            assert set(files) <= home_links, (set(files), home_links & set(files))
+            linked_elsewhere += sum(
+                1 for k in range(1, 10)
+                if {urlsplit(h).path for h in _links(root / host / "p" / f"{k}.html")}
+                & set(files))
+    assert linked_elsewhere > 0
+    assert m.non_html_of(m.hosts[0], "/p/1.html") is None
+    unreachable = {h for h in m.hosts if m.robots[h].status == 500}
+    assert set(m.reachable_files()) == set(m.non_html) - unreachable
+    assert type(m).load(root) == m
+
+
+def test_a_kept_web_of_an_older_version_is_made_again(tmp_path: Path) -> None:
+    """A web kept by ``--web-dir`` before the files existed (manifest without
+    ``version``) is not reused: it has no files to link."""
+    import json
+
+    import realistic_web
+
+    realistic_web.reuse_or_generate(tmp_path / "w", 4, 4, 8301, 1)
+    manifest = tmp_path / "w" / "manifest.json"
+    data = json.loads(manifest.read_text())
+    del data["version"], data["non_html"]
+    manifest.write_text(json.dumps(data))
+    again = realistic_web.reuse_or_generate(tmp_path / "w", 4, 4, 8302, 1)
+    assert (again.port, again.version) == (8302, realistic_web.WEB_VERSION)
+
+
+def test_traffic_by_the_manifest_tallies_categories_and_full_sizes() -> None:
+    """The judge asks the manifest which requests got a file: a query or a 499 does not
+    hide one, pages are left out. Seen red with ``check_traffic`` still judging by the
+    URI's ending: the untyped download (no extension) was not counted ("(2, 72000, 0) ==
+    (3, 372000, 1300000)")."""
+    files = {"a": {"/docs/report-1.pdf": ("pdf", 500_000), "/download/file-1": ("no-type",
+                                                                            300_000)}}
+
+    def of(host: str, uri: str) -> tuple[str, int] | None:
+        return files.get(host, {}).get(urlsplit(uri).path)
+
+    def entry(uri: str, size: int, status: int = 200) -> LogEntry:
+        return LogEntry("a", uri, 0.0, 0.1, status, size, 1, "ua")
+
+    log = [entry("/", 40_000), entry("/docs/report-1.pdf", 32_000, 499),
+           entry("/docs/report-1.pdf?utm_source=x", 40_000), entry("/download/file-1", 300_000)]
+    traffic = access_log.check_traffic(log, of)
+    assert (traffic.non_html_requests, traffic.non_html_bytes, traffic.non_html_full_bytes) == (
+        3, 372_000, 1_300_000)
+    assert traffic.non_html_by_category == {"pdf": [2, 72_000], "no-type": [1, 300_000]}
+    assert traffic.non_html_line() == ("3 requests (no-type 1, pdf 2), 372,000 body bytes sent "
+                                       "of 1,300,000 in full (28.6%)")
+    assert access_log.check_traffic(log).non_html_requests == 2  # by ending: .pdf only
+
+
+@_NGINX
+def test_nginx_declares_each_files_type_and_paces_it(tmp_path: Path) -> None:
+    """Every kind of file goes out with the type the manifest says (none for the untyped
+    download, text/plain for the spreadsheet); paced, a client that hangs up after the
+    headers is logged with a fraction of the body, one that reads on with all of it.
+
+    Seen red without the pace (``limit_rate`` left out): the hung-up request was logged
+    with the whole file sent, "assert 1251945 <= (128 << 10)" (the kernel's buffers on
+    loopback took it at once)."""
+    import socket
+
+    from nginx_local import LocalNginx, free_port
+
+    port = free_port()
+    m = _realistic(tmp_path, hosts=40, pages=4, port=port)
+    files = [(h, u, f) for h, fs in m.non_html.items() for u, f in fs.items()]
+    one_of_each = {u: (h, f) for h, u, f in files}
+    smallest = min(files, key=lambda x: x[2].bytes)
+    biggest = max((x for x in files if x[2].category == "pdf"), key=lambda x: x[2].bytes)
+    log = tmp_path / "access.log"
+    types = {}
+    with LocalNginx(tmp_path / "www", tmp_path / "ngx", port, log):
+        for uri, (host, _) in one_of_each.items():
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            conn.request("GET", uri, headers={"Host": host})
+            types[uri] = conn.getresponse().getheader("Content-Type")
+            conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00"
+                                 b"\x00\x00\x00\x00")  # close with a reset, as the crawlers
+            conn.close()
+        for host, uri, f in (smallest, biggest):
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            conn.request("GET", uri, headers={"Host": host})
+            resp = conn.getresponse()
+            if (host, uri) == smallest[:2]:
+                assert len(resp.read()) == f.bytes
+            else:
+                conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                     b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            conn.close()
+    assert types == {u: f.content_type for u, (_, f) in one_of_each.items()}
+    assert types["/download/file-1"] is None and types["/export/table-1.xls"] == "text/plain"
+    sent = {(e.host, e.uri): e.size for e in access_log.read_log(log)}
+    assert sent[smallest[:2]] == smallest[2].bytes
+    assert sent[biggest[:2]] <= 128 << 10 < biggest[2].bytes, (sent[biggest[:2]], biggest)
+
+
+_PEER_PY = Path(__file__).resolve().parent / ".peer-venv" / "bin" / "python"
+
+
+@_NGINX
+@pytest.mark.skipif(not _PEER_PY.exists(), reason="no Scrapy peer venv (bench/.peer-venv)")
+def test_scrapy_peer_html_only_skips_files_by_extension_and_cuts_the_rest(
+        tmp_path: Path) -> None:
+    """The peer with ``--html-only`` (what the benchmark gives it): nginx's log shows no
+    request for a file whose link ends in an extension Scrapy's ``LinkExtractor`` drops
+    (.pdf, .jpg, .mp4, .xls), the untyped download requested and cut after its first
+    bytes, and every page fetched.
+
+    Seen red with the ``HtmlOnlyDownloads`` extension left out of the settings: nginx
+    sent both untyped downloads whole ("('h0010.bench.test', '/download/file-1',
+    486597), ('h0035.bench.test', '/download/file-1', 833044)")."""
+    import json
+
+    from nginx_local import LocalNginx, free_port
+
+    port = free_port()
+    m = _realistic(tmp_path, hosts=40, pages=3, port=port)
+    seeds = static_web.write_seeds(m, tmp_path / "seeds.txt")
+    log = tmp_path / "access.log"
+    stats = tmp_path / "stats.json"
+    cmd = [str(_PEER_PY), "-m", "scrapy_peer.run_peer", "--seeds-file", str(seeds),
+           "--delay", "0", "--concurrency", "32", "--max-pages", "2000",
+           "--max-seconds", "120", "--stats-out", str(stats), "--html-only"]
+    with LocalNginx(tmp_path / "www", tmp_path / "ngx", port, log):
+        code, timed_out, _, _ = run_measured(cmd, Path(__file__).resolve().parent,
+                                             tmp_path / "peer.log", 180)
+    assert code == 0 and not timed_out, (tmp_path / "peer.log").read_text()[-2000:]
+    entries = access_log.read_log(log)
+    got = [(e.host, urlsplit(e.uri).path, e.size) for e in entries
+           if m.non_html_of(e.host, e.uri) is not None]
+    reachable = m.reachable_files()
+    downloads = {(h, u) for h, fs in reachable.items() for u in fs if "." not in u[1:]}
+    # every file requested is an untyped download (no extension to skip it by); one run
+    # of five logged one of the two downloads only (cause not found), so: at least one
+    assert got and {(h, u) for h, u, _ in got} <= downloads, (got, downloads)
+    assert all(size < reachable[h][u].bytes for h, u, size in got), got
+    cov = access_log.check_coverage(entries, m.pages, __import__("realistic_web").resource_of)
+    assert cov.coverage == 1.0
+    assert json.loads(stats.read_text())["finish_reason"] == "finished"

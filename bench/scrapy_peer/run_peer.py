@@ -19,6 +19,11 @@ held to the same politeness: a robots.txt answering 5xx disallows everything
 seconds written by the benchmark from the web's manifest, as ``DOWNLOAD_SLOTS``
 with ``delay = max(--delay, Crawl-delay)`` and one request in flight.
 
+With ``--html-only``, the peer follows the HTML-only policy a Scrapy user would write
+(``html_only.py``: links dropped by ``LinkExtractor``'s ``IGNORED_EXTENSIONS``, other
+non-HTML downloads stopped after the headers or the first bytes); without it, Scrapy
+downloads every linked file in full (up to its 1 GB ``DOWNLOAD_MAXSIZE``).
+
 With ``--ca-file`` (the web served over HTTPS), Scrapy verifies certificates
 (``DOWNLOAD_VERIFY_CERTIFICATES``; it does not by default) against that CA alone:
 Twisted's platform trust reads OpenSSL's default paths, which ``SSL_CERT_FILE``
@@ -70,6 +75,8 @@ def settings_for(args: argparse.Namespace) -> dict[str, Any]:
         "REMOTE_CONTROL_ENABLED": False,
         "LOG_LEVEL": "INFO",
         "DOWNLOAD_VERIFY_CERTIFICATES": bool(args.ca_file),
+        "EXTENSIONS": ({"scrapy_peer.html_only.HtmlOnlyDownloads": 0} if args.html_only
+                       else {}),
     }
 
 
@@ -85,12 +92,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stats-out", default="")
     ap.add_argument("--slot-delays", default="", help="JSON file: host -> Crawl-delay seconds")
     ap.add_argument("--ca-file", default="", help="PEM of the CA to trust (and verify with)")
+    ap.add_argument("--html-only", action="store_true",
+                    help="the HTML-only policy of html_only.py (skip by extension, stop "
+                         "non-HTML downloads early)")
     args = ap.parse_args(argv)
     if args.ca_file:
         os.environ["SSL_CERT_FILE"] = args.ca_file
     process = CrawlerProcess(settings_for(args), install_root_handler=True)
     crawler = process.create_crawler(BenchSpider)
-    process.crawl(crawler, seeds_file=args.seeds_file)
+    process.crawl(crawler, seeds_file=args.seeds_file, html_only=args.html_only)
     process.start()
     stats = crawler.stats.get_stats() if crawler.stats else {}
     if args.stats_out:

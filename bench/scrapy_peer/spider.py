@@ -3,7 +3,9 @@
 Link extraction is the cheap idiomatic path (``response.css("a::attr(href)")``
 + ``response.urljoin``), deduplication is Scrapy's default request
 fingerprint dupefilter, and ``allowed_domains`` keeps the crawl on the
-benchmark web. Each page yields one small item, like a typical spider.
+benchmark web. Each page yields one small item, like a typical spider. With
+``html_only``, links ``LinkExtractor`` would drop by their extension are not followed
+(``html_only.wanted_link``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from typing import Any
 import scrapy
 from scrapy.http import HtmlResponse, Response
 
+from scrapy_peer.html_only import wanted_link
+
 
 class BenchSpider(scrapy.Spider):
     """Broad crawl of the benchmark web from a seeds file (one URL a line)."""
@@ -22,8 +26,10 @@ class BenchSpider(scrapy.Spider):
     name = "bench"
     allowed_domains = ["bench.test"]  # noqa: RUF012 - Scrapy's documented class attribute
 
-    def __init__(self, seeds_file: str, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, seeds_file: str, *args: Any, html_only: bool = False,
+                 **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.html_only = html_only
         text = Path(seeds_file).read_text(encoding="utf-8")
         self.seeds = [line.strip() for line in text.splitlines() if line.strip()]
 
@@ -43,5 +49,6 @@ class BenchSpider(scrapy.Spider):
         }
         for href in response.css("a::attr(href)").getall():
             url = response.urljoin(href)
-            if url.startswith(("http://", "https://")):
+            if url.startswith(("http://", "https://")) and (
+                    not self.html_only or wanted_link(url)):
                 yield scrapy.Request(url, callback=self.parse)

@@ -337,6 +337,20 @@ def _decoded_head(raw_parts: list[bytes], decoder: BodyDecoder | None) -> bytes:
     return bytes(head)
 
 
+def _hang_up(response: aiohttp.ClientResponse) -> None:
+    """Close a response whose body was not read to its end, and its connection, at once.
+
+    The transport is aborted, not closed: closing a TLS connection is a graceful shutdown
+    (send close_notify, wait for the server's), and uvloop reads on meanwhile, up to 30 s,
+    so a body the crawl chose not to download came off the socket anyway, while the
+    server was still busy with the request (``test_tls``'s cut-body test)."""
+    connection = response.connection
+    transport = connection.transport if connection is not None else None
+    if transport is not None:
+        transport.abort()
+    response.close()
+
+
 def _ssl_reason(exc: aiohttp.ClientSSLError) -> str:
     inner = getattr(exc, "os_error", None)
     if isinstance(inner, ssl.SSLError):
@@ -554,14 +568,14 @@ class AiohttpTransport:
                 raw_body, body, truncated = await self._read_body(
                     response, limits, deadline, sniffing=rule == "sniff")
         except BaseException:
-            response.close()
+            _hang_up(response)
             raise
         if tls_object is not None:
             self._remember_session(tls_object)
         if truncated is None:
             response.release()  # fully read: the connection goes back to the pool
         else:
-            response.close()
+            _hang_up(response)
         return FetchResponse(
             url=request.url,
             status=response.status,

@@ -17,6 +17,7 @@ import contextlib
 import os
 import re
 import signal
+import ssl
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -230,9 +231,12 @@ class Cluster:
 
 @contextlib.asynccontextmanager
 async def serving(dsn: str, root: Path, spec: WebSpec, delay: float = 0.15,
-                  extra: list[str] | None = None) -> AsyncIterator[Cluster]:
-    """The test web of ``spec`` and an opened :class:`Cluster` on it (closed after)."""
-    async with TestWebServer(spec) as server:
+                  extra: list[str] | None = None, ssl_context: ssl.SSLContext | None = None,
+                  plain_http: bool = False) -> AsyncIterator[Cluster]:
+    """The test web of ``spec`` and an opened :class:`Cluster` on it (closed after); with
+    ``ssl_context`` served over HTTPS (and ``plain_http``: over plain HTTP on a second
+    port too, see :class:`TestWebServer`)."""
+    async with TestWebServer(spec, ssl_context=ssl_context, plain_http=plain_http) as server:
         cluster = Cluster(dsn, root, server, spec, delay=delay, extra=list(extra or []))
         await cluster.open()
         try:
