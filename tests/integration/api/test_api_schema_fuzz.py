@@ -24,7 +24,9 @@ import pytest
 import requests
 import schemathesis
 from aiohttp import web
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 
 from courtier.api.control import StoreOnlyControl
@@ -86,19 +88,35 @@ def session() -> Iterator[requests.Session]:
         yield http
 
 
+#: every documented operation (method and path), one test each: schemathesis's own
+#: ``schema.parametrize()`` runs them as subtests of one item, whose failures a run in
+#: several processes (pytest-xdist, the suite's command) never reported (seen: a DELETE
+#: answering 500 passed under ``-n 3``, failed under ``-n 0``)
+OPERATIONS = [result.ok() for result in schema.get_all_operations()]
+
+
 @pytest.mark.timeout(60)
-@schema.parametrize()
-@settings(
-    max_examples=MAX_EXAMPLES,
-    derandomize=True,
-    database=None,
-    deadline=None,
-    phases=[Phase.explicit, Phase.generate],  # no shrinking: a failure is reported as found
-    suppress_health_check=list(HealthCheck),
-)
+@pytest.mark.parametrize("operation", OPERATIONS, ids=lambda operation: operation.label)
 def test_no_server_error_for_any_generated_request(
-    case: schemathesis.Case[Any], base_url: str, session: requests.Session
+    operation: Any, base_url: str, session: requests.Session
 ) -> None:
-    # a transport error (server dropped the connection) raises here and fails the test
-    response = case.call(base_url=base_url, session=session, timeout=10)
-    case.validate_response(response, checks=[not_a_server_error])
+    """Valid and invalid requests of one operation (schemathesis's positive and negative
+    modes). Seen red under ``-n 3``: every DELETE answering 500 failed its two tests."""
+    requests_of_both_modes = st.one_of(operation.as_strategy(GenerationMode.POSITIVE),
+                                       operation.as_strategy(GenerationMode.NEGATIVE))
+
+    @given(case=requests_of_both_modes)
+    @settings(
+        max_examples=MAX_EXAMPLES,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        phases=[Phase.generate],  # no shrinking: a failure is reported as found
+        suppress_health_check=list(HealthCheck),
+    )
+    def no_server_error(case: schemathesis.Case[Any]) -> None:
+        # a transport error (server dropped the connection) raises here and fails the test
+        response = case.call(base_url=base_url, session=session, timeout=10)
+        case.validate_response(response, checks=[not_a_server_error])
+
+    no_server_error()
