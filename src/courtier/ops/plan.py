@@ -210,11 +210,11 @@ def node_write_rates(shape: CrawlShape, figures: Figures) -> tuple[float, float]
     the figures file's; a ConfigError when neither has one (no assumed rate)."""
     commit = shape.commit_results_per_second or figures.commit_results_per_second_per_node
     intake = shape.intake_rows_per_second or figures.intake_rows_per_second_per_node
-    missing = [name for name, rate in (("commit_results_per_second_per_node", commit),
-                                       ("intake_rows_per_second_per_node", intake))
-               if rate is None]
-    if missing or commit is None or intake is None:
-        raise ConfigError(f"the figures file has no {' or '.join(missing)}: measure them with "
+    if commit is None or intake is None:
+        missing = " or ".join(name for name, rate in (
+            ("commit_results_per_second_per_node", commit),
+            ("intake_rows_per_second_per_node", intake)) if rate is None)
+        raise ConfigError(f"the figures file has no {missing}: measure them with "
                           "bench/store_bench.py --citus --figures-out FILE, or give "
                           "--commit-results-per-second and --intake-rows-per-second")
     return commit, intake
