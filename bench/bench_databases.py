@@ -108,13 +108,25 @@ class CitusDatabases:
 Databases = PlainDatabases | CitusDatabases
 
 
+def _plain_settings() -> dict[str, str]:
+    return {k: v for k, v in {**NODE_SETTINGS, **BENCH_SETTINGS}.items()
+            if "citus" not in k and "citus" not in v}
+
+
+@contextmanager
+def plain_only() -> Iterator[PlainDatabases]:
+    """The throwaway PostgreSQL server of :func:`plain_and_citus`, alone: every process
+    of it is this bench's (the shared server's exited backends are other sessions' too)."""
+    with throwaway_server(_plain_settings(), prefix="courtier-bench-plain-") as plain:
+        yield PlainDatabases(plain)
+
+
 @contextmanager
 def plain_and_citus(workers: int = 2) -> Iterator[tuple[PlainDatabases, CitusDatabases]]:
     """A throwaway PostgreSQL server and a Citus cluster of ``workers`` worker nodes,
     the same settings on every server; stopped and removed afterwards."""
     with ExitStack() as stack:
-        plain = stack.enter_context(throwaway_server(
-            {k: v for k, v in {**NODE_SETTINGS, **BENCH_SETTINGS}.items()
-             if "citus" not in k and "citus" not in v}, prefix="courtier-bench-plain-"))
+        plain = stack.enter_context(throwaway_server(_plain_settings(),
+                                                     prefix="courtier-bench-plain-"))
         cluster = stack.enter_context(citus_cluster(workers=workers, settings=BENCH_SETTINGS))
         yield PlainDatabases(plain), CitusDatabases(cluster)

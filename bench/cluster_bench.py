@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 import access_log  # noqa: E402
 import static_web  # noqa: E402
-from bench_databases import Databases, plain_and_citus  # noqa: E402
+from bench_databases import Databases, plain_and_citus, plain_only  # noqa: E402
 from nginx_local import LocalNginx, free_port  # noqa: E402
 
 from courtier.cluster.rendezvous import target_owners  # noqa: E402
@@ -64,6 +64,15 @@ async def _database_stats(dsn: str) -> str:
             " sum(n_tup_hot_upd) AS hot, sum(n_tup_del) AS del FROM pg_stat_user_tables"
             " GROUP BY relname HAVING sum(n_tup_ins + n_tup_upd + n_tup_del) > 0"
             " ORDER BY 3 DESC")
+        indexes = await conn.fetch(
+            "SELECT COALESCE(pt.relname, i.relname) AS tab,"
+            " COALESCE(pi.relname, i.indexrelname) AS idx, sum(i.idx_scan) AS scans,"
+            " sum(i.idx_tup_read) AS tup_read FROM pg_stat_user_indexes i"
+            " LEFT JOIN pg_inherits ii ON ii.inhrelid = i.indexrelid"
+            " LEFT JOIN pg_class pi ON pi.oid = ii.inhparent"
+            " LEFT JOIN pg_inherits ti ON ti.inhrelid = i.relid"
+            " LEFT JOIN pg_class pt ON pt.oid = ti.inhparent"
+            " GROUP BY 1, 2 ORDER BY 1, 3 DESC")
         xacts = await conn.fetchrow(
             "SELECT xact_commit, xact_rollback, tup_returned, tup_fetched, tup_inserted,"
             " tup_updated FROM pg_stat_database WHERE datname = current_database()")
@@ -73,6 +82,8 @@ async def _database_stats(dsn: str) -> str:
     lines += [f"{r['funcname']} {r['calls']} {r['total_ms']} {r['self_ms']}" for r in funcs]
     lines += ["", "table inserted updated hot_updated deleted"]
     lines += [f"{r['relname']} {r['ins']} {r['upd']} {r['hot']} {r['del']}" for r in tables]
+    lines += ["", "table index scans tuples_read (summed over partitions)"]
+    lines += [f"{r['tab']} {r['idx']} {r['scans']} {r['tup_read']}" for r in indexes]
     return "\n".join(lines) + "\n"
 
 
@@ -324,6 +335,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="each crawl on plain PostgreSQL and on Citus (a coordinator and 2 "
                     "worker nodes), throwaway servers of this run (bench/bench_databases.py),"
                     " alternating; the CPU of every process of their servers per page")
+    ap.add_argument("--plain-server", action="store_true",
+                    help="each crawl on a throwaway PostgreSQL server of this run "
+                    "(bench/bench_databases.py), the schema made before the crawl; the CPU "
+                    "of every process of that server per page, exited backends included")
     ap.add_argument("--tree", action="append", default=[], metavar="LABEL=SRC",
                     help="also run each worker count with this source tree (PYTHONPATH=SRC), "
                     "alternating with this one: before/after in the same run (repeatable)")
@@ -350,6 +365,8 @@ def main(argv: list[str] | None = None) -> int:
             backends: list[Databases | None] = [None]
             if a.citus:
                 backends = list(stack.enter_context(plain_and_citus()))
+            elif a.plain_server:
+                backends = [stack.enter_context(plain_only())]
             rounds = [[run(k, a, manifest, seeds, hosts, work, tree, databases)
                        for k in counts for tree in trees for databases in backends]
                       for _ in range(max(1, a.repeat))]
