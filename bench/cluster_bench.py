@@ -93,6 +93,17 @@ async def _schema(dsn: str) -> None:
     await store.close()
 
 
+#: the schema made by the source tree under test (``--tree``: an older tree refuses a
+#: database a newer one migrated), in a process of its own
+_SCHEMA_SCRIPT = ("import asyncio, sys\n"
+                  "from courtier.store.postgres import PostgresStore\n"
+                  "async def main():\n"
+                  "    store = PostgresStore(sys.argv[1])\n"
+                  "    await store.open()\n"
+                  "    await store.close()\n"
+                  "asyncio.run(main())\n")
+
+
 async def _admin(sql: str) -> None:
     conn = await asyncpg.connect(ADMIN_DSN[0], timeout=10)
     try:
@@ -240,7 +251,11 @@ def run(workers: int, a: argparse.Namespace, manifest: static_web.SiteManifest,
     else:  # the schema made before the crawl: its CPU (Citus: distributing every
         # table) is not a page's
         dsn = asyncio.run(databases.create(name))
-        asyncio.run(_schema(dsn))
+        if tree[1] is None:
+            asyncio.run(_schema(dsn))
+        else:
+            subprocess.run([sys.executable, "-c", _SCHEMA_SCRIPT, dsn], check=True,
+                           env={**os.environ, "PYTHONPATH": tree[1]})
     backend = "" if databases is None else f" {databases.label}"
     label = f"{workers}{tree[0]}{backend.replace(' ', '-')}"
     log = work / f"access-{label}.log"
