@@ -226,13 +226,25 @@ def postmaster_reaped_s() -> float:
                    "postgres"))
 
 
-async def _transactions(dsn: str) -> int:
-    """Transactions of the run database so far (each store call is one: a round trip)."""
+async def _transactions(dsn: str) -> tuple[int, int]:
+    """Transactions of the run database so far (each store call is one: a round trip),
+    and the rows it inserted, updated and deleted (work the machine's load does not
+    inflate, unlike CPU time)."""
     conn = await asyncpg.connect(dsn, timeout=10)
     try:
-        return int(await conn.fetchval(
-            "SELECT xact_commit + xact_rollback FROM pg_stat_database"
-            " WHERE datname = current_database()"))
+        row = await conn.fetchrow(
+            "SELECT xact_commit + xact_rollback, tup_inserted + tup_updated + tup_deleted"
+            " FROM pg_stat_database WHERE datname = current_database()")
+        return int(row[0]), int(row[1])
+    finally:
+        await conn.close()
+
+
+async def _wal_lsn(dsn: str) -> int:
+    """The server's WAL position in bytes (a throwaway server: all of it is this run's)."""
+    conn = await asyncpg.connect(dsn, timeout=10)
+    try:
+        return int(await conn.fetchval("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn"))
     finally:
         await conn.close()
 
@@ -278,6 +290,7 @@ def run(workers: int, a: argparse.Namespace, manifest: static_web.SiteManifest,
             busy_before = machine_busy_s()
             reaped_before = postmaster_reaped_s()
             servers_before = 0.0 if databases is None else databases.cpu_s()
+            wal_before = None if databases is None else asyncio.run(_wal_lsn(dsn))
             began = time.monotonic()
             with ServerCpu(name) as servers:
                 subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env,
@@ -285,13 +298,14 @@ def run(workers: int, a: argparse.Namespace, manifest: static_web.SiteManifest,
                                timeout=a.max_seconds)
             wall = time.monotonic() - began
             servers_all = 0.0 if databases is None else databases.cpu_s() - servers_before
+            wal = None if wal_before is None else asyncio.run(_wal_lsn(dsn)) - wal_before
             busy_after = machine_busy_s()
             busy = busy_after[0] - busy_before[0]
             stolen = busy_after[1] - busy_before[1]
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
         time.sleep(1.0)  # statistics are sent at transaction ends: give them a moment
         reaped = postmaster_reaped_s() - reaped_before
-        transactions = asyncio.run(_transactions(dsn))
+        transactions, rows_written = asyncio.run(_transactions(dsn))
         if a.keep is not None:
             (work / f"pg-stats-{label}.txt").write_text(asyncio.run(_database_stats(dsn)))
     finally:
@@ -315,6 +329,8 @@ def run(workers: int, a: argparse.Namespace, manifest: static_web.SiteManifest,
                                    else 1000 * servers_all / max(1, cov.distinct)),
             "coverage": cov.coverage,
             "pg_xacts_per_page": transactions / max(1, cov.distinct),
+            "pg_rows_per_page": rows_written / max(1, cov.distinct),
+            "wal_bytes_per_page": None if wal is None else wal / max(1, cov.distinct),
             "pg_reaped_ms_per_page": 1000 * reaped / max(1, cov.distinct),
             "wall": wall, "pages_per_s": cov.distinct / wall,
             "window_s": window, "window_pages_per_s": cov.distinct / max(window, 1e-9),
@@ -420,6 +436,9 @@ def report(results: list[dict[str, Any]]) -> None:
             print(f"    database servers, every process of every node (exited backends "
                   f"included): {r['db_all_ms_per_page']:.2f} ms CPU a page, ratio "
                   f"{r['db_all_ms_per_page'] / base['db_all_ms_per_page']:.2f}")
+        wal = ("" if r["wal_bytes_per_page"] is None else
+               f"; WAL of the server the store connects to {r['wal_bytes_per_page']:.0f} B")
+        print(f"    rows written a page {r['pg_rows_per_page']:.2f}{wal}")
         print(f"    PostgreSQL transactions (round trips) per page {r['pg_xacts_per_page']:.2f}; "
               f"the server's exited backends, every database ({r['pg_reaped_ms_per_page']:.2f}"
               " ms/page, an upper bound of this run's beyond the samples)")
