@@ -338,11 +338,12 @@ async def test_a_one_node_commit_batch_is_no_two_phase_commit(
     indexed after the commit (first copy kept), the event tallies counted. A batch over
     both nodes is still one transaction, prepared on both.
 
-    Seen red on main's forms (the commit's inserts an INSERT … SELECT through the
-    coordinator, by COPY; its UPDATEs multi-shard): the one-node batch prepared on its
-    node, ``{home}`` instead of ``set()``; so it did with the commit's own statements
-    routed but the host-queue upkeep's upserts still INSERT … SELECT
-    (``citus/refill.sql``'s ``courtier_queue_lock`` restored). It replaces the test that
+    Seen red on a scratch copy with main's ``citus/commit.sql`` and ``store.py`` (the
+    commit's inserts an INSERT … SELECT through the coordinator, by COPY; its UPDATEs
+    multi-shard; the payload rows in the same transaction): the one-node batch prepared
+    on both nodes, ``{1, 2}`` instead of ``set()``; with only ``citus/refill.sql``'s
+    ``courtier_queue_lock`` back to its INSERT … SELECT of ``unnest``, on its node
+    (``{1}``). It replaces the test that
     a one-node batch prepared on its node only (branch ``onenode``)."""
     conn = await asyncpg.connect(citus_module_dsn)
     try:
@@ -412,8 +413,8 @@ async def test_a_retried_citus_commit_indexes_the_payloads_its_first_try_applied
     the URL's row is at the version the commit made and references its WARC record. A
     commit that is stale for another reason (an older version) indexes nothing.
 
-    Seen red with ``courtier_payload_ords`` returning only the rows applied now: the
-    retry left ``payload_location`` empty."""
+    Seen red on a scratch copy whose ``courtier_payload_ords`` returns only the rows
+    applied now: the retry left ``payload_location`` empty (None)."""
     rows = [url_row(f"http://retry.example/p{i}", due=T0 - 10) for i in range(2)]
     assert await citus_store.add_urls(rows) == 2
     epochs = await citus_store.acquire_shards("w1", [rows[0].shard], T0, 30)
