@@ -413,17 +413,26 @@ async def test_a_retried_citus_commit_indexes_the_payloads_its_first_try_applied
     the URL's row is at the version the commit made and references its WARC record. A
     commit that is stale for another reason (an older version) indexes nothing.
 
+    The first try runs in a session that prints doubles rounded (``extra_float_digits =
+    0``): the audit row's time, written through a ``VALUES`` list, is still exact.
+
     Seen red on a scratch copy whose ``courtier_payload_ords`` returns only the rows
-    applied now: the retry left ``payload_location`` empty (None)."""
+    applied now: the retry left ``payload_location`` empty (None); on one whose
+    ``courtier_log_applied`` lacks ``SET extra_float_digits = 1``: the audit row's time
+    was ``1700000000.33333`` instead of ``1700000000.3333333``."""
     rows = [url_row(f"http://retry.example/p{i}", due=T0 - 10) for i in range(2)]
     assert await citus_store.add_urls(rows) == 2
     epochs = await citus_store.acquire_shards("w1", [rows[0].shard], T0, 30)
+    fetched = T0 + 1 / 3  # a double whose 15 significant digits are not exact
     commits = [dataclasses.replace(finished(r, epochs[r.shard]), payload_digest=f"sha256:r{i}",
-                                   warc_file="w-1.warc.gz", warc_offset=10 * i, warc_length=9)
+                                   warc_file="w-1.warc.gz", warc_offset=10 * i, warc_length=9,
+                                   fetched_at=fetched)
                for i, r in enumerate(rows)]
     conn = await asyncpg.connect(citus_module_dsn)
     try:
         tallies = _event_counts.written_names(commits)
+        # a session that prints doubles rounded: the VALUES lists must not be
+        await conn.execute("SET extra_float_digits = 0")
         async with conn.transaction():  # the commit's transaction alone: the first try
             out = await conn.fetchval(
                 "SELECT courtier_commit_routed($1::courtier_commit[],"
@@ -439,6 +448,7 @@ async def test_a_retried_citus_commit_indexes_the_payloads_its_first_try_applied
     result = await citus_store.commit([commits[0], older])  # the retry, and a stale one
     assert (result.applied, result.stale) == (0, 2)
     assert await citus_store.payload_location("sha256:r0") == (
-        "w-1.warc.gz", 0, rows[0].url, T0 + 1)
+        "w-1.warc.gz", 0, rows[0].url, fetched)
     assert await citus_store.payload_location("sha256:old") is None
     assert len(await citus_store.read_events(0, 10)) == 1
+    assert [r["fetched_at"] for r in await citus_store.fetch_log()] == [fetched]

@@ -178,7 +178,8 @@ END $$;
 -- modifications over more than one connection; a transaction whose every write is a
 -- single-task router statement over one connection to one node commits there by a plain
 -- COMMIT. So the statements that write below build router VALUES lists (format %L of each
--- value, the column's type from the target; NULL stays NULL) instead of INSERT … SELECT
+-- value, the column's type from the target; NULL stays NULL; a double precision in its
+-- shortest exact form, extra_float_digits = 1 whatever the session's) instead of INSERT … SELECT
 -- of unnest, and courtier_commit_routed calls courtier_commit once per Citus shard of the
 -- batch, so that each call's statements name one Citus shard (Citus prunes them to one
 -- task). A batch over several nodes stays one transaction, prepared on each: atomic, as
@@ -190,7 +191,7 @@ END $$;
 -- tallies compare it), which Citus would evaluate for the column's default there too
 CREATE OR REPLACE FUNCTION courtier_log_applied(p_commits courtier_commit[], p_ords integer[],
                                                 p_now double precision)
-RETURNS void LANGUAGE plpgsql AS $$
+RETURNS void LANGUAGE plpgsql SET extra_float_digits = 1 AS $$
 DECLARE
     v_xid xid8 := pg_current_xact_id();
     v_events text;
@@ -217,7 +218,7 @@ $$;
 -- the hosts' statistics (the plain form's upsert from unnest(p_stats), same filter)
 CREATE OR REPLACE FUNCTION courtier_hosts_add(p_stats courtier_host_delta[], p_hosts text[],
                                               p_committed_hosts text[], p_now double precision)
-RETURNS void LANGUAGE plpgsql AS $$
+RETURNS void LANGUAGE plpgsql SET extra_float_digits = 1 AS $$
 DECLARE
     v_rows text;
 BEGIN
@@ -358,7 +359,7 @@ $$;
 CREATE OR REPLACE FUNCTION courtier_index_payloads(p_digests text[], p_files text[],
                                                    p_offsets bigint[], p_urls text[],
                                                    p_fetched double precision[])
-RETURNS void LANGUAGE plpgsql AS $$
+RETURNS void LANGUAGE plpgsql SET extra_float_digits = 1 AS $$
 DECLARE
     v_rows text;
 BEGIN

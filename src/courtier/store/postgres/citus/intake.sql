@@ -45,7 +45,8 @@ $$;
 CREATE OR REPLACE FUNCTION courtier_insert_urls(p_urls courtier_new_url[], OUT o_shards integer[],
                                                 OUT o_hosts text[], OUT o_due double precision[],
                                                 OUT o_priority integer[])
-LANGUAGE plpgsql SET jit = off SET plan_cache_mode = force_custom_plan AS $$
+LANGUAGE plpgsql SET jit = off SET plan_cache_mode = force_custom_plan
+SET extra_float_digits = 1 AS $$
 DECLARE
     v_shards integer[];
     v_known bytea[];
@@ -122,7 +123,7 @@ $$;
 CREATE OR REPLACE FUNCTION courtier_levels_enter(p_shards integer[], p_hosts text[],
                                                  p_priority integer[],
                                                  p_due double precision[])
-RETURNS void LANGUAGE plpgsql AS $$
+RETURNS void LANGUAGE plpgsql SET extra_float_digits = 1 AS $$
 DECLARE
     v_rows text;
 BEGIN
