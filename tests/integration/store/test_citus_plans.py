@@ -23,7 +23,10 @@ What is checked:
   whose rows only the coordinator reads (the batch itself passes through it, routed to
   each row's node);
 - the refill's host ranges push their ``LIMIT`` down to every node, and so does the
-  outbox read's final ``ORDER BY read_pos LIMIT``.
+  outbox read's final ``ORDER BY read_pos LIMIT``;
+- a commit batch on one worker node is no two-phase commit at all (Citus's record of
+  them, ``pg_dist_transaction``), one over both nodes is prepared on both; the payload
+  index rows written after the commit are written by a retry too.
 
 The classification of every call: docs/scale-out.md, "Citus: as built" (the table of
 hot-path statements).
