@@ -33,10 +33,14 @@ ALTER FUNCTION courtier_commit(courtier_commit[], courtier_new_url[], courtier_h
 -- from a subplan through the coordinator and sends the subplan's rows to every worker
 -- node first, so every commit took part on every node (a two-phase commit there, even
 -- for a batch on one node). Here the statement only collects the applied rows' places in
--- the batch (`ord`, on the coordinator), and the three inserts read the applied rows of
--- the batch itself (`p_commits`: done's columns are the batch's): each row is sent to
--- its own shard's node, no other. Same rows, in the same round and key order. The
--- UPDATE then returns only what the coordinator keeps (no payload comes back).
+-- the batch (`ord`, on the coordinator), and the inserts of events and fetch_log take
+-- the applied rows of the batch itself (`p_commits`: done's columns are the batch's), as
+-- router VALUES lists (courtier_log_applied, below). Same rows, in the same round and
+-- key order. The UPDATE then returns only what the coordinator keeps (no payload comes
+-- back). The payload index rows are not written here: the function returns the places
+-- of the rows to index after [applied, stale, new] (courtier_payload_ords), and the
+-- store writes them after the commit (courtier_commit_routed, below, says why). The
+-- hosts' statistics are a VALUES list too (courtier_hosts_add).
 --
 -- The function is rewritten from its own definition (one source of its body), each
 -- fragment of the plain form below replaced by its Citus form; a definition rewritten by
