@@ -77,9 +77,11 @@ HOT_PATH = (
 #: the pulls of the hot path as built (docs/scale-out.md, "Citus: as built", says why
 #: each is there and what would remove it)
 KNOWN_PULLS = {
-    # (gone: courtier_commit's batch joined with urls, `fenced`, collected as a subplan
-    # for the UPDATE of urls; since the commit runs once per Citus shard,
-    # courtier_commit_routed, the join and the UPDATE are one router statement)
+    # courtier_commit's batch joined with urls (the rows' old state and level: `fenced`),
+    # collected as a subplan, then the UPDATE of urls from it, routed per row: a batch over
+    # both nodes, as here (a one-node batch runs it once per Citus shard, one router
+    # statement each, no subplan: courtier_commit_routed)
+    Pull("commit", "urls", "subquery"),
     # the outbox sequencer: every unsequenced event id numbered by one window on the
     # coordinator, then the UPDATE of events from it
     Pull("read_events", "events", "subquery"),
