@@ -51,12 +51,11 @@ async def add_counts(conn: Conn, counts: Mapping[tuple[int, str], int]) -> None:
                            [counts[key] for key in keys])
 
 
-async def add_commit_counts(conn: Conn, commits: Sequence[FetchCommit], now: float,
-                            xid: object) -> None:
-    """After ``courtier_commit`` in the same transaction (``xid``: its
-    ``pg_current_xact_id()``): count the events it wrote (their ``created_at`` is the
-    commit's ``now``, which confines the join to that day's partition of the outbox,
-    migration time_partitions)."""
+def written_names(commits: Sequence[FetchCommit]
+                  ) -> tuple[list[int], list[bytes], list[int], list[str]]:
+    """The counter names each commit's fetch event would add, as (shards, url keys,
+    versions of the event, names): what :func:`add_commit_counts` joins with the events
+    its transaction wrote (and the Citus commit, ``courtier_commit_routed``, with its)."""
     shards: list[int] = []
     keys: list[bytes] = []
     versions: list[int] = []
@@ -73,6 +72,16 @@ async def add_commit_counts(conn: Conn, commits: Sequence[FetchCommit], now: flo
             keys.append(c.url_key)
             versions.append(c.version + 1)
             names.append(name)
+    return shards, keys, versions, names
+
+
+async def add_commit_counts(conn: Conn, commits: Sequence[FetchCommit], now: float,
+                            xid: object) -> None:
+    """After ``courtier_commit`` in the same transaction (``xid``: its
+    ``pg_current_xact_id()``): count the events it wrote (their ``created_at`` is the
+    commit's ``now``, which confines the join to that day's partition of the outbox,
+    migration time_partitions)."""
+    shards, keys, versions, names = written_names(commits)
     if names:
         await conn.execute(_ADD_WRITTEN, shards, keys, versions, names, now, xid,
                            sorted(set(shards)))
