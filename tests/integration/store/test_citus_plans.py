@@ -23,7 +23,10 @@ What is checked:
   whose rows only the coordinator reads (the batch itself passes through it, routed to
   each row's node);
 - the refill's host ranges push their ``LIMIT`` down to every node, and so does the
-  outbox read's final ``ORDER BY read_pos LIMIT``.
+  outbox read's final ``ORDER BY read_pos LIMIT``;
+- a commit batch on one worker node is no two-phase commit at all (Citus's record of
+  them, ``pg_dist_transaction``), one over both nodes is prepared on both; the payload
+  index rows written after the commit are written by a retry too.
 
 The classification of every call: docs/scale-out.md, "Citus: as built" (the table of
 hot-path statements).
@@ -48,7 +51,7 @@ from courtier.core.clock import VirtualClock
 from courtier.core.records import HostStatsDelta
 from courtier.store.base import NewUrl
 from courtier.store.cluster import DayReservation, HostClock, TrapStats
-from courtier.store.postgres import PostgresStore, _rows
+from courtier.store.postgres import PostgresStore, _event_counts, _rows
 from tests.integration.store.citus_watch import (
     DISTRIBUTED,
     Pull,
@@ -75,7 +78,9 @@ HOT_PATH = (
 #: each is there and what would remove it)
 KNOWN_PULLS = {
     # courtier_commit's batch joined with urls (the rows' old state and level: `fenced`),
-    # collected as a subplan, then the UPDATE of urls from it, routed per row
+    # collected as a subplan, then the UPDATE of urls from it, routed per row: a batch over
+    # both nodes, as here (a one-node batch runs it once per Citus shard, one router
+    # statement each, no subplan: courtier_commit_routed)
     Pull("commit", "urls", "subquery"),
     # the outbox sequencer: every unsequenced event id numbered by one window on the
     # coordinator, then the UPDATE of events from it
@@ -184,12 +189,12 @@ def pulled_tables(messages: list[str]) -> set[str]:
     return pulled
 
 
-async def _watching(dsn: str) -> tuple[asyncpg.Connection, list[str]]:
+async def _watching(dsn: str, level: str = "debug1") -> tuple[asyncpg.Connection, list[str]]:
     """A connection whose Citus planning messages arrive in the returned list."""
     messages: list[str] = []
     conn = await asyncpg.connect(dsn)
     conn.add_log_listener(lambda _c, msg: messages.append(str(msg.message)))
-    await conn.execute("SET client_min_messages = debug1")
+    await conn.execute(f"SET client_min_messages = {level}")
     return conn, messages
 
 
@@ -227,14 +232,17 @@ async def test_the_intake_pulls_no_stored_row_to_the_coordinator(
         citus_store: PostgresStore, citus_module_dsn: str) -> None:
     rows = [url_row(f"http://h{i % 20}.example/p{i}") for i in range(200)]
     await citus_store.add_urls(rows[:50])  # some keys known: the conflict path runs too
-    conn, messages = await _watching(citus_module_dsn)
+    conn, messages = await _watching(citus_module_dsn, "debug2")
     try:
         added = await conn.fetchval("SELECT courtier_add_urls($1::courtier_new_url[])",
                                     _rows.new_url_rows(rows))
     finally:
         await conn.close()
     assert added == 150
-    assert any("subplan" in m for m in messages), "Citus said nothing about its plans"
+    # the inserts are router VALUES lists (citus/intake.sql), the known keys' read
+    # multi-shard: Citus plans both, and no subplan at all
+    assert "Creating router plan" in messages, "Citus said nothing about its plans"
+    assert "Router planner cannot handle multi-shard select queries" in messages
     assert pulled_tables(messages) == set()
 
 
@@ -326,27 +334,27 @@ async def _prepared(conn: asyncpg.Connection) -> set[tuple[str, int]]:
         " FROM pg_dist_transaction")}
 
 
-async def test_a_one_node_commit_batch_prepares_on_no_other_node(
+async def test_a_one_node_commit_batch_is_no_two_phase_commit(
         citus_store: PostgresStore, citus_module_dsn: str) -> None:
-    """A commit batch whose URLs, links and hosts all sit on one worker node (over
-    several Citus shards of it) writes that node only: Citus prepares its transaction
-    there and on no other node (``pg_dist_transaction``, with its recovery off for the
-    test so the rows stay). A batch over both nodes prepares on both and applies all.
+    """A commit batch whose URLs, links and hosts sit on one worker node, over several
+    Citus shards of it, commits there by a plain COMMIT: Citus prepares it on no node
+    (``pg_dist_transaction``, recovery off for the test), though its payload index rows
+    (``payloads``, by digest) sit on the other node; every row is written, the payloads
+    indexed after the commit (first copy kept), the event tallies counted. A batch over
+    both nodes is still one transaction, prepared on both.
 
-    Why prepared at all: Citus runs every multi-shard modification and every
-    INSERT … SELECT through the coordinator by two-phase commit, on the nodes it wrote.
-    What made the other node take part: the ``done`` rows sent to every node for the
-    inserts of the events (``citus/commit.sql``), and the event tallies' upsert of a
-    reference table (now distributed by shard, migration ``event_counts_by_shard``).
-
-    Seen red on main's forms: the one-node batch prepared on ``{1, 2}``; so it did with
-    either change alone (the tallies distributed with main's ``citus/commit.sql``, on a
-    fresh cluster; the new ``citus/commit.sql`` with the tallies a reference table)."""
+    Seen red on a scratch copy with main's ``citus/commit.sql`` and ``store.py`` (the
+    commit's inserts an INSERT … SELECT through the coordinator, by COPY; its UPDATEs
+    multi-shard; the payload rows in the same transaction): the one-node batch prepared
+    on both nodes, ``{1, 2}`` instead of ``set()``; with only ``citus/refill.sql``'s
+    ``courtier_queue_lock`` back to its INSERT … SELECT of ``unnest``, on its node
+    (``{1}``). It replaces the test that
+    a one-node batch prepared on its node only (branch ``onenode``)."""
     conn = await asyncpg.connect(citus_module_dsn)
     try:
         await conn.execute("ALTER SYSTEM SET citus.recover_2pc_interval = -1")
         await conn.execute("SELECT pg_reload_conf()")
-        hosts = [url_row(f"http://n{i}.example/") for i in range(64)]
+        hosts = [url_row(f"http://r{i}.example/") for i in range(64)]
         group_of = dict(await conn.fetch(_GROUP_OF_SHARD, [h.shard for h in hosts]))
         citus_shard = dict(await conn.fetch(
             "SELECT s, get_shard_id_for_distribution_column('urls', s)"
@@ -354,28 +362,98 @@ async def test_a_one_node_commit_batch_prepares_on_no_other_node(
         home = group_of[hosts[0].shard]
         near = [h for h in hosts if group_of[h.shard] == home]
         far = [h for h in hosts if group_of[h.shard] != home]
-        assert len({citus_shard[h.shard] for h in near[:3]}) > 1  # several Citus shards
-        pages = [url_row(f"{h.url}p{j}", due=T0 - 10) for h in near[:4] + far[:2]
+        assert len({citus_shard[h.shard] for h in near[:4]}) > 1  # several Citus shards
+        digests = [f"sha256:{i}" for i in range(40)]
+        digest_group = dict(await conn.fetch(
+            "SELECT d, p.groupid FROM unnest($1::text[]) AS d JOIN pg_dist_placement p"
+            " ON p.shardid = get_shard_id_for_distribution_column('payloads', d)", digests))
+        away = [d for d in digests if digest_group[d] != home]
+        pages = [url_row(f"{h.url}p{j}", due=T0 - 10) for h in near[:5] + far[:2]
                  for j in range(2)]
         assert await citus_store.add_urls(pages) == len(pages)
-        shards = sorted({p.shard for p in pages})
-        epochs = await citus_store.acquire_shards("w1", shards, T0, 30)
+        epochs = await citus_store.acquire_shards("w1", sorted({p.shard for p in pages}),
+                                                  T0, 30)
 
-        async def prepared_by_commit(batch: list[NewUrl], links: list[NewUrl]) -> set[int]:
-            commits = [finished(p, epochs[p.shard]) for p in batch]
+        async def prepared_by_commit(batch: list[NewUrl], links: list[NewUrl],
+                                     payload: list[str]) -> set[int]:
+            commits = [dataclasses.replace(
+                finished(p, epochs[p.shard]), payload_digest=d, warc_file="w-0.warc.gz",
+                warc_offset=100 * i, warc_length=9)
+                for i, (p, d) in enumerate(zip(batch, payload, strict=True))]
             commits[0] = dataclasses.replace(commits[0], new_urls=links)
             stats = [HostStatsDelta(p.host_key, p.shard, fetched=1) for p in batch]
             before = await _prepared(conn)
             result = await citus_store.commit(commits, stats)
-            assert (result.applied, result.new_urls) == (len(batch), len(links))
+            assert (result.applied, result.stale, result.new_urls) == (
+                len(batch), 0, len(links))
             return {group for _, group in await _prepared(conn) - before}
 
-        links = [url_row(f"{h.url}link") for h in near[4:7]]
-        assert await prepared_by_commit(pages[:6], links) == {home}
-        assert len(await prepared_by_commit(pages[6:], [])) == 2  # near[3] and far
+        links = [url_row(f"{h.url}link") for h in near[5:8]]
+        # 8 pages of 4 hosts on the home node; 7 digests off it, the first one twice
+        assert await prepared_by_commit(pages[:8], links, [away[0], *away[:7]]) == set()
+        # a host of the home node and two of the other
+        assert len(await prepared_by_commit(pages[8:], [], away[7:13])) == 2
+        assert await citus_store.payload_location(away[0]) == (
+            "w-0.warc.gz", 0, pages[0].url, T0 + 1)  # the first copy (batch order)
+        assert await citus_store.payload_location(away[6]) == (
+            "w-0.warc.gz", 700, pages[7].url, T0 + 1)
+        assert await citus_store.payload_location(away[12]) is not None
         counted = await citus_store.event_counts()
         assert counted.events == len(pages) and counted.outcomes == {"ok": len(pages)}
+        for page in pages[:8] + links:
+            assert await citus_store.get_url(page.url_key) is not None
+        assert (await citus_store.counts())["events"] == len(pages)
     finally:
         await conn.execute("ALTER SYSTEM RESET citus.recover_2pc_interval")
         await conn.execute("SELECT pg_reload_conf()")
         await conn.close()
+
+
+async def test_a_retried_citus_commit_indexes_the_payloads_its_first_try_applied(
+        citus_store: PostgresStore, citus_module_dsn: str) -> None:
+    """On Citus the payload index rows are written after the commit's transaction
+    (``store/postgres/_payload_index.py``). A commit that committed but whose index rows
+    were never written (the process failed in between) is retried: it is stale then
+    (no second event, nothing applied twice), and its payload rows are written, because
+    the URL's row is at the version the commit made and references its WARC record. A
+    commit that is stale for another reason (an older version) indexes nothing.
+
+    The first try runs in a session that prints doubles rounded (``extra_float_digits =
+    0``): the audit row's time, written through a ``VALUES`` list, is still exact.
+
+    Seen red on a scratch copy whose ``courtier_payload_ords`` returns only the rows
+    applied now: the retry left ``payload_location`` empty (None); on one whose
+    ``courtier_log_applied`` lacks ``SET extra_float_digits = 1``: the audit row's time
+    was ``1700000000.33333`` instead of ``1700000000.3333333``."""
+    rows = [url_row(f"http://retry.example/p{i}", due=T0 - 10) for i in range(2)]
+    assert await citus_store.add_urls(rows) == 2
+    epochs = await citus_store.acquire_shards("w1", [rows[0].shard], T0, 30)
+    fetched = T0 + 1 / 3  # a double whose 15 significant digits are not exact
+    commits = [dataclasses.replace(finished(r, epochs[r.shard]), payload_digest=f"sha256:r{i}",
+                                   warc_file="w-1.warc.gz", warc_offset=10 * i, warc_length=9,
+                                   fetched_at=fetched)
+               for i, r in enumerate(rows)]
+    conn = await asyncpg.connect(citus_module_dsn)
+    try:
+        tallies = _event_counts.written_names(commits)
+        # a session that prints doubles rounded: the VALUES lists must not be
+        await conn.execute("SET extra_float_digits = 0")
+        async with conn.transaction():  # the commit's transaction alone: the first try
+            out = await conn.fetchval(
+                "SELECT courtier_commit_routed($1::courtier_commit[],"
+                " $2::courtier_new_url[], $3::courtier_host_delta[], $4, $5::integer[],"
+                " $6::bytea[], $7::integer[], $8::text[])", _rows.commit_rows(commits[:1]),
+                [], [], T0 + 2, *_event_counts.written_names(commits[:1]))
+        assert list(out) == [1, 0, 0, 0]  # applied, and its payload row still to write
+        assert tallies[0]
+    finally:
+        await conn.close()
+    assert await citus_store.payload_location("sha256:r0") is None
+    older = dataclasses.replace(commits[1], version=5, payload_digest="sha256:old")
+    result = await citus_store.commit([commits[0], older])  # the retry, and a stale one
+    assert (result.applied, result.stale) == (0, 2)
+    assert await citus_store.payload_location("sha256:r0") == (
+        "w-1.warc.gz", 0, rows[0].url, fetched)
+    assert await citus_store.payload_location("sha256:old") is None
+    assert len(await citus_store.read_events(0, 10)) == 1
+    assert [r["fetched_at"] for r in await citus_store.fetch_log()] == [fetched]

@@ -3,15 +3,15 @@ and 0029).
 
 The commit and the re-parse inserts add their events' counts in their own
 transaction, to rows keyed ``(shard, name)`` of a shard they wrote (on Citus the table
-is distributed by shard beside ``events``, so a commit writes the tallies on one of its
-own shards' nodes only). ``courtier_commit`` inserts one fetch event per applied commit
-(``ON CONFLICT DO NOTHING``), so after it :func:`add_commit_counts` adds, in one
-statement and onto the batch's first shard, the counter names of the batch's commits
-whose event this very transaction wrote (the unique index on ``(shard, url_key,
-version)`` and the ``xid`` column, compared with the transaction id the caller read on
-the coordinator; no payload is parsed). A read sums every row of a name, whichever
-shard holds it.
-"""
+is distributed by shard beside ``events``, so a commit writes the tallies on its own
+shards' nodes only). On plain PostgreSQL ``courtier_commit`` inserts one fetch event
+per applied commit (``ON CONFLICT DO NOTHING``), so after it :func:`add_commit_counts`
+adds, in one statement and onto the batch's first shard, the counter names of the
+batch's commits whose event this very transaction wrote (the unique index on ``(shard,
+url_key, version)`` and the ``xid`` column; no payload is parsed). On Citus the routed
+commit (``courtier_commit_routed``) adds each Citus shard's part's tallies to its own
+shards' rows, from :func:`written_names`. A read sums every row of a name, whichever
+shard holds it."""
 
 from __future__ import annotations
 
@@ -21,14 +21,12 @@ from courtier.store.base import FetchCommit
 from courtier.store.event_counts import EventCounts, counter_names
 from courtier.store.postgres._rows import Conn, key_shard
 
-#: one round trip: the counter names of each commit whose event this transaction wrote,
-#: summed by name onto one shard of the batch ($8, its first). The events are read on
-#: their shards only ($7, the batch's shards: on Citus each node of the batch reads its
-#: own, and the tallies go to a node of the batch, so no other node takes part), and the
-#: transaction id is the caller's ($6: on Citus a ``pg_current_xact_id()`` in a statement
-#: routed to a worker node would be that node's own, not the coordinator's that stamped
-#: the events). Each commit names its set of counter names ($4, an index into the
-#: ($9, $10) pairs: a batch has a handful of distinct sets), so the events are matched
+#: plain PostgreSQL's commit, one round trip: the counter names of each commit whose
+#: event this transaction wrote, summed by name onto one shard of the batch ($8, its
+#: first). The events are read on the batch's shards only ($7) and by the caller's
+#: transaction id ($6) and the commit's ``now`` ($5). Each commit names its set of
+#: counter names ($4, an index into the ($9, $10) pairs: a batch has a handful of
+#: distinct sets), so the events are matched
 #: once a commit, not once a name, counted by set, and only those few counts are
 #: expanded into names; a batch upserts one row a name instead of one a (shard, name):
 #: ~4 rows instead of ~370 for a batch of 136 pages over 1,024 shards.
@@ -63,35 +61,55 @@ async def add_counts(conn: Conn, counts: Mapping[tuple[int, str], int]) -> None:
                            [counts[key] for key in keys])
 
 
-async def add_commit_counts(conn: Conn, commits: Sequence[FetchCommit], now: float,
-                            xid: object) -> None:
-    """After ``courtier_commit`` in the same transaction (``xid``: its
-    ``pg_current_xact_id()``): count the events it wrote (their ``created_at`` is the
-    commit's ``now``, which confines the join to that day's partition of the outbox,
-    migration time_partitions)."""
+def _applicable(commits: Sequence[FetchCommit]) -> list[FetchCommit]:
+    """The commits whose fetch event can be written: a key repeated at one version, only
+    the first of them can apply (at consecutive versions each applies, in batch order,
+    and writes its own event)."""
+    seen: set[tuple[bytes, int]] = set()
+    out: list[FetchCommit] = []
+    for c in commits:
+        if (c.url_key, c.version) not in seen:
+            seen.add((c.url_key, c.version))
+            out.append(c)
+    return out
+
+
+def written_names(commits: Sequence[FetchCommit]
+                  ) -> tuple[list[int], list[bytes], list[int], list[str]]:
+    """The counter names each commit's fetch event would add, as (shards, url keys,
+    versions of the event, names): what the Citus commit, ``courtier_commit_routed``,
+    joins with the events it wrote (one row a name, each shard's tallies on its own)."""
     shards: list[int] = []
     keys: list[bytes] = []
     versions: list[int] = []
-    name_sets: list[int] = []
-    set_ids: dict[tuple[str, ...], int] = {}
-    seen: set[tuple[bytes, int]] = set()
-    for c in commits:
-        # a key repeated at one version: only the first of them can apply (at consecutive
-        # versions each applies, in batch order, and writes its own event)
-        if (c.url_key, c.version) in seen:
-            continue
-        seen.add((c.url_key, c.version))
-        names = counter_names(c.outcome, c.event.get("status"))
-        shards.append(key_shard(c.url_key))
-        keys.append(c.url_key)
-        versions.append(c.version + 1)
-        name_sets.append(set_ids.setdefault(names, len(set_ids)))
-    if not keys:
+    names: list[str] = []
+    for c in _applicable(commits):
+        for name in counter_names(c.outcome, c.event.get("status")):
+            shards.append(key_shard(c.url_key))
+            keys.append(c.url_key)
+            versions.append(c.version + 1)
+            names.append(name)
+    return shards, keys, versions, names
+
+
+async def add_commit_counts(conn: Conn, commits: Sequence[FetchCommit], now: float,
+                            xid: object) -> None:
+    """After ``courtier_commit`` in the same transaction on plain PostgreSQL (``xid``:
+    its ``pg_current_xact_id()``): count the events it wrote (their ``created_at`` is the
+    commit's ``now``, which confines the join to that day's partition of the outbox,
+    migration time_partitions)."""
+    applicable = _applicable(commits)
+    if not applicable:
         return
+    set_ids: dict[tuple[str, ...], int] = {}
+    name_sets = [set_ids.setdefault(counter_names(c.outcome, c.event.get("status")),
+                                    len(set_ids)) for c in applicable]
+    shards = [key_shard(c.url_key) for c in applicable]
     pair_ids = [i for names, i in set_ids.items() for _ in names]
     pair_names = [name for names in set_ids for name in names]
     wanted = sorted(set(shards))
-    await conn.execute(_ADD_WRITTEN, shards, keys, versions, name_sets, now, xid, wanted,
+    await conn.execute(_ADD_WRITTEN, shards, [c.url_key for c in applicable],
+                       [c.version + 1 for c in applicable], name_sets, now, xid, wanted,
                        wanted[0], pair_ids, pair_names)
 
 

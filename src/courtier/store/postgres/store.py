@@ -82,6 +82,7 @@ from courtier.store.postgres import (
     _cluster,
     _event_counts,
     _intake,
+    _payload_index,
     _plans,
     _queries,
     _retention,
@@ -452,7 +453,29 @@ class PostgresStore:
             await _event_counts.add_commit_counts(conn, commits, now, xid)
             return CommitResult(applied=applied, stale=stale, new_urls=added)
 
-        return await self._run("commit", job)
+        if not self._on_citus:
+            return await self._run("commit", job)
+
+        # Citus: the commit per Citus shard, its tallies with it, then the payload index
+        # rows in transactions of their own (_payload_index; docs/scale-out.md, "A commit
+        # batch without two-phase commit")
+        tallies = _event_counts.written_names(commits)
+
+        async def routed(conn: Conn) -> list[int]:
+            return list(await conn.fetchval(
+                "SELECT courtier_commit_routed($1::courtier_commit[], $2::courtier_new_url[],"
+                " $3::courtier_host_delta[], $4, $5::integer[], $6::bytea[], $7::integer[],"
+                " $8::text[])", rows, new, stats, now, *tallies))
+
+        out = await self._run("commit", routed)
+        indexed = _payload_index.first_copies(commits, out[3:])
+
+        async def index(conn: Conn) -> None:
+            await _payload_index.index_payloads(conn, indexed)
+
+        if indexed:
+            await self._run("commit", index, one_statement=True)
+        return CommitResult(applied=out[0], stale=out[1], new_urls=out[2])
 
     async def get_url(self, url_key: bytes) -> dict[str, Any] | None:
         shard = _rows.key_shard(url_key)

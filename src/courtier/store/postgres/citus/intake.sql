@@ -45,10 +45,13 @@ $$;
 CREATE OR REPLACE FUNCTION courtier_insert_urls(p_urls courtier_new_url[], OUT o_shards integer[],
                                                 OUT o_hosts text[], OUT o_due double precision[],
                                                 OUT o_priority integer[])
-LANGUAGE plpgsql SET jit = off SET plan_cache_mode = force_custom_plan AS $$
+LANGUAGE plpgsql SET jit = off SET plan_cache_mode = force_custom_plan
+SET extra_float_digits = 1 AS $$
 DECLARE
     v_shards integer[];
     v_known bytea[];
+    v_rows text;
+    v_added record;
 BEGIN
     -- the keys that have a row (read by snapshot: a row another transaction is updating
     -- is seen, never waited for); on the batch's shards only, which Citus prunes by (the
@@ -57,22 +60,31 @@ BEGIN
     SELECT COALESCE(array_agg(u.url_key), '{}') INTO v_known
     FROM urls u JOIN unnest(p_urls) AS n ON u.shard = n.shard AND u.url_key = n.url_key
     WHERE u.shard = ANY(v_shards);
-    WITH added AS (
-        INSERT INTO urls (shard, url_key, url, host_key, depth, priority, state, version,
-                          discovered_at, next_fetch_at, redirect_hops, sitemap_changefreq,
-                          sitemap_lastmod, redirect_chain)
-        SELECT DISTINCT ON (n.shard, n.url_key)
-               n.shard, n.url_key, n.url, n.host_key, n.depth, n.priority, 0, 0,
-               n.discovered_at, n.next_fetch_at, n.redirect_hops, n.sitemap_changefreq,
-               n.sitemap_lastmod, n.redirect_chain
-        FROM unnest(p_urls) WITH ORDINALITY AS n
-        WHERE NOT n.url_key = ANY(v_known)  -- a url_key names its shard (core/urls.py)
-        ORDER BY n.shard, n.url_key, n.ordinality
-        ON CONFLICT DO NOTHING
-        RETURNING shard, host_key, next_fetch_at, priority
-    )
-    SELECT array_agg(shard), array_agg(host_key), array_agg(next_fetch_at), array_agg(priority)
-    INTO o_shards, o_hosts, o_due, o_priority FROM added;
+    -- the new rows as a router VALUES list (citus/commit.sql says why), first of each key
+    SELECT string_agg(format('(%L, %L, %L, %L, %L, %L, 0, 0, %L, %L, %L, %L, %L, %L)',
+                             n.shard, n.url_key, n.url, n.host_key, n.depth, n.priority,
+                             n.discovered_at, n.next_fetch_at, n.redirect_hops,
+                             n.sitemap_changefreq, n.sitemap_lastmod, n.redirect_chain),
+                      ', ' ORDER BY n.shard, n.url_key)
+    INTO v_rows
+    FROM (SELECT DISTINCT ON (n.shard, n.url_key) n.*
+          FROM unnest(p_urls) WITH ORDINALITY AS n
+          WHERE NOT n.url_key = ANY(v_known)  -- a url_key names its shard (core/urls.py)
+          ORDER BY n.shard, n.url_key, n.ordinality) AS n;
+    IF v_rows IS NULL THEN
+        RETURN;
+    END IF;
+    FOR v_added IN EXECUTE
+        'INSERT INTO urls (shard, url_key, url, host_key, depth, priority, state, version,'
+        || ' discovered_at, next_fetch_at, redirect_hops, sitemap_changefreq,'
+        || ' sitemap_lastmod, redirect_chain) VALUES ' || v_rows
+        || ' ON CONFLICT DO NOTHING RETURNING shard, host_key, next_fetch_at, priority'
+    LOOP
+        o_shards := o_shards || v_added.shard;
+        o_hosts := o_hosts || v_added.host_key;
+        o_due := o_due || v_added.next_fetch_at;
+        o_priority := o_priority || v_added.priority;
+    END LOOP;
 END;
 $$;
 
@@ -99,11 +111,33 @@ BEGIN
         RETURN;  -- levels whose rows all have no due time enter no queue
     END IF;
     PERFORM courtier_queue_lock(v_s, v_h);
-    INSERT INTO host_levels AS l (shard, host_key, priority, next_due_at)
-    SELECT s, h, p, min(d) FROM unnest(p_shards, p_hosts, p_priority, p_due) AS t(s, h, p, d)
-    WHERE d IS NOT NULL GROUP BY s, h, p ORDER BY s, h, p
-    ON CONFLICT (shard, host_key, priority) DO UPDATE
-        SET next_due_at = EXCLUDED.next_due_at WHERE EXCLUDED.next_due_at < l.next_due_at;
+    PERFORM courtier_levels_enter(p_shards, p_hosts, p_priority, p_due);
     PERFORM courtier_queue_from_levels(v_s, v_h);
+END;
+$$;
+
+-- Rows entered QUEUED merge their levels: the earliest due time per (shard, host,
+-- priority), upserted as a router VALUES list (citus/commit.sql says why); rows without
+-- a due time enter no level. The intake's and the commit's upkeep (courtier_queue_enter,
+-- courtier_queue_commit).
+CREATE OR REPLACE FUNCTION courtier_levels_enter(p_shards integer[], p_hosts text[],
+                                                 p_priority integer[],
+                                                 p_due double precision[])
+RETURNS void LANGUAGE plpgsql SET extra_float_digits = 1 AS $$
+DECLARE
+    v_rows text;
+BEGIN
+    SELECT string_agg(format('(%L, %L, %L, %L)', g.s, g.h, g.p, g.d), ', '
+                      ORDER BY g.s, g.h, g.p)
+    INTO v_rows
+    FROM (SELECT s, h, p, min(d) AS d FROM unnest(p_shards, p_hosts, p_priority, p_due)
+              AS t(s, h, p, d)
+          WHERE d IS NOT NULL GROUP BY s, h, p) AS g;
+    IF v_rows IS NULL THEN
+        RETURN;
+    END IF;
+    EXECUTE 'INSERT INTO host_levels AS l (shard, host_key, priority, next_due_at) VALUES '
+        || v_rows || ' ON CONFLICT (shard, host_key, priority) DO UPDATE'
+        || ' SET next_due_at = EXCLUDED.next_due_at WHERE EXCLUDED.next_due_at < l.next_due_at';
 END;
 $$;

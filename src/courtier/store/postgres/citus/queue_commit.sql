@@ -20,12 +20,7 @@ DECLARE
     v_due double precision;
 BEGIN
     PERFORM courtier_queue_lock(p_shards || p_add_shards, p_hosts || p_add_hosts);
-    INSERT INTO host_levels AS l (shard, host_key, priority, next_due_at)
-    SELECT s, h, p, min(d) FROM unnest(p_add_shards, p_add_hosts, p_add_prio, p_add_due)
-        AS t(s, h, p, d)
-    WHERE d IS NOT NULL GROUP BY s, h, p ORDER BY s, h, p
-    ON CONFLICT (shard, host_key, priority) DO UPDATE
-        SET next_due_at = EXCLUDED.next_due_at WHERE EXCLUDED.next_due_at < l.next_due_at;
+    PERFORM courtier_levels_enter(p_add_shards, p_add_hosts, p_add_prio, p_add_due);
     FOR v_level IN
         SELECT DISTINCT s, h, p FROM unnest(p_shards, p_hosts, p_priority) AS t(s, h, p)
         ORDER BY s, h, p

@@ -25,13 +25,21 @@
 -- every statement of every worker passes, so they serialise refills of one shard as
 -- before.
 
+-- (a router VALUES list, not INSERT … SELECT of unnest: Citus runs that through the
+-- coordinator by COPY, which always asks for two-phase commit; citus/commit.sql)
 CREATE OR REPLACE FUNCTION courtier_queue_lock(p_shards integer[], p_hosts text[])
 RETURNS void LANGUAGE plpgsql SET plan_cache_mode = force_custom_plan AS $$
+DECLARE
+    v_rows text;
 BEGIN
-    INSERT INTO host_queue AS q (shard, host_key, next_due_at, best_priority)
-    SELECT DISTINCT s, h, 'infinity'::double precision, 0
-    FROM unnest(p_shards, p_hosts) AS t(s, h) ORDER BY s, h
-    ON CONFLICT (shard, host_key) DO UPDATE SET best_priority = q.best_priority;
+    SELECT string_agg(format('(%L, %L, ''infinity''::double precision, 0)', t.s, t.h), ', '
+                      ORDER BY t.s, t.h)
+    INTO v_rows FROM (SELECT DISTINCT s, h FROM unnest(p_shards, p_hosts) AS t(s, h)) AS t;
+    IF v_rows IS NULL THEN
+        RETURN;
+    END IF;
+    EXECUTE 'INSERT INTO host_queue AS q (shard, host_key, next_due_at, best_priority) VALUES '
+        || v_rows || ' ON CONFLICT (shard, host_key) DO UPDATE SET best_priority = q.best_priority';
 END;
 $$;
 
