@@ -1,4 +1,5 @@
-"""Fixtures of the real-process cluster tests: a fresh database and a test web each."""
+"""Fixtures of the real-process cluster tests: a fresh database and a test web each; for
+the Citus node tests a Citus cluster of the test's own (``own_citus``, ``crawl_db``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import pytest
 from courtier.cluster.rendezvous import target_owners
 from courtier.core.urls import SHARD_COUNT, shard_of
 from courtier.testweb.spec import default_web, host_name
+from tests.citus_cluster import CitusCluster, citus_cluster
+from tests.integration.cluster.citus_nodes import OwnCitus
 from tests.integration.cluster.harness import Cluster, serving
 from tests.pg import temporary_database
 
@@ -53,3 +56,18 @@ async def cluster(dsn: str, tmp_path: Path, pages_per_host: int) -> AsyncIterato
                        latency=0.02, domain=spread_domain(12))
     async with serving(dsn, tmp_path, spec) as cluster:
         yield cluster
+
+
+@pytest.fixture
+def own_citus() -> Iterator[CitusCluster]:
+    """A coordinator and two worker nodes of the test's own (a node may be stopped or
+    added mid-test; the session's ``citus`` fixture is not touched)."""
+    with citus_cluster(workers=2) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+async def crawl_db(own_citus: CitusCluster) -> AsyncIterator[OwnCitus]:
+    name = "courtier_nodes"
+    dsn = await own_citus.create_database(name)
+    yield OwnCitus(own_citus, name, dsn)
