@@ -44,6 +44,20 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(SkipGuard(ci_is_on()), "courtier-skip-guard")
 
 
+#: test files handed to the test processes first (docs/testing.md, "How the time is kept
+#: down"): the real-process cluster tests, the suite's longest files of one to three tests
+FIRST = "tests/integration/cluster/"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The cluster tests first, the rest in the usual order (stable sort). The README's
+    command keeps this order (``--no-loadscope-reorder``; xdist would otherwise hand out
+    the files with most tests first, which left the cluster files, one to three tests
+    each, to the end, where each process took up to three of them while the others had
+    nothing left to run); the many short unit tests come last and fill the end."""
+    items.sort(key=lambda item: not item.nodeid.startswith(FIRST))
+
+
 @pytest.fixture(scope="module")
 def pg_module_dsn() -> Iterator[str]:
     """A PostgreSQL database for one test module (created, then dropped); see tests/pg.py.
