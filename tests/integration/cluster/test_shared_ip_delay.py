@@ -21,7 +21,7 @@ IP_DELAY = 1.0
 #: busy machine (the worker's pacer notes a request before its bytes go out; the server
 #: stamps it when its loop gets to it). Seen with ``--ip-delay 0.3``: in CI (xdist, both
 #: cores busy) two requests of one worker 0.064 s apart at the server, and in a suite at
-#: load 8–13 two of one worker 0.000 s apart (the test process stalled, both stamped at
+#: load 8–13 two of one worker 0.000 s apart (likely the test process stalled, both stamped at
 #: once), though that worker's own pacer keeps its writes 0.3 s apart (unit-tested).
 #: This delay does not add up along the log: every window of ``n`` consecutive gaps must
 #: span ``n * IP_DELAY - JITTER``. A worker ignoring the other's requests sends at twice
