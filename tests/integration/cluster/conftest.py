@@ -13,7 +13,7 @@ from courtier.core.urls import SHARD_COUNT, shard_of
 from courtier.testweb.spec import default_web, host_name
 from tests.citus_cluster import CitusCluster, citus_cluster
 from tests.integration.cluster.citus_nodes import OwnCitus
-from tests.integration.cluster.harness import Cluster, serving
+from tests.integration.cluster.harness import CITUS_TTL, TTL, Cluster, serving
 from tests.pg import temporary_database
 
 
@@ -36,7 +36,15 @@ def spread_domain(n_hosts: int, workers: tuple[str, ...] = ("w0", "w1", "w2"),
 
 
 @pytest.fixture
-def dsn() -> Iterator[str]:
+def dsn(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh database: of the local PostgreSQL server, or of the session's Citus cluster
+    (its coordinator's DSN) for a test that asks for it:
+    ``@pytest.mark.parametrize("dsn", ["postgres", "citus"], indirect=True)``."""
+    if getattr(request, "param", "postgres") == "citus":
+        citus: CitusCluster = request.getfixturevalue("citus")
+        with citus.database("cluster") as url:
+            yield url
+        return
     with temporary_database("cluster") as url:
         yield url
 
@@ -51,10 +59,14 @@ def pages_per_host() -> int:
 
 
 @pytest.fixture
-async def cluster(dsn: str, tmp_path: Path, pages_per_host: int) -> AsyncIterator[Cluster]:
+async def cluster(dsn: str, tmp_path: Path, pages_per_host: int,
+                  request: pytest.FixtureRequest) -> AsyncIterator[Cluster]:
     spec = default_web(n_hosts=12, pages_per_host=pages_per_host, crawl_delay=0.3,
                        latency=0.02, domain=spread_domain(12))
-    async with serving(dsn, tmp_path, spec) as cluster:
+    on_citus = getattr(request.node, "callspec", None) is not None and \
+        request.node.callspec.params.get("dsn") == "citus"
+    async with serving(dsn, tmp_path, spec,
+                       lease_ttl=CITUS_TTL if on_citus else TTL) as cluster:
         yield cluster
 
 
