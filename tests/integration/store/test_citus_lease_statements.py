@@ -1,0 +1,50 @@
+"""A lease acquisition on Citus sends the nodes a fixed number of statements, however many
+shards it takes (migration 0031).
+
+``shards`` and ``cluster_counters`` are reference tables: every statement that writes them
+is sent to each worker node (Citus's ``citus.log_remote_commands``, read through
+:func:`~tests.integration.store.citus_watch.watching`). Migration 0016's loop wrote one
+row a statement, two a shard taken, so an acquisition of 368 shards took 4 s on a loaded
+cluster while it held the lease changes' lock, every other worker's renewal waited, and
+their 3 s leases lapsed (docs/scale-out.md, "Citus: as built").
+
+Seen red: with migration 0016's loop left in place on a scratch copy (0031 emptied), "the
+nodes got 260 shard and counter writes for 64 shards against 12 for 2"."""
+
+from __future__ import annotations
+
+import re
+
+from courtier.store.postgres import PostgresStore
+from tests.integration.store.citus_watch import watching
+from tests.integration.store.rows import T0
+
+_LEASE_WRITE = re.compile(
+    r"^\[acquire_shards\] issuing .*\b(?:UPDATE|INSERT INTO)"
+    r" public\.(?:shards|cluster_counters)_\d+", re.S)
+
+
+def _writes(messages: list[str]) -> int:
+    return sum(1 for line in messages if _LEASE_WRITE.match(line))
+
+
+async def test_taking_64_released_shards_sends_as_many_writes_as_taking_2(
+        citus_store: PostgresStore) -> None:
+    few, many = [0, 1], list(range(100, 164))
+    held = await citus_store.acquire_shards("old", few + many, T0, 30)
+    assert sorted(held) == few + many
+    await citus_store.release_shards("old", few + many)
+
+    messages = watching(citus_store, remote=True)
+    assert sorted(await citus_store.acquire_shards("a", few, T0, 30)) == few
+    small = _writes(messages)
+    messages.clear()
+    taken = await citus_store.acquire_shards("b", many, T0, 30)
+    large = _writes(messages)
+
+    assert sorted(taken) == many
+    assert (await citus_store.cluster_view()).handovers == {"graceful": 66, "takeover": 0}
+    assert small > 0, "no write of the acquisition seen: the watch caught nothing"
+    assert large == small, (
+        f"the nodes got {large} shard and counter writes for {len(many)} shards against "
+        f"{small} for {len(few)}")
