@@ -43,7 +43,7 @@ TTL = 3.0          # --lease-ttl of every test worker on plain PostgreSQL
 #: --lease-ttl of the test workers on Citus: a lease round there writes the ``shards``
 #: reference table on every node by two-phase commit under one lock; before migration
 #: 0031 such rounds took 2-7 s at load 15-17, past the 2.25 s a 3 s lease leaves, and the
-#: workers fenced and took each other's shards over; since, at most 1.8 s in two runs at
+#: workers fenced and took each other's shards over; since, at most 1.8 s in four runs at
 #: load 10-14, too few to call 3 s safe here (docs/scale-out.md, "Lease rounds on Citus")
 CITUS_TTL = 10.0
 DEADLINE = 180.0   # seconds any single wait may take before the test fails
