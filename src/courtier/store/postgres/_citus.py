@@ -105,7 +105,10 @@ PLAN: tuple[Placement, ...] = (
         "scope_rules", "host_tiers", "archive_segments", "consumer_cursors",
         "outbox_sequencer")),
     _by_shard("urls"),
-    _by_shard("host_queue"),
+    # migration 0031's walk stamp is for the plain refill's resumed walk (Citus's refill
+    # walks from the start): a schema migrated before Citus was added drops it here
+    _by_shard("host_queue", "ALTER TABLE host_queue ALTER COLUMN moved_by SET DEFAULT '0'",
+              "DROP INDEX IF EXISTS host_queue_moved"),
     _by_shard("host_levels"),
     _by_shard("hosts"),
     _by_shard("host_clocks"),

@@ -92,6 +92,7 @@ from courtier.store.postgres import (
 from courtier.store.postgres._rows import Conn
 from courtier.store.postgres.dsn import STALLED_TRANSACTION_TIMEOUT, describe_dsn
 from courtier.store.postgres.pool_log import install as one_line_pool_warnings
+from courtier.store.walk_place import Resume, WalkKey, WalkPlaces
 
 T = TypeVar("T")
 
@@ -146,6 +147,7 @@ class PostgresStore:
         self._stalled_ms = max(1, round(stalled_transaction_timeout * 1000))
         self._schema_version = 0
         self._on_citus = False
+        self._walk_places = WalkPlaces()  # where this reader's last refill stopped
 
     @property
     def schema_version(self) -> int:
@@ -307,26 +309,126 @@ class PostgresStore:
     async def read_due(self, shards: Sequence[int], now: float, limit: int, per_host_limit: int,
                        skip_hosts: Collection[str] = (),
                        epochs: Mapping[int, int] | None = None) -> list[DueUrl]:
-        """One statement, no transaction, no lock (migration 0024's ``courtier_read_due``);
-        with ``epochs`` the fence is read in that statement's snapshot."""
+        """One statement per walk, no transaction, no lock (migration 0031's
+        ``courtier_read_due_from``); with ``epochs`` the fence is read in that statement's
+        snapshot. A walk resumes where this store's last one stopped
+        (:mod:`courtier.store.walk_place`) and then sends no skip set: it filters the few
+        skipped hosts it meets here (:meth:`_read_resumed`). On Citus every walk starts
+        from the beginning."""
         if limit <= 0 or per_host_limit <= 0 or not shards:
             return []
-        wanted, skip = sorted(set(shards)), sorted(set(skip_hosts))
-        args: list[object] = [now, now - OVERDUE_AFTER, limit, per_host_limit, skip, wanted]
-        if epochs is None:
-            chosen = "$6::integer[]"
-        else:
-            chosen = ("ARRAY(SELECT t.s FROM unnest($6::integer[]) AS t(s)"
-                      " LEFT JOIN unnest($7::integer[], $8::integer[]) AS e(s, epoch)"
-                      " ON e.s = t.s LEFT JOIN shards x ON x.shard = t.s"
-                      " WHERE e.epoch = coalesce(x.epoch, 0) ORDER BY t.s)")
-            args += [list(epochs), list(epochs.values())]
-        sql = f"SELECT * FROM courtier_read_due({chosen}, $1, $2, $3, $4, $5) ORDER BY walk"
+        wanted = sorted(set(shards))
+        held = skip_hosts if isinstance(skip_hosts, (set, frozenset)) else set(skip_hosts)
+        taken: list[DueUrl] = []
+        while len(taken) < limit:
+            skip = held if not taken else held | {d.host_key for d in taken}
+            resume = None if self._on_citus else self._walk_places.resume(
+                wanted, now, epochs, skip)
+            if resume is None:
+                taken += await self._read_from_start(wanted, now, limit - len(taken),
+                                                     per_host_limit, skip, epochs)
+                break
+            more, done = await self._read_resumed(wanted, now, limit - len(taken),
+                                                  per_host_limit, skip, epochs, resume)
+            taken += more
+            if done:
+                break
+        return taken
 
-        async def job(conn: Conn) -> list[DueUrl]:
-            return [_rows.due_url(r) for r in await conn.fetch(sql, *args)]
+    def _walk_sql(self, epochs: Mapping[int, int] | None, resumed: bool) -> str:
+        """The refill statement: $1-$6 now, overdue bound, limit, per host, skip, shards;
+        $7-$8 the epochs; then the resume place (migration 0031)."""
+        if epochs is None:
+            chosen, n = "$6::integer[]", 6
+        else:
+            chosen, n = ("ARRAY(SELECT t.s FROM unnest($6::integer[]) AS t(s)"
+                         " LEFT JOIN unnest($7::integer[], $8::integer[]) AS e(s, epoch)"
+                         " ON e.s = t.s LEFT JOIN shards x ON x.shard = t.s"
+                         " WHERE e.epoch = coalesce(x.epoch, 0) ORDER BY t.s)"), 8
+        if self._on_citus:
+            return f"SELECT * FROM courtier_read_due({chosen}, $1, $2, $3, $4, $5) ORDER BY walk"
+        place = ("NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL" if not resumed
+                 else f"${n + 1}::text::xid8, ${n + 2}, ${n + 3}, ${n + 4}, ${n + 5}, ${n + 6},"
+                 f" ${n + 7}, ${n + 8}, ${n + 9}::integer[], ${n + 10}::text[]")
+        return (f"WITH h AS ({_CHANGE_MARK})"
+                f" SELECT h.since, r.* FROM h LEFT JOIN LATERAL courtier_read_due_from("
+                f"{chosen}, $1, $2, $3, $4, $5, {place}) AS r ON true ORDER BY r.walk")
+
+    async def _walk(self, wanted: list[int], now: float, limit: int, per_host_limit: int,
+                    skip: list[str], epochs: Mapping[int, int] | None,
+                    resume: Resume | None) -> tuple[int, list[Any]]:
+        args: list[object] = [now, now - OVERDUE_AFTER, limit, per_host_limit, skip, wanted]
+        if epochs is not None:
+            args += [list(epochs), list(epochs.values())]
+        if resume is not None:
+            place, after = resume.place, resume.place.after
+            args += [str(place.since), place.now, place.overdue_before,
+                     *(after if after is not None else (None,) * 5),
+                     [s for s, _ in resume.released], [h for _, h in resume.released]]
+        sql = self._walk_sql(epochs, resume is not None)
+
+        async def job(conn: Conn) -> tuple[int, list[Any]]:
+            found = await conn.fetch(sql, *args)
+            if self._on_citus:
+                return 0, found
+            return int(found[0]["since"]), [r for r in found if r["walk"] is not None]
 
         return await self._run("read_due", job, write=False)
+
+    async def _read_from_start(self, wanted: list[int], now: float, limit: int,
+                               per_host_limit: int, skip: Collection[str],
+                               epochs: Mapping[int, int] | None) -> list[DueUrl]:
+        """The walk from the start, skipping ``skip`` in the statement (all of it sent)."""
+        since, found = await self._walk(wanted, now, limit, per_host_limit, list(skip),
+                                        epochs, None)
+        if not self._on_citus:
+            last = _walk_key(found[-1], now) if len(found) >= limit else None
+            self._walk_places.record(wanted, now, epochs, since, last,
+                                     skip, (r["host_key"] for r in found))
+        return [_rows.due_url(r) for r in found]
+
+    async def _read_resumed(self, wanted: list[int], now: float, limit: int,
+                            per_host_limit: int, skip: Collection[str],
+                            epochs: Mapping[int, int] | None,
+                            resume: Resume) -> tuple[list[DueUrl], bool]:
+        """One resumed walk with no skip set: a few rows more than wanted, the skipped
+        hosts' rows dropped here. Returns the rows taken and whether the answer is
+        complete (else the caller walks on from the place this one leaves).
+
+        The statement gives each host ``min(per_host, asked - rows before it)`` rows, so
+        only the last host of a full answer may have been cut short: it is used only if
+        it has the rows it would give anyway, else left for the next walk."""
+        asked = limit + max(16, limit // 8)
+        since, found = await self._walk(wanted, now, asked, per_host_limit, [], epochs,
+                                        resume)
+        groups: list[list[Any]] = []
+        for r in found:
+            if groups and groups[-1][0]["host_key"] == r["host_key"] \
+                    and groups[-1][0]["shard"] == r["shard"]:
+                groups[-1].append(r)
+            else:
+                groups.append([r])
+        full = len(found) >= asked
+        taken: list[Any] = []
+        walked: list[str] = []
+        after = None
+        for i, group in enumerate(groups):
+            host = group[0]["host_key"]
+            room = min(per_host_limit, limit - len(taken))
+            if full and i == len(groups) - 1 and host not in skip and len(group) < room:
+                break  # cut short by the statement's limit: the next walk reads it
+            walked.append(host)
+            after = _walk_key(group[0], now)
+            if host not in skip:
+                taken += group[:room]
+                if len(taken) >= limit:
+                    break
+        done = len(taken) >= limit or not full
+        if not full and len(walked) == len(groups):
+            after = None  # every ready host walked
+        self._walk_places.record(wanted, now, epochs, since, after,
+                                 skip, walked)
+        return [_rows.due_url(r) for r in taken], done
 
     async def reset_scheduled(self, shards: Sequence[int],
                               epochs: Mapping[int, int] | None = None) -> int:
@@ -1025,3 +1127,23 @@ async def _keep_session(conn: Conn) -> None:
     per release, for session state courtier never creates (no SET, cursor, LISTEN or
     session-level advisory lock: the migration lock is transaction-level)."""
     del conn
+
+
+#: a refill's change mark (store/walk_place.py): the oldest transaction its snapshot sees
+#: running that may be of this database, else the snapshot's xmax. Every transaction
+#: below it had finished, so the refill saw its writes. A transaction seen running in
+#: another database is left out (it writes none of these tables): a long writer there
+#: held the plain snapshot xmin back and made every later refill re-read what changed
+#: since it began. One seen running nowhere (finished since) counts as this database's.
+_CHANGE_MARK = (
+    "SELECT least(pg_snapshot_xmax(t.snap), (SELECT min(x) FROM pg_snapshot_xip(t.snap) AS x"
+    " WHERE NOT EXISTS (SELECT 1 FROM pg_stat_activity a"
+    " WHERE a.datname IS DISTINCT FROM current_database() AND a.backend_xid IS NOT NULL"
+    " AND a.backend_xid::text = (x::text::numeric % 4294967296)::text)))::text AS since"
+    " FROM (SELECT pg_current_snapshot() AS snap) AS t")
+
+
+def _walk_key(row: Any, now: float) -> WalkKey:
+    """The walk key of a refill row's host (migration 0031's host_due and host_level)."""
+    return (row["host_due"] < now - OVERDUE_AFTER, row["host_level"], row["host_due"],
+            row["host_key"], row["shard"])

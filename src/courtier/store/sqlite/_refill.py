@@ -40,6 +40,7 @@ from itertools import islice
 
 from courtier.dedup.fingerprint64 import from_signed64
 from courtier.store.base import OVERDUE_AFTER, DueUrl, UrlState
+from courtier.store.walk_place import Resume, WalkKey, WalkPlaces
 
 QUEUED = int(UrlState.QUEUED)
 SCHEDULED = int(UrlState.SCHEDULED)
@@ -129,22 +130,45 @@ def _host_ranges(
     now: float,
     overdue_before: float,
     skip: str | None,
+    after: WalkKey | None = None,
 ) -> list[Iterator[HostKey]]:
-    """One lazy, contract-ordered stream of ready hosts per index range."""
+    """One lazy, contract-ordered stream of ready hosts per index range; with ``after``
+    (a resumed walk) each range starts after that walk key."""
     levels = [int(row[0]) for row in conn.execute(_LEVELS)]
+    found = {level: _start(level, after, overdue_before) for level in levels}
+    starts = {level: start for level, start in found.items() if start is not None}
+    levels = [level for level in levels if level in starts]
     wanted = sorted(set(shards))
     skip_clause = "AND host_key NOT IN (SELECT value FROM json_each(:skip))" if skip else ""
     if len(wanted) * len(levels) <= PER_SHARD_RANGES:
         sql = _HOSTS.format(index="host_queue_shard_ready", shard_clause="shard = :shard",
                             skip_clause=skip_clause)
-        return [_paged(conn, sql, level, shard, None, now, overdue_before, skip)
+        return [_paged(conn, sql, level, shard, None, now, overdue_before, skip, starts[level])
                 for shard in wanted for level in levels]
     sql = _HOSTS.format(index="host_queue_ready",
                         shard_clause="shard IN (SELECT value FROM json_each(:shards))",
                         skip_clause=skip_clause)
     shard_list = json.dumps(wanted)
-    return [_paged(conn, sql, level, None, shard_list, now, overdue_before, skip)
+    return [_paged(conn, sql, level, None, shard_list, now, overdue_before, skip, starts[level])
             for level in levels]
+
+
+_FROM_START = (-math.inf, "", -1)
+
+
+def _start(level: int, after: WalkKey | None,
+           overdue_before: float) -> tuple[float, str, int] | None:
+    """Where a level's range starts for a walk resumed after ``after``: the keyset
+    (next_due_at, host_key, shard) it follows, or None when the whole range is before."""
+    if after is None:
+        return _FROM_START
+    late, at_level, due, host_key, shard = after
+    if level == at_level:
+        return (due, host_key, shard)
+    not_late_part = (overdue_before, "", -1)  # due >= overdue_before: the range's non-late
+    if late:
+        return not_late_part if level > at_level else _FROM_START
+    return None if level > at_level else not_late_part
 
 
 def _paged(
@@ -156,8 +180,9 @@ def _paged(
     now: float,
     overdue_before: float,
     skip: str | None,
+    start: tuple[float, str, int] = _FROM_START,
 ) -> Iterator[HostKey]:
-    page, after = FIRST_PAGE, (-math.inf, "", -1)
+    page, after = FIRST_PAGE, start
     while True:
         rows = conn.execute(sql, {
             "level": level, "shard": shard, "shards": shard_list, "now": now, "skip": skip,
@@ -205,24 +230,109 @@ def read_due(
     overdue_before = now - OVERDUE_AFTER
     skip = json.dumps(sorted(skip_hosts)) if skip_hosts else None
     hosts = heapq.merge(*_host_ranges(conn, shards, now, overdue_before, skip))
+    return _take(conn, hosts, now, overdue_before, limit, per_host_limit)[0]
+
+
+def read_due_resuming(
+    conn: sqlite3.Connection,
+    places: WalkPlaces,
+    shards: Sequence[int],
+    now: float,
+    limit: int,
+    per_host_limit: int,
+    skip_hosts: Collection[str],
+) -> list[DueUrl]:
+    """:func:`read_due`, resuming where the last walk of this reader stopped
+    (:mod:`courtier.store.walk_place`; migration 0024's change stamps), and leaving the
+    place of this one. A resumed walk tests the skipped hosts it meets here, in Python:
+    no skip set goes to SQL."""
+    if limit <= 0 or per_host_limit <= 0 or not shards:
+        return []
+    overdue_before = now - OVERDUE_AFTER
+    since = int(conn.execute("SELECT n FROM walk_clock WHERE id = 0").fetchone()[0])
+    held = skip_hosts if isinstance(skip_hosts, (set, frozenset)) else set(skip_hosts)
+    resume = places.resume(shards, now, None, held)
+    if resume is None:
+        skip = json.dumps(sorted(held)) if held else None
+        hosts: Iterator[HostKey] = heapq.merge(
+            *_host_ranges(conn, shards, now, overdue_before, skip))
+    else:
+        candidates = _candidates(conn, resume, shards, now, overdue_before)
+        ids = {(shard, host_key) for _, shard, host_key, _ in candidates}
+        ranges = [(h for h in hosts_of_range if (h[1], h[2]) not in ids) for hosts_of_range
+                  in _host_ranges(conn, shards, now, overdue_before, None, resume.place.after)]
+        hosts = (h for h in heapq.merge(iter(candidates), *ranges) if h[2] not in held)
+    taken, last = _take(conn, hosts, now, overdue_before, limit, per_host_limit)
+    places.record(shards, now, None, since, last if len(taken) >= limit else None,
+                  held, (d.host_key for d in taken))
+    return taken
+
+
+def _candidates(conn: sqlite3.Connection, resume: Resume, shards: Sequence[int], now: float,
+                overdue_before: float) -> list[HostKey]:
+    """The ready hosts of ``shards`` that may have entered the part of the walk done
+    before the place (store/walk_place.py), in walk order, up to the place."""
+    place, wanted = resume.place, set(shards)
+    found = conn.execute(_CHANGED, {"since": place.since, "now": now}).fetchall()
+    found += conn.execute(_HOST_ROWS, {"hosts": json.dumps(resume.released)}).fetchall()
+    for low, high in ((place.now, now), (place.overdue_before, overdue_before)):
+        found += conn.execute(_MOVED_BY_CLOCK, {"low": low, "high": high}).fetchall()
+    out: dict[tuple[int, str], HostKey] = {}
+    for shard, host_key, due, level, levels in found:
+        if shard not in wanted or due > now:
+            continue
+        key = (due >= overdue_before, -level, due, host_key, shard)
+        if place.after is None or key <= _walk_rank(place.after):
+            out[(shard, host_key)] = (key, shard, host_key, levels)
+    return sorted(out.values())
+
+
+def _walk_rank(key: WalkKey) -> tuple[bool, int, float, str, int]:
+    """A walk key (overdue, best priority, ...) as this module ranks it."""
+    late, level, due, host_key, shard = key
+    return (not late, -level, due, host_key, shard)
+
+
+_HOST_COLUMNS = "shard, host_key, next_due_at, best_priority, levels"
+_CHANGED = (f"SELECT {_HOST_COLUMNS} FROM host_queue INDEXED BY host_queue_changed"
+            " WHERE changed >= :since AND next_due_at <= :now")
+_HOST_ROWS = (f"SELECT q.{_HOST_COLUMNS.replace(', ', ', q.')} FROM json_each(:hosts) AS h"
+              " JOIN host_queue AS q ON q.shard = h.value ->> 0 AND q.host_key = h.value ->> 1")
+# hosts whose readiness (due in (then, now]) or overdue state (due in [then's bound, now's
+# bound)) moved with the clock since the place was left: one range of each level (the
+# bounds' ends differ by at most one value, which the walk order re-checks)
+_MOVED_BY_CLOCK = f"""
+SELECT {_HOST_COLUMNS} FROM host_queue INDEXED BY host_queue_ready
+WHERE best_priority IN ({_LEVELS}) AND next_due_at >= :low AND next_due_at <= :high
+"""
+
+
+def _take(conn: sqlite3.Connection, hosts: Iterator[HostKey], now: float,
+          overdue_before: float, limit: int,
+          per_host_limit: int) -> tuple[list[DueUrl], WalkKey | None]:
+    """Walk ``hosts`` in batches until ``limit`` rows are taken: the rows, and the walk
+    key of the last host that gave one."""
     taken: list[DueUrl] = []
+    last: WalkKey | None = None
     rows_per_host = float(per_host_limit)  # optimistic first guess, then what was seen
     while len(taken) < limit:
         remaining = limit - len(taken)
-        batch = [(shard, host, levels) for _, shard, host, levels
-                 in islice(hosts, max(1, math.ceil(remaining / rows_per_host)))]
+        batch = list(islice(hosts, max(1, math.ceil(remaining / rows_per_host))))
         if not batch:
             break
-        probed = _probe(conn, batch, now, overdue_before, min(per_host_limit, remaining))
+        probed = _probe(conn, [(shard, host, levels) for _, shard, host, levels in batch],
+                        now, overdue_before, min(per_host_limit, remaining))
         seen = 0
-        for i in range(len(batch)):
+        for i, (rank, *_) in enumerate(batch):
             rows = probed.get(i, [])
             seen += len(rows)
             room = min(per_host_limit, limit - len(taken))
-            if room > 0:
+            if room > 0 and rows:
                 taken.extend(rows[:room])
+                not_late, neg_level, due, host_key, shard = rank
+                last = (not not_late, -neg_level, due, host_key, shard)
         rows_per_host = max(1.0, seen / len(batch))
-    return taken
+    return taken, last
 
 
 def _row_rank(d: DueUrl, overdue_before: float) -> tuple[bool, int, float, int, bytes]:

@@ -87,6 +87,7 @@ from courtier.store.sqlite import (
     _retention,
     _schema,
 )
+from courtier.store.walk_place import WalkPlaces
 
 T = TypeVar("T")
 
@@ -120,6 +121,7 @@ class SqliteStore:
         if durability not in _schema.SYNCHRONOUS:
             raise StoreError(f"unknown SQLite durability {durability!r} (normal or full)")
         self._durability = durability
+        self._walk_places = WalkPlaces()  # where this reader's last refill stopped
         self._path = str(path)
         self._clock: Clock = clock if clock is not None else RealClock()
         self._executor: ThreadPoolExecutor | None = None
@@ -257,15 +259,22 @@ class SqliteStore:
         skip_hosts: Collection[str] = (),
         epochs: Mapping[int, int] | None = None,
     ) -> list[DueUrl]:
-        """A read transaction (``BEGIN``, not ``IMMEDIATE``): it waits for no writer."""
-        return await self._refill("read_due", _refill.read_due, shards, now, limit,
+        """A read transaction (``BEGIN``, not ``IMMEDIATE``): it waits for no writer. The
+        walk resumes where this store's last one stopped (``_refill.read_due_resuming``)."""
+        places = self._walk_places
+
+        def select(conn: sqlite3.Connection, wanted: Sequence[int], at: float, n: int,
+                   per_host: int, skip: Collection[str]) -> list[DueUrl]:
+            return _refill.read_due_resuming(conn, places, wanted, at, n, per_host, skip)
+
+        return await self._refill("read_due", select, shards, now, limit,
                                   per_host_limit, skip_hosts, epochs)
 
     async def _refill(self, op: str, select: _refill.Select, shards: Sequence[int],
                       now: float, limit: int, per_host_limit: int,
                       skip_hosts: Collection[str],
                       epochs: Mapping[int, int] | None) -> list[DueUrl]:
-        shard_list, skip = list(shards), list(skip_hosts)
+        shard_list, skip = list(shards), frozenset(skip_hosts)  # the caller's set may change
         fence = None if epochs is None else dict(epochs)
 
         def job(conn: sqlite3.Connection) -> list[DueUrl]:
