@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterator
+from typing import Any
 from pathlib import Path
 
 import pytest
@@ -72,5 +73,45 @@ def test_refill_finds_a_host_moved_before_where_its_walk_resumes(
         finally:
             await other.close()
             await reader.close()
+
+    asyncio.run(run())
+
+
+def test_postgres_stamps_a_host_only_when_its_walk_key_moves(pg_dsn: str) -> None:
+    """Migration 0031 stamps ``host_queue.moved_by`` on an insert and on a move of the
+    walk key (next_due_at, best_priority) only, so a write that changes only a host's
+    levels keeps the stamp, and with it a HOT update (an indexed column left alone).
+    Seen red with courtier_queue_enter stamping every update it makes (the new lower
+    level's write changed the stamp)."""
+    def c(url: str, priority: int, due: float) -> NewUrl:
+        u = canonicalize(url)
+        return NewUrl(u.url_key, u.url, u.host_key, u.shard, 1, priority, due, T0 - 7200)
+
+    async def run() -> None:
+        store = PostgresStore(pg_dsn, clock=VirtualClock(T0))
+        await store.open()
+        host = canonicalize("http://h.test/").host_key
+
+        async def row() -> tuple[int, list[int], float]:
+            async def job(conn: Any) -> tuple[int, list[int], float]:
+                r = await conn.fetchrow(
+                    "SELECT moved_by::text::bigint AS m, level_priorities, next_due_at"
+                    " FROM host_queue WHERE host_key = $1", host)
+                return int(r["m"]), list(r["level_priorities"]), float(r["next_due_at"])
+            return await store._run("check", job, write=False)
+
+        try:
+            await store.add_urls([c("http://h.test/a", 5, T0 - 100)])
+            inserted = await row()
+            assert inserted[0] > 0
+            await store.add_urls([c("http://h.test/b", 2, T0 - 50)])  # a new, lower level
+            levels_only = await row()
+            assert levels_only[1] == [5, 2] and levels_only[2] == T0 - 100
+            assert levels_only[0] == inserted[0]
+            await store.add_urls([c("http://h.test/c", 5, T0 - 200)])  # due earlier: moves
+            moved = await row()
+            assert moved[2] == T0 - 200 and moved[0] > inserted[0]
+        finally:
+            await store.close()
 
     asyncio.run(run())
