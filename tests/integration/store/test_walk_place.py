@@ -1,16 +1,17 @@
 """The refill of PostgreSQL and SQLite resumes its walk after the last host it returned
-(store/walk_place.py; migrations 0031 (PostgreSQL) and 0024 (SQLite)) and still finds a host that another
-process moved before that point.
+(store/walk_place.py; PostgreSQL migration 0031, SQLite 0024) and still finds a host
+that another process moved before that point.
 
 Reader A reads two hosts, then two more holding the first (its walk resumes after the
 fourth); another store B (another process) then adds a URL that makes a host A has not
 read due before all of them, and a new host due earlier still, both in the part of the
 walk A has done. A's next refill, holding the four, must return exactly the brute-force
 answer: those two first, and nothing of the held host the other process changed too.
-Only the host-queue stamps (set on an insert and on a move of the walk key) tell
-A's walk about them. Seen red on
-both stores with the triggers not created (the refill returned only the host after the
-resume point), and on both with the store's filter of skipped hosts in a resumed walk
+Only the host-queue stamps (set on an insert and on a move of the walk key) tell A's
+walk about them. Seen red on both stores with the stamps not set (SQLite: the update trigger
+never firing; PostgreSQL: no update stamping in courtier_queue_enter and
+courtier_queue_from_levels): the refill returned only the host after the resume point;
+and on both with the store's filter of skipped hosts in a resumed walk
 taken out (the held host came back).
 """
 
@@ -18,8 +19,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterator
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import pytest
 
