@@ -309,12 +309,12 @@ class PostgresStore:
     async def read_due(self, shards: Sequence[int], now: float, limit: int, per_host_limit: int,
                        skip_hosts: Collection[str] = (),
                        epochs: Mapping[int, int] | None = None) -> list[DueUrl]:
-        """One statement per walk, no transaction, no lock (migration 0031's
-        ``courtier_read_due_from``); with ``epochs`` the fence is read in that statement's
-        snapshot. A walk resumes where this store's last one stopped
-        (:mod:`courtier.store.walk_place`) and then sends no skip set: it filters the few
-        skipped hosts it meets here (:meth:`_read_resumed`). On Citus every walk starts
-        from the beginning."""
+        """No transaction, no lock (migration 0031's ``courtier_read_due_from``); with
+        ``epochs`` the fence is read in the walk's snapshot. A walk resumes where this
+        store's last one stopped (:mod:`courtier.store.walk_place`): the candidates before
+        that place are asked first and the held ones left out here, and the walk gets no
+        skip set: it drops the few skipped hosts it meets after the place here
+        (:meth:`_read_resumed`). On Citus every walk starts from the beginning."""
         if limit <= 0 or per_host_limit <= 0 or not shards:
             return []
         wanted = sorted(set(shards))
@@ -337,7 +337,9 @@ class PostgresStore:
 
     def _walk_sql(self, epochs: Mapping[int, int] | None, resumed: bool) -> str:
         """The refill statement: $1-$6 now, overdue bound, limit, per host, skip, shards;
-        $7-$8 the epochs; then the resume place (migration 0031)."""
+        $7-$8 the epochs; then the resume key and the candidates (migration 0031). A walk
+        from the start also returns the change mark (a resumed one took it with its
+        candidates, :data:`_CANDIDATES`)."""
         if epochs is None:
             chosen, n = "$6::integer[]", 6
         else:
@@ -347,31 +349,42 @@ class PostgresStore:
                          " WHERE e.epoch = coalesce(x.epoch, 0) ORDER BY t.s)"), 8
         if self._on_citus:
             return f"SELECT * FROM courtier_read_due({chosen}, $1, $2, $3, $4, $5) ORDER BY walk"
-        place = ("NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL" if not resumed
-                 else f"${n + 1}::text::xid8, ${n + 2}, ${n + 3}, ${n + 4}, ${n + 5}, ${n + 6},"
-                 f" ${n + 7}, ${n + 8}, ${n + 9}::integer[], ${n + 10}::text[]")
+        if resumed:
+            return (f"SELECT * FROM courtier_read_due_from({chosen}, $1, $2, $3, $4, $5, true,"
+                    f" ${n + 1}, ${n + 2}, ${n + 3}, ${n + 4}, ${n + 5}, ${n + 6}::integer[],"
+                    f" ${n + 7}::text[]) ORDER BY walk")
         return (f"WITH h AS ({_CHANGE_MARK})"
                 f" SELECT h.since, r.* FROM h LEFT JOIN LATERAL courtier_read_due_from("
-                f"{chosen}, $1, $2, $3, $4, $5, {place}) AS r ON true ORDER BY r.walk")
+                f"{chosen}, $1, $2, $3, $4, $5, false, NULL, NULL, NULL, NULL, NULL, NULL,"
+                f" NULL) AS r ON true ORDER BY r.walk")
 
     async def _walk(self, wanted: list[int], now: float, limit: int, per_host_limit: int,
-                    skip: list[str], epochs: Mapping[int, int] | None,
+                    skip: Collection[str], epochs: Mapping[int, int] | None,
                     resume: Resume | None) -> tuple[int, list[Any]]:
-        args: list[object] = [now, now - OVERDUE_AFTER, limit, per_host_limit, skip, wanted]
+        """One walk: from the start (``skip`` sent whole), or resumed at ``resume``'s
+        place, one round trip for the change mark and the candidates (less ``skip``,
+        plus the released hosts) and one for the walk, which gets no skip set."""
+        sent = [] if resume is not None else list(skip)
+        args: list[object] = [now, now - OVERDUE_AFTER, limit, per_host_limit, sent, wanted]
         if epochs is not None:
             args += [list(epochs), list(epochs.values())]
-        if resume is not None:
-            place, after = resume.place, resume.place.after
-            args += [str(place.since), place.now, place.overdue_before,
-                     *(after if after is not None else (None,) * 5),
-                     [s for s, _ in resume.released], [h for _, h in resume.released]]
         sql = self._walk_sql(epochs, resume is not None)
 
         async def job(conn: Conn) -> tuple[int, list[Any]]:
-            found = await conn.fetch(sql, *args)
             if self._on_citus:
-                return 0, found
-            return int(found[0]["since"]), [r for r in found if r["walk"] is not None]
+                return 0, await conn.fetch(sql, *args)
+            if resume is None:
+                found = await conn.fetch(sql, *args)
+                return int(found[0]["since"]), [r for r in found if r["walk"] is not None]
+            place = resume.place
+            marked = await conn.fetch(_CANDIDATES, wanted, str(place.since), place.now, now,
+                                      place.overdue_before, now - OVERDUE_AFTER)
+            candidates = {(r["shard"], r["host_key"]) for r in marked
+                          if r["host_key"] is not None and r["host_key"] not in skip}
+            candidates.update(resume.released)
+            after = place.after if place.after is not None else (None,) * 5
+            return int(marked[0]["since"]), await conn.fetch(
+                sql, *args, *after, [c[0] for c in candidates], [c[1] for c in candidates])
 
         return await self._run("read_due", job, write=False)
 
@@ -379,7 +392,7 @@ class PostgresStore:
                                per_host_limit: int, skip: Collection[str],
                                epochs: Mapping[int, int] | None) -> list[DueUrl]:
         """The walk from the start, skipping ``skip`` in the statement (all of it sent)."""
-        since, found = await self._walk(wanted, now, limit, per_host_limit, list(skip),
+        since, found = await self._walk(wanted, now, limit, per_host_limit, skip,
                                         epochs, None)
         if not self._on_citus:
             last = _walk_key(found[-1], now) if len(found) >= limit else None
@@ -391,15 +404,16 @@ class PostgresStore:
                             per_host_limit: int, skip: Collection[str],
                             epochs: Mapping[int, int] | None,
                             resume: Resume) -> tuple[list[DueUrl], bool]:
-        """One resumed walk with no skip set: a few rows more than wanted, the skipped
-        hosts' rows dropped here. Returns the rows taken and whether the answer is
+        """One resumed walk with no skip set (the held candidates are left out before it):
+        a few rows more than wanted, the rows of the few skipped hosts it meets after the
+        place dropped here. Returns the rows taken and whether the answer is
         complete (else the caller walks on from the place this one leaves).
 
         The statement gives each host ``min(per_host, asked - rows before it)`` rows, so
         only the last host of a full answer may have been cut short: it is used only if
         it has the rows it would give anyway, else left for the next walk."""
         asked = limit + max(16, limit // 8)
-        since, found = await self._walk(wanted, now, asked, per_host_limit, [], epochs,
+        since, found = await self._walk(wanted, now, asked, per_host_limit, skip, epochs,
                                         resume)
         groups: list[list[Any]] = []
         for r in found:
@@ -1141,6 +1155,13 @@ _CHANGE_MARK = (
     " WHERE a.datname IS DISTINCT FROM current_database() AND a.backend_xid IS NOT NULL"
     " AND a.backend_xid::text = (x::text::numeric % 4294967296)::text)))::text AS since"
     " FROM (SELECT pg_current_snapshot() AS snap) AS t")
+
+#: a resumed refill's change mark and the hosts that may have entered the part of the walk
+#: done before its place since the last walk (migration 0031's courtier_walk_candidates)
+_CANDIDATES = (
+    f"WITH h AS ({_CHANGE_MARK}) SELECT h.since, c.shard, c.host_key FROM h"
+    " LEFT JOIN LATERAL courtier_walk_candidates($1::integer[], $2::text::xid8, $3, $4, $5,"
+    " $6) AS c ON true")
 
 
 def _walk_key(row: Any, now: float) -> WalkKey:

@@ -14,8 +14,8 @@
 --     or moved in the walk order since the last walk's snapshot (moved_by >= that xmin,
 --     by the index below), hosts whose readiness or overdue state moved with the clock
 --     (next_due_at in (then, now] or in [then - OVERDUE_AFTER, now - OVERDUE_AFTER)),
---     and the hosts the reader held or was given then and holds no longer (the caller's
---     p_released).
+--     less the hosts the reader holds (courtier_walk_candidates, then the store), and
+--     the hosts the reader held or was given then and holds no longer (released).
 --
 -- Every other ready host before the key was, at the last walk, returned or skipped, and
 -- is held still, or released (docs/scale-out.md, "Resuming the walk"). A write that
@@ -117,25 +117,59 @@ BEGIN
 END
 $migration$;
 
--- Migration 24's walk with a place to resume from. p_since NULL: no place, the walk of
--- migration 24 (from the start). Otherwise the last walk's snapshot xmin (p_since), its
--- now and overdue bound (p_since_now, p_since_overdue), the walk key of the last host it
--- returned (p_after_*; p_after_late NULL: it returned fewer rows than asked, so it walked
--- every ready host), and the hosts released since, as (shard, host). Each range (overdue
--- or not, level) is walked in two phases: first the candidates (the hosts that may have
--- entered the part of the walk already done) up to the resume key, by their primary keys;
--- then the host range after that key (a range wholly before it: none).
+-- The hosts that may have entered the part of a walk done before its place since that
+-- walk (the caller's change mark p_since, its now and overdue bound): host-queue rows
+-- inserted or moved since (moved_by), and the hosts whose readiness or overdue state
+-- moved with the clock (one range of host_queue_level per level). The store drops the
+-- ones it holds and adds the ones it released before the walk (courtier_read_due_from's
+-- p_cand_*): a held host that moved (the worker's own commit of one of its rows moves
+-- it) is not read at all, where the skipset branch's walk read its rows and dropped them.
+CREATE FUNCTION courtier_walk_candidates(p_shards integer[], p_since xid8,
+                                         p_since_now double precision,
+                                         p_now double precision,
+                                         p_since_overdue double precision,
+                                         p_overdue double precision)
+RETURNS TABLE (shard integer, host_key text)
+LANGUAGE sql STABLE AS $$
+    WITH RECURSIVE lv(p) AS (
+        SELECT (SELECT q.best_priority FROM host_queue q ORDER BY q.best_priority DESC LIMIT 1)
+        UNION ALL
+        SELECT (SELECT q.best_priority FROM host_queue q WHERE q.best_priority < lv.p
+                ORDER BY q.best_priority DESC LIMIT 1) FROM lv WHERE lv.p IS NOT NULL
+    )
+    SELECT q.shard, q.host_key FROM host_queue q
+    WHERE q.moved_by >= p_since AND q.shard = ANY(p_shards) AND q.next_due_at <= p_now
+    UNION
+    SELECT w.shard, w.host_key FROM lv
+    CROSS JOIN LATERAL (
+        SELECT q.shard, q.host_key FROM host_queue q
+        WHERE q.best_priority = lv.p AND q.next_due_at > p_since_now
+          AND q.next_due_at <= p_now AND q.shard = ANY(p_shards)
+        UNION ALL
+        SELECT q.shard, q.host_key FROM host_queue q
+        WHERE q.best_priority = lv.p AND q.next_due_at >= p_since_overdue
+          AND q.next_due_at < p_overdue AND q.shard = ANY(p_shards)
+    ) AS w
+    WHERE lv.p IS NOT NULL;
+$$;
+
+-- Migration 24's walk with a place to resume from. p_resumed false: no place, the walk
+-- of migration 24 (from the start). Otherwise the walk key of the last host the last
+-- walk returned (p_after_*; p_after_late NULL: it returned fewer rows than asked, so it
+-- walked every ready host) and the candidates, as (shard, host): the hosts that may have
+-- entered the part of the walk done before that key since (courtier_walk_candidates,
+-- less the held hosts, plus the released ones). Each range (overdue or not, level) is
+-- walked in two phases: first the candidates up to the resume key, by their primary
+-- keys; then the host range after that key (a range wholly before it: none).
 -- host_due and host_level are the returned row's host's walk key (the caller's next
 -- resume key).
 CREATE FUNCTION courtier_read_due_from(p_shards integer[], p_now double precision,
                                        p_overdue double precision, p_limit integer,
-                                       p_per_host integer, p_skip text[], p_since xid8,
-                                       p_since_now double precision,
-                                       p_since_overdue double precision,
-                                       p_after_late boolean, p_after_level integer,
-                                       p_after_due double precision, p_after_host text,
-                                       p_after_shard integer, p_released_shards integer[],
-                                       p_released_hosts text[])
+                                       p_per_host integer, p_skip text[],
+                                       p_resumed boolean, p_after_late boolean,
+                                       p_after_level integer, p_after_due double precision,
+                                       p_after_host text, p_after_shard integer,
+                                       p_cand_shards integer[], p_cand_hosts text[])
 RETURNS TABLE (walk bigint, shard integer, url_key bytea, url text, host_key text,
                depth integer, priority integer, version integer,
                next_fetch_at double precision, redirect_hops integer, etag text,
@@ -186,26 +220,10 @@ BEGIN
     IF v_levels IS NULL THEN
         RETURN;
     END IF;
-    IF p_since IS NOT NULL THEN
-        WITH c AS (
-            SELECT q.shard AS s, q.host_key AS h FROM host_queue q
-            WHERE q.moved_by >= p_since AND q.shard = ANY(p_shards)
-            UNION
-            SELECT r.s, r.h FROM unnest(p_released_shards, p_released_hosts) AS r(s, h)
-            UNION
-            SELECT w.shard, w.host_key FROM unnest(v_levels) AS l(p)
-            CROSS JOIN LATERAL (
-                SELECT q.shard, q.host_key FROM host_queue q
-                WHERE q.best_priority = l.p AND q.next_due_at > p_since_now
-                  AND q.next_due_at <= p_now AND q.shard = ANY(p_shards)
-                UNION ALL
-                SELECT q.shard, q.host_key FROM host_queue q
-                WHERE q.best_priority = l.p AND q.next_due_at >= p_since_overdue
-                  AND q.next_due_at < p_overdue AND q.shard = ANY(p_shards)
-            ) AS w
-        )
+    IF p_resumed THEN
         SELECT coalesce(array_agg(c.s), '{}'), coalesce(array_agg(c.h), '{}') INTO v_cs, v_ch
-        FROM c WHERE c.h <> ALL(p_skip) AND c.s = ANY(p_shards);
+        FROM unnest(p_cand_shards, p_cand_hosts) AS c(s, h)
+        WHERE c.h <> ALL(p_skip) AND c.s = ANY(p_shards);
     END IF;
 
     <<ranges>>
@@ -213,10 +231,10 @@ BEGIN
         v_low := CASE WHEN v_late THEN '-infinity'::double precision ELSE p_overdue END;
         FOREACH v_level IN ARRAY v_levels LOOP
             -- where this range stands against the resume key
-            v_range_before := p_since IS NOT NULL AND (
+            v_range_before := p_resumed AND (
                 p_after_late IS NULL OR (v_late AND NOT p_after_late)
                 OR (v_late = p_after_late AND v_level > p_after_level));
-            v_range_at := p_since IS NOT NULL AND NOT v_range_before
+            v_range_at := p_resumed AND NOT v_range_before
                 AND v_late = p_after_late AND v_level = p_after_level;
             v_after_due := '-infinity';
             v_after_host := '';
@@ -361,9 +379,8 @@ END;
 $$;
 
 ALTER FUNCTION courtier_read_due_from(integer[], double precision, double precision, integer,
-                                      integer, text[], xid8, double precision,
-                                      double precision, boolean, integer, double precision,
-                                      text, integer, integer[], text[])
+                                      integer, text[], boolean, boolean, integer,
+                                      double precision, text, integer, integer[], text[])
     SET plan_cache_mode = force_custom_plan SET jit = off
     SET enable_hashjoin = off SET enable_mergejoin = off;
 
@@ -385,5 +402,5 @@ LANGUAGE sql STABLE AS $$
            r.payload_digest, r.change_stats, r.last_fetch_at, r.warc_file, r.simhash,
            r.sitemap_changefreq, r.sitemap_lastmod, r.redirect_chain
     FROM courtier_read_due_from(p_shards, p_now, p_overdue, p_limit, p_per_host, p_skip,
-                                NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL) AS r;
+                                false, NULL, NULL, NULL, NULL, NULL, NULL, NULL) AS r;
 $$;
