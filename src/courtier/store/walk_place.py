@@ -44,7 +44,9 @@ class WalkPlace:
     now: float
     since: int  # the store's change mark at that walk (PostgreSQL: its snapshot's xmin)
     after: WalkKey | None
-    covered: set[str]  # the hosts it skipped or returned (never changed once kept)
+    #: the hosts it skipped or returned, each with its shard where the walk read one (a
+    #: skipped host's is not known: ``shard_of`` of its key then; never changed once kept)
+    covered: dict[str, int | None]
 
     @property
     def overdue_before(self) -> float:
@@ -78,14 +80,17 @@ class WalkPlaces:
                 or not place.shards.issuperset(shards)):
             return None
         skipped = skip if isinstance(skip, (set, frozenset)) else set(skip)
-        return Resume(place, [(shard_of(h), h) for h in place.covered.difference(skipped)])
+        covered = place.covered
+        return Resume(place, [(shard if (shard := covered[h]) is not None else shard_of(h), h)
+                              for h in covered.keys() - skipped])
 
     def record(self, shards: Collection[int], now: float, epochs: Mapping[int, int] | None,
                since: int, after: WalkKey | None, skipped: Collection[str],
-               walked: Iterable[str]) -> None:
+               walked: Iterable[tuple[int, str]]) -> None:
         """A walk at ``now`` (its change mark ``since``), skipping ``skipped``, returned or
-        stepped over the hosts ``walked`` and every ready host up to ``after`` (None:
+        stepped over the hosts ``walked`` (shard, host) and every ready host up to ``after`` (None:
         every ready host) was one of the two."""
-        covered = set(skipped)  # one copy: the caller's set may change after the call
-        covered.update(walked)
+        # one copy: the caller's set may change after the call
+        covered: dict[str, int | None] = dict.fromkeys(skipped)
+        covered.update((h, shard) for shard, h in walked)
         self._place = WalkPlace(frozenset(shards), _epochs(epochs), now, since, after, covered)

@@ -397,7 +397,7 @@ class PostgresStore:
         if not self._on_citus:
             last = _walk_key(found[-1], now) if len(found) >= limit else None
             self._walk_places.record(wanted, now, epochs, since, last,
-                                     skip, (r["host_key"] for r in found))
+                                     skip, ((r["shard"], r["host_key"]) for r in found))
         return [_rows.due_url(r) for r in found]
 
     async def _read_resumed(self, wanted: list[int], now: float, limit: int,
@@ -424,14 +424,14 @@ class PostgresStore:
                 groups.append([r])
         full = len(found) >= asked
         taken: list[Any] = []
-        walked: list[str] = []
+        walked: list[tuple[int, str]] = []
         after = None
         for i, group in enumerate(groups):
             host = group[0]["host_key"]
             room = min(per_host_limit, limit - len(taken))
             if full and i == len(groups) - 1 and host not in skip and len(group) < room:
                 break  # cut short by the statement's limit: the next walk reads it
-            walked.append(host)
+            walked.append((group[0]["shard"], host))
             after = _walk_key(group[0], now)
             if host not in skip:
                 taken += group[:room]

@@ -264,7 +264,7 @@ def read_due_resuming(
         hosts = (h for h in heapq.merge(iter(candidates), *ranges) if h[2] not in held)
     taken, last = _take(conn, hosts, now, overdue_before, limit, per_host_limit)
     places.record(shards, now, None, since, last if len(taken) >= limit else None,
-                  held, (d.host_key for d in taken))
+                  held, ((d.shard, d.host_key) for d in taken))
     return taken
 
 
