@@ -69,13 +69,16 @@ def _migration_version(steps: list[Any]) -> int:
 
 
 _ADD_COLUMN = re.compile(r"ALTER TABLE (\w+) ADD COLUMN (\w+)", re.IGNORECASE)
+_INDEX_OR_TRIGGER = re.compile(r"CREATE (INDEX|TRIGGER) (?:IF NOT EXISTS )?(\w+)", re.IGNORECASE)
 
 
 def _undo_later_steps(steps: list[Any]) -> list[str]:
     """Statements that take a store back from the newest schema to the one the
     server-keys migration ends with: the columns later steps add are dropped; their other
     statements must run again harmlessly (functions made with CREATE OR REPLACE, a
-    rename that skips itself when done). With them and the schema_version rows from the
+    rename that skips itself when done); an index or trigger a later step made is dropped
+    first (SQLite drops no column an index uses; seen failing with migration 24's walk
+    stamp, "error in index host_queue_changed after drop column"). With them and the schema_version rows from the
     server-keys step on deleted, reopening runs the server-keys migration and the later
     steps again, as on a store written by the old code."""
     undo: list[str] = []
@@ -86,6 +89,8 @@ def _undo_later_steps(steps: list[Any]) -> list[str]:
                          if not line.lstrip().startswith("--"))
         undo += [f"ALTER TABLE {table} DROP COLUMN {column}"
                  for table, column in _ADD_COLUMN.findall(code)]
+        # an index or trigger on such a column goes first (SQLite drops no column in use)
+        undo += [f"DROP {kind} IF EXISTS {name}" for kind, name in _INDEX_OR_TRIGGER.findall(code)]
     return list(reversed(undo))
 
 

@@ -124,7 +124,7 @@ $migration$;
 -- ones it holds and adds the ones it released before the walk (courtier_read_due_from's
 -- p_cand_*): a held host that moved (the worker's own commit of one of its rows moves
 -- it) is not read at all, where the skipset branch's walk read its rows and dropped them.
-CREATE FUNCTION courtier_walk_candidates(p_shards integer[], p_since xid8,
+CREATE OR REPLACE FUNCTION courtier_walk_candidates(p_shards integer[], p_since xid8,
                                          p_since_now double precision,
                                          p_now double precision,
                                          p_since_overdue double precision,
@@ -175,7 +175,7 @@ ALTER FUNCTION courtier_walk_candidates(integer[], xid8, double precision, doubl
 -- keys; then the host range after that key (a range wholly before it: none).
 -- host_due and host_level are the returned row's host's walk key (the caller's next
 -- resume key).
-CREATE FUNCTION courtier_read_due_from(p_shards integer[], p_now double precision,
+CREATE OR REPLACE FUNCTION courtier_read_due_from(p_shards integer[], p_now double precision,
                                        p_overdue double precision, p_limit integer,
                                        p_per_host integer, p_skip text[],
                                        p_resumed boolean, p_after_late boolean,
