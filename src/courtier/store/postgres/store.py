@@ -62,6 +62,8 @@ from courtier.store.base import (
     PayloadLocation,
     ReparseEvent,
     SegmentRecord,
+    ShardCursor,
+    ShardPage,
 )
 from courtier.store.cluster import (
     ClusterView,
@@ -92,6 +94,7 @@ from courtier.store.postgres import (
 from courtier.store.postgres._rows import Conn
 from courtier.store.postgres.dsn import STALLED_TRANSACTION_TIMEOUT, describe_dsn
 from courtier.store.postgres.pool_log import install as one_line_pool_warnings
+from courtier.store.shard_reads import advance, plan_reads
 
 T = TypeVar("T")
 
@@ -889,6 +892,28 @@ class PostgresStore:
                           json.loads(r["payload"])) for r in rows]
 
         return await self._run("read_events", job)
+
+    async def read_events_by_shard(self, cursor: ShardCursor, limit: int) -> ShardPage:
+        """The heads first, then the planned ranges: every position up to a head read is
+        committed, so a later snapshot holds all of them (migration 0031)."""
+        async def job(conn: Conn) -> ShardPage:
+            heads = {int(r[0]): int(r[1]) for r in await conn.fetch(
+                "SELECT shard, last_pos FROM outbox_heads")}
+            ranges = plan_reads(cursor, heads, limit)
+            if not ranges:
+                return ShardPage([], cursor)
+            rows = await conn.fetch(
+                "SELECT coalesce(e.read_pos, $4) AS pos, e.url_key, e.version, e.created_at,"
+                " e.payload, e.shard, e.shard_pos FROM events e"
+                " JOIN unnest($1::integer[], $2::bigint[], $3::bigint[]) AS r(s, lo, hi)"
+                " ON e.shard = r.s AND e.shard_pos > r.lo AND e.shard_pos <= r.hi"
+                " WHERE e.shard = ANY($1::integer[]) ORDER BY e.shard, e.shard_pos",
+                [r.shard for r in ranges], [r.after for r in ranges],
+                [r.through for r in ranges], UNPLACED)
+            return ShardPage([Event(int(r[0]), bytes(r[1]), r[2], r[3], json.loads(r[4]),
+                                    r[5], r[6]) for r in rows], advance(cursor, ranges))
+
+        return await self._run("read_events_by_shard", job, write=False)
 
     async def counts(self) -> dict[str, int]:
         return await self._run("counts", _queries.counts, write=False)
