@@ -192,32 +192,57 @@ END $$;
 
 -- the fetch events and audit rows of the applied commits p_ords, in key order; the event's
 -- xid is the coordinator's (read here, on the coordinator: the outbox sequencer and the
--- tallies compare it), which Citus would evaluate for the column's default there too
+-- tallies compare it), which Citus would evaluate for the column's default there too.
+-- Each event's shard_pos (migration 31) is taken here, Citus having no trigger of events:
+-- the heads of the part's shards move by one router upsert (a VALUES list, in shard
+-- order), whose RETURNING gives each shard's last position; the events take the ones
+-- below it in key order. The heads' rows stay locked until the commit: commit order.
 CREATE OR REPLACE FUNCTION courtier_log_applied(p_commits courtier_commit[], p_ords integer[],
                                                 p_now double precision)
 RETURNS void LANGUAGE plpgsql SET extra_float_digits = 1 AS $$
 DECLARE
     v_xid xid8 := pg_current_xact_id();
+    v_heads text;
+    v_head_shards integer[] := '{}';
+    v_head_lasts bigint[] := '{}';
+    v_head record;
     v_events text;
     v_fetches text;
 BEGIN
-    SELECT string_agg(format('(%L, %L, %L, %L, %L, %L)', x.shard, x.url_key, x.version + 1,
-                             p_now, x.payload, v_xid), ', ' ORDER BY x.shard, x.url_key),
-           string_agg(format('(%L, %L, %L, %L, %L, %L, %L, %L, %L)', x.shard, x.url_key,
-                             x.version + 1, x.fetched_at, x.status, x.outcome,
-                             x.robots_digest, x.delay_applied, x.error_kind),
-                      ', ' ORDER BY x.shard, x.url_key)
-    INTO v_events, v_fetches
-    FROM unnest(p_commits) AS x WHERE x.ord = ANY(p_ords);
-    IF v_events IS NULL THEN
+    SELECT string_agg(format('(%L, %L)', g.shard, g.n), ', ' ORDER BY g.shard) INTO v_heads
+    FROM (SELECT x.shard, count(*) AS n FROM unnest(p_commits) AS x
+          WHERE x.ord = ANY(p_ords) GROUP BY x.shard) AS g;
+    IF v_heads IS NULL THEN
         RETURN;
     END IF;
-    EXECUTE 'INSERT INTO events (shard, url_key, version, created_at, payload, xid) VALUES '
-        || v_events || ' ON CONFLICT DO NOTHING';
+    FOR v_head IN EXECUTE 'INSERT INTO outbox_heads AS h (shard, last_pos) VALUES ' || v_heads
+        || ' ON CONFLICT (shard) DO UPDATE SET last_pos = h.last_pos + EXCLUDED.last_pos'
+        || ' RETURNING h.shard, h.last_pos' LOOP
+        v_head_shards := v_head_shards || v_head.shard;
+        v_head_lasts := v_head_lasts || v_head.last_pos;
+    END LOOP;
+    SELECT string_agg(format('(%L, %L, %L, %L, %L, %L, %L)', a.shard, a.url_key, a.version + 1,
+                             p_now, a.payload, v_xid, hd.last_pos - a.n + a.nth),
+                      ', ' ORDER BY a.shard, a.url_key),
+           string_agg(format('(%L, %L, %L, %L, %L, %L, %L, %L, %L)', a.shard, a.url_key,
+                             a.version + 1, a.fetched_at, a.status, a.outcome,
+                             a.robots_digest, a.delay_applied, a.error_kind),
+                      ', ' ORDER BY a.shard, a.url_key)
+    INTO v_events, v_fetches
+    FROM (SELECT x.*, row_number() OVER (PARTITION BY x.shard ORDER BY x.url_key) AS nth,
+                 count(*) OVER (PARTITION BY x.shard) AS n
+          FROM unnest(p_commits) AS x WHERE x.ord = ANY(p_ords)) AS a
+    JOIN unnest(v_head_shards, v_head_lasts) AS hd(shard, last_pos) ON hd.shard = a.shard;
+    EXECUTE 'INSERT INTO events (shard, url_key, version, created_at, payload, xid, shard_pos)'
+        || ' VALUES ' || v_events || ' ON CONFLICT DO NOTHING';
     EXECUTE 'INSERT INTO fetch_log (shard, url_key, version, fetched_at, status, outcome,'
         || ' robots_digest, delay_applied, error_kind) VALUES ' || v_fetches;
 END;
 $$;
+
+-- the heads' increment of the re-parse (store/postgres/_archive.py) names one shard:
+-- custom plans, so that Citus routes it (a generic plan's parameter it cannot route)
+ALTER FUNCTION courtier_take_shard_pos(integer, integer) SET plan_cache_mode = force_custom_plan;
 
 -- the hosts' statistics (the plain form's upsert from unnest(p_stats), same filter)
 CREATE OR REPLACE FUNCTION courtier_hosts_add(p_stats courtier_host_delta[], p_hosts text[],
