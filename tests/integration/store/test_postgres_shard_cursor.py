@@ -85,7 +85,7 @@ async def out_of_order_in_one_shard(store: PostgresStore, dsn: str, *, citus: bo
         second = asyncio.create_task(store.commit([finished(same[2])]))
         # the second writer of the shard is either done (a numbering without the head's
         # lock) or waiting for the held transaction's lock
-        while not second.done() and not await watch.fetchval(WAITING[citus]):
+        while not second.done() and not await watch.fetchval(WAITING[citus]):  # noqa: ASYNC110 (a server state: no event)
             await asyncio.sleep(0.05)
         while_held, cursor = await read_on(store, cursor)
         assert [e.url_key for e in while_held] == [other.url_key]
