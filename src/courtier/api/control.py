@@ -331,8 +331,9 @@ class StoreOnlyControl(FreshnessControl):
         return {"domain": domain, "hosts": hosts, "defaults": self._defaults()}
 
     async def _fold_events(self) -> None:
-        events = await self.store.read_events(self.tally.cursor, EVENTS_PER_TALLY)
-        self.tally.add(events)
+        page = await self.store.read_events_by_shard(self.tally.cursor, EVENTS_PER_TALLY)
+        self.tally.add(page.events)
+        self.tally.cursor = page.cursor
 
     async def crawl_stats(self) -> dict[str, Any]:
         stats = self._live_stats()
