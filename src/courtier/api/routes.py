@@ -192,6 +192,11 @@ async def get_top_hosts(control: CrawlControl, call: ApiCall) -> Any:
 async def get_events(control: CrawlControl, call: ApiCall) -> Any:
     after = int_param(call.query, "after", 0, 0, 2**63 - 1)
     limit = int_param(call.query, "limit", 100, 1, MAX_EVENTS_PER_CALL)
+    token = call.query.get("cursor")
+    if token is not None:
+        if "after" in call.query or "consumer" in call.query:
+            raise views.ApiInputError("cursor cannot be combined with after or consumer")
+        return await control.shard_events(token, limit)
     consumer = call.query.get("consumer")
     if consumer is None:
         return await control.events(after, limit)

@@ -366,6 +366,11 @@ class EventTally:
             self.host_errors = Counter(dict(self.host_errors.most_common(self.max_hosts // 2)))
 
 
+def shard_event_view(event: Event) -> dict[str, Any]:
+    """:func:`event_view` with the event's place in its shard (the per-shard cursor's)."""
+    return {**event_view(event), "shard": event.shard, "shard_pos": event.shard_pos}
+
+
 def event_view(event: Event) -> dict[str, Any]:
     return {
         "id": event.id,
