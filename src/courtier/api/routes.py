@@ -24,7 +24,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from courtier.api import freshness, views
 from courtier.api.control import MAX_EVENTS_PER_CALL, CrawlControl
 from courtier.api.jsonable import json_safe
-from courtier.core.errors import EventsPruned, InvalidURL, StoreError
+from courtier.core.errors import EventsPruned, InvalidURL, ShardEventsPruned, StoreError
 from courtier.core.urls import canonicalize
 from courtier.store.base import HostTierRecord
 
@@ -265,7 +265,7 @@ def failure_of(exc: BaseException) -> tuple[int, str] | None:
         return 400, str(exc)
     if isinstance(exc, views.ApiNotFound):
         return 404, str(exc)
-    if isinstance(exc, EventsPruned):
+    if isinstance(exc, EventsPruned | ShardEventsPruned):
         return 410, str(exc)
     if isinstance(exc, StoreError):
         return 503, f"store unavailable: {exc}"

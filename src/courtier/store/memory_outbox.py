@@ -20,7 +20,7 @@ from courtier.core.records import Event
 from courtier.core.shard_cursor import ShardCursor, ShardPage
 from courtier.core.urls import shard_of_key
 from courtier.store.event_counts import EventCounts, payload_counter_names, tally
-from courtier.store.shard_reads import advance, plan_reads
+from courtier.store.shard_reads import advance, check_unpruned, plan_reads
 
 __all__ = ["MemoryAuditLog", "MemoryOutbox"]
 
@@ -36,6 +36,7 @@ class MemoryOutbox:
         self.consumers: dict[str, int] = {}
         self._tally = tally(())
         self._heads: dict[int, int] = {}  # shard → its last shard_pos
+        self._pruned: dict[int, int] = {}  # shard → its highest shard_pos removed
         self._by_shard: dict[int, list[Event]] = {}
 
     def __len__(self) -> int:
@@ -62,6 +63,7 @@ class MemoryOutbox:
         return self._events[start:start + max(0, limit)]
 
     def read_by_shard(self, cursor: ShardCursor, limit: int) -> ShardPage:
+        check_unpruned(cursor, self._pruned)
         ranges = plan_reads(cursor, self._heads, limit)
         events: list[Event] = []
         for r in ranges:
@@ -101,6 +103,7 @@ class MemoryOutbox:
             self.pruned_through = self._events[count - 1].id
             removed = Counter(e.shard for e in self._events[:count])
             for shard, n in removed.items():  # the oldest of each shard: a prefix of it
+                self._pruned[shard] = self._by_shard[shard][n - 1].shard_pos
                 del self._by_shard[shard][:n]
             del self._events[:count]
         return count

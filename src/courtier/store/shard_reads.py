@@ -8,6 +8,10 @@ otherwise a fair share (the smaller backlogs whole, the rest split evenly), so t
 busy shard does not starve the others. A range may hold fewer events than positions
 (a position taken by an insert that conflicted and wrote nothing); the cursor moves to
 ``through`` all the same: no position up to the head can still commit.
+
+The retention removes old events; each shard keeps the highest position removed
+(``pruned``). A cursor below it in some shard would skip what was removed silently, so the
+read is refused (:func:`check_unpruned`), naming the cursor to read on from.
 """
 
 from __future__ import annotations
@@ -15,9 +19,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from courtier.core.errors import ShardEventsPruned
 from courtier.core.shard_cursor import ShardCursor
 
-__all__ = ["ShardRange", "advance", "plan_reads"]
+__all__ = ["ShardRange", "advance", "check_unpruned", "plan_reads"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,3 +54,11 @@ def plan_reads(cursor: ShardCursor, heads: Mapping[int, int], limit: int) -> lis
 def advance(cursor: ShardCursor, ranges: list[ShardRange]) -> ShardCursor:
     """The cursor after reading ``ranges`` whole."""
     return cursor.advanced({r.shard: r.through for r in ranges})
+
+
+def check_unpruned(cursor: ShardCursor, pruned: Mapping[int, int]) -> None:
+    """Raise :class:`ShardEventsPruned` when ``cursor`` is below a shard's highest removed
+    position (a cursor that never read a shard is below any removal in it)."""
+    behind = {s: p for s, p in pruned.items() if p > cursor.position(s)}
+    if behind:
+        raise ShardEventsPruned(len(behind), cursor.advanced(behind).token())

@@ -79,8 +79,8 @@ _DELETE_EVENTS = (
     " WHERE created_at < $1 AND read_pos IS NOT NULL AND read_pos <= $2"
     " ORDER BY read_pos LIMIT $3),"
     " gone AS (DELETE FROM events_default e USING doomed d WHERE e.ctid = d.ctid"
-    " RETURNING e.read_pos)"
-    " SELECT count(*), max(read_pos) FROM gone")
+    " RETURNING e.read_pos, e.shard, e.shard_pos)"
+    " SELECT count(*), max(read_pos), array_agg(shard), array_agg(shard_pos) FROM gone")
 #: the same on Citus, by (shard, read_pos): a row address (ctid) is one Citus shard's, and
 #: the rows chosen across Citus shards are collected on the coordinator before the DELETE
 #: runs on every Citus shard, where the same ctid names another row (read_pos is unique:
@@ -90,8 +90,16 @@ _DELETE_EVENTS_CITUS = (
     " WHERE created_at < $1 AND read_pos IS NOT NULL AND read_pos <= $2"
     " ORDER BY read_pos LIMIT $3),"
     " gone AS (DELETE FROM events_default e USING doomed d"
-    " WHERE e.shard = d.shard AND e.read_pos = d.read_pos RETURNING e.read_pos)"
-    " SELECT count(*), max(read_pos) FROM gone")
+    " WHERE e.shard = d.shard AND e.read_pos = d.read_pos"
+    " RETURNING e.read_pos, e.shard, e.shard_pos)"
+    " SELECT count(*), max(read_pos), array_agg(shard), array_agg(shard_pos) FROM gone")
+#: each shard's highest position among the events about to be removed ({source}: the
+#: rows, as ``g(shard, shard_pos)``) raises its head's ``pruned_pos``: a per-shard reader
+#: below it is refused (``shard_reads.check_unpruned``) instead of skipping them
+_MARK_PRUNED = (
+    "UPDATE outbox_heads h SET pruned_pos = greatest(h.pruned_pos, m.top)"
+    " FROM (SELECT g.shard, max(g.shard_pos) AS top FROM {source}"
+    " WHERE g.shard_pos IS NOT NULL GROUP BY g.shard) AS m WHERE h.shard = m.shard")
 #: the oldest audit rows of the default partition, at most $2
 _DELETE_AUDIT = (
     "DELETE FROM fetch_log_default WHERE ctid IN (SELECT ctid FROM fetch_log_default"
@@ -155,6 +163,9 @@ async def prune_events(conn: Conn, before: float, limit: int, now: float,
             removed += int(row[0])
             await conn.execute("UPDATE outbox_sequencer"
                                " SET pruned_through = greatest(pruned_through, $1)", row[1])
+            await conn.execute(_MARK_PRUNED.format(
+                source="unnest($1::integer[], $2::bigint[]) AS g(shard, shard_pos)"),
+                row[2], row[3])
     return removed
 
 
@@ -173,6 +184,7 @@ async def _drop_event_partitions(conn: Conn, before: float) -> int:
             top = await conn.fetchval(f'SELECT max(read_pos) FROM "{name}"')
             if unplaced or (lowest is not None and top is not None and top > lowest):
                 break  # newer partitions wait for this one: removal stays oldest first
+            await conn.execute(_MARK_PRUNED.format(source=f'"{name}" AS g'))
             await _drop(conn, name)
             removed += int(estimate)
             if top is not None:

@@ -94,7 +94,7 @@ from courtier.store.postgres import (
 from courtier.store.postgres._rows import Conn
 from courtier.store.postgres.dsn import STALLED_TRANSACTION_TIMEOUT, describe_dsn
 from courtier.store.postgres.pool_log import install as one_line_pool_warnings
-from courtier.store.shard_reads import advance, plan_reads
+from courtier.store.shard_reads import advance, check_unpruned, plan_reads
 
 T = TypeVar("T")
 
@@ -894,11 +894,19 @@ class PostgresStore:
         return await self._run("read_events", job)
 
     async def read_events_by_shard(self, cursor: ShardCursor, limit: int) -> ShardPage:
-        """The heads first, then the planned ranges: every position up to a head read is
-        committed, so a later snapshot holds all of them (migration 0031)."""
+        """The heads, then the planned ranges, in one snapshot: every position up to a head
+        read is committed in it (migration 0031). The events' lock first, so that the
+        retention cannot drop a partition (not MVCC) between the two reads: what it
+        removed before is in the heads' ``pruned_pos``, what it removes after waits."""
         async def job(conn: Conn) -> ShardPage:
-            heads = {int(r[0]): int(r[1]) for r in await conn.fetch(
-                "SELECT shard, last_pos FROM outbox_heads")}
+            async with conn.transaction(isolation="repeatable_read", readonly=True):
+                await conn.execute("LOCK TABLE events IN ACCESS SHARE MODE")
+                return await read(conn)
+
+        async def read(conn: Conn) -> ShardPage:
+            rows = await conn.fetch("SELECT shard, last_pos, pruned_pos FROM outbox_heads")
+            check_unpruned(cursor, {int(r[0]): int(r[2]) for r in rows})
+            heads = {int(r[0]): int(r[1]) for r in rows}
             ranges = plan_reads(cursor, heads, limit)
             if not ranges:
                 return ShardPage([], cursor)

@@ -11,9 +11,9 @@ from collections.abc import Sequence
 
 from courtier.core.records import Event
 from courtier.core.shard_cursor import ShardCursor, ShardPage
-from courtier.store.shard_reads import advance, plan_reads
+from courtier.store.shard_reads import advance, check_unpruned, plan_reads
 
-__all__ = ["read_page", "take_positions"]
+__all__ = ["mark_pruned", "read_page", "take_positions"]
 
 
 def take_positions(conn: sqlite3.Connection, shards: Sequence[int]) -> list[int]:
@@ -39,7 +39,9 @@ def take_positions(conn: sqlite3.Connection, shards: Sequence[int]) -> list[int]
 
 def read_page(conn: sqlite3.Connection, cursor: ShardCursor, limit: int) -> ShardPage:
     """``Store.read_events_by_shard`` in one read transaction."""
-    heads = dict(conn.execute("SELECT shard, last_pos FROM outbox_heads"))
+    rows = conn.execute("SELECT shard, last_pos, pruned_pos FROM outbox_heads").fetchall()
+    check_unpruned(cursor, {r[0]: r[2] for r in rows})
+    heads = {r[0]: r[1] for r in rows}
     ranges = plan_reads(cursor, heads, limit)
     events: list[Event] = []
     for r in ranges:
@@ -50,3 +52,12 @@ def read_page(conn: sqlite3.Connection, cursor: ShardCursor, limit: int) -> Shar
                        " WHERE shard = ? AND shard_pos > ? AND shard_pos <= ? ORDER BY shard_pos",
                        (r.shard, r.after, r.through))]
     return ShardPage(events, advance(cursor, ranges))
+
+
+def mark_pruned(conn: sqlite3.Connection, after: int, through: int) -> None:
+    """Before the events with ids in ``(after, through]`` are removed: each of their
+    shards' ``pruned_pos`` rises to the highest of them."""
+    conn.execute(
+        "UPDATE outbox_heads SET pruned_pos = max(pruned_pos, r.top) FROM ("
+        " SELECT shard, max(shard_pos) AS top FROM events WHERE id > ? AND id <= ?"
+        " GROUP BY shard) AS r WHERE outbox_heads.shard = r.shard", (after, through))

@@ -16,9 +16,12 @@
 -- the writers name the positions themselves (citus/commit.sql, the re-parse) and this
 -- migration makes no trigger. outbox_heads is distributed by shard beside events
 -- (store/postgres/_citus.py): the increment is a router statement on the shard's node.
+-- The retention raises pruned_pos before it removes a shard's events, so a per-shard
+-- reader below it is told instead of skipping them (store/postgres/_retention.py).
 CREATE TABLE outbox_heads (
-    shard    integer PRIMARY KEY,
-    last_pos bigint  NOT NULL
+    shard      integer PRIMARY KEY,
+    last_pos   bigint  NOT NULL,
+    pruned_pos bigint  NOT NULL DEFAULT 0  -- the highest position the retention removed
 );
 
 ALTER TABLE events ADD COLUMN shard_pos bigint;

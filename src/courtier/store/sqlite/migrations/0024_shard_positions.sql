@@ -11,7 +11,8 @@ CREATE INDEX events_shard_pos ON events (shard, shard_pos);
 UPDATE events SET shard_pos = (SELECT count(*) FROM events e
                                WHERE e.shard = events.shard AND e.id <= events.id);
 CREATE TABLE outbox_heads (
-    shard    INTEGER PRIMARY KEY,
-    last_pos INTEGER NOT NULL
+    shard      INTEGER PRIMARY KEY,
+    last_pos   INTEGER NOT NULL,
+    pruned_pos INTEGER NOT NULL DEFAULT 0  -- the highest position the retention removed
 );
 INSERT INTO outbox_heads (shard, last_pos) SELECT shard, max(shard_pos) FROM events GROUP BY shard;
