@@ -7,12 +7,12 @@ until it commits, so the second writer of the shard waits for it and takes the n
 position: the shard's positions follow commit order and a reader that has passed one
 never misses an event at or below it.
 
-Seen red (plain PostgreSQL, scratch copy): with ``courtier_take_shard_pos`` taking
-positions from a sequence (no row lock: the numbering of insert time) and the reader's
-heads the highest visible position, the second writer committed above the held one and
-the read in between delivered it (``while_held`` held a2 besides the other shard's
-event), moving the cursor past the held position. With the four URLs on one host the
-test stayed green broken: the host-queue row lock held the second writer back.
+Seen red (plain PostgreSQL, scratch copy of migration 0031): with the commit's events
+numbered from a sequence (no head row locked: the numbering of insert time) and the
+reader's heads the highest visible position, the second writer committed above the held
+one and the read in between delivered it (``while_held`` held a2 besides the other
+shard's event), moving the cursor past the held position. With the four URLs on one host
+the test stayed green broken: the host-queue row lock held the second writer back.
 """
 
 from __future__ import annotations

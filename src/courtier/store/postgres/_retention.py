@@ -110,7 +110,7 @@ _DELETE_AUDIT_CITUS = (
     " WHERE fetched_at < $1 ORDER BY fetched_at LIMIT $2) AS d"
     " WHERE f.shard = d.shard AND f.id = d.id")
 
-#: a partition never analysed (``reltuples`` -1) of fewer pages than this is counted
+#: a partition never analysed (nor vacuumed) of fewer pages than this is counted
 #: exactly when dropped; a larger one counts as its estimate
 _COUNT_BELOW_PAGES = 1_000
 
@@ -119,13 +119,17 @@ async def _old_partitions(conn: Conn, table: str, before: float) -> list[tuple[s
     """Up to :data:`PARTITIONS_PER_CALL` partitions of ``table`` wholly before ``before``,
     oldest first, each with its row count (PostgreSQL's estimate for a large one)."""
     rows = await conn.fetch(
-        "SELECT t.name, c.reltuples, c.relpages FROM day_partitions t"
+        "SELECT t.name, c.reltuples, c.relpages, c.reltuples < 0 OR coalesce("
+        " a.last_analyze IS NULL AND a.last_autoanalyze IS NULL AND a.last_vacuum IS NULL"
+        " AND a.last_autovacuum IS NULL, true) FROM day_partitions t"
         " JOIN pg_class c ON c.relname = t.name"
+        " LEFT JOIN pg_stat_user_tables a ON a.relid = c.oid"
         " WHERE t.parent = $1 AND t.hi <= $2 ORDER BY t.hi LIMIT $3",
         table, before, PARTITIONS_PER_CALL)
     out: list[tuple[str, float]] = []
-    for name, estimate, pages in rows:
-        if estimate < 0 and pages < _COUNT_BELOW_PAGES:
+    for name, estimate, pages, unanalysed in rows:
+        # never analysed: reltuples is -1, or what an index build saw (migration 0031's)
+        if unanalysed and pages < _COUNT_BELOW_PAGES:
             estimate = await conn.fetchval(f'SELECT count(*) FROM "{name}"')
         out.append((str(name), max(0.0, float(estimate))))
     return out

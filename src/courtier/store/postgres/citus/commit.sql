@@ -61,9 +61,21 @@ DECLARE
     v_fence_citus text := v_fence_before
         || E'    v_batch_shards := ARRAY(SELECT DISTINCT x.shard FROM unnest(p_commits) AS x);\n';
     -- the plain form's inserts, CTEs of the statement that applies the batch
-    v_done_inserts text := E'        ), logged_events AS (\n'
-        || E'            INSERT INTO events (shard, url_key, version, created_at, payload)\n'
-        || E'            SELECT d.shard, d.url_key, d.version + 1, p_now, d.payload FROM done d\n'
+    -- (the events' positions from outbox_heads since migration 31)
+    v_done_inserts text := E'        ), counted AS (\n'
+        || E'            SELECT d.shard, count(*) AS n FROM done d GROUP BY d.shard\n'
+        || E'        ), heads AS (  -- the events\' shard positions (migration 31)\n'
+        || E'            INSERT INTO outbox_heads AS h (shard, last_pos)\n'
+        || E'            SELECT c.shard, c.n FROM counted c ORDER BY c.shard\n'
+        || E'            ON CONFLICT (shard) DO UPDATE SET last_pos = h.last_pos + EXCLUDED.last_pos\n'
+        || E'            RETURNING h.shard, h.last_pos\n'
+        || E'        ), logged_events AS (\n'
+        || E'            INSERT INTO events (shard, url_key, version, created_at, payload, shard_pos)\n'
+        || E'            SELECT d.shard, d.url_key, d.version + 1, p_now, d.payload,\n'
+        || E'                   hd.last_pos - c.n + row_number() OVER (PARTITION BY d.shard\n'
+        || E'                                                          ORDER BY d.url_key)\n'
+        || E'            FROM done d JOIN counted c ON c.shard = d.shard\n'
+        || E'            JOIN heads hd ON hd.shard = d.shard\n'
         || E'            ORDER BY d.shard, d.url_key\n'
         || E'            ON CONFLICT DO NOTHING\n'
         || E'        ), logged_fetches AS (\n'

@@ -9,13 +9,15 @@
 -- position never misses an event at or below it. No sequencer runs for this order (the
 -- crawl-wide read_pos of migration 6 still does, for read_events).
 --
--- Who takes positions: on plain PostgreSQL a row trigger of events (every writer: the
--- commit, whose statement inserts in (shard, url_key) order, and the re-parse, which
--- takes its positions first, in shard order, and names them); on Citus, where a trigger
--- of a distributed table would run on the node without the coordinator's transaction,
--- the writers name the positions themselves (citus/commit.sql, the re-parse) and this
--- migration makes no trigger. outbox_heads is distributed by shard beside events
--- (store/postgres/_citus.py): the increment is a router statement on the shard's node.
+-- Who takes positions: every writer names them. The commit (courtier_commit, rewritten
+-- below from its own definition) upserts the heads of the shards of a round's applied
+-- rows in one statement, in shard order, and numbers the round's events from the heads'
+-- new values, in (shard, url_key) order: one row update a shard and round, no trigger.
+-- The re-parse takes its positions first, all its shards in one statement in shard order
+-- (courtier_take_shard_pos). On Citus the commit's form (citus/commit.sql) does the same
+-- with router VALUES lists. shard_pos is NOT NULL: a writer that forgot would fail, not
+-- write an event no per-shard reader sees. outbox_heads is distributed by shard beside
+-- events (store/postgres/_citus.py): the increment is a router statement on the node.
 -- The retention raises pruned_pos before it removes a shard's events, so a per-shard
 -- reader below it is told instead of skipping them (store/postgres/_retention.py).
 CREATE TABLE outbox_heads (
@@ -61,20 +63,43 @@ BEGIN
 END;
 $$;
 
-CREATE FUNCTION courtier_event_shard_pos() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-    IF NEW.shard_pos IS NULL THEN  -- a writer that named its position keeps it
-        NEW.shard_pos := courtier_take_shard_pos(NEW.shard, 1);
-    END IF;
-    RETURN NEW;
-END;
-$$;
+ALTER TABLE events ALTER COLUMN shard_pos SET NOT NULL;
 
+-- The commit: its round's events take their positions from the heads (see the header).
+-- Rewritten from its definition, as citus/commit.sql does (one source of the body). A
+-- Citus coordinator whose courtier_commit is already the Citus form (no such insert: its
+-- events go through courtier_log_applied) is left alone: citus/commit.sql, changed with
+-- this migration, rebuilds it from the plain fragment below at the next open.
 DO $$
+DECLARE
+    v_fn regprocedure := ('courtier_commit(courtier_commit[], courtier_new_url[],'
+                          || ' courtier_host_delta[], double precision)')::regprocedure;
+    v_def text := pg_get_functiondef(v_fn);
+    v_old text := E'        ), logged_events AS (\n'
+        || E'            INSERT INTO events (shard, url_key, version, created_at, payload)\n'
+        || E'            SELECT d.shard, d.url_key, d.version + 1, p_now, d.payload FROM done d\n'
+        || E'            ORDER BY d.shard, d.url_key\n'
+        || E'            ON CONFLICT DO NOTHING\n';
+    v_new text := E'        ), counted AS (\n'
+        || E'            SELECT d.shard, count(*) AS n FROM done d GROUP BY d.shard\n'
+        || E'        ), heads AS (  -- the events\' shard positions (migration 31)\n'
+        || E'            INSERT INTO outbox_heads AS h (shard, last_pos)\n'
+        || E'            SELECT c.shard, c.n FROM counted c ORDER BY c.shard\n'
+        || E'            ON CONFLICT (shard) DO UPDATE SET last_pos = h.last_pos + EXCLUDED.last_pos\n'
+        || E'            RETURNING h.shard, h.last_pos\n'
+        || E'        ), logged_events AS (\n'
+        || E'            INSERT INTO events (shard, url_key, version, created_at, payload, shard_pos)\n'
+        || E'            SELECT d.shard, d.url_key, d.version + 1, p_now, d.payload,\n'
+        || E'                   hd.last_pos - c.n + row_number() OVER (PARTITION BY d.shard\n'
+        || E'                                                          ORDER BY d.url_key)\n'
+        || E'            FROM done d JOIN counted c ON c.shard = d.shard\n'
+        || E'            JOIN heads hd ON hd.shard = d.shard\n'
+        || E'            ORDER BY d.shard, d.url_key\n'
+        || E'            ON CONFLICT DO NOTHING\n';
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') THEN
-        CREATE TRIGGER events_shard_pos BEFORE INSERT ON events
-            FOR EACH ROW EXECUTE FUNCTION courtier_event_shard_pos();
+    IF position(v_old IN v_def) > 0 THEN
+        EXECUTE replace(v_def, v_old, v_new);
+    ELSIF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') THEN
+        RAISE EXCEPTION 'migration 31: courtier_commit has no events insert to replace';
     END IF;
 END $$;
