@@ -107,3 +107,29 @@ async def out_of_order_in_one_shard(store: PostgresStore, dsn: str, *, citus: bo
     # commit order: the held writer (first to take the head) before the one that waited
     assert in_shard == [(r.url_key, i + 1) for i, r in enumerate(same)]
     assert (await store.read_events_by_shard(cursor, 10)).events == []
+
+
+async def test_the_retention_runs_no_sequencer_while_nothing_is_old_enough(
+    store: PostgresStore, pg_module_dsn: str,
+) -> None:
+    """A crawl younger than the retention never places its events crawl-wide (the
+    sequencer's UPDATE of every event): the per-shard read needs no placing, and the
+    retention sequences only when it has something to remove. Seen red: with the early
+    return removed from ``_retention.prune_events``, the first run placed all three
+    events (unplaced 0, not 3)."""
+    rows = [url_row(f"http://r{i}.test/") for i in range(3)]
+    await store.add_urls(rows)
+    await store.commit([finished(r) for r in rows])
+    assert await store.prune_events(T0 - 86_400, 100) == 0  # nothing old enough
+    conn = await asyncpg.connect(pg_module_dsn)
+    try:
+        unplaced = "SELECT count(*) FROM events WHERE read_pos IS NULL"
+        assert await conn.fetchval(unplaced) == 3
+        page = await store.read_events_by_shard(ShardCursor(), 10)
+        assert sorted(e.url_key for e in page.events) == sorted(r.url_key for r in rows)
+        # old enough now: the run places them (its checks need positions), then removes
+        assert await store.prune_events(T0 + 10, 100) == 3
+        assert await conn.fetchval(unplaced) == 0
+        assert await store.events_pruned_through() == 3
+    finally:
+        await conn.close()

@@ -2,6 +2,10 @@
 bookkeeping table is ``day_partitions`` since migration 0028): day partitions
 made ahead, dropped whole once old enough, and bounded DELETEs in the default partition.
 
+The sequencer (``courtier_sequence_events``) runs only when something is old enough to
+be removed: a crawl younger than the retention never places its events for it (the
+per-shard positions need no sequencer; ``read_events`` readers still run it).
+
 A partition of ``events`` is dropped only under a lock that no writer holds (``ACCESS
 EXCLUSIVE`` on the table, with a short ``lock_timeout``: a busy moment is skipped, not
 waited for, and the next run tries again), after the sequencer has placed every
@@ -100,6 +104,9 @@ _MARK_PRUNED = (
     "UPDATE outbox_heads h SET pruned_pos = greatest(h.pruned_pos, m.top)"
     " FROM (SELECT g.shard, max(g.shard_pos) AS top FROM {source}"
     " WHERE g.shard_pos IS NOT NULL GROUP BY g.shard) AS m WHERE h.shard = m.shard")
+#: an event of the default partition older than the cut $1 (one index-less probe: the
+#: default partition holds only rows no day partition took)
+_HAS_OLD_DEFAULT = "SELECT EXISTS (SELECT 1 FROM events_default WHERE created_at < $1)"
 #: the oldest audit rows of the default partition, at most $2
 _DELETE_AUDIT = (
     "DELETE FROM fetch_log_default WHERE ctid IN (SELECT ctid FROM fetch_log_default"
@@ -151,10 +158,13 @@ async def prune_events(conn: Conn, before: float, limit: int, now: float,
     """See ``Store.prune_events``: whole day partitions first, then at most ``limit``
     rows of the default partition (``on_citus``: by key, see :data:`_DELETE_EVENTS_CITUS`)."""
     await add_partitions(conn, now, on_citus)
+    old_partitions = await _has_old(conn, "events", before)
+    if not old_partitions and not await conn.fetchval(_HAS_OLD_DEFAULT, before):
+        return 0  # nothing old enough: no need to place the events (the sequencer)
     async with conn.transaction():
         await conn.fetchval("SELECT courtier_sequence_events()")
     removed = 0
-    if await _has_old(conn, "events", before):
+    if old_partitions:
         with contextlib.suppress(asyncpg.LockNotAvailableError):  # busy: the next run
             removed += await _drop_event_partitions(conn, before)
     async with conn.transaction():
