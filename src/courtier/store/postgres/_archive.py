@@ -17,6 +17,9 @@ from courtier.store.postgres._rows import Conn, key_shard
 async def add_reparse_events(conn: Conn, events: Sequence[ReparseEvent], now: float) -> int:
     kept = sorted((_rows.key_shard(e.url_key), i) for i, e in enumerate(events)
                   if e.parser_version >= 1)
+    # events' lock before any head, as the commit's statement takes them: the retention,
+    # which locks events whole and then raises heads' pruned_pos, never waits on us
+    await conn.execute("LOCK TABLE events IN ROW EXCLUSIVE MODE")
     # the shards' positions first, in shard order (one lock order with every other writer
     # of a head: docs/scale-out.md, "The outbox cursor"); a position whose insert is then
     # skipped stays unused

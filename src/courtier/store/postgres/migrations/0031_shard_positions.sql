@@ -47,7 +47,7 @@ END $$;
 CREATE INDEX events_shard_pos ON events (shard, shard_pos);
 
 -- the last of p_count positions taken for p_shard (the first is the result - p_count + 1)
-CREATE FUNCTION courtier_take_shard_pos(p_shard integer, p_count integer) RETURNS bigint
+CREATE OR REPLACE FUNCTION courtier_take_shard_pos(p_shard integer, p_count integer) RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
     v_last bigint;
@@ -87,19 +87,21 @@ DECLARE
         || E'            SELECT c.shard, c.n FROM counted c ORDER BY c.shard\n'
         || E'            ON CONFLICT (shard) DO UPDATE SET last_pos = h.last_pos + EXCLUDED.last_pos\n'
         || E'            RETURNING h.shard, h.last_pos\n'
+        || E'        ), head_list AS (  -- one row: no join of the events with the heads\n'
+        || E'            SELECT array_agg(hd.shard) AS s, array_agg(hd.last_pos) AS l FROM heads hd\n'
         || E'        ), logged_events AS (\n'
         || E'            INSERT INTO events (shard, url_key, version, created_at, payload, shard_pos)\n'
         || E'            SELECT d.shard, d.url_key, d.version + 1, p_now, d.payload,\n'
-        || E'                   hd.last_pos - c.n + row_number() OVER (PARTITION BY d.shard\n'
-        || E'                                                          ORDER BY d.url_key)\n'
-        || E'            FROM done d JOIN counted c ON c.shard = d.shard\n'
-        || E'            JOIN heads hd ON hd.shard = d.shard\n'
+        || E'                   hl.l[array_position(hl.s, d.shard)] - d.n + d.nth\n'
+        || E'            FROM (SELECT x.*, count(*) OVER (PARTITION BY x.shard) AS n,\n'
+        || E'                         row_number() OVER (PARTITION BY x.shard ORDER BY x.url_key) AS nth\n'
+        || E'                  FROM done x) AS d, head_list hl\n'
         || E'            ORDER BY d.shard, d.url_key\n'
         || E'            ON CONFLICT DO NOTHING\n';
 BEGIN
     IF position(v_old IN v_def) > 0 THEN
         EXECUTE replace(v_def, v_old, v_new);
-    ELSIF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') THEN
+    ELSIF position(v_new IN v_def) = 0 AND NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') THEN
         RAISE EXCEPTION 'migration 31: courtier_commit has no events insert to replace';
     END IF;
 END $$;
