@@ -80,8 +80,8 @@ def _undo_later_steps(steps: list[Any]) -> list[str]:
     rename that skips itself when done); the tables and indexes they create (at the start
     of a line) are dropped first (shard_positions: ``outbox_heads``, ``events_shard_pos``,
     which SQLite would not let a column drop go past). With them and the schema_version
-    rows from the server-keys step on deleted, reopening runs the server-keys migration and the later
-    steps again, as on a store written by the old code."""
+    rows from the server-keys step on deleted, reopening runs the server-keys migration
+    and the later steps again, as on a store written by the old code."""
     undo: list[str] = []
     for step in steps:
         if step.version <= _migration_version(steps):
