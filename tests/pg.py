@@ -26,7 +26,8 @@ ADMIN_DSN = f"postgresql://{PG_USER}@{PG_HOST}:{PG_PORT}/postgres"
 #: tables emptied between tests that share one database (schema_version is kept)
 DATA_TABLES = ("urls", "host_queue", "host_levels", "hosts", "shards", "events", "payloads",
                "fetch_log", "day_counts", "workers", "host_clocks", "ip_gaps", "ip_slots",
-               "scope_rules", "host_tiers", "event_counts", "consumer_cursors")
+               "scope_rules", "host_tiers", "event_counts", "consumer_cursors",
+               "outbox_heads")
 
 
 def dsn_of(database: str) -> str:

@@ -23,7 +23,8 @@ from __future__ import annotations
 import pytest
 
 from courtier.core.clock import VirtualClock
-from courtier.core.errors import EventsPruned
+from courtier.core.errors import EventsPruned, ShardEventsPruned
+from courtier.core.shard_cursor import ShardCursor
 from courtier.store.base import Store
 from tests.contract.conftest import T0, StoreMaker
 from tests.contract.test_store_contract import done, new
@@ -213,3 +214,32 @@ async def test_a_forgotten_consumer_no_longer_holds_the_outbox(
     assert await store.forget_consumer("gone")
     await prune_all(store, LATER)
     assert await store.events_pruned_through() == every[-1]
+
+
+async def test_a_shard_cursor_below_what_was_pruned_is_told(
+        store: Store, store_clock: VirtualClock, ahead: bool) -> None:
+    """The per-shard read (``read_events_by_shard``) never serves a gap either: a cursor
+    below a shard's highest removed position gets ``ShardEventsPruned`` naming the cursor
+    just above what was removed; one at or above it reads on. Seen red: with the memory
+    store's ``check_unpruned`` call removed, and with PostgreSQL's ``_MARK_PRUNED`` left
+    out of the partition drop, "DID NOT RAISE" (the slow reader got the new events only,
+    two old ones silently lost)."""
+    old = [f"http://a.test/old{i}" for i in range(3)]
+    await crawl(store, store_clock, old, ahead=ahead)
+    slow = await store.read_events_by_shard(ShardCursor(), 1)
+    caught_up = await store.read_events_by_shard(ShardCursor(), 100)
+    assert len(slow.events) == 1 and len(caught_up.events) == 3
+    store_clock.advance(2 * DAY)
+    fresh = ["http://a.test/new0", "http://a.test/new1"]
+    await crawl(store, store_clock, fresh, ahead=ahead)
+    assert await prune_all(store, T0 + DAY) == 3
+    with pytest.raises(ShardEventsPruned) as caught:
+        await store.read_events_by_shard(slow.cursor, 100)
+    assert "--cursor c1." in str(caught.value)
+    resume = ShardCursor.from_token(caught.value.resume)
+    assert resume == caught_up.cursor  # just above the three removed
+    for cursor in (resume, caught_up.cursor):
+        page = await store.read_events_by_shard(cursor, 100)
+        assert sorted(e.payload["url"] for e in page.events) == fresh
+    with pytest.raises(ShardEventsPruned):
+        await store.read_events_by_shard(ShardCursor(), 100)  # from the first: gone too

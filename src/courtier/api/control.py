@@ -36,7 +36,8 @@ from courtier.api.jsonable import json_safe
 from courtier.api.views import ApiInputError, EventTally
 from courtier.core.clock import Clock, RealClock
 from courtier.core.config import CrawlConfig, offline_config
-from courtier.core.errors import InvalidURL
+from courtier.core.errors import ConfigError, InvalidURL
+from courtier.core.shard_cursor import ShardCursor
 from courtier.core.urls import canonicalize, shard_of
 from courtier.crawl.domain_policy import policy_in_force
 from courtier.crawl.intake import SEED_PRIORITY, Scope
@@ -84,6 +85,10 @@ class CrawlControl(Protocol):
 
     async def events(self, after: int, limit: int) -> dict[str, Any]:
         """Outbox events with ``id > after``: ``{"events": [...], "next_after": id}``."""
+
+    async def shard_events(self, token: str, limit: int) -> dict[str, Any]:
+        """Outbox events above a per-shard cursor token ("": from the first):
+        ``{"events": [...], "cursor": token}`` (``Store.read_events_by_shard``)."""
 
     async def consumer_events(self, name: str, after: int | None,
                               limit: int) -> dict[str, Any]:
@@ -331,8 +336,9 @@ class StoreOnlyControl(FreshnessControl):
         return {"domain": domain, "hosts": hosts, "defaults": self._defaults()}
 
     async def _fold_events(self) -> None:
-        events = await self.store.read_events(self.tally.cursor, EVENTS_PER_TALLY)
-        self.tally.add(events)
+        page = await self.store.read_events_by_shard(self.tally.cursor, EVENTS_PER_TALLY)
+        self.tally.add(page.events)
+        self.tally.cursor = page.cursor
 
     async def crawl_stats(self) -> dict[str, Any]:
         stats = self._live_stats()
@@ -356,6 +362,17 @@ class StoreOnlyControl(FreshnessControl):
         position = (await self.store.register_consumer(name) if after is None
                     else await self.store.advance_consumer(name, after))
         return {**await self.events(position, limit), "consumer": name, "position": position}
+
+    async def shard_events(self, token: str, limit: int) -> dict[str, Any]:
+        if not 1 <= limit <= MAX_EVENTS_PER_CALL:
+            raise ApiInputError(f"limit must be in 1..{MAX_EVENTS_PER_CALL}")
+        try:
+            cursor = ShardCursor.from_token(token) if token else ShardCursor()
+        except ConfigError as exc:
+            raise ApiInputError(f"cursor: {exc}") from None
+        page = await self.store.read_events_by_shard(cursor, limit)
+        return {"events": [views.shard_event_view(e) for e in page.events],
+                "cursor": page.cursor.token()}
 
     async def events(self, after: int, limit: int) -> dict[str, Any]:
         if after < 0 or not 1 <= limit <= MAX_EVENTS_PER_CALL:

@@ -211,7 +211,9 @@ _DOCUMENT: dict[str, Any] = {
             "get": _op(
                 "Outbox events after a cursor (id order); with consumer=NAME after the "
                 "cursor registered in the store under NAME, which after=N moves forward "
-                "to N (acknowledged) first",
+                "to N (acknowledged) first; with cursor=TOKEN (empty: from the first) "
+                "the events above a per-shard cursor (each shard's events in commit "
+                "order, no outbox sequencer) and the token to read on from",
                 _ok(
                     "events",
                     {
@@ -219,6 +221,7 @@ _DOCUMENT: dict[str, Any] = {
                         "properties": {
                             "events": {"type": "array", "items": schema_ref("Event")},
                             "next_after": {"type": "integer"},
+                            "cursor": {"type": "string"},
                             "consumer": {"type": "string"},
                             "position": {"type": "integer"},
                         },
@@ -229,6 +232,11 @@ _DOCUMENT: dict[str, Any] = {
                         "name": "after",
                         "in": "query",
                         "schema": {"type": "integer", "minimum": 0, "default": 0},
+                    },
+                    {
+                        "name": "cursor",
+                        "in": "query",
+                        "schema": {"type": "string", "pattern": "^(c1\\.[A-Za-z0-9_-]*)?$"},
                     },
                     {
                         "name": "consumer",

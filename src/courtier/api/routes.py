@@ -24,7 +24,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from courtier.api import freshness, views
 from courtier.api.control import MAX_EVENTS_PER_CALL, CrawlControl
 from courtier.api.jsonable import json_safe
-from courtier.core.errors import EventsPruned, InvalidURL, StoreError
+from courtier.core.errors import EventsPruned, InvalidURL, ShardEventsPruned, StoreError
 from courtier.core.urls import canonicalize
 from courtier.store.base import HostTierRecord
 
@@ -192,6 +192,11 @@ async def get_top_hosts(control: CrawlControl, call: ApiCall) -> Any:
 async def get_events(control: CrawlControl, call: ApiCall) -> Any:
     after = int_param(call.query, "after", 0, 0, 2**63 - 1)
     limit = int_param(call.query, "limit", 100, 1, MAX_EVENTS_PER_CALL)
+    token = call.query.get("cursor")
+    if token is not None:
+        if "after" in call.query or "consumer" in call.query:
+            raise views.ApiInputError("cursor cannot be combined with after or consumer")
+        return await control.shard_events(token, limit)
     consumer = call.query.get("consumer")
     if consumer is None:
         return await control.events(after, limit)
@@ -260,7 +265,7 @@ def failure_of(exc: BaseException) -> tuple[int, str] | None:
         return 400, str(exc)
     if isinstance(exc, views.ApiNotFound):
         return 404, str(exc)
-    if isinstance(exc, EventsPruned):
+    if isinstance(exc, EventsPruned | ShardEventsPruned):
         return 410, str(exc)
     if isinstance(exc, StoreError):
         return 503, f"store unavailable: {exc}"

@@ -17,6 +17,7 @@ from typing import Any
 
 from courtier.api.jsonable import json_safe
 from courtier.core.errors import CourtierError, InvalidURL
+from courtier.core.shard_cursor import ShardCursor
 from courtier.core.urls import canonicalize, host_key_of
 from courtier.frontier.host import HostPolicy, HostState
 from courtier.frontier.scheduler import Frontier
@@ -333,13 +334,14 @@ def is_error(payload: Mapping[str, Any]) -> bool:
 
 @dataclass(slots=True)
 class EventTally:
-    """Running totals over the event outbox, read incrementally with a cursor.
+    """Running totals over the event outbox, read incrementally with a per-shard cursor
+    (``Store.read_events_by_shard``: no outbox sequencer runs for it).
 
     ``host_errors`` keeps at most ``max_hosts`` hosts (the ones with most
     errors survive a trim), so memory stays bounded on a huge crawl.
     """
 
-    cursor: int = 0
+    cursor: ShardCursor = field(default_factory=ShardCursor)
     events: int = 0
     status_mix: Counter[str] = field(default_factory=Counter)
     outcomes: Counter[str] = field(default_factory=Counter)
@@ -348,7 +350,6 @@ class EventTally:
 
     def add(self, events: Iterable[Event]) -> None:
         for event in events:
-            self.cursor = max(self.cursor, event.id)
             self.events += 1
             payload = event.payload
             outcome = str(payload.get("outcome"))
@@ -363,6 +364,11 @@ class EventTally:
                     continue
         if len(self.host_errors) > self.max_hosts:
             self.host_errors = Counter(dict(self.host_errors.most_common(self.max_hosts // 2)))
+
+
+def shard_event_view(event: Event) -> dict[str, Any]:
+    """:func:`event_view` with the event's place in its shard (the per-shard cursor's)."""
+    return {**event_view(event), "shard": event.shard, "shard_pos": event.shard_pos}
 
 
 def event_view(event: Event) -> dict[str, Any]:

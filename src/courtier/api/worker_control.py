@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from courtier.api import views
 from courtier.api.control import CONSUMER_LAG_CAP, StoreOnlyControl
+from courtier.core.shard_cursor import ShardCursor
 from courtier.crawl.intake import Scope
 from courtier.frontier.host import HostPolicy
 from courtier.store.base import NewUrl
@@ -33,6 +34,13 @@ class WorkerControl(StoreOnlyControl):
         # consumer lag: outbox events the reader has not read yet (counted up to a cap)
         behind = await self.store.read_events(answer["next_after"], CONSUMER_LAG_CAP)
         self.worker.metrics.consumer_lag.set(len(behind))
+        return answer
+
+    async def shard_events(self, token: str, limit: int) -> dict[str, Any]:
+        answer = await super().shard_events(token, limit)
+        cursor = ShardCursor.from_token(answer["cursor"])
+        behind = await self.store.read_events_by_shard(cursor, CONSUMER_LAG_CAP)
+        self.worker.metrics.consumer_lag.set(len(behind.events))
         return answer
 
     def __init__(self, worker: Worker) -> None:

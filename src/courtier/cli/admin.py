@@ -79,6 +79,12 @@ def add_admin_commands(sub: Any) -> None:
                              "position (registered at 0 if new) and advance it after each "
                              "batch is printed (not with --api, --follow, --after or "
                              "--cursor-file)")
+    events.add_argument("--cursor", metavar="TOKEN", dest="shard_cursor",
+                        help="a per-shard cursor token ('' for the first event): print the "
+                             "events above it up to now, each shard's in commit order, then "
+                             "the token to read on from on stderr (a line 'cursor TOKEN'); "
+                             "no outbox sequencer runs (not with --after, --consumer, "
+                             "--follow or --cursor-file)")
     events.add_argument("--consumers", action="store_true",
                         help="print the registered consumers and their positions, and the "
                              "highest position the retention removed (one JSON line)")
@@ -192,6 +198,8 @@ async def _events(args: argparse.Namespace, out: TextIO) -> int:
     limit = _events_limit(args)
     if getattr(args, "consumer", None) is not None:
         return await _consumer_events(args, out, limit)
+    if getattr(args, "shard_cursor", None) is not None:
+        return await _shard_cursor_events(args, out, limit)
     cursor = load_cursor(cursor_file, args.after)
 
     def emit(events: list[dict[str, Any]], next_after: int) -> None:
@@ -260,6 +268,37 @@ async def _consumer_events(args: argparse.Namespace, out: TextIO, limit: int | N
         async for page in drain(page_reader(store_caller(store)), cursor, limit):
             _print_events(page.events, out)
             await store.advance_consumer(name, page.next_after)
+    return 0
+
+
+async def _shard_cursor_events(args: argparse.Namespace, out: TextIO,
+                               limit: int | None) -> int:
+    """``events --cursor TOKEN``: the events above a per-shard cursor up to now (until the
+    token stops moving, or ``--limit``), over the store or the API; the last token goes
+    to stderr after every event was printed and flushed."""
+    for flag, given in (("--follow", args.follow), ("--cursor-file", args.cursor_file),
+                        ("--after", args.after)):
+        if given:
+            raise ConfigError(f"--cursor: give it without {flag} (the token is the cursor)")
+    from courtier.cli.call import open_caller
+    from courtier.events.drain import PAGE_SIZE
+
+    token: str = args.shard_cursor
+    left = limit
+    async with open_caller(args) as caller:
+        while left is None or left > 0:
+            size = PAGE_SIZE if left is None else min(PAGE_SIZE, left)
+            status, answer = await caller(
+                "GET", f"/v1/events?cursor={quote(token)}&limit={size}", None)
+            if not 200 <= status < 300:
+                raise answer_error(status, answer)
+            _print_events(answer["events"], out)
+            if left is not None:
+                left -= len(answer["events"])
+            if answer["cursor"] == token:
+                break
+            token = answer["cursor"]
+    print(f"cursor {token}", file=sys.stderr, flush=True)
     return 0
 
 

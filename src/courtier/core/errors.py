@@ -8,6 +8,7 @@
     ├── StoreError             the store failed (disk full, I/O, corrupted database)
     │   └── FencedError        a write carried an owner epoch that is no longer current
     ├── EventsPruned           an outbox reader's position lies below events already removed
+    ├── ShardEventsPruned      a per-shard outbox reader's cursor lies below removed events
     ├── ArchiveError           a WARC file could not be written or repaired
     └── FetchError             one fetch failed before a usable HTTP response
         ├── BlockedAddressError  the SSRF guard refused the target address
@@ -78,6 +79,23 @@ class EventsPruned(CourtierError):
             "reader, and register the reader as a consumer (courtier events --consumer "
             "NAME, GET /v1/events?consumer=NAME) so that the store keeps what it has not "
             "read yet.")
+
+
+class ShardEventsPruned(CourtierError):
+    """A per-shard reader (``read_events_by_shard``) asked for events the outbox's retention
+    already removed in some shards: reading on would skip them silently, so the store
+    refuses. ``resume`` is the cursor token just above what was removed."""
+
+    def __init__(self, shards: int, resume: str) -> None:
+        self.shards = shards
+        self.resume = resume
+        super().__init__(
+            f"events above this cursor were pruned in {shards} shard(s): the outbox no "
+            "longer holds them (older than --events-retention and passed by every "
+            "registered consumer). Read on from the oldest events still readable with "
+            f"cursor {resume} (--cursor {resume}), knowing the events in between are lost "
+            "to this reader, and register the reader as a consumer (courtier events "
+            "--consumer NAME) if it may be away longer than the retention.")
 
 
 class ArchiveError(CourtierError):

@@ -246,13 +246,17 @@ class DayCount:
 
 @dataclass(frozen=True, slots=True)
 class Event:
-    """One outbox row. ``id`` increases; consumers read with ``after=id``."""
+    """One outbox row. ``id`` increases; consumers read with ``after=id``. ``shard`` and
+    ``shard_pos`` place it in its shard's commit order (``core/shard_cursor.py``); -1 and 0
+    where a store does not say (an event built outside a store)."""
 
     id: int
     url_key: bytes
     version: int
     created_at: float
     payload: dict[str, Any]
+    shard: int = -1
+    shard_pos: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,6 +46,7 @@ from courtier.core.records import (
     UrlState,
     WorkerView,
 )
+from courtier.core.shard_cursor import ShardCursor, ShardPage
 from courtier.store.cluster import ClusterStore
 from courtier.store.event_counts import EventCounts
 
@@ -69,6 +70,8 @@ __all__ = [
     "PayloadLocation",
     "ReparseEvent",
     "SegmentRecord",
+    "ShardCursor",
+    "ShardPage",
     "Store",
     "UrlState",
     "WorkerView",
@@ -274,6 +277,17 @@ class Store(ClusterStore, Protocol):
         Raises :class:`~courtier.core.errors.EventsPruned` when ``after`` is below
         :meth:`events_pruned_through`: some events after it were removed, and reading on
         would skip them silently."""
+
+    async def read_events_by_shard(self, cursor: ShardCursor, limit: int) -> ShardPage:
+        """Outbox events above ``cursor``, shard by shard, at most ``limit``: each shard's
+        events in ``shard_pos`` order (its commit order), the shards in ascending order, and
+        the cursor to read on from. Nothing is ever skipped: an event not yet committed
+        takes a position above every one already readable in its shard, so a reader that
+        passes a position never misses an event at or below it; an event at or below
+        ``cursor`` is never returned again. A shard absent from ``cursor`` is read from its
+        first event. When several shards are behind the limit is shared among them
+        (``store/shard_reads.py``). These positions are assigned at commit: no sequencer
+        runs (PostgreSQL's ``read_events`` order needs one)."""
 
     async def events_by_url(self, after: bytes | None, urls: int) -> list[Event]:
         """Every kept event of the next ``urls`` URLs (by url_key) after ``after`` (None: from

@@ -40,6 +40,8 @@ from courtier.store.base import (
     PayloadLocation,
     ReparseEvent,
     SegmentRecord,
+    ShardCursor,
+    ShardPage,
     UrlState,
 )
 from courtier.store.cluster import (
@@ -400,6 +402,9 @@ class MemoryStore:
 
     async def read_events(self, after: int, limit: int) -> list[Event]:
         return self.events.read(after, limit)
+
+    async def read_events_by_shard(self, cursor: ShardCursor, limit: int) -> ShardPage:
+        return self.events.read_by_shard(cursor, limit)
 
     async def events_by_url(self, after: bytes | None, urls: int) -> list[Event]:
         return self.events.by_url(after, urls)

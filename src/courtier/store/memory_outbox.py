@@ -3,18 +3,24 @@ retention (``prune_events``, ``prune_audit``; docs/scale-out.md "Bounded growth"
 
 Positions are handed out in append order and never reused; removal takes the
 oldest events first, so what was removed is always a prefix of the positions and
-``pruned_through`` is the last of them.
+``pruned_through`` is the last of them. Each event also gets the next position of its
+shard (``shard_pos``, the per-shard cursor's): one writer at a time, so append order is
+commit order in every shard.
 """
 
 from __future__ import annotations
 
 import bisect
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from courtier.core.errors import EventsPruned
 from courtier.core.records import Event
+from courtier.core.shard_cursor import ShardCursor, ShardPage
+from courtier.core.urls import shard_of_key
 from courtier.store.event_counts import EventCounts, payload_counter_names, tally
+from courtier.store.shard_reads import advance, check_unpruned, plan_reads
 
 __all__ = ["MemoryAuditLog", "MemoryOutbox"]
 
@@ -29,6 +35,9 @@ class MemoryOutbox:
         self.pruned_through = 0
         self.consumers: dict[str, int] = {}
         self._tally = tally(())
+        self._heads: dict[int, int] = {}  # shard → its last shard_pos
+        self._pruned: dict[int, int] = {}  # shard → its highest shard_pos removed
+        self._by_shard: dict[int, list[Event]] = {}
 
     def __len__(self) -> int:
         return len(self._events)
@@ -39,7 +48,12 @@ class MemoryOutbox:
     def append(self, url_key: bytes, version: int, created_at: float,
                payload: dict[str, Any]) -> None:
         self._last_position += 1
-        self._events.append(Event(self._last_position, url_key, version, created_at, payload))
+        shard = shard_of_key(url_key)
+        self._heads[shard] = self._heads.get(shard, 0) + 1
+        event = Event(self._last_position, url_key, version, created_at, payload, shard,
+                      self._heads[shard])
+        self._events.append(event)
+        self._by_shard.setdefault(shard, []).append(event)
         self._tally.update(payload_counter_names(payload))
 
     def read(self, after: int, limit: int) -> list[Event]:
@@ -47,6 +61,17 @@ class MemoryOutbox:
             raise EventsPruned(after, self.pruned_through)
         start = bisect.bisect_right(self._events, after, key=lambda e: e.id)
         return self._events[start:start + max(0, limit)]
+
+    def read_by_shard(self, cursor: ShardCursor, limit: int) -> ShardPage:
+        check_unpruned(cursor, self._pruned)
+        ranges = plan_reads(cursor, self._heads, limit)
+        events: list[Event] = []
+        for r in ranges:
+            kept = self._by_shard.get(r.shard, [])
+            start = bisect.bisect_right(kept, r.after, key=lambda e: e.shard_pos)
+            stop = bisect.bisect_right(kept, r.through, key=lambda e: e.shard_pos)
+            events += kept[start:stop]
+        return ShardPage(events, advance(cursor, ranges))
 
     def by_url(self, after: bytes | None, urls: int) -> list[Event]:
         keys = sorted({e.url_key for e in self._events
@@ -76,6 +101,10 @@ class MemoryOutbox:
             count += 1
         if count:
             self.pruned_through = self._events[count - 1].id
+            removed = Counter(e.shard for e in self._events[:count])
+            for shard, n in removed.items():  # the oldest of each shard: a prefix of it
+                self._pruned[shard] = self._by_shard[shard][n - 1].shard_pos
+                del self._by_shard[shard][:n]
             del self._events[:count]
         return count
 

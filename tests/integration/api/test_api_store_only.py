@@ -364,3 +364,39 @@ async def test_events_below_a_pruned_position_answer_410(client: TestClient[Any,
     assert answer == {"events": [], "next_after": 1}
     late = await (await client.get("/v1/events", params={"consumer": "late"})).json()
     assert (late["events"], late["position"]) == ([], 1)
+
+
+async def test_events_by_per_shard_cursor_token(client: TestClient[Any, Any],
+                                                memory: MemoryStore) -> None:
+    """``?cursor=TOKEN`` (empty: from the first) reads above a per-shard cursor and answers
+    the token to read on from; a damaged token or one combined with ``after`` is a 400.
+    Seen red: with the route answering the cursor it was given (not the page's), the
+    second read returned the event again."""
+    first = await (await client.get("/v1/events", params={"cursor": ""})).json()
+    [event] = first["events"]
+    assert event["shard_pos"] == 1 and event["shard"] == row(SEED).shard
+    assert first["cursor"].startswith("c1.")
+    again = await (await client.get("/v1/events", params={"cursor": first["cursor"]})).json()
+    assert again == {"events": [], "cursor": first["cursor"]}
+    more = row("http://site-b.test/")
+    await memory.add_urls([more])
+    await memory.load_due([more.shard], 2.0, 10, 10)
+    await memory.commit([FetchCommit(more.url_key, more.url, more.host_key, more.shard, 0, 0,
+                                     Outcome.OK, 3.0, 100.0, status=200)])
+    later = await (await client.get("/v1/events", params={"cursor": first["cursor"]})).json()
+    assert [e["url_key"] for e in later["events"]] == [more.url_key.hex()]
+    for bad in ({"cursor": "c1.!!"}, {"cursor": "42"}, {"cursor": "", "after": "1"}):
+        await error_of(await client.get("/v1/events", params=bad), 400)
+
+
+async def test_a_shard_cursor_below_pruned_events_answers_410(client: TestClient[Any, Any],
+                                                              memory: MemoryStore) -> None:
+    """Once the retention removed the only event, ``cursor=`` (from the first) would skip
+    it silently: 410 naming the token to read on from, which then reads on. Seen red: with
+    ``ShardEventsPruned`` left out of ``failure_of``, the route answered 500."""
+    assert await memory.prune_events(memory.clock.now() + 60, 100) == 1
+    message = await error_of(await client.get("/v1/events", params={"cursor": ""}), 410)
+    assert "were pruned in 1 shard(s)" in message
+    token = message.split("--cursor ")[1].split(")")[0]
+    answer = await (await client.get("/v1/events", params={"cursor": token})).json()
+    assert answer == {"events": [], "cursor": token}

@@ -49,6 +49,7 @@ import pytest
 
 from courtier.core.clock import VirtualClock
 from courtier.core.records import HostStatsDelta
+from courtier.core.shard_cursor import ShardCursor
 from courtier.store.base import NewUrl
 from courtier.store.cluster import DayReservation, HostClock, TrapStats
 from courtier.store.postgres import PostgresStore, _event_counts, _rows
@@ -70,8 +71,8 @@ HOT_PATH = (
     "acquire_shards", "heartbeat", "renew_shards", "cluster_view", "prune_workers",
     "add_urls", "read_due", "load_due", "commit", "postpone", "release", "reset_scheduled",
     "next_due_at", "pending_counts", "save_host_clocks", "save_trap_stats",
-    "load_simhashes", "reserve_day_counts", "register_consumer", "read_events",
-    "advance_consumer",
+    "load_simhashes", "reserve_day_counts", "read_events_by_shard", "register_consumer",
+    "read_events", "advance_consumer",
 )
 
 #: the pulls of the hot path as built (docs/scale-out.md, "Citus: as built", says why
@@ -125,6 +126,8 @@ async def _hot_path(dsn: str) -> list[str]:
         await store.save_trap_stats([TrapStats(due[0].host_key, due[0].shard, b"x")])
         await store.load_simhashes(shards, 5)
         await store.reserve_day_counts([DayReservation(due[0].host_key, T0, 1, 10)])
+        page = await store.read_events_by_shard(ShardCursor(), 25)
+        assert len(page.events) == 25 and len(page.cursor) > 1
         await store.register_consumer("tally")
         assert len(await store.read_events(0, 25)) == 25
         await store.advance_consumer("tally", 25)
@@ -282,7 +285,8 @@ async def test_one_shard_calls_write_on_one_node(citus_store: PostgresStore) -> 
     Citus cannot prune by) also name them as a constant array (citus/intake.sql,
     commit.sql, refill.sql's ``courtier_queue_from_levels``, store.py's ``release`` and
     ``postpone``). The event tallies are distributed by shard too (migration 0029) and
-    written on the batch's node like the rest.
+    written on the batch's node like the rest, and so are the outbox heads (migration 0032:
+    the events' per-shard positions).
 
     Seen red (the intake and commit checks in this test's first form, which called
     ``courtier_add_urls`` and ``courtier_commit`` directly): with main's three Citus
@@ -312,7 +316,7 @@ async def test_one_shard_calls_write_on_one_node(citus_store: PostgresStore) -> 
     written = {op: nodes_written(messages, op) for op in (
         "add_urls", "commit", "postpone", "load_due", "release", "reset_scheduled")}
     assert set(written["add_urls"]) >= {"urls", "host_queue", "host_levels"}, written
-    assert set(written["commit"]) >= {"urls", "events", "fetch_log"}, written
+    assert set(written["commit"]) >= {"urls", "events", "fetch_log", "outbox_heads"}, written
     assert all("urls" in tables for tables in written.values()), written
     assert {(op, table): nodes for op, tables in written.items()
             for table, nodes in tables.items() if len(nodes) > 1} == {}

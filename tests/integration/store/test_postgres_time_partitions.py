@@ -56,8 +56,8 @@ async def test_a_partition_with_an_event_committed_late_waits_for_its_position(
         held = late.transaction()
         await held.start()
         await late.execute(
-            "INSERT INTO events (shard, url_key, version, kind, created_at, payload)"
-            " VALUES (1, '\\x01'::bytea, 1, 0, $1, '{}')", T0)
+            "INSERT INTO events (shard, url_key, version, kind, created_at, payload, shard_pos)"
+            " VALUES (1, '\\x01'::bytea, 1, 0, $1, '{}', courtier_take_shard_pos(1, 1))", T0)
         placed = await store.read_events(0, 10)
         assert [e.id for e in placed] == [1, 2]
         await store.advance_consumer("indexer", 2)

@@ -69,15 +69,19 @@ def _migration_version(steps: list[Any]) -> int:
 
 
 _ADD_COLUMN = re.compile(r"ALTER TABLE (\w+) ADD COLUMN (\w+)", re.IGNORECASE)
+_CREATE_INDEX = re.compile(r"^CREATE (?:UNIQUE )?INDEX (\w+)", re.IGNORECASE | re.MULTILINE)
+_CREATE_TABLE = re.compile(r"^CREATE TABLE (?:IF NOT EXISTS )?(\w+)", re.IGNORECASE | re.MULTILINE)
 
 
 def _undo_later_steps(steps: list[Any]) -> list[str]:
     """Statements that take a store back from the newest schema to the one the
     server-keys migration ends with: the columns later steps add are dropped; their other
     statements must run again harmlessly (functions made with CREATE OR REPLACE, a
-    rename that skips itself when done). With them and the schema_version rows from the
-    server-keys step on deleted, reopening runs the server-keys migration and the later
-    steps again, as on a store written by the old code."""
+    rename that skips itself when done); the tables and indexes they create (at the start
+    of a line) are dropped first (shard_positions: ``outbox_heads``, ``events_shard_pos``,
+    which SQLite would not let a column drop go past). With them and the schema_version
+    rows from the server-keys step on deleted, reopening runs the server-keys migration
+    and the later steps again, as on a store written by the old code."""
     undo: list[str] = []
     for step in steps:
         if step.version <= _migration_version(steps):
@@ -86,6 +90,8 @@ def _undo_later_steps(steps: list[Any]) -> list[str]:
                          if not line.lstrip().startswith("--"))
         undo += [f"ALTER TABLE {table} DROP COLUMN {column}"
                  for table, column in _ADD_COLUMN.findall(code)]
+        undo += [f"DROP INDEX IF EXISTS {name}" for name in _CREATE_INDEX.findall(code)]
+        undo += [f"DROP TABLE IF EXISTS {name}" for name in _CREATE_TABLE.findall(code)]
     return list(reversed(undo))
 
 

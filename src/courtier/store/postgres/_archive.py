@@ -15,26 +15,49 @@ from courtier.store.postgres._rows import Conn, key_shard
 
 
 async def add_reparse_events(conn: Conn, events: Sequence[ReparseEvent], now: float) -> int:
+    kept = sorted((_rows.key_shard(e.url_key), i) for i, e in enumerate(events)
+                  if e.parser_version >= 1)
+    # events' lock before any head, as the commit's statement takes them: the retention,
+    # which locks events whole and then raises heads' pruned_pos, never waits on us
+    await conn.execute("LOCK TABLE events IN ROW EXCLUSIVE MODE")
+    # the shards' positions first, in shard order (one lock order with every other writer
+    # of a head: docs/scale-out.md, "The outbox cursor"); a position whose insert is then
+    # skipped stays unused
+    positions = dict(zip(
+        (i for _, i in kept),
+        await _take_positions(conn, [shard for shard, _ in kept]), strict=True))
     added, counted = 0, Counter[tuple[int, str]]()
-    for event in events:
-        if event.parser_version < 1:
-            continue
+    for shard, i in kept:
+        event = events[i]
         text = event.payload_json()
-        shard = _rows.key_shard(event.url_key)
         status = await conn.execute(
             # the unique key holds per day partition (migration time_partitions): across days the
             # NOT EXISTS probe keeps one event per key among the events still kept
-            "INSERT INTO events (shard, url_key, version, kind, created_at, payload)"
-            " SELECT $1, $2, $3, $4, $5, $6 WHERE NOT EXISTS (SELECT 1 FROM events"
+            "INSERT INTO events (shard, url_key, version, kind, created_at, payload, shard_pos)"
+            " SELECT $1, $2, $3, $4, $5, $6, $7 WHERE NOT EXISTS (SELECT 1 FROM events"
             " WHERE shard = $1 AND url_key = $2 AND version = $3 AND kind = $4)"
             " ON CONFLICT DO NOTHING",
             shard, event.url_key, event.version,
-            event.parser_version, now, text)
+            event.parser_version, now, text, positions[i])
         if int(status.rsplit(" ", 1)[-1]):
             added += 1
             counted.update((shard, name) for name in payload_counter_names(event.payload))
     await _event_counts.add_counts(conn, counted)
     return added
+
+
+async def _take_positions(conn: Conn, shards: Sequence[int]) -> list[int]:
+    """The next position of its shard for each entry of ``shards`` (sorted by shard)."""
+    counts = Counter(shards)
+    lasts = {r[0]: int(r[1]) for r in await conn.fetch(
+        "SELECT s, courtier_take_shard_pos(s, n) FROM (SELECT s, n FROM"
+        " unnest($1::integer[], $2::integer[]) AS t(s, n) ORDER BY s) AS o",
+        list(counts), list(counts.values()))}
+    positions: list[int] = []
+    for shard in shards:
+        positions.append(lasts[shard] - counts[shard] + 1)
+        counts[shard] -= 1
+    return positions
 
 
 async def save_segment(conn: Conn, name: str, owner: str, state: str, size: int,

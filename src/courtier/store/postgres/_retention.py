@@ -2,6 +2,10 @@
 bookkeeping table is ``day_partitions`` since migration 0028): day partitions
 made ahead, dropped whole once old enough, and bounded DELETEs in the default partition.
 
+The sequencer (``courtier_sequence_events``) runs only when something is old enough to
+be removed: a crawl younger than the retention never places its events for it (the
+per-shard positions need no sequencer; ``read_events`` readers still run it).
+
 A partition of ``events`` is dropped only under a lock that no writer holds (``ACCESS
 EXCLUSIVE`` on the table, with a short ``lock_timeout``: a busy moment is skipped, not
 waited for, and the next run tries again), after the sequencer has placed every
@@ -79,8 +83,8 @@ _DELETE_EVENTS = (
     " WHERE created_at < $1 AND read_pos IS NOT NULL AND read_pos <= $2"
     " ORDER BY read_pos LIMIT $3),"
     " gone AS (DELETE FROM events_default e USING doomed d WHERE e.ctid = d.ctid"
-    " RETURNING e.read_pos)"
-    " SELECT count(*), max(read_pos) FROM gone")
+    " RETURNING e.read_pos, e.shard, e.shard_pos)"
+    " SELECT count(*), max(read_pos), array_agg(shard), array_agg(shard_pos) FROM gone")
 #: the same on Citus, by (shard, read_pos): a row address (ctid) is one Citus shard's, and
 #: the rows chosen across Citus shards are collected on the coordinator before the DELETE
 #: runs on every Citus shard, where the same ctid names another row (read_pos is unique:
@@ -90,8 +94,19 @@ _DELETE_EVENTS_CITUS = (
     " WHERE created_at < $1 AND read_pos IS NOT NULL AND read_pos <= $2"
     " ORDER BY read_pos LIMIT $3),"
     " gone AS (DELETE FROM events_default e USING doomed d"
-    " WHERE e.shard = d.shard AND e.read_pos = d.read_pos RETURNING e.read_pos)"
-    " SELECT count(*), max(read_pos) FROM gone")
+    " WHERE e.shard = d.shard AND e.read_pos = d.read_pos"
+    " RETURNING e.read_pos, e.shard, e.shard_pos)"
+    " SELECT count(*), max(read_pos), array_agg(shard), array_agg(shard_pos) FROM gone")
+#: each shard's highest position among the events about to be removed ({source}: the
+#: rows, as ``g(shard, shard_pos)``) raises its head's ``pruned_pos``: a per-shard reader
+#: below it is refused (``shard_reads.check_unpruned``) instead of skipping them
+_MARK_PRUNED = (
+    "UPDATE outbox_heads h SET pruned_pos = greatest(h.pruned_pos, m.top)"
+    " FROM (SELECT g.shard, max(g.shard_pos) AS top FROM {source}"
+    " WHERE g.shard_pos IS NOT NULL GROUP BY g.shard) AS m WHERE h.shard = m.shard")
+#: an event of the default partition older than the cut $1 (one index-less probe: the
+#: default partition holds only rows no day partition took)
+_HAS_OLD_DEFAULT = "SELECT EXISTS (SELECT 1 FROM events_default WHERE created_at < $1)"
 #: the oldest audit rows of the default partition, at most $2
 _DELETE_AUDIT = (
     "DELETE FROM fetch_log_default WHERE ctid IN (SELECT ctid FROM fetch_log_default"
@@ -102,7 +117,7 @@ _DELETE_AUDIT_CITUS = (
     " WHERE fetched_at < $1 ORDER BY fetched_at LIMIT $2) AS d"
     " WHERE f.shard = d.shard AND f.id = d.id")
 
-#: a partition never analysed (``reltuples`` -1) of fewer pages than this is counted
+#: a partition never analysed (nor vacuumed) of fewer pages than this is counted
 #: exactly when dropped; a larger one counts as its estimate
 _COUNT_BELOW_PAGES = 1_000
 
@@ -111,13 +126,17 @@ async def _old_partitions(conn: Conn, table: str, before: float) -> list[tuple[s
     """Up to :data:`PARTITIONS_PER_CALL` partitions of ``table`` wholly before ``before``,
     oldest first, each with its row count (PostgreSQL's estimate for a large one)."""
     rows = await conn.fetch(
-        "SELECT t.name, c.reltuples, c.relpages FROM day_partitions t"
+        "SELECT t.name, c.reltuples, c.relpages, c.reltuples < 0 OR coalesce("
+        " a.last_analyze IS NULL AND a.last_autoanalyze IS NULL AND a.last_vacuum IS NULL"
+        " AND a.last_autovacuum IS NULL, true) FROM day_partitions t"
         " JOIN pg_class c ON c.relname = t.name"
+        " LEFT JOIN pg_stat_user_tables a ON a.relid = c.oid"
         " WHERE t.parent = $1 AND t.hi <= $2 ORDER BY t.hi LIMIT $3",
         table, before, PARTITIONS_PER_CALL)
     out: list[tuple[str, float]] = []
-    for name, estimate, pages in rows:
-        if estimate < 0 and pages < _COUNT_BELOW_PAGES:
+    for name, estimate, pages, unanalysed in rows:
+        # never analysed: reltuples is -1, or what an index build saw (migration 0032's)
+        if unanalysed and pages < _COUNT_BELOW_PAGES:
             estimate = await conn.fetchval(f'SELECT count(*) FROM "{name}"')
         out.append((str(name), max(0.0, float(estimate))))
     return out
@@ -139,10 +158,13 @@ async def prune_events(conn: Conn, before: float, limit: int, now: float,
     """See ``Store.prune_events``: whole day partitions first, then at most ``limit``
     rows of the default partition (``on_citus``: by key, see :data:`_DELETE_EVENTS_CITUS`)."""
     await add_partitions(conn, now, on_citus)
+    old_partitions = await _has_old(conn, "events", before)
+    if not old_partitions and not await conn.fetchval(_HAS_OLD_DEFAULT, before):
+        return 0  # nothing old enough: no need to place the events (the sequencer)
     async with conn.transaction():
         await conn.fetchval("SELECT courtier_sequence_events()")
     removed = 0
-    if await _has_old(conn, "events", before):
+    if old_partitions:
         with contextlib.suppress(asyncpg.LockNotAvailableError):  # busy: the next run
             removed += await _drop_event_partitions(conn, before)
     async with conn.transaction():
@@ -155,6 +177,9 @@ async def prune_events(conn: Conn, before: float, limit: int, now: float,
             removed += int(row[0])
             await conn.execute("UPDATE outbox_sequencer"
                                " SET pruned_through = greatest(pruned_through, $1)", row[1])
+            await conn.execute(_MARK_PRUNED.format(
+                source="unnest($1::integer[], $2::bigint[]) AS g(shard, shard_pos)"),
+                row[2], row[3])
     return removed
 
 
@@ -173,6 +198,7 @@ async def _drop_event_partitions(conn: Conn, before: float) -> int:
             top = await conn.fetchval(f'SELECT max(read_pos) FROM "{name}"')
             if unplaced or (lowest is not None and top is not None and top > lowest):
                 break  # newer partitions wait for this one: removal stays oldest first
+            await conn.execute(_MARK_PRUNED.format(source=f'"{name}" AS g'))
             await _drop(conn, name)
             removed += int(estimate)
             if top is not None:

@@ -62,6 +62,8 @@ from courtier.store.base import (
     PayloadLocation,
     ReparseEvent,
     SegmentRecord,
+    ShardCursor,
+    ShardPage,
 )
 from courtier.store.cluster import (
     ClusterView,
@@ -92,6 +94,7 @@ from courtier.store.postgres import (
 from courtier.store.postgres._rows import Conn
 from courtier.store.postgres.dsn import STALLED_TRANSACTION_TIMEOUT, describe_dsn
 from courtier.store.postgres.pool_log import install as one_line_pool_warnings
+from courtier.store.shard_reads import advance, check_unpruned, plan_reads
 
 T = TypeVar("T")
 
@@ -889,6 +892,36 @@ class PostgresStore:
                           json.loads(r["payload"])) for r in rows]
 
         return await self._run("read_events", job)
+
+    async def read_events_by_shard(self, cursor: ShardCursor, limit: int) -> ShardPage:
+        """The heads, then the planned ranges, in one snapshot: every position up to a head
+        read is committed in it (migration 0032). The events' lock first, so that the
+        retention cannot drop a partition (not MVCC) between the two reads: what it
+        removed before is in the heads' ``pruned_pos``, what it removes after waits."""
+        async def job(conn: Conn) -> ShardPage:
+            async with conn.transaction(isolation="repeatable_read", readonly=True):
+                await conn.execute("LOCK TABLE events IN ACCESS SHARE MODE")
+                return await read(conn)
+
+        async def read(conn: Conn) -> ShardPage:
+            rows = await conn.fetch("SELECT shard, last_pos, pruned_pos FROM outbox_heads")
+            check_unpruned(cursor, {int(r[0]): int(r[2]) for r in rows})
+            heads = {int(r[0]): int(r[1]) for r in rows}
+            ranges = plan_reads(cursor, heads, limit)
+            if not ranges:
+                return ShardPage([], cursor)
+            rows = await conn.fetch(
+                "SELECT coalesce(e.read_pos, $4) AS pos, e.url_key, e.version, e.created_at,"
+                " e.payload, e.shard, e.shard_pos FROM events e"
+                " JOIN unnest($1::integer[], $2::bigint[], $3::bigint[]) AS r(s, lo, hi)"
+                " ON e.shard = r.s AND e.shard_pos > r.lo AND e.shard_pos <= r.hi"
+                " WHERE e.shard = ANY($1::integer[]) ORDER BY e.shard, e.shard_pos",
+                [r.shard for r in ranges], [r.after for r in ranges],
+                [r.through for r in ranges], UNPLACED)
+            return ShardPage([Event(int(r[0]), bytes(r[1]), r[2], r[3], json.loads(r[4]),
+                                    r[5], r[6]) for r in rows], advance(cursor, ranges))
+
+        return await self._run("read_events_by_shard", job, write=False)
 
     async def counts(self) -> dict[str, int]:
         return await self._run("counts", _queries.counts, write=False)

@@ -14,9 +14,11 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from courtier.core.urls import shard_of_key
 from courtier.store.base import ReparseEvent, SegmentRecord
 from courtier.store.event_counts import EVENTS, payload_counter_names
 from courtier.store.sqlite import _event_counts, _queries, _refill
+from courtier.store.sqlite._outbox_heads import take_positions
 
 #: an events row ``(url_key, version, kind, created_at, payload)`` and the event it holds
 ReparseRow = tuple[tuple[bytes, int, int, float, str], ReparseEvent]
@@ -93,10 +95,13 @@ def add_reparse_events(conn: sqlite3.Connection, rows: Sequence[ReparseRow]) -> 
     """Insert the rows not stored yet (one per capture and parser version), add their
     counts to the outbox tallies; return how many were new."""
     added: Counter[str] = Counter()
-    for row, event in rows:
+    shards = [shard_of_key(event.url_key) for _, event in rows]
+    positions = take_positions(conn, shards)
+    for (row, event), shard, position in zip(rows, shards, positions, strict=True):
         if conn.execute(
                 "INSERT OR IGNORE INTO events (url_key, version, kind, created_at,"
-                " payload) VALUES (?, ?, ?, ?, ?)", row).rowcount:
+                " payload, shard, shard_pos) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (*row, shard, position)).rowcount:
             added.update(payload_counter_names(event.payload))
     _event_counts.add_counts(conn, added)
     return added[EVENTS]

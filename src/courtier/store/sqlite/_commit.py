@@ -40,6 +40,7 @@ from courtier.dedup.fingerprint64 import to_signed64
 from courtier.store.base import CommitResult, FetchCommit, HostStatsDelta
 from courtier.store.event_counts import counter_names, tally
 from courtier.store.sqlite._event_counts import add_counts, recount
+from courtier.store.sqlite._outbox_heads import take_positions
 from courtier.store.sqlite._queries import QUEUED, RETIRED, SCHEDULED, as_json_list, insert_urls
 from courtier.store.sqlite._refill import enter_queue, refresh_levels
 
@@ -65,7 +66,8 @@ _UPDATE_URL = (
     f" WHERE url_key = :url_key AND version = :version AND state IN ({QUEUED}, {SCHEDULED})"
 )
 _INSERT_EVENT = (
-    "INSERT OR IGNORE INTO events (url_key, version, created_at, payload) VALUES (?, ?, ?, ?)"
+    "INSERT OR IGNORE INTO events (url_key, version, created_at, payload, shard, shard_pos)"
+    " VALUES (?, ?, ?, ?, ?, ?)"
 )
 _INSERT_LOG = (
     "INSERT INTO fetch_log (url_key, version, fetched_at, status, outcome, robots_digest,"
@@ -197,7 +199,9 @@ def apply_commits(
     """Write one batch of fetch results; see the module docstring for the rules."""
     applicable, stale, queue = _select_applicable(conn, commits)
     if applicable:
-        events = [(c.url_key, c.version + 1, now, c.event_json()) for c in applicable]
+        positions = take_positions(conn, [c.shard for c in applicable])
+        events = [(c.url_key, c.version + 1, now, c.event_json(), c.shard, pos)
+                  for c, pos in zip(applicable, positions, strict=True)]
         cur = conn.executemany(_UPDATE_URL, [_update_params(c) for c in applicable])
         if cur.rowcount != len(applicable):
             raise StoreError(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import sqlite3
 
 from courtier.core.errors import EventsPruned
+from courtier.store.sqlite._outbox_heads import mark_pruned
 
 __all__ = ["check_readable", "prune_audit", "prune_events", "pruned_through"]
 
@@ -45,6 +46,7 @@ def prune_events(conn: sqlite3.Connection, before: float, limit: int) -> int:
     upto = int(last) if blocked is None else int(blocked) - 1
     if upto <= through:
         return 0
+    mark_pruned(conn, through, upto)
     removed = conn.execute("DELETE FROM events WHERE id > ? AND id <= ?",
                            (through, upto)).rowcount
     conn.execute("UPDATE outbox_retention SET pruned_through = ?", (upto,))

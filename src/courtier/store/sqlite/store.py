@@ -64,6 +64,8 @@ from courtier.store.base import (
     PayloadLocation,
     ReparseEvent,
     SegmentRecord,
+    ShardCursor,
+    ShardPage,
 )
 from courtier.store.cluster import (
     ClusterView,
@@ -81,6 +83,7 @@ from courtier.store.sqlite import (
     _cluster,
     _commit,
     _event_counts,
+    _outbox_heads,
     _plans,
     _queries,
     _refill,
@@ -674,6 +677,11 @@ class SqliteStore:
             return [Event(r[0], bytes(r[1]), r[2], r[3], json.loads(r[4])) for r in rows]
 
         return await self._tx("read_events", job, write=False)
+
+    async def read_events_by_shard(self, cursor: ShardCursor, limit: int) -> ShardPage:
+        return await self._tx("read_events_by_shard",
+                              lambda conn: _outbox_heads.read_page(conn, cursor, limit),
+                              write=False)
 
     async def events_by_url(self, after: bytes | None, urls: int) -> list[Event]:
         def job(conn: sqlite3.Connection) -> list[Event]:

@@ -61,9 +61,23 @@ DECLARE
     v_fence_citus text := v_fence_before
         || E'    v_batch_shards := ARRAY(SELECT DISTINCT x.shard FROM unnest(p_commits) AS x);\n';
     -- the plain form's inserts, CTEs of the statement that applies the batch
-    v_done_inserts text := E'        ), logged_events AS (\n'
-        || E'            INSERT INTO events (shard, url_key, version, created_at, payload)\n'
-        || E'            SELECT d.shard, d.url_key, d.version + 1, p_now, d.payload FROM done d\n'
+    -- (the events' positions from outbox_heads since migration 32)
+    v_done_inserts text := E'        ), counted AS (\n'
+        || E'            SELECT d.shard, count(*) AS n FROM done d GROUP BY d.shard\n'
+        || E'        ), heads AS (  -- the events\' shard positions (migration 32)\n'
+        || E'            INSERT INTO outbox_heads AS h (shard, last_pos)\n'
+        || E'            SELECT c.shard, c.n FROM counted c ORDER BY c.shard\n'
+        || E'            ON CONFLICT (shard) DO UPDATE SET last_pos = h.last_pos + EXCLUDED.last_pos\n'
+        || E'            RETURNING h.shard, h.last_pos\n'
+        || E'        ), head_list AS (  -- one row: no join of the events with the heads\n'
+        || E'            SELECT array_agg(hd.shard) AS s, array_agg(hd.last_pos) AS l FROM heads hd\n'
+        || E'        ), logged_events AS (\n'
+        || E'            INSERT INTO events (shard, url_key, version, created_at, payload, shard_pos)\n'
+        || E'            SELECT d.shard, d.url_key, d.version + 1, p_now, d.payload,\n'
+        || E'                   hl.l[array_position(hl.s, d.shard)] - d.n + d.nth\n'
+        || E'            FROM (SELECT x.*, count(*) OVER (PARTITION BY x.shard) AS n,\n'
+        || E'                         row_number() OVER (PARTITION BY x.shard ORDER BY x.url_key) AS nth\n'
+        || E'                  FROM done x) AS d, head_list hl\n'
         || E'            ORDER BY d.shard, d.url_key\n'
         || E'            ON CONFLICT DO NOTHING\n'
         || E'        ), logged_fetches AS (\n'
@@ -192,32 +206,57 @@ END $$;
 
 -- the fetch events and audit rows of the applied commits p_ords, in key order; the event's
 -- xid is the coordinator's (read here, on the coordinator: the outbox sequencer and the
--- tallies compare it), which Citus would evaluate for the column's default there too
+-- tallies compare it), which Citus would evaluate for the column's default there too.
+-- Each event's shard_pos (migration 32) is taken here, Citus having no trigger of events:
+-- the heads of the part's shards move by one router upsert (a VALUES list, in shard
+-- order), whose RETURNING gives each shard's last position; the events take the ones
+-- below it in key order. The heads' rows stay locked until the commit: commit order.
 CREATE OR REPLACE FUNCTION courtier_log_applied(p_commits courtier_commit[], p_ords integer[],
                                                 p_now double precision)
 RETURNS void LANGUAGE plpgsql SET extra_float_digits = 1 AS $$
 DECLARE
     v_xid xid8 := pg_current_xact_id();
+    v_heads text;
+    v_head_shards integer[] := '{}';
+    v_head_lasts bigint[] := '{}';
+    v_head record;
     v_events text;
     v_fetches text;
 BEGIN
-    SELECT string_agg(format('(%L, %L, %L, %L, %L, %L)', x.shard, x.url_key, x.version + 1,
-                             p_now, x.payload, v_xid), ', ' ORDER BY x.shard, x.url_key),
-           string_agg(format('(%L, %L, %L, %L, %L, %L, %L, %L, %L)', x.shard, x.url_key,
-                             x.version + 1, x.fetched_at, x.status, x.outcome,
-                             x.robots_digest, x.delay_applied, x.error_kind),
-                      ', ' ORDER BY x.shard, x.url_key)
-    INTO v_events, v_fetches
-    FROM unnest(p_commits) AS x WHERE x.ord = ANY(p_ords);
-    IF v_events IS NULL THEN
+    SELECT string_agg(format('(%L, %L)', g.shard, g.n), ', ' ORDER BY g.shard) INTO v_heads
+    FROM (SELECT x.shard, count(*) AS n FROM unnest(p_commits) AS x
+          WHERE x.ord = ANY(p_ords) GROUP BY x.shard) AS g;
+    IF v_heads IS NULL THEN
         RETURN;
     END IF;
-    EXECUTE 'INSERT INTO events (shard, url_key, version, created_at, payload, xid) VALUES '
-        || v_events || ' ON CONFLICT DO NOTHING';
+    FOR v_head IN EXECUTE 'INSERT INTO outbox_heads AS h (shard, last_pos) VALUES ' || v_heads
+        || ' ON CONFLICT (shard) DO UPDATE SET last_pos = h.last_pos + EXCLUDED.last_pos'
+        || ' RETURNING h.shard, h.last_pos' LOOP
+        v_head_shards := v_head_shards || v_head.shard;
+        v_head_lasts := v_head_lasts || v_head.last_pos;
+    END LOOP;
+    SELECT string_agg(format('(%L, %L, %L, %L, %L, %L, %L)', a.shard, a.url_key, a.version + 1,
+                             p_now, a.payload, v_xid, hd.last_pos - a.n + a.nth),
+                      ', ' ORDER BY a.shard, a.url_key),
+           string_agg(format('(%L, %L, %L, %L, %L, %L, %L, %L, %L)', a.shard, a.url_key,
+                             a.version + 1, a.fetched_at, a.status, a.outcome,
+                             a.robots_digest, a.delay_applied, a.error_kind),
+                      ', ' ORDER BY a.shard, a.url_key)
+    INTO v_events, v_fetches
+    FROM (SELECT x.*, row_number() OVER (PARTITION BY x.shard ORDER BY x.url_key) AS nth,
+                 count(*) OVER (PARTITION BY x.shard) AS n
+          FROM unnest(p_commits) AS x WHERE x.ord = ANY(p_ords)) AS a
+    JOIN unnest(v_head_shards, v_head_lasts) AS hd(shard, last_pos) ON hd.shard = a.shard;
+    EXECUTE 'INSERT INTO events (shard, url_key, version, created_at, payload, xid, shard_pos)'
+        || ' VALUES ' || v_events || ' ON CONFLICT DO NOTHING';
     EXECUTE 'INSERT INTO fetch_log (shard, url_key, version, fetched_at, status, outcome,'
         || ' robots_digest, delay_applied, error_kind) VALUES ' || v_fetches;
 END;
 $$;
+
+-- the heads' increment of the re-parse (store/postgres/_archive.py) names one shard:
+-- custom plans, so that Citus routes it (a generic plan's parameter it cannot route)
+ALTER FUNCTION courtier_take_shard_pos(integer, integer) SET plan_cache_mode = force_custom_plan;
 
 -- the hosts' statistics (the plain form's upsert from unnest(p_stats), same filter)
 CREATE OR REPLACE FUNCTION courtier_hosts_add(p_stats courtier_host_delta[], p_hosts text[],
