@@ -456,10 +456,11 @@ def main(argv: list[str] | None = None) -> int:
                 if a.sqlite_baseline and not sqlite_first:
                     baseline = [run(0, a, manifest, seeds, hosts, work)]
                 rounds.append(baseline + results if sqlite_first else results + baseline)
-    for n, results in enumerate(rounds, start=1):
-        if len(rounds) > 1:
-            print(f"round {n}:")
-        report(results)
+                # each round as it ends: a long invocation cut short keeps what it measured
+                if a.repeat > 1:
+                    print(f"round {n + 1}:")
+                report(rounds[-1])
+                sys.stdout.flush()
     for line in summary(rounds, counts):
         print(line)
     return 0
