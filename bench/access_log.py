@@ -33,6 +33,7 @@ the slack is visible.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -238,6 +239,21 @@ def check_coverage(
         last_end=last,
         last_page_end=last_page,
     )
+
+
+def time_to_share(entries: Iterable[LogEntry], share: float) -> float | None:
+    """Seconds from the first request's start to the end of the request by which
+    ``share`` (0 < share ≤ 1) of all the log's requests had ended: how long a crawl took
+    to get that far, on the server's clock (None for an empty log). A long tail (hosts
+    with a Crawl-delay) moves the whole window's end, not the time to 90 %."""
+    if not 0.0 < share <= 1.0:
+        raise ValueError(f"share must be in (0, 1], not {share}")
+    listed = list(entries)
+    if not listed:
+        return None
+    ends = sorted(e.end for e in listed)
+    reached = ends[max(1, math.ceil(share * len(ends) - 1e-9)) - 1]
+    return reached - min(e.start for e in listed)
 
 
 #: URI endings of files that are not pages (what an HTML-only crawler should not download)

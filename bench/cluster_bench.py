@@ -1,7 +1,10 @@
 """One worker vs N workers on the same CPU-bound farm: pages/s and CPU per page.
 
 The farm is the static benchmark web (bench/static_web.py: 1,000 hosts by
-default) served by a local nginx, delay 0, so the crawler's CPU is the limit.
+default) or, with ``--realistic`` / ``--web-dir DIR``, the realistic web
+(bench/realistic_web.py: robots.txt answering 404 and 500, Crawl-delay hosts,
+sitemaps, redirects, broken links, duplicates; judged per host by its own robots.txt
+and Crawl-delay), served by a local nginx, delay 0, so the crawler's CPU is the limit.
 Each run gets a fresh PostgreSQL database on 127.0.0.1 and runs
 ``courtier crawl --workers K`` to the end; pages are counted from nginx's access
 log (the independent observer), CPU from the children's rusage. The shards a
@@ -9,9 +12,13 @@ join or a leave moves are computed from the rendezvous hashing the workers use.
 
     .venv/bin/python bench/cluster_bench.py --hosts 1000 --pages 5 --workers 1 --workers 2
     .venv/bin/python bench/cluster_bench.py --hosts 300 --pages 10 --workers 1 --citus
+    .venv/bin/python bench/cluster_bench.py --hosts 1000 --pages 20 --workers 1 --plain-server \
+        --web-dir /tmp/web1000 --sqlite-baseline --repeat 3
 
 Prints one line per run and the ratio of K workers to 1 (the machine may be shared:
-the load average before and after each run is printed with it).
+the load average before and after each run is printed with it); with
+``--sqlite-baseline`` each round also crawls the same web with one process on the
+embedded SQLite store and prints the crawler's own CPU per page on PostgreSQL against it.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(ROOT / "src"))
 
 import access_log  # noqa: E402
+import realistic_web  # noqa: E402
 import static_web  # noqa: E402
 from bench_databases import Databases, plain_and_citus, plain_only  # noqa: E402
 from nginx_local import LocalNginx, free_port  # noqa: E402
@@ -249,15 +257,22 @@ async def _wal_lsn(dsn: str) -> int:
         await conn.close()
 
 
-def run(workers: int, a: argparse.Namespace, manifest: static_web.SiteManifest,
+Web = static_web.SiteManifest | realistic_web.RealisticManifest
+
+
+def run(workers: int, a: argparse.Namespace, manifest: Web,
         seeds: Path, hosts: Path, work: Path, tree: tuple[str, str | None] = ("", None),
         databases: Databases | None = None) -> dict[str, Any]:
     """One crawl of the farm: ``workers`` processes on PostgreSQL (0: one process on
-    SQLite), with the source tree ``tree`` (label, src path for PYTHONPATH; None: this
-    one), on a database of ``databases`` (``--citus``: plain or Citus throwaway servers,
-    every process of which is counted) or of ``--admin-dsn``'s server."""
+    SQLite, no database made), with the source tree ``tree`` (label, src path for
+    PYTHONPATH; None: this one), on a database of ``databases`` (``--citus``: plain or
+    Citus throwaway servers, every process of which is counted) or of ``--admin-dsn``'s
+    server."""
     name = f"courtier_bench_{uuid.uuid4().hex[:10]}"
-    if databases is None:
+    sqlite = workers == 0
+    if sqlite:
+        databases, dsn = None, ""
+    elif databases is None:
         asyncio.run(_admin(f'CREATE DATABASE "{name}"'))
         dsn = ADMIN_DSN[0].rsplit("/", 1)[0] + f"/{name}"
     else:  # the schema made before the crawl: its CPU (Citus: distributing every
@@ -269,6 +284,7 @@ def run(workers: int, a: argparse.Namespace, manifest: static_web.SiteManifest,
             subprocess.run([sys.executable, "-c", _SCHEMA_SCRIPT, dsn], check=True,
                            env={**os.environ, "PYTHONPATH": tree[1]})
     backend = "" if databases is None else f" {databases.label}"
+    realistic = isinstance(manifest, realistic_web.RealisticManifest)
     label = f"{workers}{tree[0]}{backend.replace(' ', '-')}"
     log = work / f"access-{label}.log"
     log.unlink(missing_ok=True)  # nginx appends: an earlier round's requests are not this run's
@@ -283,8 +299,9 @@ def run(workers: int, a: argparse.Namespace, manifest: static_web.SiteManifest,
                "--resolve", str(hosts), "--allow-network", "127.0.0.0/8", "--delay", "0",
                "--max-in-flight-per-ip", "0", "--concurrency", str(a.concurrency),
                "--progress", "none", "--linger", "0", "--user-agent", "courtier-bench/1.0",
-               *a.crawl_arg]
-        load_before = os.getloadavg()[0]
+               # the realistic web links *.invalid hosts and only the seeds' hosts resolve
+               *(["--scope", "seeds-hosts"] if realistic else []), *a.crawl_arg]
+        load_before = os.getloadavg()  # 1, 5 and 15 minutes, as `uptime`
         with LocalNginx(Path(manifest.root), work / f"nginx-{label}", manifest.port, log):
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             busy_before = machine_busy_s()
@@ -292,7 +309,9 @@ def run(workers: int, a: argparse.Namespace, manifest: static_web.SiteManifest,
             servers_before = 0.0 if databases is None else databases.cpu_s()
             wal_before = None if databases is None else asyncio.run(_wal_lsn(dsn))
             began = time.monotonic()
-            with ServerCpu(name) as servers:
+            # the processes of this run: its database's backends, or the SQLite crawl's
+            # command (its data folder)
+            with ServerCpu(str(work / f"data-{label}") if sqlite else name) as servers:
                 subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env,
                                stderr=open(work / f"crawl-{label}.log", "wb"),  # noqa: SIM115
                                timeout=a.max_seconds)
@@ -303,33 +322,40 @@ def run(workers: int, a: argparse.Namespace, manifest: static_web.SiteManifest,
             busy = busy_after[0] - busy_before[0]
             stolen = busy_after[1] - busy_before[1]
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        load_avg_after = os.getloadavg()
         time.sleep(1.0)  # statistics are sent at transaction ends: give them a moment
         reaped = postmaster_reaped_s() - reaped_before
-        transactions, rows_written = asyncio.run(_transactions(dsn))
-        if a.keep is not None:
+        transactions, rows_written = (0, 0) if sqlite else asyncio.run(_transactions(dsn))
+        if a.keep is not None and not sqlite:
             (work / f"pg-stats-{label}.txt").write_text(asyncio.run(_database_stats(dsn)))
     finally:
-        if databases is None:
+        if sqlite:
+            pass
+        elif databases is None:
             asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         else:
             asyncio.run(databases.drop(name))
     entries = access_log.read_log(log)
-    cov = access_log.check_coverage(entries, manifest.pages)
     # the independent observer's view of the crawl: politeness at the crawl's delay (0: one
-    # request in flight per host, robots.txt first, nothing disallowed) and pages served twice
-    pol = access_log.check_politeness(entries, 0.0, disallowed_prefixes=manifest.disallowed)
+    # request in flight per host, robots.txt first, nothing disallowed; on the realistic
+    # web each host's own robots.txt answer and Crawl-delay) and pages served twice
+    pol, cov = realistic_web.judge(entries, manifest, 0.0, a.tolerance)
     window = (cov.last_end or 0.0) - (cov.first_start or 0.0)
+    to_90 = access_log.time_to_share(entries, 0.9) or 0.0
     first = cov.first_start or 0.0
     buckets = [0] * (int(window // 2) + 1)
     for e in entries:
         buckets[int((e.start - first) // 2)] += 1
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    pages = max(1, cov.distinct)
     return {"workers": workers, "tree": tree[0] + backend, "pages": cov.distinct,
+            "existing": cov.existing, "requests": len(entries), "to_90_s": to_90,
+            "crawler_cores": cpu / wall, "loadavg": (load_before, load_avg_after),
             "db_all_ms_per_page": (None if databases is None
                                    else 1000 * servers_all / max(1, cov.distinct)),
             "coverage": cov.coverage,
-            "pg_xacts_per_page": transactions / max(1, cov.distinct),
-            "pg_rows_per_page": rows_written / max(1, cov.distinct),
+            "pg_xacts_per_page": None if sqlite else transactions / pages,
+            "pg_rows_per_page": None if sqlite else rows_written / pages,
             "wal_bytes_per_page": None if wal is None else wal / max(1, cov.distinct),
             "pg_reaped_ms_per_page": 1000 * reaped / max(1, cov.distinct),
             "wall": wall, "pages_per_s": cov.distinct / wall,
@@ -340,11 +366,13 @@ def run(workers: int, a: argparse.Namespace, manifest: static_web.SiteManifest,
             "pg_ms_per_page": 1000 * servers.seconds("postgres") / max(1, cov.distinct),
             "nginx_ms_per_page": 1000 * servers.seconds("nginx") / max(1, cov.distinct),
             "other_ms_per_page": 1000 * (busy - stolen - cpu) / max(1, cov.distinct),
-            "violations": pol.total, "violations_by_kind": (pol.concurrency, pol.gap,
+            "violations": pol.total, "min_gap_s": pol.min_gap,
+            "violation_examples": pol.examples[:3],
+            "violations_by_kind": (pol.concurrency, pol.gap,
                                                             pol.robots_order, pol.disallowed),
             "dup_fetches": cov.refetches,
             "dup_share": cov.refetches / max(1, cov.page_requests),
-            "load_before": load_before, "load_after": os.getloadavg()[0]}
+            "load_before": load_before[0], "load_after": load_avg_after[0]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -376,6 +404,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=1,
                     help="rounds of all worker counts, alternating (1, 2, 1, 2, …): each "
                     "round's ratios against its own 1-worker run, then their medians")
+    ap.add_argument("--realistic", action="store_true",
+                    help="crawl the realistic web (bench/realistic_web.py), made in the work "
+                    "directory, instead of the static one")
+    ap.add_argument("--web-dir", type=Path,
+                    help="the realistic web in this folder: made there and kept, reused by a "
+                    "later run of the same sizes and seed (implies --realistic)")
+    ap.add_argument("--seed", type=int, default=1, help="the realistic web's seed")
+    ap.add_argument("--sqlite-baseline", action="store_true",
+                    help="each round also crawls the web with one process on the embedded "
+                    "SQLite store (before the PostgreSQL runs in even rounds, after them in "
+                    "odd ones) and prints the crawler's own CPU per page of one worker on "
+                    "PostgreSQL against it")
+    ap.add_argument("--tolerance", type=float, default=0.01,
+                    help="timing slack of the politeness judge (s)")
     a = ap.parse_args(argv)
     ADMIN_DSN[0] = a.admin_dsn
     counts = a.workers or [1, 2]
@@ -385,8 +427,15 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tmp) if a.keep is None else a.keep
         work.mkdir(parents=True, exist_ok=True)
         port = free_port()
-        manifest = static_web.generate(work / "web", hosts=a.hosts, pages=a.pages, port=port,
-                                       page_bytes=30_000, links=50)
+        manifest: Web
+        if a.realistic or a.web_dir is not None:
+            manifest = realistic_web.reuse_or_generate(a.web_dir or work / "web", a.hosts,
+                                                       a.pages, port, a.seed)
+            print(f"realistic web: {a.hosts} hosts x {a.pages} pages, "
+                  f"{manifest.total_pages:,} resources to fetch, port {manifest.port}")
+        else:
+            manifest = static_web.generate(work / "web", hosts=a.hosts, pages=a.pages,
+                                           port=port, page_bytes=30_000, links=50)
         seeds = static_web.write_seeds(manifest, work / "seeds.txt")
         hosts = static_web.write_hosts_file(manifest, work / "hosts.txt")
         trees: list[tuple[str, str | None]] = [
@@ -398,54 +447,107 @@ def main(argv: list[str] | None = None) -> int:
                 backends = list(stack.enter_context(plain_and_citus()))
             elif a.plain_server:
                 backends = [stack.enter_context(plain_only())]
-            rounds = [[run(k, a, manifest, seeds, hosts, work, tree, databases)
-                       for k in counts for tree in trees for databases in backends]
-                      for _ in range(max(1, a.repeat))]
-    for n, results in enumerate(rounds, start=1):
-        if len(rounds) > 1:
-            print(f"round {n}:")
-        report(results)
-    if len(rounds) > 1:
-        for i, k in enumerate(counts[1:], start=1):
-            run_r = sorted(r[i]["pages_per_s"] / r[0]["pages_per_s"] for r in rounds)
-            win_r = sorted(r[i]["window_pages_per_s"] / r[0]["window_pages_per_s"]
-                           for r in rounds)
-            print(f"{k} workers / {counts[0]} over {len(rounds)} rounds: run ratios "
-                  f"{' '.join(f'{x:.2f}' for x in run_r)} (median "
-                  f"{statistics.median(run_r):.2f}), window ratios "
-                  f"{' '.join(f'{x:.2f}' for x in win_r)} (median "
-                  f"{statistics.median(win_r):.2f})")
+            rounds = []
+            for n in range(max(1, a.repeat)):
+                sqlite_first = a.sqlite_baseline and n % 2 == 1
+                baseline = [run(0, a, manifest, seeds, hosts, work)] if sqlite_first else []
+                results = [run(k, a, manifest, seeds, hosts, work, tree, databases)
+                           for k in counts for tree in trees for databases in backends]
+                if a.sqlite_baseline and not sqlite_first:
+                    baseline = [run(0, a, manifest, seeds, hosts, work)]
+                rounds.append(baseline + results if sqlite_first else results + baseline)
+                # each round as it ends: a long invocation cut short keeps what it measured
+                if a.repeat > 1:
+                    print(f"round {n + 1}:")
+                report(rounds[-1])
+                sys.stdout.flush()
+    for line in summary(rounds, counts):
+        print(line)
     return 0
 
 
+def _listed(values: list[float]) -> str:
+    return (f"{' '.join(f'{x:.2f}' for x in values)} (median "
+            f"{statistics.median(values):.2f})")
+
+
+def summary(rounds: list[list[dict[str, Any]]], counts: list[int]) -> list[str]:
+    """Each round's figures set against its own runs, then their medians: K workers
+    against the first count (pages/s over the whole run and over the crawl window, and
+    how much sooner the server had answered 90 % of its requests), one worker's database
+    CPU and round trips a page, and its crawler's CPU a page against the SQLite run of the
+    same round. A round's runs are found by worker count (0: SQLite) in this tree."""
+    def own(results: list[dict[str, Any]], k: int) -> dict[str, Any] | None:
+        return next((r for r in results if r["workers"] == k
+                     and not r["tree"].startswith("-")), None)
+
+    out = []
+    for k in counts[1:]:
+        pairs = [(own(r, counts[0]), own(r, k)) for r in rounds]
+        pairs_ok = [(b, r) for b, r in pairs if b is not None and r is not None]
+        if len(pairs_ok) < 2:
+            continue
+        out.append(
+            f"{k} workers / {counts[0]} over {len(pairs_ok)} rounds: whole run "
+            + _listed(sorted(r["pages_per_s"] / b["pages_per_s"] for b, r in pairs_ok))
+            + ", crawl window "
+            + _listed(sorted(r["window_pages_per_s"] / b["window_pages_per_s"]
+                             for b, r in pairs_ok))
+            + ", to 90 % of the server's requests "
+            + _listed(sorted(b["to_90_s"] / r["to_90_s"] for b, r in pairs_ok)))
+    ones = [one for r in rounds if (one := own(r, 1)) is not None]
+    dbs = [one["db_all_ms_per_page"] for one in ones if one["db_all_ms_per_page"] is not None]
+    if dbs:
+        out.append(f"1 worker's database CPU ms a page over {len(dbs)} rounds: "
+                   + _listed(sorted(dbs)) + "; round trips a page "
+                   + _listed(sorted(one["pg_xacts_per_page"] for one in ones)))
+    vs_sqlite = sorted(one["cpu_ms_per_page"] / lite["cpu_ms_per_page"]
+                       for r in rounds
+                       if (one := own(r, 1)) is not None and (lite := own(r, 0)) is not None)
+    if vs_sqlite:
+        out.append(f"crawler's own CPU a page, 1 worker on PostgreSQL / 1 process on SQLite, "
+                   f"same round, over {len(vs_sqlite)} rounds: " + _listed(vs_sqlite))
+    return out
+
+
 def report(results: list[dict[str, Any]]) -> None:
-    base = results[0]
+    base = next((r for r in results if r["workers"]), results[0])
     for r in results:
+        lb, la = r["loadavg"]
         print(f"{'SQLite, 1 process' if not r['workers'] else str(r['workers']) + ' worker(s)'}"
               f"{r['tree']}: {r['pages']:.0f} pages (coverage "
-              f"{r['coverage']:.3f}) in {r['wall']:.1f} s = {r['pages_per_s']:.1f} pages/s, "
+              f"{r['coverage']:.3f} of {r['existing']}) in {r['wall']:.1f} s = "
+              f"{r['pages_per_s']:.1f} pages/s, "
               f"CPU {r['cpu_ms_per_page']:.2f} ms/page (PostgreSQL {r['pg_ms_per_page']:.2f}, "
               f"nginx {r['nginx_ms_per_page']:.2f}, the whole rest of the machine "
-              f"{r['other_ms_per_page']:.2f} ms/page; machine busy {r['machine_cores']:.2f} "
+              f"{r['other_ms_per_page']:.2f} ms/page; crawler {r['crawler_cores']:.2f} cores, "
+              f"machine busy {r['machine_cores']:.2f} "
               f"cores, of which stolen by the hypervisor {r['steal_cores']:.2f}), "
               f"ratio {r['pages_per_s'] / base['pages_per_s']:.2f}; crawl window "
               f"{r['window_s']:.1f} s = {r['window_pages_per_s']:.1f} pages/s, ratio "
-              f"{r['window_pages_per_s'] / base['window_pages_per_s']:.2f} "
-              f"(load {r['load_before']:.1f} → {r['load_after']:.1f})")
+              f"{r['window_pages_per_s'] / base['window_pages_per_s']:.2f}; 90 % of the "
+              f"server's {r['requests']} requests in {r['to_90_s']:.1f} s "
+              f"(load {' '.join(f'{x:.1f}' for x in lb)} → {' '.join(f'{x:.1f}' for x in la)})")
         if r["db_all_ms_per_page"] is not None:
+            ratio = ("" if base["db_all_ms_per_page"] is None else
+                     f", ratio {r['db_all_ms_per_page'] / base['db_all_ms_per_page']:.2f}")
             print(f"    database servers, every process of every node (exited backends "
-                  f"included): {r['db_all_ms_per_page']:.2f} ms CPU a page, ratio "
-                  f"{r['db_all_ms_per_page'] / base['db_all_ms_per_page']:.2f}")
-        wal = ("" if r["wal_bytes_per_page"] is None else
-               f"; WAL of the server the store connects to {r['wal_bytes_per_page']:.0f} B")
-        print(f"    rows written a page {r['pg_rows_per_page']:.2f}{wal}")
-        print(f"    PostgreSQL transactions (round trips) per page {r['pg_xacts_per_page']:.2f}; "
-              f"the server's exited backends, every database ({r['pg_reaped_ms_per_page']:.2f}"
-              " ms/page, an upper bound of this run's beyond the samples)")
+                  f"included): {r['db_all_ms_per_page']:.2f} ms CPU a page{ratio}")
+        if r["pg_xacts_per_page"] is not None:
+            wal = ("" if r["wal_bytes_per_page"] is None else
+                   f"; WAL of the server the store connects to {r['wal_bytes_per_page']:.0f} B")
+            print(f"    rows written a page {r['pg_rows_per_page']:.2f}{wal}")
+            print(f"    PostgreSQL transactions (round trips) per page "
+                  f"{r['pg_xacts_per_page']:.2f}; the server's exited backends, every "
+                  f"database ({r['pg_reaped_ms_per_page']:.2f} ms/page, an upper bound of "
+                  "this run's beyond the samples)")
         c, g, o, d = r["violations_by_kind"]
+        gap = "" if r["min_gap_s"] is None else f"; smallest gap on a host {r['min_gap_s']:.3f} s"
         print(f"    server's log: politeness violations {r['violations']} (concurrency {c}, "
-              f"gap {g}, robots order {o}, disallowed {d}); duplicate fetches "
+              f"gap {g}, robots order {o}, disallowed {d}{gap}); duplicate fetches "
               f"{r['dup_fetches']} ({100 * r['dup_share']:.2f} % of page responses)")
+        for example in r["violation_examples"]:
+            print(f"    violation: {example}")
         print("    requests per 2 s of the window:", " ".join(map(str, r["per_2s"])))
         print("    workers' cores per 2 s of the run:",
               " ".join(f"{c:.2f}" for c in r["worker_cores_per_2s"]))

@@ -221,11 +221,7 @@ def measure(
     # (epoch s, CPU s) of the crawler's process group: CPU over any part of the crawl
     (out / f"{name}-cpu-samples.json").write_text(json.dumps(samples), encoding="utf-8")
     realistic = isinstance(manifest, realistic_web.RealisticManifest)
-    pol = access_log.check_politeness(
-        entries, a.delay, a.tolerance, manifest.disallowed,
-        manifest.host_rules(a.delay) if realistic else None)
-    cov = access_log.check_coverage(
-        entries, manifest.pages, realistic_web.resource_of if realistic else None)
+    pol, cov = realistic_web.judge(entries, manifest, a.delay, a.tolerance)
     # the crawl window: the first request to the last page response (nginx's clock)
     window = (cov.first_start, cov.last_page_end)
     active = window[1] - window[0] if window[0] and window[1] else 0.0

@@ -243,6 +243,21 @@ class RealisticManifest:
         return cls(**data)
 
 
+def judge(entries: list[access_log.LogEntry], web: static_web.SiteManifest | RealisticManifest,
+          delay: float, tolerance: float = 0.01
+          ) -> tuple[access_log.PolitenessReport, access_log.CoverageReport]:
+    """Politeness and coverage of a crawl of ``web`` at run delay ``delay``, read from
+    the server's log: on the realistic web each host is held to its own robots.txt
+    answer and to max(delay, its Crawl-delay), and spellings of one page count once;
+    on the static web one rule holds for every host and a URI is its own page."""
+    if isinstance(web, RealisticManifest):
+        return (access_log.check_politeness(entries, delay, tolerance, web.disallowed,
+                                            web.host_rules(delay)),
+                access_log.check_coverage(entries, web.pages, resource_of))
+    return (access_log.check_politeness(entries, delay, tolerance, web.disallowed),
+            access_log.check_coverage(entries, web.pages))
+
+
 def list_uri(cat: str, page: int, form: str = "canonical") -> str:
     """A query page's URI, written in one of the forms links use."""
     if form == "swapped":

@@ -886,3 +886,80 @@ def test_scrapy_peer_html_only_skips_files_by_extension_and_cuts_the_rest(
     cov = access_log.check_coverage(entries, m.pages, __import__("realistic_web").resource_of)
     assert cov.coverage == 1.0
     assert json.loads(stats.read_text())["finish_reason"] == "finished"
+
+
+def test_time_to_share_ends_at_the_request_that_reaches_the_share() -> None:
+    """Nine requests in the first second, a Crawl-delay host's tail to 60 s: 90 % of the
+    server's requests were answered at 0.9 s + their duration, whatever the tail.
+
+    Seen red: with the share's index taken as ``int(share * n)`` (one too far), the time
+    was the tail's 60.01 s (the 10th of 10 requests) instead of 0.81."""
+    from access_log import time_to_share
+
+    log = [_e("a", f"/p/{i}.html", 0.1 * i) for i in range(9)] + [_e("cd", "/", 60.0)]
+    assert time_to_share(log, 0.9) == pytest.approx(0.81)
+    assert time_to_share(log, 1.0) == pytest.approx(60.01)
+    assert time_to_share(log, 0.05) == pytest.approx(0.01)  # the first request's end
+    assert time_to_share([], 0.9) is None
+    with pytest.raises(ValueError, match="share"):
+        time_to_share(log, 0.0)
+
+
+def test_judge_reads_each_web_by_its_own_rules(tmp_path: Path) -> None:
+    """``realistic_web.judge``: on the realistic web a Crawl-delay host's own gap and one
+    page under two spellings; on the static web one rule for all hosts.
+
+    Seen red: with the realistic web judged like the static one (one rule for all
+    hosts), (gap, disallowed) were (0, 2) instead of (1, 0): the Crawl-delay was not
+    held and the robots-500 hosts' "/" was taken as every host's prefix."""
+    import realistic_web
+
+    m = _realistic(tmp_path, hosts=40, pages=3)
+    host = next(h for h, k in m.kinds.items() if k == "crawl-delay")
+    listed = next(u for u in m.pages[host] if u.startswith("/list.html"))
+    cat, page = (kv.split("=")[1] for kv in urlsplit(listed).query.split("&"))
+    log = [_e(host, "/robots.txt", 0.0), _e(host, "/", 5.0),
+           _e(host, f"/list.html?page={page}&cat={cat}&utm_source=x", 5.5)]  # < Crawl-delay
+    pol, cov = realistic_web.judge(log, m, delay=0.0)
+    assert (pol.gap, pol.disallowed) == (1, 0)
+    assert (cov.distinct, cov.existing) == (2, m.total_pages)
+    static = static_web.generate(tmp_path / "static", hosts=2, pages=3, port=8124)
+    s_host = static.hosts[0]
+    s_log = [_e(s_host, "/robots.txt", 0.0), _e(s_host, "/", 0.5),
+             _e(s_host, static.disallowed[0], 0.7)]
+    s_pol, s_cov = realistic_web.judge(s_log, static, delay=0.3)
+    assert (s_pol.gap, s_pol.disallowed) == (1, 1)
+    assert (s_cov.distinct, s_cov.existing) == (1, static.total_pages)
+
+
+def _run_figures(workers: int, pages_per_s: float, to_90: float, cpu: float,
+                 db: float | None = None, tree: str = " plain") -> dict[str, object]:
+    return {"workers": workers, "tree": tree, "pages_per_s": pages_per_s,
+            "window_pages_per_s": 2 * pages_per_s, "to_90_s": to_90,
+            "cpu_ms_per_page": cpu, "db_all_ms_per_page": db,
+            "pg_xacts_per_page": None if db is None else 0.25}
+
+
+def test_cluster_bench_summary_pairs_each_round_by_worker_count() -> None:
+    """The medians set each round's runs against that round's own, found by worker count
+    (SQLite first in the second round, as ``--sqlite-baseline`` alternates), another
+    tree's runs left out.
+
+    Seen red: with runs taken by position (a round's first run as one worker, its last
+    as SQLite), the second round took its SQLite run as "1 worker" and the summary
+    failed on its missing database figures (TypeError comparing None)."""
+    import cluster_bench
+
+    rounds = [
+        [_run_figures(1, 100, 50, 2.2, 0.3), _run_figures(1, 90, 60, 9.9, 0.9, "-before"),
+         _run_figures(2, 150, 30, 2.4, 0.35), _run_figures(0, 110, 45, 2.0, tree="")],
+        [_run_figures(0, 105, 48, 2.0, tree=""), _run_figures(1, 100, 40, 2.4, 0.4),
+         _run_figures(2, 170, 25, 2.5, 0.36)],
+    ]
+    lines = cluster_bench.summary(rounds, [1, 2])
+    assert lines[0] == ("2 workers / 1 over 2 rounds: whole run 1.50 1.70 (median 1.60), "
+                        "crawl window 1.50 1.70 (median 1.60), to 90 % of the server's "
+                        "requests 1.60 1.67 (median 1.63)")
+    assert lines[1] == ("1 worker's database CPU ms a page over 2 rounds: 0.30 0.40 (median "
+                        "0.35); round trips a page 0.25 0.25 (median 0.25)")
+    assert lines[2].endswith("over 2 rounds: 1.10 1.20 (median 1.15)")
