@@ -51,7 +51,8 @@ async def register(conn: Conn, name: str, now: float) -> ShardCursor:
 
 
 async def advance(conn: Conn, name: str, cursor: ShardCursor, now: float) -> ShardCursor:
-    moved = ((await _locked(conn, name)) or (await _pruned(conn))).advanced(cursor)
+    kept = await _locked(conn, name)  # an empty cursor is falsy: test for None
+    moved = (await _pruned(conn) if kept is None else kept).advanced(cursor)
     await _store(conn, name, moved, now)
     return moved
 

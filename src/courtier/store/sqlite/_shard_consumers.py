@@ -41,7 +41,8 @@ def register(conn: sqlite3.Connection, name: str, now: float) -> ShardCursor:
 def advance(conn: sqlite3.Connection, name: str, cursor: ShardCursor,
             now: float) -> ShardCursor:
     _refuse_crawl_wide(conn, name)
-    moved = (position(conn, name) or _pruned(conn)).advanced(cursor)
+    kept = position(conn, name)  # an empty cursor is falsy: test for None
+    moved = (_pruned(conn) if kept is None else kept).advanced(cursor)
     conn.execute("INSERT INTO shard_consumers (name, cursor, updated_at) VALUES (?, ?, ?)"
                  " ON CONFLICT (name) DO UPDATE SET cursor = excluded.cursor,"
                  " updated_at = excluded.updated_at", (name, moved.token(), now))
