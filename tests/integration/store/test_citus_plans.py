@@ -15,8 +15,8 @@ What is checked:
 - every call of a crawl's hot path (:data:`HOT_PATH`: the lease round, the intake, the
   refill, the commit with its host-queue upkeep, link intake and event counts, the
   hand-backs, the outbox read and cursors, crawl-wide and per shard, the pacer's reads)
-  is planned by Citus and pulls no row, except :data:`KNOWN_PULLS`, checked as an exact list: a new pull fails
-  it, and removing one fails it until the list shrinks;
+  is planned by Citus and pulls no row, except :data:`KNOWN_PULLS`, checked as an exact
+  list: a new pull fails it, and removing one fails it until the list shrinks;
 - ``get_url`` and the lease renewal are single-task plans (a router query to the key's
   node; one task over the reference table's placements);
 - the intake pulls no row of a distributed table to the coordinator even as a subplan
