@@ -39,11 +39,14 @@ def prune_events(conn: sqlite3.Connection, before: float, limit: int) -> int:
     through = pruned_through(conn)
     lowest = conn.execute("SELECT MIN(position) FROM consumer_cursors").fetchone()[0]
     cap = 2**63 - 1 if lowest is None else int(lowest)
+    # the floors (?3, JSON; NULL: no per-shard consumer) parsed once into a table
     window = conn.execute(
-        "SELECT MAX(id), MIN(CASE WHEN created_at >= ?1 OR id > ?2 OR (?3 IS NOT NULL AND"
-        " shard_pos > coalesce(?3 ->> ('$.\"' || shard || '\"'), 0)) THEN id END)"
+        "WITH f(shard, pos) AS MATERIALIZED"
+        " (SELECT CAST(key AS INTEGER), value FROM json_each(?3))"
+        " SELECT MAX(w.id), MIN(CASE WHEN w.created_at >= ?1 OR w.id > ?2 OR"
+        " (?3 IS NOT NULL AND w.shard_pos > coalesce(f.pos, 0)) THEN w.id END)"
         " FROM (SELECT id, created_at, shard, shard_pos FROM events WHERE id > ?4"
-        " ORDER BY id LIMIT ?5)",
+        " ORDER BY id LIMIT ?5) AS w LEFT JOIN f ON f.shard = w.shard",
         (before, cap, floors_json(floors(_shard_consumers.all_cursors(conn).values())),
          through, max(0, limit))).fetchone()
     last, blocked = window
