@@ -8,7 +8,7 @@ Each retention test runs with and without PostgreSQL's day partitions made ahead
 prune then drops whole partitions, otherwise it deletes rows of the default partition).
 
 Seen red (scratch copies): with ``holds`` left out of the memory store's prune, with the
-floors argument of SQLite's window query replaced by NULL, and with PostgreSQL's
+floors ignored by SQLite's window query (``0 AND ?3 IS NOT NULL …``), with PostgreSQL's
 ``_READ_BY_SHARD`` filter replaced by ``true`` (both the DELETE and the partition check),
 ``test_the_retention_keeps_what_a_shard_consumer_has_not_read`` and
 ``test_a_shard_missing_from_the_cursor_is_held_whole`` failed with ShardEventsPruned (the
