@@ -94,7 +94,14 @@ class CrawlControl(Protocol):
                               limit: int) -> dict[str, Any]:
         """:meth:`events` for the consumer cursor ``name`` registered in the store: ``after``
         (if given) acknowledges the events up to it, moving the cursor forward; the events
-        returned follow the cursor. Adds ``"consumer"`` and ``"position"`` (the cursor)."""
+        returned follow the cursor. Adds ``"consumer"`` and ``"position"`` (the cursor).
+        A consumer registered per shard is read as :meth:`shard_consumer_events`."""
+
+    async def shard_consumer_events(self, name: str, acknowledged: str | None,
+                                    limit: int) -> dict[str, Any]:
+        """:meth:`shard_events` for the per-shard consumer ``name`` (registered so if new):
+        ``acknowledged`` (a cursor token, if given) moves its cursor forward; the events
+        returned follow the cursor. Adds ``"consumer"`` and ``"position"`` (its token)."""
 
     async def cluster(self, worker_ttl: float) -> dict[str, Any]:
         """Workers, shards per worker, epochs, lease ages and handovers (store clock):
@@ -359,9 +366,25 @@ class StoreOnlyControl(FreshnessControl):
 
     async def consumer_events(self, name: str, after: int | None,
                               limit: int) -> dict[str, Any]:
-        position = (await self.store.register_consumer(name) if after is None
-                    else await self.store.advance_consumer(name, after))
+        if after is None and await self.store.shard_consumer_position(name) is not None:
+            return await self.shard_consumer_events(name, None, limit)
+        try:
+            position = (await self.store.register_consumer(name) if after is None
+                        else await self.store.advance_consumer(name, after))
+        except ConfigError as exc:  # a per-shard consumer acknowledges with cursor=
+            raise ApiInputError(f"consumer: {exc}") from None
         return {**await self.events(position, limit), "consumer": name, "position": position}
+
+    async def shard_consumer_events(self, name: str, acknowledged: str | None,
+                                    limit: int) -> dict[str, Any]:
+        try:
+            position = (await self.store.register_shard_consumer(name) if not acknowledged
+                        else await self.store.advance_shard_consumer(
+                            name, ShardCursor.from_token(acknowledged)))
+        except ConfigError as exc:
+            raise ApiInputError(f"consumer: {exc}") from None
+        return {**await self.shard_events(position.token(), limit), "consumer": name,
+                "position": position.token()}
 
     async def shard_events(self, token: str, limit: int) -> dict[str, Any]:
         if not 1 <= limit <= MAX_EVENTS_PER_CALL:

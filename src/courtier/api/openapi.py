@@ -213,7 +213,9 @@ _DOCUMENT: dict[str, Any] = {
                 "cursor registered in the store under NAME, which after=N moves forward "
                 "to N (acknowledged) first; with cursor=TOKEN (empty: from the first) "
                 "the events above a per-shard cursor (each shard's events in commit "
-                "order, no outbox sequencer) and the token to read on from",
+                "order, no outbox sequencer) and the token to read on from; with "
+                "consumer=NAME&by_shard=1 (or a NAME registered per shard) the events "
+                "above NAME's per-shard cursor, which cursor=TOKEN moves forward first",
                 _ok(
                     "events",
                     {
@@ -223,7 +225,8 @@ _DOCUMENT: dict[str, Any] = {
                             "next_after": {"type": "integer"},
                             "cursor": {"type": "string"},
                             "consumer": {"type": "string"},
-                            "position": {"type": "integer"},
+                            "position": {"oneOf": [{"type": "integer"},
+                                                   {"type": "string"}]},
                         },
                     },
                 ),
@@ -243,6 +246,11 @@ _DOCUMENT: dict[str, Any] = {
                         "in": "query",
                         "schema": {"type": "string", "minLength": 1, "maxLength": 100,
                                    "pattern": "^[^\\s]+$"},
+                    },
+                    {
+                        "name": "by_shard",
+                        "in": "query",
+                        "schema": {"type": "string", "enum": ["1", "true"]},
                     },
                     {
                         "name": "limit",

@@ -193,18 +193,22 @@ async def get_events(control: CrawlControl, call: ApiCall) -> Any:
     after = int_param(call.query, "after", 0, 0, 2**63 - 1)
     limit = int_param(call.query, "limit", 100, 1, MAX_EVENTS_PER_CALL)
     token = call.query.get("cursor")
-    if token is not None:
-        if "after" in call.query or "consumer" in call.query:
-            raise views.ApiInputError("cursor cannot be combined with after or consumer")
-        return await control.shard_events(token, limit)
     consumer = call.query.get("consumer")
+    by_shard = call.query.get("by_shard") in ("1", "true")
+    if "after" in call.query and (token is not None or by_shard):
+        raise views.ApiInputError("after is a crawl-wide position: not with cursor or by_shard")
     if consumer is None:
-        return await control.events(after, limit)
+        if by_shard:
+            raise views.ApiInputError("by_shard: give it with consumer")
+        return await (control.events(after, limit) if token is None
+                      else control.shard_events(token, limit))
     from courtier.events.cursor import consumer_name_problem
 
     problem = consumer_name_problem(consumer)
     if problem is not None:
         raise views.ApiInputError(f"consumer: {problem}")
+    if token is not None or by_shard:
+        return await control.shard_consumer_events(consumer, token, limit)
     acknowledged = after if "after" in call.query else None
     return await control.consumer_events(consumer, acknowledged, limit)
 

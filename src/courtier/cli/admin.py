@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import quote
 
 from courtier.cli.call import (
+    Caller,
     add_api_flags,
     add_store_flag,
     answer_error,
@@ -29,6 +30,7 @@ from courtier.cli.call import (
 )
 from courtier.core.config import SCOPES
 from courtier.core.errors import ConfigError, CourtierError, InvalidURL
+from courtier.core.shard_cursor import ShardCursor
 from courtier.store.open import open_store, store_url
 
 if TYPE_CHECKING:  # the URL code loads only when a command runs
@@ -79,6 +81,10 @@ def add_admin_commands(sub: Any) -> None:
                              "position (registered at 0 if new) and advance it after each "
                              "batch is printed (not with --api, --follow, --after or "
                              "--cursor-file)")
+    events.add_argument("--by-shard", action="store_true",
+                        help="with --consumer: register a new NAME with a per-shard cursor "
+                             "(read like --cursor, no outbox sequencer); a NAME registered "
+                             "so is read by shard with or without this flag")
     events.add_argument("--cursor", metavar="TOKEN", dest="shard_cursor",
                         help="a per-shard cursor token ('' for the first event): print the "
                              "events above it up to now, each shard's in commit order, then "
@@ -196,6 +202,9 @@ async def _events(args: argparse.Namespace, out: TextIO) -> int:
     if getattr(args, "consumers", False) or getattr(args, "forget_consumer", None):
         return await _registered_consumers(args, out)
     limit = _events_limit(args)
+    if getattr(args, "by_shard", False) and getattr(args, "consumer", None) is None:
+        raise ConfigError("--by-shard: give it with --consumer NAME (a per-shard cursor "
+                          "that is not registered is --cursor TOKEN)")
     if getattr(args, "consumer", None) is not None:
         return await _consumer_events(args, out, limit)
     if getattr(args, "shard_cursor", None) is not None:
@@ -264,11 +273,43 @@ async def _consumer_events(args: argparse.Namespace, out: TextIO, limit: int | N
     from courtier.events.drain import drain
 
     async with open_args_store(args) as store:
+        if args.by_shard or await store.shard_consumer_position(name) is not None:
+            start = await store.register_shard_consumer(name)
+
+            async def acknowledge(token: str) -> None:
+                await store.advance_shard_consumer(name, ShardCursor.from_token(token))
+
+            await _drain_by_shard(store_caller(store), start.token(), limit, out, acknowledge)
+            return 0
         cursor = await store.register_consumer(name)
         async for page in drain(page_reader(store_caller(store)), cursor, limit):
             _print_events(page.events, out)
             await store.advance_consumer(name, page.next_after)
     return 0
+
+
+async def _drain_by_shard(caller: Caller, token: str, limit: int | None, out: TextIO,
+                          acknowledge: Callable[[str], Awaitable[None]]) -> str:
+    """Print the events above the per-shard cursor ``token`` up to now (until the token
+    stops moving, or ``limit``), each page before ``acknowledge`` gets its next token;
+    the last token."""
+    from courtier.events.drain import PAGE_SIZE
+
+    left = limit
+    while left is None or left > 0:
+        size = PAGE_SIZE if left is None else min(PAGE_SIZE, left)
+        status, answer = await caller("GET", f"/v1/events?cursor={quote(token)}&limit={size}",
+                                      None)
+        if not 200 <= status < 300:
+            raise answer_error(status, answer)
+        _print_events(answer["events"], out)
+        if left is not None:
+            left -= len(answer["events"])
+        if answer["cursor"] == token:
+            break
+        token = answer["cursor"]
+        await acknowledge(token)
+    return token
 
 
 async def _shard_cursor_events(args: argparse.Namespace, out: TextIO,
@@ -281,23 +322,12 @@ async def _shard_cursor_events(args: argparse.Namespace, out: TextIO,
         if given:
             raise ConfigError(f"--cursor: give it without {flag} (the token is the cursor)")
     from courtier.cli.call import open_caller
-    from courtier.events.drain import PAGE_SIZE
 
-    token: str = args.shard_cursor
-    left = limit
+    async def nothing(token: str) -> None:
+        return None
+
     async with open_caller(args) as caller:
-        while left is None or left > 0:
-            size = PAGE_SIZE if left is None else min(PAGE_SIZE, left)
-            status, answer = await caller(
-                "GET", f"/v1/events?cursor={quote(token)}&limit={size}", None)
-            if not 200 <= status < 300:
-                raise answer_error(status, answer)
-            _print_events(answer["events"], out)
-            if left is not None:
-                left -= len(answer["events"])
-            if answer["cursor"] == token:
-                break
-            token = answer["cursor"]
+        token = await _drain_by_shard(caller, args.shard_cursor, limit, out, nothing)
     print(f"cursor {token}", file=sys.stderr, flush=True)
     return 0
 
@@ -317,6 +347,8 @@ async def _registered_consumers(args: argparse.Namespace, out: TextIO) -> int:
             answer["forgotten"] = await store.forget_consumer(name)
             code = 0 if answer["forgotten"] else 1
         answer["consumers"] = await store.consumers()
+        answer["shard_consumers"] = {name: cursor.token() for name, cursor
+                                     in (await store.shard_consumers()).items()}
         answer["pruned_through"] = await store.events_pruned_through()
     out.write(json.dumps(answer, sort_keys=True) + "\n")
     return code

@@ -314,11 +314,29 @@ class Store(ClusterStore, Protocol):
         changes nothing."""
 
     async def consumers(self) -> dict[str, int]:
-        """Every registered consumer and its position."""
+        """Every registered consumer with a crawl-wide position, and its position."""
+
+    async def register_shard_consumer(self, name: str) -> ShardCursor:
+        """Register ``name`` as a per-shard consumer unless it is registered; return its
+        cursor (per shard, the last position consumed). A new one starts, in each shard,
+        at the highest position the retention removed there (nothing: the shard's first
+        event). Registering again keeps the cursor. ConfigError when ``name`` is
+        registered with a crawl-wide position (``store/consumer_kinds.py``)."""
+
+    async def shard_consumer_position(self, name: str) -> ShardCursor | None:
+        """The cursor of per-shard consumer ``name``; None if it is not one."""
+
+    async def advance_shard_consumer(self, name: str, cursor: ShardCursor) -> ShardCursor:
+        """Move per-shard consumer ``name`` forward to ``cursor`` in each shard it names
+        (registering it if new) and return its cursor after the call: never backwards in
+        any shard, so a repeated or late call changes nothing."""
+
+    async def shard_consumers(self) -> dict[str, ShardCursor]:
+        """Every per-shard consumer and its cursor, by name."""
 
     async def forget_consumer(self, name: str) -> bool:
         """Unregister ``name`` (a consumer gone for good, which would hold the outbox's
-        retention back for ever); True if it was registered."""
+        retention back for ever), of either kind; True if it was registered."""
 
     async def event_counts(self) -> EventCounts:
         """The outbox's tallies (events, outcomes, status mix) as kept at write time: equal
@@ -331,7 +349,8 @@ class Store(ClusterStore, Protocol):
 
     async def prune_events(self, before: float, limit: int) -> int:
         """Remove outbox events created before ``before`` (the store's event time) whose
-        position is at or below every registered consumer's position, oldest first, about
+        position is at or below every registered consumer's position, and whose
+        ``shard_pos`` every per-shard consumer has read in its shard, oldest first, about
         ``limit`` at most (a bound on one call's cost); return how many were removed (for
         a whole time partition, PostgreSQL's estimate). An event is never removed before
         its position is assigned, nor above the lowest registered position, so a

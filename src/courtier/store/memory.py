@@ -62,6 +62,7 @@ from courtier.store.cluster_rules import (
     day_window,
     ip_retry_at,
 )
+from courtier.store.consumer_kinds import refuse_other_kind
 from courtier.store.event_counts import EventCounts
 from courtier.store.memory_outbox import MemoryAuditLog, MemoryOutbox
 from courtier.store.memory_plans import MemoryPlans
@@ -415,19 +416,36 @@ class MemoryStore:
                 if row.get("warc_file") in wanted}
 
     async def register_consumer(self, name: str) -> int:
+        refuse_other_kind(name, name in self.events.shard_consumers, by_shard=False)
         return self.events.register(name)
 
     async def consumer_position(self, name: str) -> int | None:
         return self.events.consumers.get(name)
 
     async def advance_consumer(self, name: str, position: int) -> int:
+        refuse_other_kind(name, name in self.events.shard_consumers, by_shard=False)
         return self.events.advance(name, position)
 
     async def consumers(self) -> dict[str, int]:
         return dict(self.events.consumers)
 
     async def forget_consumer(self, name: str) -> bool:
-        return self.events.consumers.pop(name, None) is not None
+        by_position = self.events.consumers.pop(name, None) is not None
+        return self.events.shard_consumers.pop(name, None) is not None or by_position
+
+    async def register_shard_consumer(self, name: str) -> ShardCursor:
+        refuse_other_kind(name, name in self.events.consumers, by_shard=True)
+        return self.events.register_by_shard(name)
+
+    async def shard_consumer_position(self, name: str) -> ShardCursor | None:
+        return self.events.shard_consumers.get(name)
+
+    async def advance_shard_consumer(self, name: str, cursor: ShardCursor) -> ShardCursor:
+        refuse_other_kind(name, name in self.events.consumers, by_shard=True)
+        return self.events.advance_by_shard(name, cursor)
+
+    async def shard_consumers(self) -> dict[str, ShardCursor]:
+        return dict(sorted(self.events.shard_consumers.items()))
 
     async def event_counts(self) -> EventCounts:
         return self.events.counts()

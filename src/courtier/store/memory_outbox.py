@@ -19,6 +19,7 @@ from courtier.core.errors import EventsPruned
 from courtier.core.records import Event
 from courtier.core.shard_cursor import ShardCursor, ShardPage
 from courtier.core.urls import shard_of_key
+from courtier.store.consumer_floors import floors, holds
 from courtier.store.event_counts import EventCounts, payload_counter_names, tally
 from courtier.store.shard_reads import advance, check_unpruned, plan_reads
 
@@ -34,6 +35,7 @@ class MemoryOutbox:
         self._last_position = 0
         self.pruned_through = 0
         self.consumers: dict[str, int] = {}
+        self.shard_consumers: dict[str, ShardCursor] = {}  # name → per-shard position
         self._tally = tally(())
         self._heads: dict[int, int] = {}  # shard → its last shard_pos
         self._pruned: dict[int, int] = {}  # shard → its highest shard_pos removed
@@ -90,13 +92,25 @@ class MemoryOutbox:
         self.consumers[name] = max(self.consumers.get(name, self.pruned_through), position)
         return self.consumers[name]
 
+    def register_by_shard(self, name: str) -> ShardCursor:
+        """A new per-shard consumer starts just above what each shard lost to the retention."""
+        return self.shard_consumers.setdefault(name, ShardCursor(self._pruned))
+
+    def advance_by_shard(self, name: str, cursor: ShardCursor) -> ShardCursor:
+        start = self.shard_consumers.get(name, ShardCursor(self._pruned))
+        self.shard_consumers[name] = start.advanced(cursor)
+        return self.shard_consumers[name]
+
     def prune(self, before: float, limit: int) -> int:
         """Remove the longest prefix (at most ``limit``) of events created before
-        ``before`` and at or below every registered position."""
+        ``before``, at or below every registered position and read by every per-shard
+        consumer in their shards."""
         lowest = min(self.consumers.values(), default=None)
+        shard_floors = floors(self.shard_consumers.values())
         count = 0
         for event in self._events[:max(0, limit)]:
-            if event.created_at >= before or (lowest is not None and event.id > lowest):
+            if event.created_at >= before or (lowest is not None and event.id > lowest) \
+                    or holds(shard_floors, event.shard, event.shard_pos):
                 break
             count += 1
         if count:

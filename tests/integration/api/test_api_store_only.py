@@ -15,6 +15,7 @@ from courtier.api.server import ROUTES, make_app
 from courtier.core.config import CrawlConfig
 from courtier.core.errors import StoreError
 from courtier.core.outcome import Outcome
+from courtier.core.shard_cursor import ShardCursor
 from courtier.core.urls import canonicalize
 from courtier.crawl.metrics import CrawlMetrics
 from courtier.store.base import FetchCommit, NewUrl
@@ -387,6 +388,37 @@ async def test_events_by_per_shard_cursor_token(client: TestClient[Any, Any],
     assert [e["url_key"] for e in later["events"]] == [more.url_key.hex()]
     for bad in ({"cursor": "c1.!!"}, {"cursor": "42"}, {"cursor": "", "after": "1"}):
         await error_of(await client.get("/v1/events", params=bad), 400)
+
+
+async def test_events_of_a_per_shard_consumer(client: TestClient[Any, Any],
+                                              memory: MemoryStore) -> None:
+    """``?consumer=NAME&by_shard=1`` registers NAME with a per-shard cursor and reads above
+    it; ``cursor=TOKEN`` acknowledges up to the token first; later reads of NAME go by
+    shard without ``by_shard``; the retention keeps the event until it is acknowledged; a
+    name is of one kind (400 otherwise). Seen red: with ``control.shard_consumer_events``
+    registering only (the token never stored), the prune after the acknowledgement
+    removed nothing and the next read returned the event again."""
+    first = await (await client.get("/v1/events", params={"consumer": "feed",
+                                                           "by_shard": "1"})).json()
+    [event] = first["events"]
+    assert (first["consumer"], first["position"]) == ("feed", ShardCursor().token())
+    assert await memory.shard_consumer_position("feed") == ShardCursor()  # not acked yet
+    assert await memory.prune_events(memory.clock.now() + 60, 100) == 0  # "feed" holds it
+    acked = await (await client.get("/v1/events", params={"consumer": "feed",
+                                                           "cursor": first["cursor"]})).json()
+    assert acked["events"] == [] and acked["position"] == first["cursor"]
+    assert await memory.shard_consumer_position("feed") == \
+        ShardCursor({event["shard"]: event["shard_pos"]})
+    again = await (await client.get("/v1/events", params={"consumer": "feed"})).json()
+    assert again["events"] == [] and again["position"] == first["cursor"]  # by shard
+    assert await memory.prune_events(memory.clock.now() + 60, 100) == 1
+    await error_of(await client.get("/v1/events", params={"consumer": "feed", "after": "1"}),
+                   400)
+    await client.get("/v1/events", params={"consumer": "wide"})
+    message = await error_of(await client.get(
+        "/v1/events", params={"consumer": "wide", "by_shard": "1"}), 400)
+    assert "crawl-wide" in message
+    await error_of(await client.get("/v1/events", params={"by_shard": "1"}), 400)
 
 
 async def test_a_shard_cursor_below_pruned_events_answers_410(client: TestClient[Any, Any],

@@ -121,11 +121,44 @@ def test_consumers_are_listed_and_a_forgotten_one_stops_holding_the_outbox(
     assert run(capsys, "--data", str(data), "--consumer", "live")[0] == 0
     code, [listed], _ = run(capsys, "--data", str(data), "--consumers")
     assert code == 0 and listed == {"consumers": {"live": 10, "stale": 2},
-                                    "pruned_through": 0}
+                                    "pruned_through": 0, "shard_consumers": {}}
     assert asyncio.run(prune_everything_read(db)) == 2  # "stale" holds the rest
     code, [answer], _ = run(capsys, "--data", str(data), "--forget-consumer", "stale")
     assert code == 0 and answer == {"consumers": {"live": 10}, "forgotten": True,
-                                    "pruned_through": 2}
+                                    "pruned_through": 2, "shard_consumers": {}}
     assert asyncio.run(prune_everything_read(db)) == 10
     code, [again], _ = run(capsys, "--data", str(data), "--forget-consumer", "stale")
     assert code == 1 and again["forgotten"] is False
+
+
+@pytest.mark.timeout(120)
+def test_a_per_shard_consumer_reads_by_shard_and_holds_what_it_has_not_read(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``events --consumer NAME --by-shard`` registers NAME with a per-shard cursor: a
+    second run (the flag no longer needed) prints only the rest, the retention removes
+    nothing NAME has not read, ``--consumers`` lists its token and ``--forget-consumer``
+    lets the retention go on. Seen red: with the acknowledgement after each page left out
+    of ``_consumer_events`` (a no-op ``acknowledge``), the second run printed the first
+    12 events again (all 30)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    db = data / "courtier.db"
+    asyncio.run(fill_outbox(db, 20))
+    asyncio.run(fill_outbox(db, 10, host="http://later.test:8080"))
+    code, first, err = run(capsys, "--data", str(data), "--consumer", "s", "--by-shard",
+                           "--limit", "12")
+    assert (code, err) == (0, "") and len(first) == 12
+    assert all("shard_pos" in e for e in first)
+    assert asyncio.run(prune_everything_read(db)) < 30  # the unread 18 are kept
+    code, rest, _ = run(capsys, "--data", str(data), "--consumer", "s")
+    assert code == 0 and len(rest) == 18
+    keys = [(e["shard"], e["shard_pos"]) for e in first + rest]
+    assert len(set(keys)) == 30  # every event once, none lost to the prune
+    code, [listed], _ = run(capsys, "--data", str(data), "--consumers")
+    assert code == 0 and listed["consumers"] == {} and list(listed["shard_consumers"]) == ["s"]
+    assert str(listed["shard_consumers"]["s"]).startswith("c1.")
+    assert asyncio.run(prune_everything_read(db)) == 30  # everything read: all removed
+    code, [answer], _ = run(capsys, "--data", str(data), "--forget-consumer", "s")
+    assert code == 0 and answer["forgotten"] is True and answer["shard_consumers"] == {}
+    code, _, err = run(capsys, "--data", str(data), "--by-shard")
+    assert code == 2 and "--by-shard: give it with --consumer" in err

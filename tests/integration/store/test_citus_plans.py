@@ -14,9 +14,9 @@ What is checked:
 
 - every call of a crawl's hot path (:data:`HOT_PATH`: the lease round, the intake, the
   refill, the commit with its host-queue upkeep, link intake and event counts, the
-  hand-backs, the outbox read and cursors, the pacer's reads) is planned by Citus and
-  pulls no row, except :data:`KNOWN_PULLS`, checked as an exact list: a new pull fails
-  it, and removing one fails it until the list shrinks;
+  hand-backs, the outbox read and cursors, crawl-wide and per shard, the pacer's reads)
+  is planned by Citus and pulls no row, except :data:`KNOWN_PULLS`, checked as an exact
+  list: a new pull fails it, and removing one fails it until the list shrinks;
 - ``get_url`` and the lease renewal are single-task plans (a router query to the key's
   node; one task over the reference table's placements);
 - the intake pulls no row of a distributed table to the coordinator even as a subplan
@@ -35,7 +35,11 @@ Seen red: a scratch copy of the Citus intake that counted the batch's known rows
 (``SELECT count(*) FROM urls WHERE url_key = ANY(…)``) before inserting failed the
 intake test (``{'urls'} == set()``); ``get_url``'s statement without its shard
 (``WHERE url_key = $1``) failed the router test (``Task Count: 8``). The seen-red checks
-of the hot-path tests are in their docstrings.
+of the hot-path tests are in their docstrings. The per-shard consumers
+(``register_shard_consumer``, ``advance_shard_consumer``): with a scratch ``_pruned``
+(store/postgres/_shard_consumers.py) that took its shards from ``IN (SELECT shard FROM
+outbox_heads ORDER BY last_pos LIMIT 100000)``, ``[register_shard_consumer]`` failed
+(``Pull(op='register_shard_consumer', table='outbox_heads', via='subquery')``).
 """
 
 from __future__ import annotations
@@ -72,7 +76,7 @@ HOT_PATH = (
     "add_urls", "read_due", "load_due", "commit", "postpone", "release", "reset_scheduled",
     "next_due_at", "pending_counts", "save_host_clocks", "save_trap_stats",
     "load_simhashes", "reserve_day_counts", "read_events_by_shard", "register_consumer",
-    "read_events", "advance_consumer",
+    "read_events", "advance_consumer", "register_shard_consumer", "advance_shard_consumer",
 )
 
 #: the pulls of the hot path as built (docs/scale-out.md, "Citus: as built", says why
@@ -131,6 +135,8 @@ async def _hot_path(dsn: str) -> list[str]:
         await store.register_consumer("tally")
         assert len(await store.read_events(0, 25)) == 25
         await store.advance_consumer("tally", 25)
+        assert await store.register_shard_consumer("by-shard") == ShardCursor()
+        assert await store.advance_shard_consumer("by-shard", page.cursor) == page.cursor
         return messages
     finally:
         await store.close()

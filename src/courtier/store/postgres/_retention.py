@@ -12,8 +12,11 @@ waited for, and the next run tries again), after the sequencer has placed every
 committed event, and only when it holds no unplaced event and no position above the
 lowest registered consumer's. So an event whose transaction commits late is either
 placed before the check, or still open and holding its own lock on the table (then the
-drop waits for it, up to the timeout). ``consumer_cursors`` is locked in the same
-transaction, so a consumer registering meanwhile starts at the new ``pruned_through``.
+drop waits for it, up to the timeout). ``consumer_cursors`` and ``shard_consumers`` are
+locked in the same transaction, so a consumer registering meanwhile starts at the new
+``pruned_through`` (per shard: the new ``pruned_pos``). An event a per-shard consumer has
+not read in its shard is kept (``store/consumer_floors.py``), the same filter in the
+bounded DELETE and in the check of a whole partition.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ import contextlib
 import asyncpg
 
 from courtier.core.errors import EventsPruned
+from courtier.store.consumer_floors import floors, floors_json
+from courtier.store.postgres import _shard_consumers
 from courtier.store.postgres._citus import REPLICA_IDENTITIES
 from courtier.store.postgres._rows import Conn
 
@@ -77,11 +82,17 @@ async def add_partitions(conn: Conn, now: float, on_citus: bool = False) -> int:
     return made
 
 
-#: the oldest placed events of the default partition, at most $3, up to position $2
+#: an event every per-shard consumer has read ({floors}: their floors as a JSON object,
+#: NULL when none is registered; ``store/consumer_floors.py``): a plain expression of the
+#: row, so on Citus it runs on every worker with the rest of the filter
+_READ_BY_SHARD = ("({floors}::jsonb IS NULL"
+                  " OR shard_pos <= coalesce(({floors}::jsonb ->> shard::text)::bigint, 0))")
+#: the oldest placed events of the default partition, at most $3, up to position $2,
+#: read by every per-shard consumer ($4)
 _DELETE_EVENTS = (
     "WITH doomed AS (SELECT ctid FROM events_default"
     " WHERE created_at < $1 AND read_pos IS NOT NULL AND read_pos <= $2"
-    " ORDER BY read_pos LIMIT $3),"
+    " AND " + _READ_BY_SHARD.format(floors="$4") + " ORDER BY read_pos LIMIT $3),"
     " gone AS (DELETE FROM events_default e USING doomed d WHERE e.ctid = d.ctid"
     " RETURNING e.read_pos, e.shard, e.shard_pos)"
     " SELECT count(*), max(read_pos), array_agg(shard), array_agg(shard_pos) FROM gone")
@@ -92,7 +103,7 @@ _DELETE_EVENTS = (
 _DELETE_EVENTS_CITUS = (
     "WITH doomed AS (SELECT shard, read_pos FROM events_default"
     " WHERE created_at < $1 AND read_pos IS NOT NULL AND read_pos <= $2"
-    " ORDER BY read_pos LIMIT $3),"
+    " AND " + _READ_BY_SHARD.format(floors="$4") + " ORDER BY read_pos LIMIT $3),"
     " gone AS (DELETE FROM events_default e USING doomed d"
     " WHERE e.shard = d.shard AND e.read_pos = d.read_pos"
     " RETURNING e.read_pos, e.shard, e.shard_pos)"
@@ -168,11 +179,10 @@ async def prune_events(conn: Conn, before: float, limit: int, now: float,
         with contextlib.suppress(asyncpg.LockNotAvailableError):  # busy: the next run
             removed += await _drop_event_partitions(conn, before)
     async with conn.transaction():
-        await conn.execute("LOCK TABLE consumer_cursors IN SHARE ROW EXCLUSIVE MODE")
-        lowest = await conn.fetchval("SELECT min(position) FROM consumer_cursors")
+        lowest, by_shard = await _lock_consumers(conn)
         row = await conn.fetchrow(
             _DELETE_EVENTS_CITUS if on_citus else _DELETE_EVENTS,
-            before, 2**63 - 1 if lowest is None else int(lowest), max(0, limit))
+            before, 2**63 - 1 if lowest is None else int(lowest), max(0, limit), by_shard)
         if row is not None and row[0]:
             removed += int(row[0])
             await conn.execute("UPDATE outbox_sequencer"
@@ -183,20 +193,31 @@ async def prune_events(conn: Conn, before: float, limit: int, now: float,
     return removed
 
 
+async def _lock_consumers(conn: Conn) -> tuple[int | None, str | None]:
+    """In the pruning transaction: lock both consumer tables against new registrations
+    and advances; the lowest crawl-wide position (None: no such consumer) and the
+    per-shard consumers' floors as JSON (None: no such consumer)."""
+    await conn.execute("LOCK TABLE consumer_cursors, shard_consumers"
+                       " IN SHARE ROW EXCLUSIVE MODE")
+    lowest = await conn.fetchval("SELECT min(position) FROM consumer_cursors")
+    cursors = await _shard_consumers.all_cursors(conn)
+    return lowest, floors_json(floors(cursors.values()))
+
+
 async def _drop_event_partitions(conn: Conn, before: float) -> int:
     removed = 0
     async with conn.transaction():
         await conn.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
         await conn.execute("SELECT pg_advisory_xact_lock($1, $2)", *_SEQUENCER_LOCK)
-        await conn.execute("LOCK TABLE consumer_cursors IN SHARE ROW EXCLUSIVE MODE")
+        lowest, by_shard = await _lock_consumers(conn)
         await conn.execute("LOCK TABLE events IN ACCESS EXCLUSIVE MODE")
-        lowest = await conn.fetchval("SELECT min(position) FROM consumer_cursors")
         through = await pruned_through(conn)
         for name, estimate in await _old_partitions(conn, "events", before):
-            unplaced = await conn.fetchval(
-                f'SELECT EXISTS (SELECT 1 FROM "{name}" WHERE read_pos IS NULL)')
+            held = await conn.fetchval(
+                f'SELECT EXISTS (SELECT 1 FROM "{name}" WHERE read_pos IS NULL'
+                f' OR NOT {_READ_BY_SHARD.format(floors="$1")})', by_shard)
             top = await conn.fetchval(f'SELECT max(read_pos) FROM "{name}"')
-            if unplaced or (lowest is not None and top is not None and top > lowest):
+            if held or (lowest is not None and top is not None and top > lowest):
                 break  # newer partitions wait for this one: removal stays oldest first
             await conn.execute(_MARK_PRUNED.format(source=f'"{name}" AS g'))
             await _drop(conn, name)

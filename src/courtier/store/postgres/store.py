@@ -90,6 +90,7 @@ from courtier.store.postgres import (
     _retention,
     _rows,
     _schema,
+    _shard_consumers,
 )
 from courtier.store.postgres._rows import Conn
 from courtier.store.postgres.dsn import STALLED_TRANSACTION_TIMEOUT, describe_dsn
@@ -957,6 +958,7 @@ class PostgresStore:
         now = self._clock.now()
 
         async def job(conn: Conn) -> int:
+            await _shard_consumers.refuse_per_shard(conn, name)
             # the no-op update returns the kept row, also when a concurrent call added it
             position = await conn.fetchval(
                 "INSERT INTO consumer_cursors (name, position, updated_at)"
@@ -965,7 +967,7 @@ class PostgresStore:
                 name, now)
             return int(position)
 
-        return await self._run("register_consumer", job, one_statement=True)
+        return await self._run("register_consumer", job)
 
     async def consumer_position(self, name: str) -> int | None:
         async def job(conn: Conn) -> int | None:
@@ -979,6 +981,7 @@ class PostgresStore:
         now = self._clock.now()
 
         async def job(conn: Conn) -> int:
+            await _shard_consumers.refuse_per_shard(conn, name)
             await conn.execute(
                 "INSERT INTO consumer_cursors (name, position, updated_at) VALUES ($1, $2, $3)"
                 " ON CONFLICT (name) DO UPDATE SET position = excluded.position,"
@@ -999,10 +1002,28 @@ class PostgresStore:
 
     async def forget_consumer(self, name: str) -> bool:
         async def job(conn: Conn) -> bool:
+            by_shard = await conn.execute("DELETE FROM shard_consumers WHERE name = $1", name)
             status = await conn.execute("DELETE FROM consumer_cursors WHERE name = $1", name)
-            return int(status.rsplit(" ", 1)[-1]) > 0
+            return int(status.rsplit(" ", 1)[-1]) + int(by_shard.rsplit(" ", 1)[-1]) > 0
 
-        return await self._run("forget_consumer", job, one_statement=True)
+        return await self._run("forget_consumer", job)
+
+    async def register_shard_consumer(self, name: str) -> ShardCursor:
+        now = self._clock.now()
+        return await self._run("register_shard_consumer",
+                               lambda conn: _shard_consumers.register(conn, name, now))
+
+    async def shard_consumer_position(self, name: str) -> ShardCursor | None:
+        return await self._run("shard_consumer_position",
+                               lambda conn: _shard_consumers.position(conn, name), write=False)
+
+    async def advance_shard_consumer(self, name: str, cursor: ShardCursor) -> ShardCursor:
+        now = self._clock.now()
+        return await self._run("advance_shard_consumer",
+                               lambda conn: _shard_consumers.advance(conn, name, cursor, now))
+
+    async def shard_consumers(self) -> dict[str, ShardCursor]:
+        return await self._run("shard_consumers", _shard_consumers.all_cursors, write=False)
 
     async def event_counts(self) -> EventCounts:
         return await self._run("event_counts", _event_counts.read_counts, write=False)

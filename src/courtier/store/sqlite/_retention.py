@@ -13,6 +13,8 @@ from __future__ import annotations
 import sqlite3
 
 from courtier.core.errors import EventsPruned
+from courtier.store.consumer_floors import floors, floors_json
+from courtier.store.sqlite import _shard_consumers
 from courtier.store.sqlite._outbox_heads import mark_pruned
 
 __all__ = ["check_readable", "prune_audit", "prune_events", "pruned_through"]
@@ -32,14 +34,21 @@ def check_readable(conn: sqlite3.Connection, after: int) -> None:
 
 def prune_events(conn: sqlite3.Connection, before: float, limit: int) -> int:
     """Remove the longest prefix (at most ``limit`` ids) of events created before
-    ``before`` and at or below every registered consumer's position."""
+    ``before``, at or below every registered consumer's position and read in their
+    shards by every per-shard consumer (``store/consumer_floors.py``)."""
     through = pruned_through(conn)
     lowest = conn.execute("SELECT MIN(position) FROM consumer_cursors").fetchone()[0]
     cap = 2**63 - 1 if lowest is None else int(lowest)
+    # the floors (?3, JSON; NULL: no per-shard consumer) parsed once into a table
     window = conn.execute(
-        "SELECT MAX(id), MIN(CASE WHEN created_at >= ? OR id > ? THEN id END)"
-        " FROM (SELECT id, created_at FROM events WHERE id > ? ORDER BY id LIMIT ?)",
-        (before, cap, through, max(0, limit))).fetchone()
+        "WITH f(shard, pos) AS MATERIALIZED"
+        " (SELECT CAST(key AS INTEGER), value FROM json_each(?3))"
+        " SELECT MAX(w.id), MIN(CASE WHEN w.created_at >= ?1 OR w.id > ?2 OR"
+        " (?3 IS NOT NULL AND w.shard_pos > coalesce(f.pos, 0)) THEN w.id END)"
+        " FROM (SELECT id, created_at, shard, shard_pos FROM events WHERE id > ?4"
+        " ORDER BY id LIMIT ?5) AS w LEFT JOIN f ON f.shard = w.shard",
+        (before, cap, floors_json(floors(_shard_consumers.all_cursors(conn).values())),
+         through, max(0, limit))).fetchone()
     last, blocked = window
     if last is None:
         return 0

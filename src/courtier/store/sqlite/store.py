@@ -89,6 +89,7 @@ from courtier.store.sqlite import (
     _refill,
     _retention,
     _schema,
+    _shard_consumers,
 )
 
 T = TypeVar("T")
@@ -712,6 +713,7 @@ class SqliteStore:
         now = self._clock.now()
 
         def job(conn: sqlite3.Connection) -> int:
+            _shard_consumers.refuse_per_shard(conn, name)
             conn.execute("INSERT INTO consumer_cursors (name, position, updated_at)"
                          " SELECT ?, pruned_through, ? FROM outbox_retention"
                          " WHERE true ON CONFLICT (name) DO NOTHING", (name, now))
@@ -732,6 +734,7 @@ class SqliteStore:
         now = self._clock.now()
 
         def job(conn: sqlite3.Connection) -> int:
+            _shard_consumers.refuse_per_shard(conn, name)
             conn.execute(
                 "INSERT INTO consumer_cursors (name, position, updated_at) VALUES (?, ?, ?)"
                 " ON CONFLICT (name) DO UPDATE SET position = excluded.position,"
@@ -752,10 +755,29 @@ class SqliteStore:
 
     async def forget_consumer(self, name: str) -> bool:
         def job(conn: sqlite3.Connection) -> bool:
+            by_shard = conn.execute("DELETE FROM shard_consumers WHERE name = ?",
+                                    (name,)).rowcount > 0
             return conn.execute("DELETE FROM consumer_cursors WHERE name = ?",
-                                (name,)).rowcount > 0
+                                (name,)).rowcount > 0 or by_shard
 
         return await self._tx("forget_consumer", job)
+
+    async def register_shard_consumer(self, name: str) -> ShardCursor:
+        now = self._clock.now()
+        return await self._tx("register_shard_consumer",
+                              lambda conn: _shard_consumers.register(conn, name, now))
+
+    async def shard_consumer_position(self, name: str) -> ShardCursor | None:
+        return await self._tx("shard_consumer_position",
+                              lambda conn: _shard_consumers.position(conn, name), write=False)
+
+    async def advance_shard_consumer(self, name: str, cursor: ShardCursor) -> ShardCursor:
+        now = self._clock.now()
+        return await self._tx("advance_shard_consumer",
+                              lambda conn: _shard_consumers.advance(conn, name, cursor, now))
+
+    async def shard_consumers(self) -> dict[str, ShardCursor]:
+        return await self._tx("shard_consumers", _shard_consumers.all_cursors, write=False)
 
     async def event_counts(self) -> EventCounts:
         return await self._tx("event_counts", _event_counts.read_counts, write=False)
