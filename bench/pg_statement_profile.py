@@ -96,7 +96,7 @@ def crawled_pages(bench_output: str) -> int | None:
     """The pages the crawl fetched, as cluster_bench.py printed them from nginx's log
     (the realistic web has more resources than hosts × pages: robots.txt, sitemaps,
     redirects, broken links); None if its output has no run line."""
-    found = re.search(r"PostgreSQL: (\d+) pages \(coverage", bench_output)
+    found = re.search(r"worker\(s\)[^:\n]*: (\d+) pages \(coverage", bench_output)
     return None if found is None else int(found.group(1))
 
 

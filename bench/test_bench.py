@@ -988,11 +988,15 @@ def test_statement_profile_counts_the_pages_cluster_bench_saw() -> None:
     """The profile's per-page figures divide by the pages nginx served (cluster_bench's
     run line: 27,160 on the realistic 1,000 x 20 web), not by hosts x pages.
 
-    Seen red: with the pattern ``(\\d+) pages/s`` instead, it read 4 (of "68.4 pages/s")."""
+    Seen red: with the pattern ``(\\d+) pages/s`` instead, it read 4 (of "68.4 pages/s");
+    with ``PostgreSQL: (\\d+) pages`` (its first version) it found no count on the default
+    server's line and the realistic profile divided by 20,000 pages."""
     import pg_statement_profile
 
     out = ("realistic web: 1000 hosts x 20 pages, 27,160 resources to fetch, port 41753\n"
            "1 worker(s) PostgreSQL: 27160 pages (coverage 1.000 of 27160) in 396.9 s = "
            "68.4 pages/s, CPU 3.31 ms/page\n")
     assert pg_statement_profile.crawled_pages(out) == 27160
+    # the run line of the bench's default server has no store label
+    assert pg_statement_profile.crawled_pages(out.replace(" PostgreSQL:", ":")) == 27160
     assert pg_statement_profile.crawled_pages("cluster_bench.py: no run\n") is None
