@@ -375,6 +375,25 @@ def run(workers: int, a: argparse.Namespace, manifest: Web,
             "load_before": load_before[0], "load_after": load_avg_after[0]}
 
 
+def add_web_arguments(ap: argparse.ArgumentParser) -> None:
+    """The options that choose the web to crawl: this script's, and those a script that
+    runs this one (pg_statement_profile.py) passes on with :func:`web_argv`."""
+    ap.add_argument("--realistic", action="store_true",
+                    help="crawl the realistic web (bench/realistic_web.py), made in the work "
+                    "directory, instead of the static one")
+    ap.add_argument("--web-dir", type=Path,
+                    help="the realistic web in this folder: made there and kept, reused by a "
+                    "later run of the same sizes and seed (implies --realistic)")
+    ap.add_argument("--seed", type=int, default=1, help="the realistic web's seed")
+
+
+def web_argv(a: argparse.Namespace) -> list[str]:
+    """The options of :func:`add_web_arguments` in ``a`` as this script's command line."""
+    return [*(["--realistic"] if a.realistic else []),
+            *([] if a.web_dir is None else ["--web-dir", str(a.web_dir)]),
+            "--seed", str(a.seed)]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--hosts", type=int, default=1000)
@@ -404,13 +423,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=1,
                     help="rounds of all worker counts, alternating (1, 2, 1, 2, …): each "
                     "round's ratios against its own 1-worker run, then their medians")
-    ap.add_argument("--realistic", action="store_true",
-                    help="crawl the realistic web (bench/realistic_web.py), made in the work "
-                    "directory, instead of the static one")
-    ap.add_argument("--web-dir", type=Path,
-                    help="the realistic web in this folder: made there and kept, reused by a "
-                    "later run of the same sizes and seed (implies --realistic)")
-    ap.add_argument("--seed", type=int, default=1, help="the realistic web's seed")
+    add_web_arguments(ap)
     ap.add_argument("--sqlite-baseline", action="store_true",
                     help="each round also crawls the web with one process on the embedded "
                     "SQLite store (before the PostgreSQL runs in even rounds, after them in "

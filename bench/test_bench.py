@@ -963,3 +963,40 @@ def test_cluster_bench_summary_pairs_each_round_by_worker_count() -> None:
     assert lines[1] == ("1 worker's database CPU ms a page over 2 rounds: 0.30 0.40 (median "
                         "0.35); round trips a page 0.25 0.25 (median 0.25)")
     assert lines[2].endswith("over 2 rounds: 1.10 1.20 (median 1.15)")
+
+
+@pytest.mark.parametrize("argv", [[], ["--realistic"], ["--web-dir", "/tmp/web9", "--seed", "7"]])
+def test_web_options_survive_being_passed_on_to_cluster_bench(argv: list[str]) -> None:
+    """pg_statement_profile.py passes its web options on to cluster_bench.py with
+    ``web_argv``: parsed again there they choose the same web (the realistic one, its
+    folder and seed) as the profile was asked for.
+
+    Seen red: with ``web_argv`` leaving out ``--seed``, the third case's seed came back
+    as the default 1, and with it leaving out ``--realistic`` the second case crawled
+    the static farm."""
+    import argparse
+
+    import cluster_bench
+
+    ap = argparse.ArgumentParser()
+    cluster_bench.add_web_arguments(ap)
+    asked = ap.parse_args(argv)
+    assert ap.parse_args(cluster_bench.web_argv(asked)) == asked
+
+
+def test_statement_profile_counts_the_pages_cluster_bench_saw() -> None:
+    """The profile's per-page figures divide by the pages nginx served (cluster_bench's
+    run line: 27,160 on the realistic 1,000 x 20 web), not by hosts x pages.
+
+    Seen red: with the pattern ``(\\d+) pages/s`` instead, it read 4 (of "68.4 pages/s");
+    with ``PostgreSQL: (\\d+) pages`` (its first version) it found no count on the default
+    server's line and the realistic profile divided by 20,000 pages."""
+    import pg_statement_profile
+
+    out = ("realistic web: 1000 hosts x 20 pages, 27,160 resources to fetch, port 41753\n"
+           "1 worker(s) PostgreSQL: 27160 pages (coverage 1.000 of 27160) in 396.9 s = "
+           "68.4 pages/s, CPU 3.31 ms/page\n")
+    assert pg_statement_profile.crawled_pages(out) == 27160
+    # the run line of the bench's default server has no store label
+    assert pg_statement_profile.crawled_pages(out.replace(" PostgreSQL:", ":")) == 27160
+    assert pg_statement_profile.crawled_pages("cluster_bench.py: no run\n") is None
