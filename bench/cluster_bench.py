@@ -51,6 +51,8 @@ import realistic_web  # noqa: E402
 import static_web  # noqa: E402
 from bench_databases import Databases, plain_and_citus, plain_only  # noqa: E402
 from nginx_local import LocalNginx, free_port  # noqa: E402
+from record_figures import SHIPPED, write_database_store  # noqa: E402
+from store_sizes import postgres_sizes, sqlite_sizes  # noqa: E402
 
 from courtier.cluster.rendezvous import target_owners  # noqa: E402
 from courtier.store.postgres import PostgresStore  # noqa: E402
@@ -283,6 +285,8 @@ def run(workers: int, a: argparse.Namespace, manifest: Web,
         else:
             subprocess.run([sys.executable, "-c", _SCHEMA_SCRIPT, dsn], check=True,
                            env={**os.environ, "PYTHONPATH": tree[1]})
+    # the schema's own pages (every Citus shard's first ones): not the URLs'
+    empty = None if databases is None else asyncio.run(postgres_sizes(dsn))
     backend = "" if databases is None else f" {databases.label}"
     realistic = isinstance(manifest, realistic_web.RealisticManifest)
     label = f"{workers}{tree[0]}{backend.replace(' ', '-')}"
@@ -328,6 +332,10 @@ def run(workers: int, a: argparse.Namespace, manifest: Web,
         transactions, rows_written = (0, 0) if sqlite else asyncio.run(_transactions(dsn))
         if a.keep is not None and not sqlite:
             (work / f"pg-stats-{label}.txt").write_text(asyncio.run(_database_stats(dsn)))
+        sizes = (sqlite_sizes(work / f"data-{label}" / "courtier.db") if sqlite
+                 else asyncio.run(postgres_sizes(dsn)))
+        if empty is not None:
+            sizes = sizes.minus(empty)
     finally:
         if sqlite:
             pass
@@ -372,7 +380,8 @@ def run(workers: int, a: argparse.Namespace, manifest: Web,
                                                             pol.robots_order, pol.disallowed),
             "dup_fetches": cov.refetches,
             "dup_share": cov.refetches / max(1, cov.page_requests),
-            "load_before": load_before[0], "load_after": load_avg_after[0]}
+            "load_before": load_before[0], "load_after": load_avg_after[0],
+            "store_sizes": sizes}
 
 
 def add_web_arguments(ap: argparse.ArgumentParser) -> None:
@@ -429,9 +438,17 @@ def main(argv: list[str] | None = None) -> int:
                     "SQLite store (before the PostgreSQL runs in even rounds, after them in "
                     "odd ones) and prints the crawler's own CPU per page of one worker on "
                     "PostgreSQL against it")
+    ap.add_argument("--figures-out", type=Path, nargs="?", const=SHIPPED,
+                    help="with --plain-server or --citus: write the bytes the last run's "
+                    "store kept a URL, an event and an audit row (Citus's when both ran) "
+                    "into this figures file for `courtier plan` (default: the one the "
+                    "package ships)")
     ap.add_argument("--tolerance", type=float, default=0.01,
                     help="timing slack of the politeness judge (s)")
     a = ap.parse_args(argv)
+    if a.figures_out is not None and not (a.citus or a.plain_server):
+        ap.error("--figures-out: give --plain-server or --citus (the schema's own bytes "
+                 "are measured before the crawl on the bench's own servers)")
     ADMIN_DSN[0] = a.admin_dsn
     counts = a.workers or [1, 2]
     for label, moved in shards_moved():
@@ -476,6 +493,12 @@ def main(argv: list[str] | None = None) -> int:
                 sys.stdout.flush()
     for line in summary(rounds, counts):
         print(line)
+    if a.figures_out is not None:
+        runs = [r for r in rounds[-1] if r["workers"]]
+        last = next((r for r in reversed(runs) if r["tree"].endswith("Citus")), runs[-1])
+        write_database_store(a.figures_out, last["store_sizes"],
+                             last["tree"].rpartition(" ")[2] or "PostgreSQL",
+                             " ".join(sys.argv[1:] if argv is None else argv))
     return 0
 
 
@@ -554,6 +577,7 @@ def report(results: list[dict[str, Any]]) -> None:
                   f"{r['pg_xacts_per_page']:.2f}; the server's exited backends, every "
                   f"database ({r['pg_reaped_ms_per_page']:.2f} ms/page, an upper bound of "
                   "this run's beyond the samples)")
+        print(f"    {r['store_sizes'].line()}")
         c, g, o, d = r["violations_by_kind"]
         gap = "" if r["min_gap_s"] is None else f"; smallest gap on a host {r['min_gap_s']:.3f} s"
         print(f"    server's log: politeness violations {r['violations']} (concurrency {c}, "

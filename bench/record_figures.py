@@ -22,28 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from report import RunResult
+from store_sizes import StoreSizes, sqlite_sizes
 
 BENCH = Path(__file__).resolve().parent
 SHIPPED = BENCH.parent / "src" / "courtier" / "ops" / "measured_figures.json"
 FORMAT = 1
-
-
-def _table_bytes(db: Path) -> dict[str, int]:
-    """Bytes on disk per table, indexes counted with their table (SQLite dbstat)."""
-    with sqlite3.connect(db) as conn:
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        owners = dict(conn.execute(
-            "SELECT name, tbl_name FROM sqlite_schema WHERE type IN ('table', 'index')"))
-        sizes: dict[str, int] = {}
-        for name, size in conn.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name"):
-            table = owners.get(name, name)
-            sizes[table] = sizes.get(table, 0) + int(size)
-    return sizes
-
-
-def _count(db: Path, table: str) -> int:
-    with sqlite3.connect(db) as conn:
-        return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
 
 
 def figures_from_run(result: RunResult, data: Path, args: dict[str, Any],
@@ -52,14 +35,12 @@ def figures_from_run(result: RunResult, data: Path, args: dict[str, Any],
     if not result.pages:
         raise ValueError("courtier fetched no pages: nothing to record")
     db = data / "courtier.db"
-    sizes = _table_bytes(db)
-    urls, events = _count(db, "urls"), _count(db, "events")
+    sizes = sqlite_sizes(db)
     warc_bytes = sum(p.stat().st_size for p in (data / "warc").rglob("*.warc.gz"))
     records = result.pages + result.robots_requests + result.other_requests
     cpu_per_page = result.cpu_s / result.pages
     with sqlite3.connect(db) as conn:
         body_bytes = int(conn.execute("SELECT coalesce(sum(bytes), 0) FROM hosts").fetchone()[0])
-    url_tables = sum(v for k, v in sizes.items() if k not in ("events", "fetch_log"))
     return {
         "format": FORMAT,
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -81,17 +62,17 @@ def figures_from_run(result: RunResult, data: Path, args: dict[str, Any],
         "peak_rss_mb": round(result.max_rss_mb, 1),
         "warc_bytes_per_fetch": round(warc_bytes / records),
         "warc_compression_ratio": round(body_bytes / warc_bytes, 2),
-        "store_bytes_per_url": round(url_tables / urls),
-        "store_bytes_per_event": round(sizes.get("events", 0) / max(1, events)),
-        "store_bytes_per_fetch_log_row": round(
-            sizes.get("fetch_log", 0) / max(1, _count(db, "fetch_log"))),
+        "store_bytes_per_url": round(sizes.per_url()),
+        "store_bytes_per_event": round(sizes.per_event()),
+        "store_bytes_per_fetch_log_row": round(sizes.per_audit_row()),
         "store": "sqlite",
     }
 
 
-#: the figures ``store_bench.py --citus --figures-out`` writes (a crawl's run keeps them)
+#: the figures ``store_bench.py --citus --figures-out`` and ``cluster_bench.py
+#: --figures-out`` write (a crawl's run keeps them)
 STORE_KEYS = ("intake_rows_per_second_per_node", "commit_results_per_second_per_node",
-              "store_nodes")
+              "store_nodes", "database_store")
 
 
 def _existing(path: Path) -> dict[str, Any]:
@@ -135,3 +116,22 @@ def write_store_figures(path: Path, measured: dict[str, dict[str, float]], known
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(raw, indent=1) + "\n", encoding="utf-8")
     print(f"per-node store figures for `courtier plan` written to {path}")
+
+
+def write_database_store(path: Path, sizes: StoreSizes, store: str, command: str) -> None:
+    """Put the bytes a PostgreSQL or Citus store kept after a crawl (``sizes``: what the
+    crawl's rows added) into the figures file at ``path``, as ``database_store``, every
+    other figure kept: `courtier plan` then sizes the database nodes by them."""
+    raw = _existing(path)
+    raw["database_store"] = {
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "command": f"bench/cluster_bench.py {command}",
+        "store": store,
+        "urls": sizes.urls,
+        "bytes_per_url": round(sizes.per_url()),
+        "bytes_per_event": round(sizes.per_event()),
+        "bytes_per_audit_row": round(sizes.per_audit_row()),
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(raw, indent=1) + "\n", encoding="utf-8")
+    print(f"the store's bytes for `courtier plan` written to {path}")

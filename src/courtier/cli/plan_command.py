@@ -133,9 +133,17 @@ def render(shape: p.CrawlShape, plan: p.Plan, raw: dict[str, Any], where: str) -
                  f"{raw.get('pages', '?')} pages")
     lines.append(f"  WARC compression on the bench's synthetic pages: "
                  f"{raw.get('warc_compression_ratio')}")
+    database = raw.get("database_store")
+    used = "" if isinstance(database, dict) else ", used by the plan"
     lines.append(f"  store {raw.get('store_bytes_per_url')} B per URL, "
-                 f"{raw.get('store_bytes_per_event')} B per event ({raw.get('store', '?')}); "
-                 f"peak RSS {raw.get('peak_rss_mb')} MB")
+                 f"{raw.get('store_bytes_per_event')} B per event ({raw.get('store', '?')}"
+                 f"{used}); peak RSS {raw.get('peak_rss_mb')} MB")
+    if isinstance(database, dict):
+        lines.append(f"  store on {database.get('store', '?')}, used by the plan: "
+                     f"{database.get('bytes_per_url')} B per URL, "
+                     f"{database.get('bytes_per_event')} B per event, "
+                     f"{database.get('bytes_per_audit_row')} B per audit row, measured "
+                     f"{database.get('measured_at')} by {database.get('command')}")
     if raw.get("command"):
         lines.append(f"  by: {raw['command']}")
     nodes = raw.get("store_nodes")

@@ -75,3 +75,19 @@ def test_bad_count_exits_2_naming_the_flag(capsys: pytest.CaptureFixture[str]) -
     assert main(["plan", "--known-urls", "lots", "--fetches-per-day", "1e9",
                  "--page-kb", "200"]) == 2
     assert "--known-urls 'lots'" in capsys.readouterr().err
+
+
+def test_table_says_which_stores_bytes_the_plan_used(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """With a database's bytes in the file the table names them as the plan's, and the
+    URL rows are sized by them (10e9 URLs x 2,000 B = 20 TB)."""
+    figures = json.loads(shipped_text()) | {"database_store": {
+        "store": "Citus", "bytes_per_url": 2_000, "bytes_per_event": 700,
+        "bytes_per_audit_row": 300, "measured_at": "2030-01-02T03:04:05Z",
+        "command": "bench/cluster_bench.py --citus --figures-out"}}
+    path = tmp_path / "figures.json"
+    path.write_text(json.dumps(figures))
+    assert main([*SEEDS, "--figures", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "store on Citus, used by the plan: 2000 B per URL" in out
+    assert "store: URL rows" in out and "20 TB" in out.split("store: URL rows")[1].split("\n")[0]

@@ -58,3 +58,26 @@ def test_a_write_rate_that_is_not_a_number_names_the_file(tmp_path: Path) -> Non
     path = _write(tmp_path, {**FILE, "commit_results_per_second_per_node": "fast"})
     with pytest.raises(ConfigError, match="every figure must be a number"):
         load_figures(path)
+
+
+def test_the_database_store_bytes_replace_the_crawls_sqlite_bytes(tmp_path: Path) -> None:
+    """cluster_bench.py --figures-out adds the bytes a PostgreSQL or Citus store kept after
+    a crawl; the plan sizes the database nodes by them, not by the SQLite crawl's. Red
+    when the loader ignored ``database_store``."""
+    measured = {**FILE, "database_store": {
+        "store": "Citus", "bytes_per_url": 1_200, "bytes_per_event": 900,
+        "bytes_per_audit_row": 250}}
+    figures, _ = load_figures(_write(tmp_path, measured))
+    assert (figures.store_bytes_per_url, figures.store_bytes_per_event,
+            figures.store_bytes_per_audit_row) == (1_200, 900, 250)
+    result = plan(CrawlShape(known_urls=10e9, fetches_per_day=1e9, page_kb=200), figures)
+    assert result.url_store_bytes == pytest.approx(10e9 * 1_200)
+    assert result.audit_bytes_retained == pytest.approx(1e9 * 250 * 91)
+    # 12 TB + 8 x 900 GB + 91 x 250 GB = 41.95 TB: 11 nodes of 4 TB
+    assert result.pg_nodes_for_storage == 11
+
+
+def test_a_database_store_that_is_not_an_object_names_the_file(tmp_path: Path) -> None:
+    path = _write(tmp_path, {**FILE, "database_store": 1200})
+    with pytest.raises(ConfigError, match="database_store must be a JSON object"):
+        load_figures(path)
