@@ -6,8 +6,9 @@ by the rows the crawl added: SQLite
 table by table (``dbstat``: pages in use, indexes counted with their table), plain
 PostgreSQL by ``pg_total_relation_size`` of every leaf of each table's partition tree
 (heap, indexes, TOAST and free-space maps: what the disk holds, dead rows included),
-Citus by ``citus_total_relation_size`` of each distributed leaf (every Citus shard on
-every node) and of each reference table once per node that holds a copy. The groups
+Citus by ``citus_total_relation_size`` of each leaf it manages, which sums every
+placement on every node (each Citus shard of a distributed table, and every node's copy
+of a reference table). The groups
 are the plan's (``courtier plan``): the outbox (``events``), the audit log
 (``fetch_log``), and everything else, which is what the known URLs cost (``urls``,
 ``host_queue``, ``hosts``, ``payloads``, the counters and leases).
@@ -82,8 +83,8 @@ def sqlite_sizes(db: Path) -> StoreSizes:
     return _grouped(sizes, counts)
 
 
-#: every ordinary table of the schema with the root of its partition tree, and how
-#: Citus keeps it (NULL: a plain or local table; 'n': a reference table; else distributed)
+#: every ordinary table of the schema with the root of its partition tree, and whether
+#: Citus manages it (NULL: a plain or local table; else its distribution method)
 _LEAVES = """
 SELECT c.oid::regclass::text AS leaf,
        coalesce((SELECT r.relname FROM pg_partition_ancestors(c.oid) a
@@ -104,9 +105,6 @@ async def postgres_sizes(dsn: str) -> StoreSizes:
             "SELECT count(*) FROM pg_extension WHERE extname = 'citus'"))
         kind = ("(SELECT p.partmethod::text FROM pg_dist_partition p"
                 " WHERE p.logicalrelid = c.oid)" if citus else "NULL::text")
-        nodes = int(await conn.fetchval(
-            "SELECT count(*) FROM pg_dist_node WHERE isactive AND noderole = 'primary'"
-        )) if citus else 1
         sizes: dict[str, int] = {}
         for row in await conn.fetch(_LEAVES.format(citus_kind=kind)):
             if row["kind"] is None:  # plain, or a table Citus does not manage
@@ -114,9 +112,7 @@ async def postgres_sizes(dsn: str) -> StoreSizes:
                                            row["leaf"])
             else:
                 size = await conn.fetchval("SELECT citus_total_relation_size($1::regclass)",
-                                           row["leaf"])
-                if row["kind"] == "n":  # a reference table: one placement counted, so
-                    size = int(size) * nodes  # a copy on every node that holds one
+                                           row["leaf"])  # every node's placements
             sizes[row["root"]] = sizes.get(row["root"], 0) + int(size)
         counts = {t: int(await conn.fetchval(f"SELECT count(*) FROM {t}"))
                   for t in ("urls", OUTBOX, AUDIT)}
