@@ -141,6 +141,12 @@ RENEW_WORKER_LEASE = (
     "INSERT INTO worker_leases AS l (owner, expires_at) VALUES ($1, courtier_now() + $2)"
     " ON CONFLICT (owner) DO UPDATE SET expires_at = EXCLUDED.expires_at")
 
+#: after :data:`RENEW_WORKER_LEASE`, in a statement of its own: the shards of the renewal
+#: (``$1``, at the epochs ``$2``) the owner ``$3`` still owns
+STILL_OWNED = (
+    "SELECT s.shard FROM shards s JOIN unnest($1::integer[], $2::bigint[]) AS t(shard, epoch)"
+    " ON s.shard = t.shard AND s.epoch = t.epoch WHERE s.owner = $3")
+
 
 #: each shard's ``$2`` most recently fetched fingerprints: one range of
 #: ``urls_recent_simhash`` a shard (migration 0019), whatever the shard's size

@@ -577,11 +577,8 @@ class PostgresStore:
             await conn.execute(_cluster.RENEW_WORKER_LEASE, owner, float(lease_seconds))
             # a statement of its own: its snapshot follows the lease row's lock, so a
             # takeover that committed while the renewal waited for it is seen here
-            rows = await conn.fetch(
-                "SELECT s.shard FROM shards s"
-                " JOIN unnest($1::integer[], $2::bigint[]) AS t(shard, epoch)"
-                " ON s.shard = t.shard AND s.epoch = t.epoch WHERE s.owner = $3",
-                [s for s, _ in items], [e for _, e in items], owner)
+            rows = await conn.fetch(_cluster.STILL_OWNED, [s for s, _ in items],
+                                    [e for _, e in items], owner)
             return {int(r["shard"]) for r in rows}
 
         return await self._run("renew_shards", job)

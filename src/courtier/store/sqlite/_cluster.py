@@ -104,7 +104,8 @@ def release(conn: sqlite3.Connection, owner: str, shards: Sequence[int],
         if epochs is not None and shard not in epochs:
             continue
         cur = conn.execute(
-            "UPDATE shards SET owner = NULL, epoch = epoch + 1, acquired_at = 0 WHERE shard = ?1 AND owner = ?2 AND (?3 IS NULL OR epoch = ?3)",
+            "UPDATE shards SET owner = NULL, epoch = epoch + 1, acquired_at = 0"
+            " WHERE shard = ?1 AND owner = ?2 AND (?3 IS NULL OR epoch = ?3)",
             (shard, owner, None if epochs is None else epochs[shard]))
         if cur.rowcount:
             mine.append(shard)
