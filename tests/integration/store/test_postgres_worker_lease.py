@@ -4,12 +4,11 @@ The renewal writes one row however many shards the worker holds; and the race of
 whose lease expired renewing it while another worker takes its shards leaves each shard
 with one holder. The two transactions are ordered by their locks (the test waits until
 one call is blocked by the other's lock, or has returned), never by sleeps of a set
-length. Seen red: with the renewal rewriting each shard's expiry (today's migration 0031
-restored on a scratch copy), the row count test read "64 shard rows written"; with the
-taker's FOR SHARE of the owner's lease row removed from the function, the first race test
-read {1, 2} for the owner (both held shard 1); with the renewal's read of what it still
-owns made part of the lease row's statement (a CTE, the snapshot before the wait), the
-same test failed the same way."""
+length. Seen red on a scratch edit of migration 0034: with the function locking every
+shard row of the call FOR UPDATE as migration 0031 did, the row count test read "64 shard
+rows written or locked"; with the taker's FOR SHARE SKIP LOCKED of the owner's lease row
+removed, the first race test read "the owner's renewal did not wait for the taker's lock"
+and the second {1: 2, 2: 2, 3: 1} (the taker took the shards being renewed)."""
 
 from __future__ import annotations
 

@@ -41,6 +41,7 @@ DECLARE
     t_now double precision := courtier_now();
     t_others text[];
     t_expired text[];
+    t_takeable bigint;
     t_graceful bigint;
     t_takeover bigint;
 BEGIN
@@ -52,8 +53,16 @@ BEGIN
         INSERT INTO shards AS s (shard) SELECT x FROM unnest(p_shards) AS x ORDER BY x
             ON CONFLICT DO NOTHING;
     END IF;
+    -- a round that only renews ends here: the shards of the call we own, no other row
+    -- read under a lock or written (on Citus no statement sent to the nodes for them)
+    RETURN QUERY
+    SELECT s.shard, s.epoch FROM shards s WHERE s.shard = ANY(p_shards) AND s.owner = p_owner;
+    IF NOT EXISTS (SELECT 1 FROM shards s WHERE s.shard = ANY(p_shards)
+                                             AND s.owner IS DISTINCT FROM p_owner) THEN
+        RETURN;
+    END IF;
     -- the rows we may take, in shard order; ours are not locked (a taker needs our lease
-    -- row, locked above)
+    -- row, locked above, so none of them changes hands before we commit)
     PERFORM 1 FROM shards s WHERE s.shard = ANY(p_shards) AND s.owner IS DISTINCT FROM p_owner
         ORDER BY s.shard FOR UPDATE;
     t_others := ARRAY(SELECT DISTINCT s.owner FROM shards s
@@ -68,14 +77,16 @@ BEGIN
                                   ORDER BY l.owner FOR SHARE SKIP LOCKED) AS q) AS e(o);
     END IF;
     t_expired := coalesce(t_expired, '{}');
-    SELECT count(*) FILTER (WHERE s.owner IS NULL AND s.last_owner IS NOT NULL
+    SELECT count(*),
+           count(*) FILTER (WHERE s.owner IS NULL AND s.last_owner IS NOT NULL
                                   AND s.last_owner <> p_owner),
            count(*) FILTER (WHERE s.owner IS NOT NULL)
-      INTO t_graceful, t_takeover
+      INTO t_takeable, t_graceful, t_takeover
       FROM shards s
      WHERE s.shard = ANY(p_shards) AND (s.owner IS NULL OR s.owner = ANY(t_expired));
-    RETURN QUERY
-    SELECT s.shard, s.epoch FROM shards s WHERE s.shard = ANY(p_shards) AND s.owner = p_owner;
+    IF t_takeable = 0 THEN
+        RETURN;
+    END IF;
     RETURN QUERY
     UPDATE shards s SET owner = p_owner,
         epoch = CASE WHEN s.owner IS NULL THEN greatest(s.epoch, 1) ELSE s.epoch + 1 END,
