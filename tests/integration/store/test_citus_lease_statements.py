@@ -70,8 +70,8 @@ async def test_a_renewal_writes_the_worker_lease_row_and_no_shard_row(
     """A round's renewal (an acquisition of held shards) and a single worker's
     (``renew_shards``) write the owner's one ``worker_leases`` row (migration 0034), the
     same statements for 64 held shards as for 2, and nothing of ``shards``. Seen red with
-    migration 0031's function and the per-shard renewal statement put back on a scratch
-    copy: the nodes got UPDATEs of ``shards`` on every renewal."""
+    a per-shard write of the held rows put back in the function on a scratch copy (as
+    migration 0031's renewal did): "renewals wrote shards: {'few': {'shards': 2, ...}"."""
     counts = {}
     for owner, shards in (("few", [0, 1]), ("many", list(range(100, 164)))):
         assert sorted(await citus_store.acquire_shards(owner, shards, T0, 30)) == shards
