@@ -6,7 +6,7 @@ The store is opened (every migration), taken back to the schema before the migra
 (the table dropped, the shard expiry column added back, the migration's
 ``schema_version`` row removed), given leases as the old code stored them, and reopened.
 Seen red with the migration's INSERT of the owners' leases removed on a scratch copy:
-both cases failed on "live leases stay live" (A's shards were taken by C)."""
+both cases failed on the live set (set() == {1, 2}: no lease left live)."""
 
 from __future__ import annotations
 
