@@ -36,7 +36,7 @@ def vm_rss_kib(pid: int) -> int:
     return 0
 
 
-_FREE_SHARDS = "UPDATE shards SET owner = NULL, lease_expires_at = 0"
+_FREE_SHARDS = "UPDATE shards SET owner = NULL"
 
 
 def free_sqlite(data: Path) -> int:

@@ -6,9 +6,11 @@ renewal. Every ``renew_every`` seconds one round:
 1. heartbeat (the ``workers`` row, store clock);
 2. :meth:`~courtier.store.cluster.ClusterStore.cluster_view` — store now, live
    workers, leases — and :func:`~courtier.cluster.membership.plan_shards`;
-3. one ``acquire_shards`` call for every shard it keeps, should acquire, or is
-   still draining: re-acquiring a lease we hold keeps its epoch, so this call is
-   also the renewal;
+3. one ``acquire_shards`` call for every shard it keeps, should acquire, is
+   still draining or owns in the store: re-acquiring a lease we hold keeps its
+   epoch, so this call is also the renewal (of the worker's one lease row, which
+   renews every shard it owns: a shard it owns is always named, so none stays
+   its own unseen);
 4. the differences become :class:`ShardChanges` for the worker loop: shards
    *gained* (with their epochs and whether they were taken over from a dead
    owner), shards *lost* (someone else holds them now: drop, never write), and
@@ -237,8 +239,13 @@ class ShardCoordinator:
         if self.crawl_over is not None and self.crawl_over():
             # what siblings leave at the crawl's end holds nothing due: not ours to take
             acquire &= set(self.held)
-        want = sorted(set(plan.keep) | acquire | self.draining
-                      | (set(plan.handover) & set(self.held)))
+        # every shard under our id too, live or expired, held by this process or an earlier
+        # one: the call renews our one worker lease, and with it every shard we own, so a
+        # shard we stopped naming would stay ours, unreleased, for as long as we live;
+        # named, it is ours again at its epoch (unless taken meanwhile) and is handed over
+        # once the plan gives it to another worker
+        ours = {lease.shard for lease in view.leases if lease.owner == self.worker_id}
+        want = sorted(set(plan.keep) | acquire | self.draining | ours)
         renew_sent = self.clock.now()
         epochs = await store.acquire_shards(self.worker_id, want, renew_sent,
                                             settings.lease_seconds)

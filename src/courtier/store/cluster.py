@@ -22,6 +22,13 @@ owner (+1) and on a release (+1, so the releasing owner's late writes are
 fenced even before anyone takes the shard). Acquiring a free shard takes the
 stored epoch as it is (1 for a shard never held); re-acquiring or renewing a
 lease you hold — even one that expired, as long as nobody took it — keeps it.
+**One lease a worker.** A shard's lease is its owner's worker lease: a shard is held
+while its owner's one lease (its ``expires_at``) is unexpired. :meth:`~ClusterStore.acquire_shards`
+and :meth:`~ClusterStore.renew_shards` renew the caller's worker lease, and so every shard
+it owns, named in the call or not; a shard an owner no longer wants must be released
+(the coordinator names every shard under its id each round). ``LeaseRecord.expires_at``
+is the owner's lease expiry.
+
 Every write that names an epoch (``commit`` by ``FetchCommit.epoch``;
 ``load_due``, ``release``, ``reset_scheduled`` and ``release_shards`` with
 ``epochs=``) applies only to shards whose stored epoch equals the one given.
@@ -67,6 +74,7 @@ class WorkerRecord:
 @dataclass(frozen=True, slots=True)
 class LeaseRecord:
     """A shard's lease row. ``owner`` None: free (released, or never held: epoch 0).
+    ``expires_at``: the owner's worker lease expiry (0 when free or none was renewed).
     ``acquired_at``: when the current owner's term began (store clock; 0 when free)."""
 
     shard: int
@@ -233,19 +241,23 @@ class ClusterStore(Protocol):
     async def acquire_shards(
         self, owner: str, shards: Sequence[int], now: float, lease_seconds: float
     ) -> dict[int, int]:
-        """Take the shards that are free, expired, or already ours, until store now +
-        ``lease_seconds``. Returns ``{shard: epoch}`` for the shards now held.
+        """Take the shards that are free, expired, or already ours, and renew ``owner``'s
+        worker lease (every shard it owns) until store now + ``lease_seconds``. Returns
+        ``{shard: epoch}`` for the shards of ``shards`` now held (none and no renewal
+        when ``shards`` is empty).
 
         Epochs (module docstring): ours (live or expired) → kept; free → the stored one
         (1 if never held; a release already bumped it); expired in another owner's hands
         → +1 and counted as a ``takeover``; free after another owner released it →
-        counted as ``graceful``. A shard another owner holds unexpired is refused."""
+        counted as ``graceful``. A shard another owner holds unexpired (its owner's
+        worker lease) is refused."""
 
     async def renew_shards(
         self, owner: str, epochs: dict[int, int], now: float, lease_seconds: float
     ) -> set[int]:
-        """Extend (to store now + ``lease_seconds``) the leases still held by ``owner`` with
-        the same epoch, expired or not (nobody took them); return those shards."""
+        """Extend ``owner``'s worker lease (every shard it owns) to store now +
+        ``lease_seconds`` and return the shards of ``epochs`` it still owns with the same
+        epoch, expired or not (nobody took them). Empty ``epochs``: nothing renewed."""
 
     async def release_shards(self, owner: str, shards: Sequence[int],
                              epochs: Mapping[int, int] | None = None) -> None:

@@ -77,8 +77,8 @@ ROW_FIELDS = ("change_stats", "near_dup_of", "simhash", "sitemap_changefreq", "s
               "delay_applied", "redirect_chain", "value", "tier")
 
 
-#: a shard never leased: no owner, epoch 0, expired
-FREE = (None, 0, 0.0)
+#: a shard never leased: no owner, epoch 0
+FREE: tuple[str | None, int] = (None, 0)
 
 KEPT_UNLESS_OK = ("etag", "last_modified", "content_type", "payload_digest", "content_length",
                   "warc_file", "warc_offset", "warc_length", "title", "simhash", "near_dup_of")
@@ -89,7 +89,8 @@ class MemoryStore:
         self.clock = clock or RealClock()
         self.urls: dict[bytes, dict[str, Any]] = {}
         self.hosts: dict[str, HostRecord] = {}
-        self.shards: dict[int, tuple[str | None, int, float]] = {}
+        #: shard -> (owner, epoch); held while the owner's worker lease is unexpired
+        self.shards: dict[int, tuple[str | None, int]] = {}
         self.events = MemoryOutbox()  # events, registered consumer cursors, retention
         self._event_keys: set[tuple[bytes, int]] = set()
         self._reparse_keys: set[tuple[bytes, int, int]] = set()
@@ -101,6 +102,8 @@ class MemoryStore:
         self.day_counts: dict[str, DayCount] = {}
         # the cluster half (membership, leases, host clocks, IP slots, scope rules)
         self._workers: dict[str, WorkerRecord] = {}
+        #: owner -> when its worker lease, and so every shard it owns, expires
+        self._worker_leases: dict[str, float] = {}
         self._acquired_at: dict[int, float] = {}
         self._last_owner: dict[int, str] = {}
         self._handovers = {"graceful": 0, "takeover": 0}
@@ -237,7 +240,7 @@ class MemoryStore:
         for commit in commits:
             new_total += await self.add_urls(commit.new_urls)
             row = self.urls.get(commit.url_key)
-            epoch = self.shards.get(commit.shard, (None, 0, 0.0))[1]
+            epoch = self.shards.get(commit.shard, FREE)[1]
             if (row is None or row["version"] != commit.version
                     or row["state"] == UrlState.RETIRED or epoch != commit.epoch):
                 stale += 1
@@ -512,7 +515,8 @@ class MemoryStore:
         self._workers.pop(worker_id, None)
 
     async def prune_workers(self, max_age: float, now: float) -> list[str]:
-        holding = {owner for owner, _, expires in self.shards.values() if expires > now}
+        holding = {owner for owner, _ in self.shards.values()
+                   if owner is not None and self._lease_expiry(owner) > now}
         gone = sorted(w for w, record in self._workers.items()
                       if record.heartbeat_at < now - max_age and w not in holding)
         for worker_id in gone:
@@ -522,8 +526,9 @@ class MemoryStore:
     async def cluster_view(self, shards: Collection[int] | None = None) -> ClusterView:
         wanted = sorted(self.shards) if shards is None else sorted(
             s for s in set(shards) if s in self.shards)
-        leases = [LeaseRecord(s, *self.shards[s], self._acquired_at.get(s, 0.0))
-                  for s in wanted]
+        leases = [LeaseRecord(s, owner, epoch, self._lease_expiry(owner),
+                              self._acquired_at.get(s, 0.0))
+                  for s in wanted for owner, epoch in (self.shards[s],)]
         workers = [self._workers[k] for k in sorted(self._workers)]
         return ClusterView(self.clock.now(), workers, leases, dict(self._handovers))
 
@@ -531,43 +536,48 @@ class MemoryStore:
 
     async def acquire_shards(self, owner: str, shards: Sequence[int], now: float,
                              lease_seconds: float) -> dict[int, int]:
+        if not shards:
+            return {}
         held: dict[int, int] = {}
         for shard in shards:
-            current, epoch, expires = self.shards.get(shard, FREE)
-            step = acquire_step(owner, current, epoch, expires, self._last_owner.get(shard),
-                                now)
+            current, epoch = self.shards.get(shard, FREE)
+            step = acquire_step(owner, current, epoch, self._lease_expiry(current),
+                                self._last_owner.get(shard), now)
             if step is None:
                 continue
             if step.handover is not None:
                 self._handovers[step.handover] += 1
             if step.new_term:
                 self._acquired_at[shard] = now
-            self.shards[shard] = (owner, step.epoch, now + lease_seconds)
+            self.shards[shard] = (owner, step.epoch)
             self._last_owner[shard] = owner
             held[shard] = step.epoch
+        self._worker_leases[owner] = now + lease_seconds  # renews every shard it owns
         return held
 
     async def renew_shards(self, owner: str, epochs: dict[int, int], now: float,
                            lease_seconds: float) -> set[int]:
-        kept = set()
-        for shard, epoch in epochs.items():
-            current, current_epoch, _ = self.shards.get(shard, FREE)
-            if current == owner and current_epoch == epoch:
-                self.shards[shard] = (owner, epoch, now + lease_seconds)
-                kept.add(shard)
-        return kept
+        if not epochs:
+            return set()
+        self._worker_leases[owner] = now + lease_seconds
+        return {shard for shard, epoch in epochs.items()
+                if self.shards.get(shard, FREE) == (owner, epoch)}
 
     async def release_shards(self, owner: str, shards: Sequence[int],
                              epochs: Mapping[int, int] | None = None) -> None:
         mine = []
         for shard in shards:
-            current, epoch, _ = self.shards.get(shard, FREE)
+            current, epoch = self.shards.get(shard, FREE)
             if current != owner or (epochs is not None and epochs.get(shard) != epoch):
                 continue
-            self.shards[shard] = (None, epoch + 1, 0.0)
+            self.shards[shard] = (None, epoch + 1)
             self._acquired_at.pop(shard, None)
             mine.append(shard)
         await self._requeue_scheduled(mine)
+
+    def _lease_expiry(self, owner: str | None) -> float:
+        """When ``owner``'s worker lease expires (0: no owner, or none ever renewed)."""
+        return 0.0 if owner is None else self._worker_leases.get(owner, 0.0)
 
     def _epoch_ok(self, shard: int, epochs: Mapping[int, int] | None) -> bool:
         """True when a write fenced by ``epochs`` may touch ``shard``."""

@@ -48,3 +48,38 @@ async def test_taking_64_released_shards_sends_as_many_writes_as_taking_2(
     assert large == small, (
         f"the nodes got {large} shard and counter writes for {len(many)} shards against "
         f"{small} for {len(few)}")
+
+
+_RENEWAL_WRITE = re.compile(
+    r"^\[(?:acquire_shards|renew_shards)\] issuing .*\b(?:UPDATE|INSERT INTO)"
+    r" public\.(shards|worker_leases)_\d+", re.S)
+
+
+def _renewal_writes(messages: list[str]) -> dict[str, int]:
+    """Statements sent to the nodes that write each lease table."""
+    found: dict[str, int] = {"shards": 0, "worker_leases": 0}
+    for line in messages:
+        match = _RENEWAL_WRITE.match(line)
+        if match:
+            found[match.group(1)] += 1
+    return found
+
+
+async def test_a_renewal_writes_the_worker_lease_row_and_no_shard_row(
+        citus_store: PostgresStore) -> None:
+    """A round's renewal (an acquisition of held shards) and a single worker's
+    (``renew_shards``) write the owner's one ``worker_leases`` row (migration 0034), the
+    same statements for 64 held shards as for 2, and nothing of ``shards``. Seen red with
+    a per-shard write of the held rows put back in the function on a scratch copy (as
+    migration 0031's renewal did): "renewals wrote shards: {'few': {'shards': 2, ...}"."""
+    counts = {}
+    for owner, shards in (("few", [0, 1]), ("many", list(range(100, 164)))):
+        assert sorted(await citus_store.acquire_shards(owner, shards, T0, 30)) == shards
+        messages = watching(citus_store, remote=True)
+        assert sorted(await citus_store.acquire_shards(owner, shards, T0, 30)) == shards
+        assert await citus_store.renew_shards(owner, dict.fromkeys(shards, 1), T0,
+                                              30) == set(shards)
+        counts[owner] = _renewal_writes(messages)
+    assert counts["many"]["shards"] == 0, f"renewals wrote shards: {counts}"
+    assert counts["few"]["worker_leases"] > 0, "no write of the renewal seen"
+    assert counts["many"] == counts["few"]

@@ -57,6 +57,7 @@ from courtier.core.shard_cursor import ShardCursor
 from courtier.store.base import NewUrl
 from courtier.store.cluster import DayReservation, HostClock, TrapStats
 from courtier.store.postgres import PostgresStore, _event_counts, _rows
+from courtier.store.postgres._cluster import STILL_OWNED
 from tests.integration.store.citus_watch import (
     DISTRIBUTED,
     Pull,
@@ -228,10 +229,7 @@ async def test_get_url_and_the_lease_renewal_are_single_task_plans(
     assert granted == {row.shard: 1, 7: 1}
     plan = await _explain(
         citus_module_dsn,
-        "UPDATE shards s SET lease_expires_at = courtier_now() + $3"
-        " FROM unnest($1::integer[], $2::bigint[]) AS t(shard, epoch)"
-        " WHERE s.shard = t.shard AND s.epoch = t.epoch AND s.owner = $4 RETURNING s.shard",
-        [7, row.shard], [1, 1], 30.0, "w1")
+        STILL_OWNED, [7, row.shard], [1, 1], "w1")
     assert "Task Count: 1" in plan, plan
     assert "Distributed Subplan" not in plan, plan
     assert await citus_store.renew_shards("w1", {7: 1, row.shard: 1}, T0, 30) == {7, row.shard}

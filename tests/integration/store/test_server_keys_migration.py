@@ -71,6 +71,9 @@ def _migration_version(steps: list[Any]) -> int:
 _ADD_COLUMN = re.compile(r"ALTER TABLE (\w+) ADD COLUMN (\w+)", re.IGNORECASE)
 _CREATE_INDEX = re.compile(r"^CREATE (?:UNIQUE )?INDEX (\w+)", re.IGNORECASE | re.MULTILINE)
 _CREATE_TABLE = re.compile(r"^CREATE TABLE (?:IF NOT EXISTS )?(\w+)", re.IGNORECASE | re.MULTILINE)
+_DROP_COLUMN = re.compile(r"ALTER TABLE (\w+) DROP COLUMN (\w+)", re.IGNORECASE)
+#: how to add back a column a later step drops (its definition before the drop)
+_DROPPED_COLUMNS = {("shards", "lease_expires_at"): "double precision NOT NULL DEFAULT 0"}
 
 
 def _undo_later_steps(steps: list[Any]) -> list[str]:
@@ -79,7 +82,8 @@ def _undo_later_steps(steps: list[Any]) -> list[str]:
     statements must run again harmlessly (functions made with CREATE OR REPLACE, a
     rename that skips itself when done); the tables and indexes they create (at the start
     of a line) are dropped first (shard_positions: ``outbox_heads``, ``events_shard_pos``,
-    which SQLite would not let a column drop go past). With them and the schema_version
+    which SQLite would not let a column drop go past); the columns they drop are added
+back. With them and the schema_version
     rows from the server-keys step on deleted, reopening runs the server-keys migration
     and the later steps again, as on a store written by the old code."""
     undo: list[str] = []
@@ -90,6 +94,8 @@ def _undo_later_steps(steps: list[Any]) -> list[str]:
                          if not line.lstrip().startswith("--"))
         undo += [f"ALTER TABLE {table} DROP COLUMN {column}"
                  for table, column in _ADD_COLUMN.findall(code)]
+        undo += [f"ALTER TABLE {table} ADD COLUMN {column} {_DROPPED_COLUMNS[table, column]}"
+                 for table, column in _DROP_COLUMN.findall(code)]
         undo += [f"DROP INDEX IF EXISTS {name}" for name in _CREATE_INDEX.findall(code)]
         undo += [f"DROP TABLE IF EXISTS {name}" for name in _CREATE_TABLE.findall(code)]
     return list(reversed(undo))
@@ -159,9 +165,9 @@ class SqliteLayout:
                          "shard = old_shard(host_key)")
             for table in ("hosts", "host_queue", "host_levels", "trap_stats", "host_clocks"):
                 conn.execute(f"UPDATE {table} SET shard = old_shard(host_key)")
-            conn.execute("UPDATE shards SET owner = 'old-worker', lease_expires_at = 1e12")
             for statement in _undo_later_steps(sqlite_migrations()):
                 conn.execute(statement)
+            conn.execute("UPDATE shards SET owner = 'old-worker', lease_expires_at = 1e12")
             conn.execute("DELETE FROM schema_version WHERE version >= ?",
                          (_migration_version(sqlite_migrations()),))
         conn.close()
@@ -217,10 +223,10 @@ class PostgresLayout:
                     for (host_key,) in await conn.fetch(f"SELECT host_key FROM {table}"):
                         await conn.execute(f"UPDATE {table} SET shard = $1 WHERE host_key = $2",
                                            old_shard(host_key), host_key)
-                await conn.execute("UPDATE shards SET owner = 'old-worker',"
-                                   " lease_expires_at = 1e12")
                 for statement in _undo_later_steps(pg_migrations()):
                     await conn.execute(statement)
+                await conn.execute("UPDATE shards SET owner = 'old-worker',"
+                                   " lease_expires_at = 1e12")
                 await conn.execute("DELETE FROM schema_version WHERE version >= $1",
                                    _migration_version(pg_migrations()))
         self._run(job)

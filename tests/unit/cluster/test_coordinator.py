@@ -53,6 +53,26 @@ async def test_shards_a_crashed_process_of_ours_held_count_as_taken_over() -> No
     assert again.taken_over == set(SHARDS)
 
 
+async def test_a_restart_names_every_shard_still_under_its_id_and_hands_over_the_others(
+        ) -> None:
+    """A worker's lease renews every shard it owns (store/cluster.py): a shard under our id
+    that a round did not name would stay ours, never handed over, while we renew. Seen red
+    with the coordinator naming only its plan (handover empty, w2's shards kept by w1)."""
+    clock = VirtualClock()
+    store = MemoryStore(clock)
+    await coordinator(store, clock, "w1").round()  # all 8, then the process is killed
+    clock.advance(1.0)
+    await store.heartbeat("w2", 1.0, {}, clock.now())
+    theirs = {s for s, owner in target_owners(SHARDS, {"w1": 1.0, "w2": 1.0}).items()
+              if owner == "w2"}
+    assert theirs and theirs != set(SHARDS)
+    restarted = coordinator(store, clock, "w1")
+    changes = await restarted.round()
+    assert set(changes.gained) == set(SHARDS)  # ours at their epochs, taken over
+    assert changes.handover == theirs  # drained, then released for w2
+    assert restarted.draining == theirs
+
+
 async def test_shards_released_by_a_graceful_stop_are_gained_with_their_clocks() -> None:
     clock = VirtualClock()
     store = MemoryStore(clock)

@@ -28,9 +28,11 @@ SELECT courtier_now() AS now,
   (SELECT coalesce(jsonb_agg(jsonb_build_array(worker_id, weight, heartbeat_at, started_at,
                                                info) ORDER BY worker_id), '[]')
      FROM workers) AS workers,
-  (SELECT coalesce(jsonb_agg(jsonb_build_array(shard, owner, epoch, lease_expires_at,
-                                               acquired_at) ORDER BY shard), '[]')
-     FROM shards WHERE $1::integer[] IS NULL OR shard = ANY($1::integer[])) AS leases,
+  (SELECT coalesce(jsonb_agg(jsonb_build_array(s.shard, s.owner, s.epoch,
+                                               coalesce(l.expires_at, 0), s.acquired_at)
+                             ORDER BY s.shard), '[]')
+     FROM shards s LEFT JOIN worker_leases l ON l.owner = s.owner
+    WHERE $1::integer[] IS NULL OR s.shard = ANY($1::integer[])) AS leases,
   (SELECT jsonb_object_agg(name, value) FROM cluster_counters) AS counters
 """
 
@@ -107,8 +109,10 @@ async def lock_for_acquisition(conn: Conn, owner: str, shards: Sequence[int],
     if not on_citus:
         return wanted
     rows = await conn.fetch(
-        "SELECT shard, owner = $2 AS mine, owner IS NULL OR lease_expires_at <= courtier_now()"
-        " AS takeable FROM shards WHERE shard = ANY($1::integer[])", wanted, owner)
+        "SELECT s.shard, s.owner = $2 AS mine, s.owner IS NULL"
+        " OR coalesce(l.expires_at, 0) <= courtier_now() AS takeable"
+        " FROM shards s LEFT JOIN worker_leases l ON l.owner = s.owner"
+        " WHERE s.shard = ANY($1::integer[])", wanted, owner)
     known = {int(r["shard"]): (bool(r["mine"]), bool(r["takeable"])) for r in rows}
     takeable = [s for s in wanted
                 if s not in known or (not known[s][0] and known[s][1])]
@@ -119,16 +123,29 @@ async def lock_for_acquisition(conn: Conn, owner: str, shards: Sequence[int],
     return sorted({int(r["shard"]) for r in held} | set(takeable))
 
 
-async def lock_for_renewal(conn: Conn, shards: Sequence[int], on_citus: bool = False) -> None:
-    """Before a renewal: as :func:`lock_in_order` on plain PostgreSQL. On Citus only the
-    lease changes' one lock: a renewal changes no owner or epoch, so it need not wait for
-    the fenced calls in flight (a commit or a refill of its own worker, seconds on a
-    loaded cluster: renewals waiting for them let the leases lapse), and under that lock
-    it and any acquisition of its shards run one after the other."""
+async def lock_for_renewal(conn: Conn, on_citus: bool = False) -> None:
+    """Before a renewal (of the owner's one worker lease, migration 0034). Plain
+    PostgreSQL: nothing; the renewal's update of the lease row is its lock, and a taker
+    reads that row only FOR SHARE (the migration says how the two serialise). On Citus
+    the lease changes' one lock: under it a renewal and any acquisition run one after
+    the other (no row lock of a reference table, which Citus turns into a lock of the
+    whole table), and it need not wait for the fenced calls in flight (a commit or a
+    refill of its own worker, seconds on a loaded cluster: renewals waiting for them
+    let the leases lapse)."""
     if on_citus:
         await conn.execute("SELECT pg_advisory_xact_lock($1, 0)", LEASE_LOCK)
-        return
-    await lock_in_order(conn, shards)
+
+
+#: the renewal of an owner's worker lease (migration 0034), every shard it owns with it
+RENEW_WORKER_LEASE = (
+    "INSERT INTO worker_leases AS l (owner, expires_at) VALUES ($1, courtier_now() + $2)"
+    " ON CONFLICT (owner) DO UPDATE SET expires_at = EXCLUDED.expires_at")
+
+#: after :data:`RENEW_WORKER_LEASE`, in a statement of its own: the shards of the renewal
+#: (``$1``, at the epochs ``$2``) the owner ``$3`` still owns
+STILL_OWNED = (
+    "SELECT s.shard FROM shards s JOIN unnest($1::integer[], $2::bigint[]) AS t(shard, epoch)"
+    " ON s.shard = t.shard AND s.epoch = t.epoch WHERE s.owner = $3")
 
 
 #: each shard's ``$2`` most recently fetched fingerprints: one range of

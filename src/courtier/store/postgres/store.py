@@ -530,8 +530,9 @@ class PostgresStore:
         async def job(conn: Conn) -> list[str]:
             rows = await conn.fetch(
                 "DELETE FROM workers w WHERE w.heartbeat_at < courtier_now() - $1"
-                " AND NOT EXISTS (SELECT 1 FROM shards s WHERE s.owner = w.worker_id"
-                " AND s.lease_expires_at > courtier_now()) RETURNING w.worker_id",
+                " AND NOT EXISTS (SELECT 1 FROM shards s JOIN worker_leases l"
+                " ON l.owner = s.owner WHERE s.owner = w.worker_id"
+                " AND l.expires_at > courtier_now()) RETURNING w.worker_id",
                 float(max_age))
             return sorted(str(r["worker_id"]) for r in rows)
 
@@ -572,13 +573,12 @@ class PostgresStore:
             return set()
 
         async def job(conn: Conn) -> set[int]:
-            await _cluster.lock_for_renewal(conn, [s for s, _ in items], self._on_citus)
-            rows = await conn.fetch(
-                "UPDATE shards s SET lease_expires_at = courtier_now() + $3"
-                " FROM unnest($1::integer[], $2::bigint[]) AS t(shard, epoch)"
-                " WHERE s.shard = t.shard AND s.epoch = t.epoch AND s.owner = $4"
-                " RETURNING s.shard", [s for s, _ in items], [e for _, e in items],
-                float(lease_seconds), owner)
+            await _cluster.lock_for_renewal(conn, self._on_citus)
+            await conn.execute(_cluster.RENEW_WORKER_LEASE, owner, float(lease_seconds))
+            # a statement of its own: its snapshot follows the lease row's lock, so a
+            # takeover that committed while the renewal waited for it is seen here
+            rows = await conn.fetch(_cluster.STILL_OWNED, [s for s, _ in items],
+                                    [e for _, e in items], owner)
             return {int(r["shard"]) for r in rows}
 
         return await self._run("renew_shards", job)
@@ -591,8 +591,8 @@ class PostgresStore:
         async def job(conn: Conn) -> None:
             await _cluster.lock_in_order(conn, wanted, self._on_citus)
             rows = await conn.fetch(
-                "UPDATE shards s SET owner = NULL, epoch = s.epoch + 1, lease_expires_at = 0,"
-                " acquired_at = 0 FROM unnest($1::integer[], $2::bigint[]) AS t(shard, epoch)"
+                "UPDATE shards s SET owner = NULL, epoch = s.epoch + 1, acquired_at = 0"
+                " FROM unnest($1::integer[], $2::bigint[]) AS t(shard, epoch)"
                 " WHERE s.shard = t.shard AND s.owner = $3 AND ($4 OR s.epoch = t.epoch)"
                 " RETURNING s.shard", wanted, fence, owner, epochs is None)
             await _queries.reset_scheduled(conn, [int(r["shard"]) for r in rows])

@@ -46,27 +46,55 @@ def fenced_shards(conn: sqlite3.Connection, epochs: Mapping[int, int]) -> set[in
     return {s for s, e in epochs.items() if stored.get(s, 0) == e}
 
 
+def lease_expiry(conn: sqlite3.Connection, owner: str | None) -> float:
+    """When ``owner``'s worker lease, and so every shard it owns, expires (0: none)."""
+    if owner is None:
+        return 0.0
+    row = conn.execute("SELECT expires_at FROM worker_leases WHERE owner = ?",
+                       (owner,)).fetchone()
+    return 0.0 if row is None else float(row[0])
+
+
+def renew(conn: sqlite3.Connection, owner: str, now: float, lease: float) -> None:
+    """Renew ``owner``'s worker lease: every shard it owns is held until ``now + lease``."""
+    conn.execute("INSERT INTO worker_leases (owner, expires_at) VALUES (?1, ?2)"
+                 " ON CONFLICT (owner) DO UPDATE SET expires_at = ?2", (owner, now + lease))
+
+
 def acquire(conn: sqlite3.Connection, owner: str, shards: Sequence[int], now: float,
              lease: float) -> dict[int, int]:
+    """The shards of ``shards`` held by ``owner`` after its worker lease is renewed and the
+    free or expired ones taken: only the rows that change owner are written."""
     held: dict[int, int] = {}
     for shard in dict.fromkeys(shards):
-        row = conn.execute("SELECT owner, epoch, lease_expires_at, last_owner FROM shards"
-                           " WHERE shard = ?", (shard,)).fetchone()
-        current, epoch, expires, last = row if row is not None else (None, 0, 0.0, None)
-        step = acquire_step(owner, current, epoch, expires, last, now)
+        row = conn.execute("SELECT owner, epoch, last_owner FROM shards WHERE shard = ?",
+                           (shard,)).fetchone()
+        current, epoch, last = row if row is not None else (None, 0, None)
+        step = acquire_step(owner, current, epoch, lease_expiry(conn, current), last, now)
         if step is None:
             continue
-        conn.execute(
-            "INSERT INTO shards (shard, owner, epoch, lease_expires_at, last_owner, acquired_at)"
-            " VALUES (?1, ?2, ?3, ?4, ?2, ?5) ON CONFLICT (shard) DO UPDATE SET"
-            " owner = ?2, epoch = ?3, lease_expires_at = ?4, last_owner = ?2,"
-            " acquired_at = CASE WHEN ?6 THEN ?5 ELSE acquired_at END",
-            (shard, owner, step.epoch, now + lease, now, step.new_term))
+        if step.new_term:
+            conn.execute(
+                "INSERT INTO shards (shard, owner, epoch, last_owner, acquired_at)"
+                " VALUES (?1, ?2, ?3, ?2, ?4) ON CONFLICT (shard) DO UPDATE SET"
+                " owner = ?2, epoch = ?3, last_owner = ?2, acquired_at = ?4",
+                (shard, owner, step.epoch, now))
         if step.handover is not None:
             conn.execute("UPDATE cluster_counters SET value = value + 1 WHERE name = ?",
                          (step.handover,))
         held[shard] = step.epoch
+    renew(conn, owner, now, lease)
     return held
+
+
+def renew_held(conn: sqlite3.Connection, owner: str, epochs: Mapping[int, int], now: float,
+               lease: float) -> set[int]:
+    """Renew ``owner``'s worker lease; the shards of ``epochs`` it still owns at the epoch
+    given (expired or not: nobody took them)."""
+    renew(conn, owner, now, lease)
+    return {shard for shard, epoch in epochs.items() if conn.execute(
+        "SELECT 1 FROM shards WHERE shard = ? AND owner = ? AND epoch = ?",
+        (shard, owner, epoch)).fetchone() is not None}
 
 
 def release(conn: sqlite3.Connection, owner: str, shards: Sequence[int],
@@ -76,8 +104,8 @@ def release(conn: sqlite3.Connection, owner: str, shards: Sequence[int],
         if epochs is not None and shard not in epochs:
             continue
         cur = conn.execute(
-            "UPDATE shards SET owner = NULL, epoch = epoch + 1, lease_expires_at = 0,"
-            " acquired_at = 0 WHERE shard = ?1 AND owner = ?2 AND (?3 IS NULL OR epoch = ?3)",
+            "UPDATE shards SET owner = NULL, epoch = epoch + 1, acquired_at = 0"
+            " WHERE shard = ?1 AND owner = ?2 AND (?3 IS NULL OR epoch = ?3)",
             (shard, owner, None if epochs is None else epochs[shard]))
         if cur.rowcount:
             mine.append(shard)
@@ -88,12 +116,13 @@ def view(conn: sqlite3.Connection, shards: Collection[int] | None, now: float) -
     workers = [WorkerRecord(w, weight, beat, started, json.loads(info)) for w, weight, beat,
                started, info in conn.execute("SELECT worker_id, weight, heartbeat_at,"
                                              " started_at, info FROM workers ORDER BY worker_id")]
-    sql = "SELECT shard, owner, epoch, lease_expires_at, acquired_at FROM shards"
+    sql = ("SELECT s.shard, s.owner, s.epoch, coalesce(l.expires_at, 0), s.acquired_at"
+           " FROM shards s LEFT JOIN worker_leases l ON l.owner = s.owner")
     params: tuple[Any, ...] = ()
     if shards is not None:
-        sql += " WHERE shard IN (SELECT value FROM json_each(?))"
+        sql += " WHERE s.shard IN (SELECT value FROM json_each(?))"
         params = (as_json_list(sorted(set(shards))),)
-    leases = [LeaseRecord(*row) for row in conn.execute(sql + " ORDER BY shard", params)]
+    leases = [LeaseRecord(*row) for row in conn.execute(sql + " ORDER BY s.shard", params)]
     counters = dict(conn.execute("SELECT name, value FROM cluster_counters").fetchall())
     return ClusterView(now, workers, leases, counters)
 

@@ -401,7 +401,8 @@ class SqliteStore:
         def job(conn: sqlite3.Connection) -> list[str]:
             rows = conn.execute(
                 "DELETE FROM workers WHERE heartbeat_at < ?1 AND NOT EXISTS (SELECT 1 FROM"
-                " shards s WHERE s.owner = workers.worker_id AND s.lease_expires_at > ?2)"
+                " shards s JOIN worker_leases l ON l.owner = s.owner"
+                " WHERE s.owner = workers.worker_id AND l.expires_at > ?2)"
                 " RETURNING worker_id", (now - max_age, now)).fetchall()
             return sorted(str(r[0]) for r in rows)
 
@@ -415,17 +416,19 @@ class SqliteStore:
     async def acquire_shards(self, owner: str, shards: Sequence[int], now: float,
                              lease_seconds: float) -> dict[int, int]:
         wanted = list(shards)
+        if not wanted:
+            return {}
         return await self._tx("acquire_shards", lambda conn: _cluster.acquire(
             conn, owner, wanted, now, lease_seconds))
 
     async def renew_shards(self, owner: str, epochs: dict[int, int], now: float,
                            lease_seconds: float) -> set[int]:
         held = dict(epochs)
+        if not held:
+            return set()
 
         def job(conn: sqlite3.Connection) -> set[int]:
-            return {shard for shard, epoch in held.items() if conn.execute(
-                "UPDATE shards SET lease_expires_at = ? WHERE shard = ? AND owner = ?"
-                " AND epoch = ?", (now + lease_seconds, shard, owner, epoch)).rowcount}
+            return _cluster.renew_held(conn, owner, held, now, lease_seconds)
 
         return await self._tx("renew_shards", job)
 
