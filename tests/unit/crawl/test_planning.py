@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Collection
 
+from courtier.crawl.planning import prepare
 from courtier.frontier.recrawl import DAY, RecrawlPolicy
 from courtier.frontier.refresh import RefreshPlanner
 from courtier.frontier.tiers import TierSet
-from courtier.crawl.planning import prepare
 from courtier.store.base import DueUrl
 from courtier.store.memory import MemoryStore
 
