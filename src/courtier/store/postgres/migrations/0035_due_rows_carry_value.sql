@@ -11,16 +11,6 @@
 -- snapshot: a value set by anyone (the API, another worker's commit) before the refill
 -- is in its rows, as it was in the look-up made right after it.
 --
--- The walk's statements now keep generic plans (plan_cache_mode = force_generic_plan,
--- as migration 30 did for the commit's callees): with custom plans each batch of the walk
--- was planned again with the caller's arrays as constants (a lone worker's 1,024 shards
--- in `q.shard = ANY(p_shards)`), 4-6 ms of planning a batch in the profile of a crawl
--- (1,655 ms for the host-range statement and 1,030 ms for the probes over 27,160 pages,
--- more than their execution). Every value these statements need comes from a variable
--- or an unnest, so partitions are pruned at execution either way; a read of 500 rows of
--- 1,000 hosts over 1,024 shards took 6-8 CPU-ms against 10-11 with custom plans
--- (bench/README.md, issue 29, "Fewer statements a result").
---
 -- A return type cannot change in place: both functions are dropped and made again, the
 -- same bodies as migration 24's plus the one column, with their settings. On a Citus
 -- coordinator the forms of citus/refill.sql (changed with this migration, so applied at
@@ -166,10 +156,9 @@ BEGIN
 END;
 $$;
 
--- generic plans, kept for the session (see the header)
 ALTER FUNCTION courtier_read_due(integer[], double precision, double precision, integer,
                                  integer, text[])
-    SET plan_cache_mode = force_generic_plan SET jit = off
+    SET plan_cache_mode = force_custom_plan SET jit = off
     SET enable_hashjoin = off SET enable_mergejoin = off;
 
 -- The marking refill (Store.load_due) is the read above, then migration 17's marking
