@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from courtier.store.base import UNPLANNED_TIER, HostTierRecord, Store
-from tests.contract.conftest import T0
+from tests.contract.conftest import T0, StoreMaker
 from tests.contract.test_store_contract import done, key, new
 
 
@@ -22,6 +22,30 @@ async def test_set_values_changes_known_rows_only_and_url_values_reads_them(
     assert await store.url_values([key("http://a.test/1")]) == {}
 
 
+async def test_refilled_rows_carry_the_value_another_store_object_set(
+        make_store: StoreMaker) -> None:
+    """The refill's rows carry each URL's stored value (``DueUrl.value``; planning asks
+    no look-up of its own): a value set through another store object (another connection:
+    the API of another worker) before a refill is in that refill's rows."""
+    setter, worker = make_store(), make_store()
+    await setter.open()
+    await worker.open()
+    try:
+        await setter.add_urls([new("http://a.test/1"), new("http://a.test/2"),
+                               new("http://a.test/3")])
+        await setter.set_values([(key("http://a.test/1"), 7.5)])
+        read = await worker.read_due([1], T0, 10, 10)
+        assert {d.url: d.value for d in read} == {
+            "http://a.test/1": 7.5, "http://a.test/2": None, "http://a.test/3": None}
+        await setter.set_values([(key("http://a.test/2"), 0.25)])
+        marked = await worker.load_due([1], T0, 10, 10)
+        assert {d.url: d.value for d in marked} == {
+            "http://a.test/1": 7.5, "http://a.test/2": 0.25, "http://a.test/3": None}
+    finally:
+        await worker.close()
+        await setter.close()
+
+
 async def test_set_values_leaves_the_schedule_alone(store: Store) -> None:
     await store.add_urls([new("http://a.test/1", due=T0 + 50)])
     await store.set_values([(key("http://a.test/1"), 2.0)])
@@ -37,7 +61,8 @@ async def test_commit_writes_value_and_tier_and_none_keeps_them(store: Store) ->
     await store.commit([done("http://a.test/1", epoch=1, value=1.25, tier="hot")])
     row = await store.get_url(key("http://a.test/1"))
     assert row is not None and (row["value"], row["tier"]) == (1.25, "hot")
-    await store.load_due([1], T0 + 3600, 10, 10)
+    again = await store.load_due([1], T0 + 3600, 10, 10)
+    assert [d.value for d in again] == [1.25]  # the next refill's row carries it
     await store.commit([done("http://a.test/1", version=1, epoch=1)])
     row = await store.get_url(key("http://a.test/1"))
     assert row is not None and (row["value"], row["tier"], row["version"]) == (1.25, "hot", 2)

@@ -1,7 +1,7 @@
 """A store error in the middle of a refill loses no row.
 
-``read_due`` returns rows without marking them; the refill then reads their values
-and tiers (``url_values``, ``host_tiers``), the scope rules and the hosts' records
+``read_due`` returns rows (with their stored values) without marking them; the refill
+then reads their hosts' tiers (``host_tiers``), the scope rules and the hosts' records
 before it hands them to the frontier. A store error in any of those reads (a
 connection cut after ``read_due`` answered: seen after a PostgreSQL restart in
 tests/integration/cluster/test_store_restart.py) drops those rows from memory: they
@@ -16,7 +16,7 @@ from collections.abc import Collection, Mapping, Sequence
 from courtier.core.errors import StoreError
 from courtier.sim.loop import run_virtual
 from courtier.sim.run import SimCrawl, sim_config
-from courtier.store.base import DueUrl, HostRecord
+from courtier.store.base import DueUrl, HostRecord, HostTierRecord
 from courtier.store.memory import MemoryStore
 from tests.sim.test_faults import allowed, one_event_per_url_version, page_counts, small_web
 
@@ -50,10 +50,10 @@ class CutAfterRefillStore(MemoryStore):
             self.stranded = [d.url_key for d in self._last_due]
             raise StoreError(f"{self.method} failed: connection lost (simulated)")
 
-    async def url_values(self, url_keys: Collection[bytes]) -> dict[bytes, float]:
-        if self.method == "url_values":
-            self._maybe_fail(url_keys)
-        return await super().url_values(url_keys)
+    async def host_tiers(self, host_keys: Collection[str]) -> dict[str, HostTierRecord]:
+        if self.method == "host_tiers":
+            self._maybe_fail(host_keys)
+        return await super().host_tiers(host_keys)
 
     async def load_host(self, host_key: str) -> HostRecord | None:
         if self.method == "load_host":
@@ -80,8 +80,8 @@ def _crawl_with(method: str) -> None:
     run_virtual(go())
 
 
-def test_a_lost_connection_while_reading_the_refilled_rows_values_strands_nothing() -> None:
-    _crawl_with("url_values")
+def test_a_lost_connection_while_reading_the_refilled_hosts_tiers_strands_nothing() -> None:
+    _crawl_with("host_tiers")
 
 
 def test_a_lost_connection_while_registering_the_refilled_hosts_strands_nothing() -> None:

@@ -81,6 +81,9 @@ class DueUrl:
     sitemap_changefreq: str | None = None
     sitemap_lastmod: float | None = None
     redirect_chain: str | None = None     # see NewUrl.redirect_chain
+    #: the stored value (set from outside, or derived at its first fetch; None: none
+    #: yet), read with the row so that planning needs no look-up of its own
+    value: float | None = None
 
 
 @dataclass(slots=True)

@@ -18,7 +18,7 @@ async def prepare(store: Store, planner: RefreshPlanner, due: Sequence[DueUrl]) 
     """Load values and host overrides for ``due`` into ``planner``."""
     if not due:
         return
-    values = await store.url_values([d.url_key for d in due])
+    values = {d.url_key: d.value for d in due if d.value is not None}
     hosts = {d.host_key for d in due}
     overrides = await store.host_tiers(hosts)
     for host in hosts - set(overrides):

@@ -211,7 +211,8 @@ class MemoryStore:
             row["priority"], row["version"], row["next_fetch_at"], row["redirect_hops"],
             row["etag"], row["last_modified"], row["failure_count"], row["payload_digest"],
             row["change_stats"], row["last_fetch_at"], row["warc_file"], row["simhash"],
-            row["sitemap_changefreq"], row["sitemap_lastmod"], row["redirect_chain"])
+            row["sitemap_changefreq"], row["sitemap_lastmod"], row["redirect_chain"],
+            row.get("value"))
 
     async def next_due_at(self, shards: Sequence[int], pending_only: bool = False) -> float | None:
         if not pending_only:

@@ -151,6 +151,7 @@ def due_url(r: Any) -> DueUrl:
         sitemap_changefreq=r["sitemap_changefreq"],
         sitemap_lastmod=r["sitemap_lastmod"],
         redirect_chain=r["redirect_chain"],
+        value=r["value"],
     )
 
 

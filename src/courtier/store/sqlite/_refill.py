@@ -79,7 +79,7 @@ _COLUMNS = (
     "u.url_key, u.url, u.host_key, u.shard, u.depth, u.priority, u.version, u.next_fetch_at,"
     " u.redirect_hops, u.etag, u.last_modified, u.failure_count, u.payload_digest,"
     " u.change_stats, u.last_fetch_at, u.warc_file, u.simhash, u.sitemap_changefreq,"
-    " u.sitemap_lastmod, u.redirect_chain"
+    " u.sitemap_lastmod, u.redirect_chain, u.value"
 )
 
 # The best k due rows of each host given as [shard, host_key, levels]: one urls_queued
@@ -253,6 +253,7 @@ def _probe(
                 change_stats=r[14], last_fetch_at=r[15], warc_file=r[16],
                 simhash=None if r[17] is None else from_signed64(r[17]),
                 sitemap_changefreq=r[18], sitemap_lastmod=r[19], redirect_chain=r[20],
+                value=r[21],
             )
         )
     for due in found.values():

@@ -116,7 +116,7 @@ $$;
 -- walk below, then the chosen rows read by their primary key, in walk order. No lock, no
 -- write. Unlike the plain form (STABLE, one snapshot) its statements each read their own
 -- snapshot, and Citus's nodes each their own: the final read keeps only rows still QUEUED
--- and due.
+-- and due. Since migration 35 the rows carry the stored value (DueUrl.value).
 CREATE OR REPLACE FUNCTION courtier_read_due(p_shards integer[], p_now double precision,
                                              p_overdue double precision, p_limit integer,
                                              p_per_host integer, p_skip text[])
@@ -126,7 +126,7 @@ RETURNS TABLE (walk bigint, shard integer, url_key bytea, url text, host_key tex
                last_modified text, failure_count integer, payload_digest text,
                change_stats text, last_fetch_at double precision, warc_file text,
                simhash bigint, sitemap_changefreq text, sitemap_lastmod double precision,
-               redirect_chain text)
+               redirect_chain text, value double precision)
 LANGUAGE plpgsql SET plan_cache_mode = force_custom_plan SET jit = off AS $$
 #variable_conflict use_column
 DECLARE
@@ -237,7 +237,7 @@ BEGIN
     SELECT c.walk, u.shard, u.url_key, u.url, u.host_key, u.depth, u.priority, u.version,
            u.next_fetch_at, u.redirect_hops, u.etag, u.last_modified, u.failure_count,
            u.payload_digest, u.change_stats, u.last_fetch_at, u.warc_file, u.simhash,
-           u.sitemap_changefreq, u.sitemap_lastmod, u.redirect_chain
+           u.sitemap_changefreq, u.sitemap_lastmod, u.redirect_chain, u.value
     FROM chosen c JOIN urls u ON u.shard = c.s AND u.url_key = c.k
     WHERE u.state = 0 AND u.next_fetch_at <= p_now
     ORDER BY c.walk;
@@ -256,7 +256,7 @@ RETURNS TABLE (walk bigint, shard integer, url_key bytea, url text, host_key tex
                last_modified text, failure_count integer, payload_digest text,
                change_stats text, last_fetch_at double precision, warc_file text,
                simhash bigint, sitemap_changefreq text, sitemap_lastmod double precision,
-               redirect_chain text)
+               redirect_chain text, value double precision)
 LANGUAGE plpgsql SET plan_cache_mode = force_custom_plan SET jit = off AS $$
 #variable_conflict use_column
 DECLARE
@@ -291,7 +291,7 @@ BEGIN
                   u.version, u.next_fetch_at, u.redirect_hops, u.etag, u.last_modified,
                   u.failure_count, u.payload_digest, u.change_stats, u.last_fetch_at,
                   u.warc_file, u.simhash, u.sitemap_changefreq, u.sitemap_lastmod,
-                  u.redirect_chain
+                  u.redirect_chain, u.value
     )
     SELECT * FROM marked m ORDER BY m.walk;
 
