@@ -19,6 +19,13 @@ def _slow(seconds: float) -> str:
     return "slow"
 
 
+def _hold_the_loop(done: threading.Event, past: float) -> None:
+    """Hold the calling loop (as a busy machine does) until the call has ended in its
+    thread, then ``past`` seconds more: past the call's deadline."""
+    done.wait()
+    time.sleep(past)
+
+
 async def test_the_wait_for_a_busy_thread_is_not_counted_in_the_budget() -> None:
     """One thread, five calls handed off together: four take 0.3 budgets each, so the
     last one starts 1.2 budgets after its hand-off; each still gets its answer.
@@ -73,8 +80,7 @@ async def test_a_result_ready_when_a_held_loop_looks_late_is_taken() -> None:
     try:
         task = asyncio.create_task(threads.call(quick))
         await asyncio.sleep(0)  # handed off; the task waits for its answer
-        done.wait()  # the loop is held: the call has ended in its thread ...
-        time.sleep(budget * 1.5)  # ... and stays held past the call's deadline
+        _hold_the_loop(done, budget * 1.5)
         result = await task
     finally:
         threads.close()
