@@ -11,7 +11,12 @@ Invariants:
   paths): cancelling here never loses a URL;
 * a task is *answered* from the moment its fetch has the whole answer (the fetch says
   so: :meth:`answered`) until it is done: nothing of it is open at a server any more,
-  only its parsing, archiving and hand-over to the committer are left.
+  only its parsing, archiving and hand-over to the committer are left;
+* every step of a fetch is bounded (the request's time-outs, the parse budget, each
+  store call's :data:`~courtier.cluster.timed_store.STORE_CALL_TIMEOUT`), so a task that
+  runs far longer is held by a bug: its host stays busy and out of the refill, and the
+  crawl never ends. :meth:`overdue` names each such task once, with where it waits
+  (:func:`awaiting`), for the worker to log.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import logging
 from collections.abc import Callable, Collection, Coroutine, Iterable
 from typing import Any
 
+from courtier.core.clock import Clock
 from courtier.frontier.lease import Lease
 
 log = logging.getLogger("courtier.worker")
@@ -29,10 +35,15 @@ log = logging.getLogger("courtier.worker")
 class InFlight:
     """Fetch tasks and their leases."""
 
-    def __init__(self, wake: Callable[[], None]) -> None:
+    def __init__(self, wake: Callable[[], None], clock: Clock) -> None:
         self._wake = wake
+        self._clock = clock
         self._leases: dict[asyncio.Task[None], Lease] = {}
         self._answered: set[asyncio.Task[None]] = set()
+        #: when each task started (clock time)
+        self._started: dict[asyncio.Task[None], float] = {}
+        #: tasks :meth:`overdue` has named already
+        self._named: set[asyncio.Task[None]] = set()
 
     def __len__(self) -> int:
         return len(self._leases)
@@ -44,6 +55,7 @@ class InFlight:
         """Run ``fetch`` (the fetch of ``lease``) as a task of its own."""
         task = asyncio.create_task(fetch)
         self._leases[task] = lease
+        self._started[task] = self._clock.now()
         task.add_done_callback(self._done)
 
     def answered(self) -> None:
@@ -55,9 +67,22 @@ class InFlight:
     def _done(self, task: asyncio.Task[None]) -> None:
         self._leases.pop(task, None)
         self._answered.discard(task)
+        self._started.pop(task, None)
+        self._named.discard(task)
         self._wake()
         if not task.cancelled() and task.exception() is not None:
             log.error("fetch task failed", exc_info=task.exception())
+
+    def overdue(self, now: float, after: float) -> list[tuple[Lease, float, bool, str]]:
+        """Tasks running for ``after`` seconds or more and not named before: each one's
+        lease, seconds running, whether it has its answer, and where it waits."""
+        out = []
+        for task, started in self._started.items():
+            if now - started >= after and task not in self._named and not task.done():
+                self._named.add(task)
+                out.append((self._leases[task], now - started, task in self._answered,
+                            awaiting(task)))
+        return out
 
     def leases(self) -> Iterable[Lease]:
         """The lease of every fetch under way."""
@@ -92,3 +117,19 @@ class InFlight:
         """Wait until every task listed now has ended (cancelled ones included)."""
         if self._leases:
             await asyncio.gather(*self._leases, return_exceptions=True)
+
+
+def awaiting(task: asyncio.Task[Any]) -> str:
+    """Where a suspended task waits: each coroutine of its await chain as
+    ``name:line``, outermost first, then what the innermost one awaits."""
+    steps = []
+    awaited: Any = task.get_coro()
+    while awaited is not None and hasattr(awaited, "cr_frame"):
+        frame = awaited.cr_frame
+        if frame is None:
+            break
+        steps.append(f"{awaited.cr_code.co_name}:{frame.f_lineno}")
+        awaited = awaited.cr_await
+    if awaited is not None and not hasattr(awaited, "cr_frame"):
+        steps.append(type(awaited).__name__)
+    return " > ".join(steps)

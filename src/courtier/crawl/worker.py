@@ -38,6 +38,7 @@ from courtier.cluster.coordinator import ShardCoordinator
 from courtier.cluster.end_gate import CrawlEnd
 from courtier.cluster.ip_slots import IpSlots
 from courtier.cluster.shard_state import ShardStateKeeper
+from courtier.cluster.timed_store import STORE_CALL_TIMEOUT
 from courtier.core.clock import Clock
 from courtier.core.config import CrawlConfig
 from courtier.core.errors import StoreError
@@ -75,6 +76,9 @@ POLICY_POLL = 1.0        # seconds: policy overrides from other processes apply 
 #: seconds the turn waits for the refill it started before going on without it, when the
 #: frontier holds fewer URLs than the concurrency (a quick refill then reaches it first)
 REFILL_INLINE = 0.05
+#: store calls a fetch may make in a row (payload lookup, trap recall, back-off, …),
+#: counted at STORE_CALL_TIMEOUT each when telling a fetch held by a bug
+OVERDUE_STORE_CALLS = 4
 
 __all__ = ["SHARD_LEASE", "CrawlStatus", "Worker"]
 
@@ -139,7 +143,7 @@ class Worker:
         #: seconds from due to lease of each page lease (simulator figures only)
         self.due_lags: list[float] = []
 
-        self.in_flight = InFlight(self.wake)
+        self.in_flight = InFlight(self.wake, clock)
         self.committer = Committer(store, archive, clock, intake, self.metrics, self.status,
                                    self.wake)
         self.metrics.durability_lag.set_function(self.committer.durability_lag)
@@ -185,6 +189,10 @@ class Worker:
             coordinator.crawl_over = self.end.is_over
         self._coordinator = coordinator
         self._pages_issued = 0
+        #: seconds after which a fetch still running is logged (in_flight.py): twice its
+        #: request's and parse's bounds, and a few store calls
+        self._overdue_after = (2 * (config.total_timeout + config.parse_timeout)
+                               + OVERDUE_STORE_CALLS * STORE_CALL_TIMEOUT)
 
     # ---- control ------------------------------------------------------------------------
 
@@ -288,6 +296,7 @@ class Worker:
                 await asyncio.wait({refill}, timeout=REFILL_INLINE)
             ticks.refill = now
         self._collect_denials(now)
+        self._name_overdue(now)
         await self.releaser.release_returned()
         await self.day_limits.begin(now)  # once a shard is held (day_limits.py)
         self.day_limits.adopt(now)
@@ -340,6 +349,17 @@ class Worker:
                         self.due_lags.append(lag)
             self.end.found_work()  # a fetch: the crawl is not over for this worker
             self.in_flight.start(lease, self.fetcher.fetch(lease))
+
+    def _name_overdue(self, now: float) -> None:
+        """A fetch running far past every bound of its steps is held by a bug (its host is
+        busy for ever, the crawl never ends): logged once, with where it waits."""
+        for lease, seconds, answered, where in self.in_flight.overdue(now, self._overdue_after):
+            log_event(log, logging.ERROR, "fetch_overdue",
+                      "the fetch of %s has run for %.0f s (%s), past every bound of its "
+                      "steps; it waits at %s", lease.url, seconds,
+                      "answered" if answered else "no answer yet", where,
+                      url=lease.url, host=lease.host_key, seconds=round(seconds),
+                      reason=where)
 
     def _collect_denials(self, now: float) -> None:
         """URLs the frontier denied (robots.txt, blocked address) become results."""

@@ -11,7 +11,9 @@ docs/design.md, "Parsing off the loop"):
   milliseconds at most, cheaper than a hand-off to a thread or a child;
 * **thread** — every other ordinary page. Lexbor parses with the GIL
   released, so the loop keeps running; the thread runs at a lower priority
-  (nice +10, per thread on Linux). A page gets ``timeout`` seconds, after
+  (nice +10, per thread on Linux). A page gets ``timeout`` seconds from its start in
+  the thread (:mod:`courtier.parse.thread_budget`: the wait for a thread is not
+  counted while the threads make progress), after
   which its result is ignored and the page is kept without links (a thread
   cannot be killed; pathological pages never get here);
 * **child process** — pages that look pathological
@@ -32,8 +34,6 @@ sitemap), never an exception out of the crawl.
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import contextlib
 import logging
 import os
@@ -47,6 +47,7 @@ from courtier.parse.guard import PARSE_NICENESS, GuardedParser, needs_guard
 from courtier.parse.html import ParsedPage, parse_html, parse_page_words
 from courtier.parse.sitemap_source import GZIP_MAGIC, SitemapSource
 from courtier.parse.sitemaps import SitemapResult, parse_sitemap
+from courtier.parse.thread_budget import BudgetedThreads
 
 log = logging.getLogger("courtier.parse")
 
@@ -147,9 +148,7 @@ class OffLoopParser:
         # its own child: a page stuck in the other one does not hold sitemaps back; the
         # reader stops itself at ``timeout``, the kill comes a little later
         self.sitemap_child = GuardedParser(timeout=timeout + SITEMAP_KILL_MARGIN)
-        self._threads = concurrent.futures.ThreadPoolExecutor(
-            max_workers=threads, thread_name_prefix="courtier-parse",
-            initializer=_lower_priority)
+        self._threads = BudgetedThreads(threads, timeout, _lower_priority, "courtier-parse")
         self.thread_timeouts = 0
 
     async def html(self, body: bytes, url: str, content_type: str | None,
@@ -164,20 +163,19 @@ class OffLoopParser:
             guarded = self.guarded
             return await self._waited(guarded.call(url, _timed, guarded.target, body, url,
                                                    content_type, x_robots_tag, agent))
-        loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(self._threads, _timed, self._parse_page, body, url,
-                                      content_type, x_robots_tag, agent)
-        try:
-            async with asyncio.timeout(self.timeout):  # not wait_for: see timed_store.py
-                return await self._waited(future)
-        except TimeoutError:
+        # the budget counts from the parse's start in a thread, not from the hand-off
+        # (thread_budget.py: under load, pages waiting for a thread overran it)
+        parsed = await self._waited(self._threads.call(self._parse_page, body, url,
+                                                       content_type, x_robots_tag, agent))
+        if parsed is None:
             # a thread cannot be killed: it finishes on its own (pathological pages go
             # to the child process, so this is rare) and its result is dropped
             self.thread_timeouts += 1
             log_event(log, logging.WARNING, "parse_timeout",
-                      "parse of %s exceeded %.1f s in a thread; kept without links",
+                      "parse of %s exceeded %.1f s in a thread (or waited that long for "
+                      "threads that all overran); kept without links",
                       url, self.timeout, url=url, reason="time")
-            return None
+        return parsed
 
     async def sitemap(self, body: bytes, url: str) -> SitemapResult:
         """The sitemap's entries, cut (``truncated``) when its time budget ran out."""
@@ -208,6 +206,6 @@ class OffLoopParser:
 
     def close(self) -> None:
         """Stop the pools without waiting for a parse still running in a thread."""
-        self._threads.shutdown(wait=False, cancel_futures=True)
+        self._threads.close()
         self.guarded.close()
         self.sitemap_child.close()
