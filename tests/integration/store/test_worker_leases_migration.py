@@ -4,7 +4,8 @@ expired one stays takeable (at epoch + 1, a takeover), and a released one free.
 
 The store is opened (every migration), taken back to the schema before the migration
 (the table dropped, the shard expiry column added back, the migration's
-``schema_version`` row removed, on PostgreSQL with every later one's), given leases as the old code stored them, and reopened.
+``schema_version`` row removed, on PostgreSQL with every later one's), given leases as
+the old code stored them, and reopened.
 Seen red with the migration's INSERT of the owners' leases removed on a scratch copy:
 both cases failed on the live set (set() == {1, 2}: no lease left live)."""
 
