@@ -216,7 +216,7 @@ class Fetcher:
             # fenced, drained or stopped while the store was being asked (a stalled or
             # restarting server): nothing was sent, so the host's and the address's
             # in-flight slots and the URL go back, as for any cancelled request
-            self._cancelled(lease)
+            self.cancelled(lease)
             raise
         if isinstance(retry_at, int):
             return retry_at
@@ -225,9 +225,10 @@ class Fetcher:
         self.metrics.re_lease("deferred")
         return None
 
-    def _cancelled(self, lease: Lease) -> None:
-        """A lease cancelled before its answer (stop, lost or drained shard, fence): its
-        slot is freed and its URL returned unchanged, to be leased again."""
+    def cancelled(self, lease: Lease) -> None:
+        """A lease cancelled before its answer (stop, lost or drained shard, fence), or
+        before its fetch began (crawl/in_flight.py): its slot is freed and its URL returned
+        unchanged, to be leased again."""
         self.auditor.on_finish(lease.host_key)
         self.frontier.return_lease(lease)
         self.metrics.re_lease("cancelled")
@@ -267,7 +268,7 @@ class Fetcher:
             self.metrics.fetch_errors.labels(exc.kind, "page").inc()
             return
         except asyncio.CancelledError:
-            self._cancelled(lease)
+            self.cancelled(lease)
             raise
         now = self.clock.now()
         self._finished(lease, resp.status)
@@ -487,7 +488,7 @@ class Fetcher:
                 frontier.block_address(lease.host_key)
             frontier.finish_robots(lease, None, error_kind=exc.kind, error_detail=str(exc))
         except asyncio.CancelledError:
-            self._cancelled(lease)
+            self.cancelled(lease)
             raise
         else:
             self.auditor.on_finish(lease.host_key)

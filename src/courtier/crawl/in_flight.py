@@ -8,7 +8,11 @@ Invariants:
 * a task is listed from its start until it is done (its done-callback removes it and
   wakes the loop), so ``len(in_flight)`` is what counts against ``--concurrency``;
 * a cancelled task gives its lease back itself (the fetch pipeline's ``finally``
-  paths): cancelling here never loses a URL;
+  paths), and one cancelled before its first step, whose fetch never ran, gives it back
+  through ``unstarted``: cancelling here never loses a URL nor holds a host. (uvloop
+  runs the timers that fell due before the first step of the tasks queued meanwhile, so
+  the fence, cutting every fetch without its answer, met tasks the turn that held the
+  loop past it had just started; their hosts stayed in flight for ever.);
 * a task is *answered* from the moment its fetch has the whole answer (the fetch says
   so: :meth:`answered`) until it is done: nothing of it is open at a server any more,
   only its parsing, archiving and hand-over to the committer are left;
@@ -35,10 +39,16 @@ log = logging.getLogger("courtier.worker")
 class InFlight:
     """Fetch tasks and their leases."""
 
-    def __init__(self, wake: Callable[[], None], clock: Clock) -> None:
+    def __init__(self, wake: Callable[[], None], clock: Clock,
+                 unstarted: Callable[[Lease], None] | None = None) -> None:
         self._wake = wake
         self._clock = clock
+        #: gives back the lease of a task cancelled before its fetch ran (its slot freed,
+        #: its URL returned), as the fetch's own cancellation path does
+        self._unstarted = unstarted or _nothing
         self._leases: dict[asyncio.Task[None], Lease] = {}
+        #: tasks whose fetch has not begun (created, their first step not run yet)
+        self._not_begun: set[asyncio.Task[None]] = set()
         self._answered: set[asyncio.Task[None]] = set()
         #: when each task started (clock time)
         self._started: dict[asyncio.Task[None], float] = {}
@@ -51,12 +61,22 @@ class InFlight:
     def __bool__(self) -> bool:
         return bool(self._leases)
 
-    def start(self, lease: Lease, fetch: Coroutine[Any, Any, None]) -> None:
-        """Run ``fetch`` (the fetch of ``lease``) as a task of its own."""
-        task = asyncio.create_task(fetch)
+    def start(self, lease: Lease, fetch: Callable[[Lease], Coroutine[Any, Any, None]]
+              ) -> None:
+        """Run ``fetch(lease)`` as a task of its own."""
+        task = asyncio.create_task(self._begin(lease, fetch))
         self._leases[task] = lease
+        self._not_begun.add(task)
         self._started[task] = self._clock.now()
         task.add_done_callback(self._done)
+
+    async def _begin(self, lease: Lease, fetch: Callable[[Lease], Coroutine[Any, Any, None]]
+                     ) -> None:
+        """The task's first step: from here on the fetch answers for its lease."""
+        task = asyncio.current_task()
+        if task is not None:
+            self._not_begun.discard(task)
+        await fetch(lease)
 
     def answered(self) -> None:
         """The calling fetch has its whole answer (its request is closed at the server)."""
@@ -65,7 +85,11 @@ class InFlight:
             self._answered.add(task)
 
     def _done(self, task: asyncio.Task[None]) -> None:
-        self._leases.pop(task, None)
+        lease = self._leases.pop(task, None)
+        if task in self._not_begun:  # cancelled before its first step: nothing ran
+            self._not_begun.discard(task)
+            if lease is not None:
+                self._unstarted(lease)
         self._answered.discard(task)
         self._started.pop(task, None)
         self._named.discard(task)
@@ -107,7 +131,8 @@ class InFlight:
 
     def cancel_unanswered(self) -> int:
         """Cancel every fetch whose answer has not come (its request may be open at a
-        server, or not sent yet); answered ones finish. Returns how many were cancelled."""
+        server, or not sent yet; or its task not begun); answered ones finish. Returns how
+        many were cancelled."""
         cut = [t for t in self._leases if t not in self._answered and not t.done()]
         for task in cut:
             task.cancel()
@@ -133,3 +158,7 @@ def awaiting(task: asyncio.Task[Any]) -> str:
     if awaited is not None and not hasattr(awaited, "cr_frame"):
         steps.append(type(awaited).__name__)
     return " > ".join(steps)
+
+
+def _nothing(lease: Lease) -> None:
+    pass

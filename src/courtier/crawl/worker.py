@@ -59,7 +59,7 @@ from courtier.crawl.shard_keeper import SHARD_LEASE, ShardKeeper
 from courtier.crawl.signals import LoopSignals
 from courtier.crawl.status import CrawlStatus
 from courtier.fetch.transport import Transport
-from courtier.frontier.lease import LeaseKind
+from courtier.frontier.lease import Lease, LeaseKind
 from courtier.frontier.scheduler import Frontier
 from courtier.politeness.audit import LeaseAuditor
 from courtier.politeness.delays import DelayPolicy
@@ -143,7 +143,7 @@ class Worker:
         #: seconds from due to lease of each page lease (simulator figures only)
         self.due_lags: list[float] = []
 
-        self.in_flight = InFlight(self.wake, clock)
+        self.in_flight = InFlight(self.wake, clock, self._unstarted)
         self.committer = Committer(store, archive, clock, intake, self.metrics, self.status,
                                    self.wake)
         self.metrics.durability_lag.set_function(self.committer.durability_lag)
@@ -348,7 +348,12 @@ class Worker:
                     if self.record_lags:
                         self.due_lags.append(lag)
             self.end.found_work()  # a fetch: the crawl is not over for this worker
-            self.in_flight.start(lease, self.fetcher.fetch(lease))
+            self.in_flight.start(lease, self.fetcher.fetch)
+
+    def _unstarted(self, lease: Lease) -> None:
+        """A fetch task cancelled before its first step (a fence, a lost shard, a stop in
+        the turn that started it): its fetch never ran, so its lease goes back here."""
+        self.fetcher.cancelled(lease)
 
     def _name_overdue(self, now: float) -> None:
         """A fetch running far past every bound of its steps is held by a bug (its host is

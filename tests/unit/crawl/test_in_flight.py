@@ -1,6 +1,7 @@
 """The fetch tasks under way (crawl/in_flight.py): a task held far past every bound of a
 fetch is named once, with where it waits (the one-worker PostgreSQL crawl whose 58
-hosts got no request for 13 minutes left no trace of where their fetches were)."""
+hosts got no request for 13 minutes left no trace of where their fetches were); a task
+cancelled before its first step has its lease given back (that crawl's 58 hosts)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ def _lease(host: str) -> Lease:
     return Lease(LeaseKind.ROBOTS, host, f"{host}/robots.txt", issued_at=0.0, epoch=1, delay=0.0)
 
 
-async def _held(gate: asyncio.Event) -> None:
+async def _held(_: Lease, gate: asyncio.Event) -> None:
     await _inner(gate)
 
 
@@ -23,7 +24,7 @@ async def _inner(gate: asyncio.Event) -> None:
     await gate.wait()
 
 
-async def _quick() -> None:
+async def _quick(_: Lease) -> None:
     return None
 
 
@@ -33,16 +34,45 @@ async def test_a_fetch_held_past_the_bound_is_named_once_with_where_it_waits() -
     clock = VirtualClock(1000.0)
     in_flight = InFlight(lambda: None, clock)
     gate = asyncio.Event()
-    in_flight.start(_lease("http://held.test"), _held(gate))
-    in_flight.start(_lease("http://quick.test"), _quick())
+    in_flight.start(_lease("http://held.test"), lambda lease: _held(lease, gate))
+    in_flight.start(_lease("http://quick.test"), _quick)
     await asyncio.sleep(0)
     await asyncio.sleep(0)  # the quick one has ended
     assert len(in_flight) == 1
     assert in_flight.overdue(clock.now() + 99.0, 100.0) == []  # not yet
     [(lease, seconds, answered, where)] = in_flight.overdue(clock.now() + 100.0, 100.0)
     assert (lease.host_key, seconds, answered) == ("http://held.test", 100.0, False)
-    assert where.startswith("_held:") and " > _inner:" in where and "wait:" in where
+    assert where.startswith("_begin:") and " > _held:" in where and " > _inner:" in where
+    assert "wait:" in where
     assert in_flight.overdue(clock.now() + 500.0, 100.0) == []  # named once
     gate.set()
     await in_flight.settle()
     assert not in_flight and in_flight.overdue(clock.now() + 500.0, 100.0) == []
+
+
+async def test_a_task_cancelled_before_its_first_step_gives_its_lease_back() -> None:
+    """A fence (a timer uvloop runs before the first step of the tasks the turn that held
+    the loop started) or a lost shard in the same turn cancels a fetch whose coroutine never
+    ran: its own give-back never runs either. Seen red without the give-back in ``_done``
+    (nothing given back: the host stayed in flight in the frontier for ever)."""
+    given_back: list[str] = []
+    ran: list[str] = []
+
+    async def fetch(lease: Lease) -> None:
+        ran.append(lease.host_key)
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            given_back.append(f"{lease.host_key} by the fetch")
+            raise
+
+    in_flight = InFlight(lambda: None, VirtualClock(1000.0),
+                         lambda lease: given_back.append(lease.host_key))
+    in_flight.start(_lease("http://begun.test"), fetch)
+    await asyncio.sleep(0)  # its first step: the fetch runs
+    in_flight.start(_lease("http://unbegun.test"), fetch)
+    assert in_flight.cancel_unanswered() == 2  # before the second one's first step
+    await in_flight.settle()
+    assert ran == ["http://begun.test"]
+    assert sorted(given_back) == ["http://begun.test by the fetch", "http://unbegun.test"]
+    assert not in_flight
