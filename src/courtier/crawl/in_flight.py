@@ -12,7 +12,7 @@ Invariants:
   through ``unstarted``: cancelling here never loses a URL nor holds a host. (uvloop
   runs the timers that fell due before the first step of the tasks queued meanwhile, so
   the fence, cutting every fetch without its answer, met tasks the turn that held the
-  loop past it had just started; their hosts stayed in flight for ever.);
+  loop past it had just started; their hosts stayed in flight for ever);
 * a task is *answered* from the moment its fetch has the whole answer (the fetch says
   so: :meth:`answered`) until it is done: nothing of it is open at a server any more,
   only its parsing, archiving and hand-over to the committer are left;
