@@ -267,6 +267,10 @@ class CrawlMetrics:
         self.store_pauses = Counter(
             "courtier_store_pauses",
             "times the crawl loop paused because the store did not answer", registry=r)
+        self.drain_cancelled_requests = Counter(
+            "courtier_drain_cancelled_requests",
+            "requests cancelled in flight because a graceful handover's drain outlasted its "
+            "timeout (the new owner fetches them again)", registry=r)
         self.fenced_requests = Counter(
             "courtier_fenced_requests",
             "requests not sent, or cancelled in flight, because the shard leases could not "

@@ -235,10 +235,19 @@ class ShardKeeper:
         busy = self._fetches_of(self._draining)
         if busy:
             late = {s for s, began in self._draining.items() if now - began >= self.drain_timeout}
+            cutting = 0
             for task, lease in self._fetches_of(late):
                 # the request may have reached the server: its end is counted as now
                 self._drain_cancels[lease.host_key] = now
+                if not task.done() and not task.cancelling():
+                    cutting += 1  # counted and logged once a request
                 task.cancel()
+            if cutting:
+                self._metrics.drain_cancelled_requests.inc(cutting)
+                log_event(log, logging.WARNING, "drain_cancelled",
+                          "handover drain timed out: cancelled %d requests after %.1f s;"
+                          " the new owner fetches them again", cutting, self.drain_timeout,
+                          shards=sorted(late), worker=self._owner)
             return
         shards = set(self._draining)
         await self._committer.flush()  # the drained fetches' results, under the epoch held

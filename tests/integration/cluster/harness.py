@@ -291,12 +291,14 @@ def all_fetched(cluster: Cluster, expected: set[str]) -> Callable[[], Awaitable[
 
 #: the lines a worker logs when results of its fetches are lost: its self-fence
 #: (cluster/coordinator.py) and shards lost to another worker (crawl/shard_keeper.py)
-LOST_RESULT_LINES = ("could not renew shard leases in time", "lost the lease of")
+LOST_RESULT_LINES = ("could not renew shard leases in time", "lost the lease of",
+                     "handover drain timed out")
 
 
 def lost_result_times(worker: WorkerProcess) -> list[float]:
-    """When ``worker`` logged a fence or a lost shard (time.monotonic of this machine,
-    from the log lines' local time stamps: millisecond resolution)."""
+    """When ``worker`` logged a fence, a lost shard or a drain's cut requests
+    (time.monotonic of this machine, from the log lines' local time stamps: millisecond
+    resolution)."""
     wall = time.time() - time.monotonic()
     times = []
     for line in worker.stderr.read_text(errors="replace").splitlines():

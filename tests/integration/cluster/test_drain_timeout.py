@@ -15,6 +15,7 @@ from courtier.testweb.spec import HostSpec, WebSpec
 from tests.integration.cluster.harness import (
     Cluster,
     agent_of,
+    metric_of,
     newcomer_taking,
     serving,
     stop,
@@ -68,6 +69,10 @@ async def test_a_held_response_does_not_hold_up_a_handover(cluster: Cluster) -> 
         return not without
 
     await wait_for("the held URL's final event", final_event)
+    # the cut is counted once and logged (the cluster tests' refetch judgement reads it)
+    assert await metric_of(cluster.workers["w0"], "courtier_drain_cancelled_requests_total") == 1
+    assert "handover drain timed out: cancelled 1 requests" in \
+        cluster.workers["w0"].stderr.read_text(errors="replace")
     await stop(cluster)
     events = [e.payload for e in await cluster.events() if e.payload["url"] == held_url]
     # one event, the newcomer's answer, whatever the page answers (the held link may be a
