@@ -75,6 +75,18 @@ class MemoryOutbox:
             events += kept[start:stop]
         return ShardPage(events, advance(cursor, ranges))
 
+    def shard_cursor_at(self, position: int) -> ShardCursor:
+        """``Store.shard_cursor_at``: ids are commit order here, so each shard's events
+        with an id at or below ``position`` are a prefix of its positions."""
+        if position < self.pruned_through:
+            raise EventsPruned(position, self.pruned_through)
+        cursor: dict[int, int] = {}
+        for shard, head in self._heads.items():
+            kept = self._by_shard.get(shard, [])
+            first = bisect.bisect_right(kept, position, key=lambda e: e.id)
+            cursor[shard] = kept[first].shard_pos - 1 if first < len(kept) else head
+        return ShardCursor(cursor)
+
     def by_url(self, after: bytes | None, urls: int) -> list[Event]:
         keys = sorted({e.url_key for e in self._events
                        if after is None or e.url_key > after})[:max(0, urls)]
