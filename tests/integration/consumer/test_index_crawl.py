@@ -352,3 +352,62 @@ def test_index_advances_its_registered_consumer_cursor(crawled: Crawled, tmp_pat
                                       "--archive", str(tmp_path), "--consumer", "indexer"),
                              capture_output=True, text=True, timeout=GUARD)
     assert refused.returncode == 2 and "--consumer: give it without --api" in refused.stderr
+
+
+async def _old_consumer(data: Path, name: str, position: int) -> None:
+    store = await open_store(None, data, must_exist=True)
+    try:
+        await store.advance_consumer(name, position)
+    finally:
+        await store.close()
+
+
+async def _consumers(data: Path) -> tuple[dict[str, int], dict[str, ShardCursor]]:
+    store = await open_store(None, data, must_exist=True)
+    try:
+        return await store.consumers(), await store.shard_consumers()
+    finally:
+        await store.close()
+
+
+@pytest.mark.timeout(300)
+def test_an_index_and_a_consumer_from_the_crawl_wide_feed_are_converted(
+        crawled: Crawled, tmp_path: Path) -> None:
+    """An index file of format 1 (a crawl-wide cursor, event N) and a ``--consumer``
+    registered at N: the run converts both (Store.shard_cursor_at) and indexes every page
+    of the events after N, none at or before it (SQLite commits in order: the conversion
+    is exact), leaving the consumer per shard at the end and no hold behind. Over --api
+    the same file is refused with what to do. Checked by breaking it: with the
+    conversion taking the store's heads (everything read) the pages after N were missing;
+    with the hold not forgotten the last assertion failed."""
+    data = tmp_path / "data"
+    shutil.copytree(crawled.data, data, ignore=shutil.ignore_patterns("search.db*"))
+    ids = sorted(e[0] for e in crawled.events)
+    middle = ids[len(ids) // 2]
+    asyncio.run(_old_consumer(data, "search", middle))
+    index = tmp_path / "search.db"
+    from courtier.consumer.index_db import FORMAT_CRAWL_WIDE, SearchIndex
+
+    SearchIndex.open(index, create=True).close()
+    db = sqlite3.connect(index)
+    with db:
+        db.execute("UPDATE meta SET value = ? WHERE key = 'format'", (FORMAT_CRAWL_WIDE,))
+        db.execute("UPDATE meta SET value = ? WHERE key = 'cursor'", (str(middle),))
+    db.close()
+    refused = subprocess.run(courtier("index", "--api", "127.0.0.1:9", "--index", str(index),
+                                      "--archive", str(data / "warc")),
+                             capture_output=True, text=True, timeout=GUARD)
+    assert refused.returncode == 1
+    assert f"crawl-wide cursor (event {middle})" in refused.stderr
+    assert "--data or --store, not --api" in refused.stderr
+    done = subprocess.run(courtier("index", "--data", str(data), "--index", str(index),
+                                   "--consumer", "search", "--batch", "5"),
+                          capture_output=True, text=True, timeout=GUARD)
+    assert done.returncode == 0, done.stderr
+    pages, _, waiting, cursor = index_rows(index)
+    after = {url for event_id, *_, url in crawled.events if event_id > middle}
+    assert {url for url, _ in pages} | waiting == after & set(crawled.html)
+    assert cursor == crawled.end
+    crawl_wide, by_shard = asyncio.run(_consumers(data))
+    assert "search" not in crawl_wide and by_shard["search"] == crawled.end
+    assert "search~converting" not in by_shard  # the hold is gone
