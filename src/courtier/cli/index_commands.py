@@ -61,7 +61,8 @@ def add_index_commands(sub: Any) -> None:
                             "registered with a crawl-wide position; it may lag the index, "
                             "never lead it; not with --api)")
     index.add_argument("--batch", type=int, default=DEFAULT_BATCH, metavar="N",
-                       help=f"events per transaction, 1-1000 ({DEFAULT_BATCH})")
+                       help=f"events (per-shard positions) per read and transaction, "
+                            f"1-1000 ({DEFAULT_BATCH})")
     search = sub.add_parser("search", help="search the index built by `courtier index`: "
                                            "URL and title of the best pages")
     search.add_argument("query", nargs="*", help="words that must all appear (word* for "

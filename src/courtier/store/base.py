@@ -368,7 +368,13 @@ class Store(ClusterStore, Protocol):
         its position is assigned, nor above the lowest registered position, so a
         registered consumer never misses one; :meth:`events_pruned_through` rises to the
         highest position removed. Re-parse events lose their "at most once ever" key with
-        the event: a capture whose re-parse event was removed may be re-parsed again."""
+        the event: a capture whose re-parse event was removed may be re-parsed again.
+
+        While no crawl-wide consumer is registered the removal works by shard alone
+        (docs/scale-out.md, "By shard alone"): an event held in one shard holds back no
+        other shard's, PostgreSQL runs no sequencer (``limit`` then bounds each shard's
+        rows), and :meth:`events_pruned_through` still rises above every position a
+        ``read_events`` reader could hold that missed an event removed."""
 
     async def prune_audit(self, before: float, limit: int) -> int:
         """Remove audit rows (:meth:`fetch_log`) fetched before ``before``, oldest first,
