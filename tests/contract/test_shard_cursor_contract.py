@@ -6,7 +6,11 @@ tests/integration/store/test_postgres_shard_cursor.py.
 Seen red: with the memory store's range read ending one position short (``through - 1``)
 the pages dropped each shard's last event of a read (the union differed from the truth),
 and with ``plan_reads`` giving the whole limit to the first shard behind, the shared-limit
-test read only shard 1."""
+test read only shard 1. ``shard_cursor_at`` (the conversion of an integer cursor): with
+the memory store's cursor one position too high (``shard_pos`` instead of ``shard_pos -
+1``) the conversion test failed on memory; with PostgreSQL's ``read_pos IS NULL OR`` left
+out (events not yet placed counted as read) the unplaced test failed on PostgreSQL and
+Citus (``{1: 4, 2: 4}`` for ``{1: 2, 2: 2}``)."""
 
 from __future__ import annotations
 
