@@ -21,10 +21,15 @@ import signal
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from courtier.cli.call import add_api_flags, add_store_flag, check_consumer_name
 from courtier.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from courtier.consumer.index_db import SearchIndex
+    from courtier.core.shard_cursor import ShardCursor
+    from courtier.store.base import Store
 
 # the consumer, the API and aiohttp load inside the functions that use them, so that
 # ``courtier --help`` and argument errors answer at once
@@ -177,7 +182,7 @@ def hold_name(name: str) -> str:
     return name[:100 - len(HOLD_SUFFIX)] + HOLD_SUFFIX
 
 
-async def convert_legacy(index: Any, store: Any) -> None:
+async def convert_legacy(index: SearchIndex, store: Store | None) -> None:
     """An index file holding a crawl-wide position N (format 1): replace it by
     ``store.shard_cursor_at(N)``, the per-shard cursor below which every event was read
     at N (some above it may be read again: the index applies a URL's version at most
@@ -193,7 +198,7 @@ async def convert_legacy(index: Any, store: Any) -> None:
     await asyncio.to_thread(index.convert, position, await store.shard_cursor_at(position))
 
 
-async def convert_consumer(store: Any, name: str, cursor: Any) -> None:
+async def convert_consumer(store: Store, name: str, cursor: ShardCursor) -> None:
     """Make ``name`` a per-shard consumer at most at ``cursor`` (the index's, converted):
     a name registered with a crawl-wide position is forgotten and registered again per
     shard. A per-shard hold (:func:`hold_name`) is registered first and forgotten last,
@@ -216,7 +221,6 @@ async def index_crawl(args: argparse.Namespace, path: Path, roots: list[str],
     from courtier.consumer.index_db import SearchIndex
     from courtier.consumer.indexer import Indexer, IndexReport
     from courtier.consumer.pages import ArchivedPages
-    from courtier.core.shard_cursor import ShardCursor
     from courtier.events.cursor import save_shard_cursor
     from courtier.parse.offload import OffLoopParser
 
