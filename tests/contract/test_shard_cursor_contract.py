@@ -6,7 +6,11 @@ tests/integration/store/test_postgres_shard_cursor.py.
 Seen red: with the memory store's range read ending one position short (``through - 1``)
 the pages dropped each shard's last event of a read (the union differed from the truth),
 and with ``plan_reads`` giving the whole limit to the first shard behind, the shared-limit
-test read only shard 1."""
+test read only shard 1. ``shard_cursor_at`` (the conversion of an integer cursor): with
+the memory store's cursor one position too high (``shard_pos`` instead of ``shard_pos -
+1``) the conversion test failed on memory; with PostgreSQL's ``read_pos IS NULL OR`` left
+out (events not yet placed counted as read) the unplaced test failed on PostgreSQL and
+Citus (``{1: 4, 2: 4}`` for ``{1: 2, 2: 2}``)."""
 
 from __future__ import annotations
 
@@ -117,3 +121,63 @@ async def test_by_shard_on_an_empty_outbox_reads_nothing(store: Store) -> None:
     assert page.events == [] and page.cursor == ShardCursor()
     ahead = ShardCursor({3: 7})  # a cursor from elsewhere is kept, not moved back
     assert (await store.read_events_by_shard(ahead, 10)).cursor == ahead
+
+
+async def placed_by_shard(store: Store) -> list[Event]:
+    """Every event with its crawl-wide position (``read_events`` places them first)."""
+    await store.read_events(0, 1000)
+    return (await store.read_events_by_shard(ShardCursor(), 1000)).events
+
+
+async def test_a_crawl_wide_position_converts_to_the_shard_cursor_read_at_it(
+        store: Store) -> None:
+    """``shard_cursor_at(n)``: a cursor below which every event has a position at or
+    below ``n`` (never a skip), and here, commits in order, exactly those events."""
+    urls = spread({1: 3, 2: 2, 5: 3})
+    await store.add_urls([new(u, shard=s) for u, s in urls])
+    await fetch_round(store, urls, 0)
+    await fetch_round(store, [u for u in urls if u[1] != 2], 1)
+    events = await placed_by_shard(store)
+    assert len(events) == 14
+    for n in range(max(e.id for e in events) + 1):
+        cursor = await store.shard_cursor_at(n)
+        below = {(e.shard, e.shard_pos) for e in events
+                 if e.shard_pos <= cursor.position(e.shard)}
+        assert below == {(e.shard, e.shard_pos) for e in events if e.id <= n}, n
+    last = await store.read_events_by_shard(ShardCursor(), 1000)
+    assert await store.shard_cursor_at(max(e.id for e in events)) == last.cursor
+
+
+async def test_an_event_not_yet_placed_counts_as_unread(store: Store) -> None:
+    """Events committed after the last crawl-wide read (PostgreSQL: no ``read_pos`` yet)
+    are above any position handed out: the cursor stops below them."""
+    urls = spread({1: 2, 2: 2})
+    await store.add_urls([new(u, shard=s) for u, s in urls])
+    await fetch_round(store, urls, 0)
+    first = await placed_by_shard(store)
+    at_first = (await store.read_events_by_shard(ShardCursor(), 1000)).cursor
+    await fetch_round(store, urls, 1)  # not placed on PostgreSQL: no read_events since
+    assert await store.shard_cursor_at(max(e.id for e in first)) == at_first
+
+
+async def test_a_pruned_position_is_refused(store: Store) -> None:
+    from courtier.core.errors import EventsPruned
+
+    urls = spread({1: 2, 2: 2})
+    await store.add_urls([new(u, shard=s) for u, s in urls])
+    await fetch_round(store, urls, 0)
+    events = await placed_by_shard(store)
+    removed = 0
+    for _ in range(10):
+        removed += await store.prune_events(T0 + 10**6, 1000)
+        if removed:
+            break
+    through = await store.events_pruned_through()
+    assert removed and through >= min(e.id for e in events)
+    try:
+        await store.shard_cursor_at(through - 1)
+    except EventsPruned as exc:
+        assert exc.pruned_through == through
+    else:
+        raise AssertionError("a pruned position converted")
+    await store.shard_cursor_at(through)

@@ -9,9 +9,10 @@ A record is never deleted while something still points at it:
 
 * the URL row's current WARC location (a 304 keeps pointing at the last full
   response);
-* an event not yet consumed: every event after the lowest consumer cursor
-  (``consumed_up_to``); without a cursor every event counts as unconsumed, so
-  nothing an event names is deleted;
+* an event not yet consumed (:class:`Consumed`): above the lowest crawl-wide consumer
+  cursor (an event id, ``events --cursor-file``, ``--consumed-up-to``), or above a
+  per-shard cursor (``index --cursor-file``, a token) in its shard; without a cursor
+  every event counts as unconsumed, so nothing an event names is deleted;
 * the payload index (the first copy of a digest, which ``revisit`` records
   of other captures refer to).
 
@@ -39,9 +40,10 @@ import fsspec
 
 from courtier.archive.cdxj import warc_files
 from courtier.core.errors import ArchiveError
+from courtier.core.shard_cursor import ShardCursor
 from courtier.store.base import Event, Store
 
-__all__ = ["GcReport", "RetentionRule", "collect_garbage"]
+__all__ = ["Consumed", "GcReport", "RetentionRule", "collect_garbage"]
 
 DAY = 24 * 3600.0
 PAGE = 5000
@@ -63,6 +65,32 @@ class RetentionRule:
         return not (self.keep_days is not None and now - fetched_at < self.keep_days * DAY)
 
 
+@dataclass(frozen=True, slots=True)
+class Consumed:
+    """What every consumer named to gc has read: the events at or below ``up_to`` (the
+    lowest crawl-wide position; None: no such consumer) that are also, in their shard,
+    at or below every per-shard cursor of ``by_shard``."""
+
+    up_to: int | None = None
+    by_shard: tuple[ShardCursor, ...] = ()
+
+    @classmethod
+    def of(cls, cursors: Sequence[int | ShardCursor]) -> Consumed | None:
+        """The consumers' cursors as loaded from their files; None when there is none."""
+        if not cursors:
+            return None
+        positions = [c for c in cursors if isinstance(c, int)]
+        return cls(min(positions) if positions else None,
+                   tuple(c for c in cursors if isinstance(c, ShardCursor)))
+
+    def read(self, position: int, shard: int, shard_pos: int) -> bool:
+        """True when every consumer has read the event at crawl-wide ``position``,
+        ``(shard, shard_pos)``."""
+        if self.up_to is not None and position > self.up_to:
+            return False
+        return all(shard_pos <= cursor.position(shard) for cursor in self.by_shard)
+
+
 @dataclass(slots=True)
 class GcReport:
     files_seen: int = 0
@@ -75,7 +103,7 @@ class GcReport:
 
 
 async def collect_garbage(store: Store, root: str, rule: RetentionRule, now: float,
-                          consumed_up_to: int | None, dry_run: bool = False,
+                          consumed: Consumed | None, dry_run: bool = False,
                           more_roots: Sequence[str] = ()) -> GcReport:
     """Apply ``rule`` to the archive below ``root`` and ``more_roots`` (the other WARC
     folders of a crawl of several workers; deleted files are then named with their
@@ -106,7 +134,8 @@ async def collect_garbage(store: Store, root: str, rule: RetentionRule, now: flo
                 if capture.where == live:
                     report.kept_live += 1
                     verdict.keep_capture(capture)
-                elif consumed_up_to is None or capture.position > consumed_up_to:
+                elif consumed is None or not consumed.read(capture.position, capture.shard,
+                                                           capture.shard_pos):
                     report.kept_unconsumed += 1
                     verdict.keep_capture(capture)
                 else:
@@ -145,6 +174,8 @@ class _Capture:
     position: int
     digest: str | None
     revisit: bool
+    shard: int
+    shard_pos: int
 
     @property
     def where(self) -> tuple[str, int]:
@@ -158,7 +189,7 @@ class _Capture:
         digest = event.payload.get("payload_digest")
         return cls(event.version, float(event.payload["fetched_at"]), str(warc["file"]),
                    int(warc["offset"]), event.id, str(digest) if digest else None,
-                   bool(warc.get("revisit")))
+                   bool(warc.get("revisit")), event.shard, event.shard_pos)
 
 
 @dataclass(slots=True)

@@ -117,8 +117,9 @@ def add_admin_commands(sub: Any) -> None:
     gc.add_argument("--keep-last", type=int, help="captures of each URL to keep (newest)")
     gc.add_argument("--keep-days", type=float, help="keep captures younger than this")
     gc.add_argument("--cursor-file", type=Path, action="append", default=[],
-                    help="a consumer's cursor file (repeatable): events after the lowest "
-                         "cursor are unconsumed and keep their records")
+                    help="a consumer's cursor file (repeatable): an event id (events "
+                         "--cursor-file) or a per-shard token (index --cursor-file); events "
+                         "above any of them are unconsumed and keep their records")
     gc.add_argument("--consumed-up-to", type=int, help="event id every consumer has read")
     gc.add_argument("--dry-run", action="store_true", help="list, delete nothing")
     export = sub.add_parser("export", help="export crawl records (audit JSON lines, CDXJ)")
@@ -406,14 +407,15 @@ async def _archive_gc(args: argparse.Namespace, store: Store, out: TextIO) -> in
     if (args.keep_last is not None and args.keep_last < 1) or \
             (args.keep_days is not None and args.keep_days < 0):
         raise ConfigError("--keep-last must be >= 1 and --keep-days >= 0")
-    from courtier.events.cursor import load_cursor
+    from courtier.archive.retention import Consumed
+    from courtier.events.cursor import load_consumed
 
-    cursors = [load_cursor(path, 0) for path in args.cursor_file]
+    cursors: list[int | ShardCursor] = [load_consumed(path) for path in args.cursor_file]
     if args.consumed_up_to is not None:
         cursors.append(args.consumed_up_to)
     root, *more = _roots(args)
     report = await collect_garbage(store, root, RetentionRule(args.keep_last, args.keep_days),
-                                   time.time(), min(cursors) if cursors else None, args.dry_run,
+                                   time.time(), Consumed.of(cursors), args.dry_run,
                                    more_roots=more)
     out.write(json.dumps(dataclasses.asdict(report), sort_keys=True) + "\n")
     return 0

@@ -23,7 +23,7 @@ from courtier.core.errors import ConfigError, CourtierError
 from courtier.store.open import STORE_HELP, data_dir_in_use, is_shared, open_store, store_url
 
 if TYPE_CHECKING:
-    from courtier.events.drain import PageReader
+    from courtier.events.drain import PageReader, ShardPageReader
     from courtier.store.base import Store
 
 # aiohttp, the API and the configuration load inside the functions that use them,
@@ -161,6 +161,24 @@ def page_reader(caller: Caller) -> PageReader:
         if not 200 <= status < 300:
             raise answer_error(status, answer)
         return Page(answer["events"], answer["next_after"])
+
+    return read
+
+
+def shard_page_reader(caller: Caller) -> ShardPageReader:
+    """The events route by per-shard cursor (``?cursor=TOKEN``), page by page, through
+    ``caller`` (a failure is raised)."""
+    from urllib.parse import quote
+
+    from courtier.core.shard_cursor import ShardCursor
+    from courtier.events.drain import ShardFeedPage
+
+    async def read(cursor: ShardCursor, size: int) -> ShardFeedPage:
+        status, answer = await caller(
+            "GET", f"/v1/events?cursor={quote(cursor.token())}&limit={size}", None)
+        if not 200 <= status < 300:
+            raise answer_error(status, answer)
+        return ShardFeedPage(answer["events"], ShardCursor.from_token(answer["cursor"]))
 
     return read
 

@@ -1,9 +1,15 @@
 """``courtier index`` and ``courtier search``: the reference consumer of the event feed.
 
 ``index`` follows the feed of a crawl — its store (``--data``, ``--store``) or its admin
-API (``--api``) — reads each HTML page from the crawl's WARC files and keeps a local
-SQLite FTS5 index (``DATA/search.db`` by default) with the feed cursor inside it
-(``courtier.consumer``). ``search`` answers from that file: URL and title per hit.
+API (``--api``) — by per-shard cursor (``GET /v1/events?cursor=``, no outbox sequencer),
+reads each HTML page from the crawl's WARC files and keeps a local SQLite FTS5 index
+(``DATA/search.db`` by default) with the feed cursor inside it (``courtier.consumer``).
+``search`` answers from that file: URL and title per hit.
+
+An index file or a ``--consumer`` name from before the per-shard feed holds a crawl-wide
+(integer) position; over the store it is converted in place (:func:`convert_legacy`),
+over ``--api`` the command refuses with what to do (docs/events.md, "Feed a search
+index").
 """
 
 from __future__ import annotations
@@ -15,10 +21,15 @@ import signal
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from courtier.cli.call import add_api_flags, add_store_flag, check_consumer_name
 from courtier.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from courtier.consumer.index_db import SearchIndex
+    from courtier.core.shard_cursor import ShardCursor
+    from courtier.store.base import Store
 
 # the consumer, the API and aiohttp load inside the functions that use them, so that
 # ``courtier --help`` and argument errors answer at once
@@ -46,15 +57,17 @@ def add_index_commands(sub: Any) -> None:
     index.add_argument("--follow", action="store_true",
                        help="keep following the feed until Ctrl-C or SIGTERM")
     index.add_argument("--cursor-file", type=Path, metavar="FILE",
-                       help="also write the index's cursor here after each batch, for "
-                            "`courtier archive gc --cursor-file FILE` (it may lag the index, "
-                            "never lead it)")
+                       help="also write the index's per-shard cursor token here after each "
+                            "batch, for `courtier archive gc --cursor-file FILE` (it may lag "
+                            "the index, never lead it)")
     index.add_argument("--consumer", metavar="NAME",
-                       help="also advance the cursor registered in the store under NAME "
-                            "after each batch (registered if new; it may lag the index, "
+                       help="also advance the per-shard consumer registered in the store "
+                            "under NAME after each batch (registered if new, converted if "
+                            "registered with a crawl-wide position; it may lag the index, "
                             "never lead it; not with --api)")
     index.add_argument("--batch", type=int, default=DEFAULT_BATCH, metavar="N",
-                       help=f"events per transaction, 1-1000 ({DEFAULT_BATCH})")
+                       help=f"events (per-shard positions) per read and transaction, "
+                            f"1-1000 ({DEFAULT_BATCH})")
     search = sub.add_parser("search", help="search the index built by `courtier index`: "
                                            "URL and title of the best pages")
     search.add_argument("query", nargs="*", help="words that must all appear (word* for "
@@ -145,17 +158,60 @@ def index_settings(args: argparse.Namespace) -> tuple[Path, list[str], Path]:
 
 @contextlib.asynccontextmanager
 async def open_feed(args: argparse.Namespace) -> AsyncIterator[tuple[Any, Any]]:
-    """The feed as a :data:`courtier.events.drain.PageReader`: over ``--api``, else over
-    the store (``--store``, or the SQLite database under ``--data``) in this process; and
-    with ``--consumer`` that store (else None), where the registered cursor is kept."""
-    from courtier.cli.call import open_args_store, open_caller, page_reader, store_caller
+    """The feed as a :data:`courtier.events.drain.ShardPageReader`: over ``--api``, else
+    over the store (``--store``, or the SQLite database under ``--data``) in this process;
+    and that store (None over ``--api``), where a ``--consumer`` is kept and an old
+    crawl-wide cursor is converted."""
+    from courtier.cli.call import open_args_store, open_caller, shard_page_reader, store_caller
 
-    if getattr(args, "consumer", None) is not None:  # the store itself, for the cursor
+    if not getattr(args, "api", None):
         async with open_args_store(args) as store:
-            yield page_reader(store_caller(store)), store
+            yield shard_page_reader(store_caller(store)), store
         return
     async with open_caller(args) as caller:
-        yield page_reader(caller), None
+        yield shard_page_reader(caller), None
+
+
+#: the suffix of the per-shard consumer that holds the outbox while ``--consumer NAME`` is
+#: converted from a crawl-wide position (:func:`convert_consumer`)
+HOLD_SUFFIX = "~converting"
+
+
+def hold_name(name: str) -> str:
+    """The name of the hold taken while ``name`` is converted (at most 100 characters)."""
+    return name[:100 - len(HOLD_SUFFIX)] + HOLD_SUFFIX
+
+
+async def convert_legacy(index: SearchIndex, store: Store | None) -> None:
+    """An index file holding a crawl-wide position N (format 1): replace it by
+    ``store.shard_cursor_at(N)``, the per-shard cursor below which every event was read
+    at N (some above it may be read again: the index applies a URL's version at most
+    once as newest, so a repeat changes nothing). Over ``--api`` (no store) a
+    :class:`LegacyCursor` says what to do."""
+    from courtier.consumer.index_db import LegacyCursor
+
+    position = index.legacy_position()
+    if position is None:
+        return
+    if store is None:
+        raise LegacyCursor(index.path, position)
+    await asyncio.to_thread(index.convert, position, await store.shard_cursor_at(position))
+
+
+async def convert_consumer(store: Store, name: str, cursor: ShardCursor) -> None:
+    """Make ``name`` a per-shard consumer at most at ``cursor`` (the index's, converted):
+    a name registered with a crawl-wide position is forgotten and registered again per
+    shard. A per-shard hold (:func:`hold_name`) is registered first and forgotten last,
+    so the retention removes nothing unread meanwhile; a run stopped half-way leaves the
+    hold, which the next run forgets once ``name`` is per shard."""
+    hold = hold_name(name)
+    if await store.consumer_position(name) is not None:
+        await store.register_shard_consumer(hold)
+        await store.forget_consumer(name)
+    await store.register_shard_consumer(name)
+    await store.advance_shard_consumer(name, cursor)
+    if await store.shard_consumer_position(hold) is not None:
+        await store.forget_consumer(hold)
 
 
 async def index_crawl(args: argparse.Namespace, path: Path, roots: list[str],
@@ -165,26 +221,27 @@ async def index_crawl(args: argparse.Namespace, path: Path, roots: list[str],
     from courtier.consumer.index_db import SearchIndex
     from courtier.consumer.indexer import Indexer, IndexReport
     from courtier.consumer.pages import ArchivedPages
-    from courtier.events.cursor import save_cursor
+    from courtier.events.cursor import save_shard_cursor
     from courtier.parse.offload import OffLoopParser
 
     async with open_feed(args) as (feed, store):  # first: a bad --data makes no index file
         consumer: str | None = getattr(args, "consumer", None)
-        if store is not None and consumer is not None:
-            await store.register_consumer(consumer)
         index = SearchIndex.open(path, create=True)
         parser = OffLoopParser()
         try:
+            await convert_legacy(index, store)
+            if store is not None and consumer is not None:
+                await convert_consumer(store, consumer, index.cursor())
             indexer = Indexer(feed, ArchivedPages(roots, parser), index, args.batch)
 
             follow = bool(getattr(args, "follow", False))
             cursor_file: Path | None = getattr(args, "cursor_file", None)
 
-            async def advance(cursor: int) -> None:  # after the commit: lags, never leads
+            async def advance(cursor: ShardCursor) -> None:  # after the commit: lags
                 if cursor_file is not None:
-                    save_cursor(cursor_file, cursor)
+                    save_shard_cursor(cursor_file, cursor)
                 if store is not None and consumer is not None:
-                    await store.advance_consumer(consumer, cursor)
+                    await store.advance_shard_consumer(consumer, cursor)
 
             async def after_batch(report: IndexReport) -> None:
                 await advance(report.cursor)

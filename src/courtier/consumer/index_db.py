@@ -1,7 +1,8 @@
 """The local full-text index: one SQLite file with an FTS5 table, and the feed cursor.
 
-Exactly once, across crashes: the cursor (the id of the last event the index has taken
-in) lives in the same file as the pages, and :meth:`SearchIndex.apply` writes a batch's
+Exactly once, across crashes: the cursor (the per-shard cursor of the feed,
+:class:`~courtier.core.shard_cursor.ShardCursor`, kept as its token) lives in the same
+file as the pages, and :meth:`SearchIndex.apply` writes a batch's
 pages *and* the cursor after them in one transaction. A crash (kill -9 included) leaves
 either the whole batch with its cursor or neither, so a restart reads the feed again
 from exactly the first event not yet indexed: nothing is skipped, and no event is taken
@@ -19,6 +20,13 @@ Tables: ``pages`` (one row per indexed URL: url, title, payload digest, fetch ti
 (the newest version of each URL applied), ``waiting`` (URLs whose page is a revisit of a
 payload the index has not seen yet: they take its text when it arrives), ``meta``
 (format and cursor).
+
+Format 1 (courtier before issue 30's per-shard index feed) kept a crawl-wide cursor, the
+integer position of ``read_events``. Such a file opens; :meth:`SearchIndex.legacy_position`
+names its position, and :meth:`SearchIndex.convert` replaces it by the per-shard cursor the
+store computes for it (``Store.shard_cursor_at``) and marks the file format 2, in one
+transaction. Until then :meth:`SearchIndex.cursor` refuses (:class:`LegacyCursor`). A
+format-1 file whose cursor is 0 (nothing read) is simply the empty per-shard cursor.
 """
 
 from __future__ import annotations
@@ -31,13 +39,17 @@ from pathlib import Path
 from typing import Final
 
 from courtier.core.errors import ConfigError, CourtierError
+from courtier.core.shard_cursor import ShardCursor
 
 __all__ = [
-    "FORMAT", "Change", "CursorMoved", "PageEntry", "Removal", "Reuse", "SearchIndex",
+    "FORMAT", "Change", "CursorMoved", "LegacyCursor", "PageEntry", "Removal", "Reuse",
+    "SearchIndex",
 ]
 
 #: the ``meta`` row that marks a file as this index (bumped on an incompatible change)
-FORMAT: Final = "courtier-search-index-1"
+FORMAT: Final = "courtier-search-index-2"
+#: the format with a crawl-wide (integer) cursor, converted in place (module docstring)
+FORMAT_CRAWL_WIDE: Final = "courtier-search-index-1"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -103,10 +115,22 @@ Change = PageEntry | Reuse | Removal
 class CursorMoved(CourtierError):
     """The index's cursor is not the one the batch was read from: nothing was applied."""
 
-    def __init__(self, expected: int, found: int) -> None:
-        super().__init__(f"the index cursor moved from {expected} to {found} meanwhile "
-                         "(another `courtier index` on the same file?)")
+    def __init__(self, expected: ShardCursor, found: ShardCursor) -> None:
+        super().__init__(f"the index cursor moved from {expected.token()} to "
+                         f"{found.token()} meanwhile (another `courtier index` on the same "
+                         "file?)")
         self.found = found
+
+
+class LegacyCursor(CourtierError):
+    """The index holds a crawl-wide cursor (format 1) not converted yet."""
+
+    def __init__(self, path: Path, position: int) -> None:
+        super().__init__(
+            f"the index {path} holds a crawl-wide cursor (event {position}) from an older "
+            "courtier; the feed is read by shard now: run `courtier index` once with the "
+            "crawl's store (--data or --store, not --api), which converts it in place")
+        self.position = position
 
 
 class SearchIndex:
@@ -152,7 +176,7 @@ class SearchIndex:
             "SELECT name FROM sqlite_master WHERE type = 'table'")}
         if "meta" in tables:
             row = self.db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
-            if row is None or row[0] != FORMAT:
+            if row is None or row[0] not in (FORMAT, FORMAT_CRAWL_WIDE):
                 found = row[0] if row else "none"
                 raise ConfigError(f"{flag} {self.path}: not a courtier search index "
                                   f"(format {found}, expected {FORMAT})")
@@ -168,7 +192,8 @@ class SearchIndex:
                 if statement.strip():
                     self.db.execute(statement)
             self.db.execute("INSERT OR IGNORE INTO meta VALUES ('format', ?)", (FORMAT,))
-            self.db.execute("INSERT OR IGNORE INTO meta VALUES ('cursor', '0')")
+            self.db.execute("INSERT OR IGNORE INTO meta VALUES ('cursor', ?)",
+                            (ShardCursor().token(),))
             self.db.execute("COMMIT")
         except BaseException:
             self.db.execute("ROLLBACK")
@@ -178,16 +203,54 @@ class SearchIndex:
         self.db.close()
 
     # ------------------------------------------------------------------ reading
-    def cursor(self) -> int:
-        """The id of the last event taken in (0: none yet)."""
+    def cursor(self) -> ShardCursor:
+        """The feed's per-shard cursor after the last event taken in (empty: none yet);
+        :class:`LegacyCursor` while the file holds a crawl-wide cursor above 0."""
+        text = self._cursor_text()
+        position = _crawl_wide(text)
+        if position is None:
+            return ShardCursor.from_token(text)
+        if position:
+            raise LegacyCursor(self.path, position)
+        return ShardCursor()
+
+    def legacy_position(self) -> int | None:
+        """The crawl-wide position a format-1 file's cursor holds (None: a per-shard one,
+        or 0, nothing read)."""
+        return _crawl_wide(self._cursor_text()) or None
+
+    def convert(self, position: int, cursor: ShardCursor) -> None:
+        """Replace the crawl-wide cursor ``position`` by ``cursor`` (the store's
+        ``shard_cursor_at(position)``) and mark the file format 2, in one transaction;
+        :class:`CursorMoved` (nothing changed) when the file no longer holds ``position``."""
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            found = self._cursor_text()
+            if _crawl_wide(found) != position:
+                raise CourtierError(f"the index {self.path} cursor changed while it was "
+                                    "converted (another `courtier index` on the same file?)")
+            self._set_cursor(cursor)
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+
+    def _cursor_text(self) -> str:
         row = self.db.execute("SELECT value FROM meta WHERE key = 'cursor'").fetchone()
-        return int(row[0]) if row else 0
+        return str(row[0]) if row else "0"
+
+    def _set_cursor(self, cursor: ShardCursor) -> None:
+        """The cursor, and the format that reads it (an older courtier then refuses the
+        file instead of misreading a token as an event id)."""
+        self.db.execute("UPDATE meta SET value = ? WHERE key = 'cursor'", (cursor.token(),))
+        self.db.execute("UPDATE meta SET value = ? WHERE key = 'format'", (FORMAT,))
 
     def page_count(self) -> int:
         return int(self.db.execute("SELECT count(*) FROM pages").fetchone()[0])
 
     # ------------------------------------------------------------------ writing
-    def apply(self, changes: Sequence[Change], start: int, end: int) -> Counter[str]:
+    def apply(self, changes: Sequence[Change], start: ShardCursor,
+              end: ShardCursor) -> Counter[str]:
         """Apply ``changes`` (the events after ``start`` up to ``end``, in feed order) and
         set the cursor to ``end``, in one transaction. Raises :class:`CursorMoved` (and
         changes nothing) when the cursor is no longer ``start``. Returns what was done:
@@ -212,7 +275,7 @@ class SearchIndex:
                     done[self._reuse(change)] += 1
                 elif self._remove(change.url_key):
                     done["removed"] += 1
-            self.db.execute("UPDATE meta SET value = ? WHERE key = 'cursor'", (str(end),))
+            self._set_cursor(end)
             self.db.execute("COMMIT")
         except BaseException:
             self.db.execute("ROLLBACK")
@@ -293,3 +356,8 @@ class SearchIndex:
             self.db.execute("DELETE FROM pages WHERE id = ?", (row[0],))
         waited = self.db.execute("DELETE FROM waiting WHERE url_key = ?", (url_key,)).rowcount
         return row is not None or waited > 0
+
+
+def _crawl_wide(text: str) -> int | None:
+    """The integer a format-1 cursor holds; None for a per-shard token."""
+    return int(text) if text.strip().isdigit() else None

@@ -1,9 +1,14 @@
-"""The consumer's loop: read a batch of events after the index's cursor, turn each into a
-change of the index, apply the batch with its cursor in one transaction, repeat.
+"""The consumer's loop: read a batch of events above the index's per-shard cursor, turn
+each into a change of the index, apply the batch with its cursor in one transaction,
+repeat.
 
-The feed is any :data:`courtier.events.drain.PageReader` (the admin API over HTTP, or
-the same operation run in-process over the crawl's store: the command line chooses).
-Without ``follow`` the loop ends once it has caught up (a batch shorter than asked);
+The feed is any :data:`courtier.events.drain.ShardPageReader` (``GET /v1/events?cursor=``
+of the admin API over HTTP, or the same operation run in-process over the crawl's store:
+the command line chooses): positions assigned at commit, per shard, so an event that
+commits late is read after the ones around it, never skipped, and no sequencer runs.
+There is no order across shards; each URL's events come in commit order (a URL lives in
+one shard), and the index keeps the newest version of a URL whatever order they arrive in.
+Without ``follow`` the loop ends once it has caught up (the cursor stops moving);
 with it, it waits ``poll`` seconds and asks again, and a feed that fails (a crawl or
 API restarting) is asked again too. ``stop`` ends the loop between batches.
 
@@ -26,7 +31,8 @@ from courtier.consumer.decide import decide
 from courtier.consumer.index_db import Change, CursorMoved, Removal, Reuse, SearchIndex
 from courtier.consumer.pages import ArchivedPages
 from courtier.core.errors import ArchiveError, ConfigError, CourtierError
-from courtier.events.drain import PAGE_SIZE, PageReader
+from courtier.core.shard_cursor import ShardCursor
+from courtier.events.drain import PAGE_SIZE, ShardPageReader
 
 __all__ = ["IndexReport", "Indexer"]
 
@@ -38,7 +44,7 @@ class IndexReport:
     """What a run did: events read, cursor reached, and per effect / skip reason."""
 
     events: int = 0
-    cursor: int = 0
+    cursor: ShardCursor = field(default_factory=ShardCursor)
     done: Counter[str] = field(default_factory=Counter)
     skipped: Counter[str] = field(default_factory=Counter)
 
@@ -51,14 +57,14 @@ class IndexReport:
             why = ", ".join(f"{reason} {n}" for reason, n in self.skipped.most_common())
             parts.append(f"{skipped} skipped ({why})")
         effects = "; ".join(parts) if parts else "nothing to change"
-        return (f"{self.events} events read, up to event {self.cursor}: {effects}; "
+        return (f"{self.events} events read: {effects}; "
                 f"{pages} pages in the index")
 
 
 class Indexer:
     """Feeds one :class:`SearchIndex` from one feed (see the module docstring)."""
 
-    def __init__(self, feed: PageReader, pages: ArchivedPages, index: SearchIndex,
+    def __init__(self, feed: ShardPageReader, pages: ArchivedPages, index: SearchIndex,
                  batch: int = 200) -> None:
         if not 1 <= batch <= PAGE_SIZE:
             raise ConfigError(f"--batch {batch}: give 1 to {PAGE_SIZE} events")
@@ -75,7 +81,7 @@ class Indexer:
         failing = False
         while not stop.is_set():
             try:
-                read = await self.step()
+                moved = await self.step()
             except CursorMoved:
                 continue  # another indexer took that batch: go on from its cursor
             except (ArchiveError, ConfigError):
@@ -86,14 +92,14 @@ class Indexer:
                 if not failing:
                     log.warning("the event feed failed (%s); asking again every %.0f s",
                                 exc, poll)
-                failing, read = True, 0
+                failing, moved = True, False
             else:
                 failing = False
-            if read and on_batch is not None:
+            if moved and on_batch is not None:
                 done = on_batch(self.report)
                 if done is not None:
                     await done
-            if read < self.batch:
+            if not moved:
                 if not follow:
                     break
                 with contextlib.suppress(TimeoutError):
@@ -101,31 +107,38 @@ class Indexer:
                         await stop.wait()
         return self.report
 
-    async def step(self) -> int:
-        """One batch: read it, apply it with its cursor; how many events it held."""
+    async def step(self) -> bool:
+        """One batch: read it, apply it with its cursor; whether the cursor moved (False:
+        caught up)."""
         start = await asyncio.to_thread(self.index.cursor)
         page = await self.feed(start, self.batch)
         changes: list[Change] = []
         skipped: Counter[str] = Counter()
-        last, taken = start, 0
+        taken: dict[int, int] = {}  # shard → position of its last event taken
+        count = 0
         try:
             for event in page.events:
                 change = await self._change(event, skipped)
                 if change is not None:
                     changes.append(change)
-                last, taken = int(event["id"]), taken + 1
+                taken[int(event["shard"])] = int(event["shard_pos"])
+                count += 1
         except ArchiveError:
-            if last > start:  # keep what was done before the unreadable record
-                await self._apply(changes, start, last, skipped)
-                self.report.events += taken
+            # keep what was done before the unreadable record: the page comes by shard,
+            # then position, so in each shard the events taken are all those up to the
+            # last one taken; the shards not reached stay where they were
+            if taken:
+                await self._apply(changes, start, start.advanced(taken), skipped)
+                self.report.events += count
             raise
-        end = max(page.next_after, last)
-        if end > start:
-            await self._apply(changes, start, end, skipped)
+        end = page.cursor.advanced(taken)
+        if end == start:
+            return False
+        await self._apply(changes, start, end, skipped)
         self.report.events += len(page.events)
-        return len(page.events)
+        return True
 
-    async def _apply(self, changes: list[Change], start: int, end: int,
+    async def _apply(self, changes: list[Change], start: ShardCursor, end: ShardCursor,
                      skipped: Counter[str]) -> None:
         done = await asyncio.to_thread(self.index.apply, changes, start, end)
         self.report.done.update(done)

@@ -19,7 +19,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-__all__ = ["PAGE_SIZE", "Page", "PageReader", "drain"]
+from courtier.core.shard_cursor import ShardCursor
+
+__all__ = ["PAGE_SIZE", "Page", "PageReader", "ShardFeedPage", "ShardPageReader", "drain"]
 
 #: events per call, the API's bound (``MAX_EVENTS_PER_CALL``)
 PAGE_SIZE: Final = 1_000
@@ -36,6 +38,22 @@ class Page:
 #: ``(after, limit) -> Page``: events with ``id > after``, at most ``limit`` of them;
 #: raises on failure (the drain stops there, with the pages already yielded printed)
 PageReader = Callable[[int, int], Awaitable[Page]]
+
+
+@dataclass(frozen=True, slots=True)
+class ShardFeedPage:
+    """One answer of ``GET /v1/events?cursor=TOKEN``: its events (each with ``shard`` and
+    ``shard_pos``; by shard, then position) and the cursor to read on from. The cursor may
+    move with fewer events than asked for (positions left empty): the feed is caught up
+    only when it stops moving."""
+
+    events: list[dict[str, Any]]
+    cursor: ShardCursor
+
+
+#: ``(cursor, limit) -> ShardFeedPage``: events above the per-shard ``cursor``, at most
+#: ``limit`` positions' worth; raises on failure
+ShardPageReader = Callable[[ShardCursor, int], Awaitable[ShardFeedPage]]
 
 
 async def drain(read: PageReader, after: int, limit: int | None = None,

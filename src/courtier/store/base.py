@@ -289,12 +289,24 @@ class Store(ClusterStore, Protocol):
         (``store/shard_reads.py``). These positions are assigned at commit: no sequencer
         runs (PostgreSQL's ``read_events`` order needs one)."""
 
+    async def shard_cursor_at(self, position: int) -> ShardCursor:
+        """The per-shard cursor of a reader that has read every event with crawl-wide
+        position (``read_events``) at or below ``position``: in each shard, the highest
+        ``shard_pos`` at or below which every event has a position at or below
+        ``position`` (an event not yet placed counts as above it). Events above it in a
+        shard may have been read already (positions are handed out in id order, commits
+        may land out of it): a reader moving to this cursor reads them again, it never
+        skips one. For converting an integer cursor (``courtier index``'s old index files,
+        docs/events.md); no sequencer runs. Raises
+        :class:`~courtier.core.errors.EventsPruned` as :meth:`read_events` does."""
+
     async def events_by_url(self, after: bytes | None, urls: int) -> list[Event]:
         """Every kept event of the next ``urls`` URLs (by url_key) after ``after`` (None: from
         the first), ordered by url_key then position: a URL's events all come in one call,
         so a reader of the whole outbox (``courtier archive gc``) holds one page of URLs at
         a time. An event not yet placed (PostgreSQL: its transaction committed after the
-        last sequencer run) has position :data:`UNPLACED`, above every placed one."""
+        last sequencer run) has position :data:`UNPLACED`, above every placed one. Each
+        event carries its ``shard`` and ``shard_pos``."""
 
     async def warc_files_in_use(self, names: Collection[str]) -> set[str]:
         """Those of ``names`` that some URL row still points at (its current WARC record)."""
@@ -356,7 +368,13 @@ class Store(ClusterStore, Protocol):
         its position is assigned, nor above the lowest registered position, so a
         registered consumer never misses one; :meth:`events_pruned_through` rises to the
         highest position removed. Re-parse events lose their "at most once ever" key with
-        the event: a capture whose re-parse event was removed may be re-parsed again."""
+        the event: a capture whose re-parse event was removed may be re-parsed again.
+
+        While no crawl-wide consumer is registered the removal works by shard alone
+        (docs/scale-out.md, "By shard alone"): an event held in one shard holds back no
+        other shard's, PostgreSQL runs no sequencer (``limit`` then bounds each shard's
+        rows), and :meth:`events_pruned_through` still rises above every position a
+        ``read_events`` reader could hold that missed an event removed."""
 
     async def prune_audit(self, before: float, limit: int) -> int:
         """Remove audit rows (:meth:`fetch_log`) fetched before ``before``, oldest first,

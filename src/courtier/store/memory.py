@@ -411,6 +411,9 @@ class MemoryStore:
     async def read_events_by_shard(self, cursor: ShardCursor, limit: int) -> ShardPage:
         return self.events.read_by_shard(cursor, limit)
 
+    async def shard_cursor_at(self, position: int) -> ShardCursor:
+        return self.events.shard_cursor_at(position)
+
     async def events_by_url(self, after: bytes | None, urls: int) -> list[Event]:
         return self.events.by_url(after, urls)
 

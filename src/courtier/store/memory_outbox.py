@@ -75,6 +75,18 @@ class MemoryOutbox:
             events += kept[start:stop]
         return ShardPage(events, advance(cursor, ranges))
 
+    def shard_cursor_at(self, position: int) -> ShardCursor:
+        """``Store.shard_cursor_at``: ids are commit order here, so each shard's events
+        with an id at or below ``position`` are a prefix of its positions."""
+        if position < self.pruned_through:
+            raise EventsPruned(position, self.pruned_through)
+        cursor: dict[int, int] = {}
+        for shard, head in self._heads.items():
+            kept = self._by_shard.get(shard, [])
+            first = bisect.bisect_right(kept, position, key=lambda e: e.id)
+            cursor[shard] = kept[first].shard_pos - 1 if first < len(kept) else head
+        return ShardCursor(cursor)
+
     def by_url(self, after: bytes | None, urls: int) -> list[Event]:
         keys = sorted({e.url_key for e in self._events
                        if after is None or e.url_key > after})[:max(0, urls)]
@@ -104,23 +116,49 @@ class MemoryOutbox:
     def prune(self, before: float, limit: int) -> int:
         """Remove the longest prefix (at most ``limit``) of events created before
         ``before``, at or below every registered position and read by every per-shard
-        consumer in their shards."""
-        lowest = min(self.consumers.values(), default=None)
+        consumer in their shards; with no crawl-wide consumer registered, by shard alone
+        (:meth:`_prune_by_shard`)."""
+        if not self.consumers:
+            return self._prune_by_shard(before, limit)
+        lowest = min(self.consumers.values())
         shard_floors = floors(self.shard_consumers.values())
         count = 0
         for event in self._events[:max(0, limit)]:
-            if event.created_at >= before or (lowest is not None and event.id > lowest) \
+            if event.created_at >= before or event.id > lowest \
                     or holds(shard_floors, event.shard, event.shard_pos):
                 break
             count += 1
         if count:
-            self.pruned_through = self._events[count - 1].id
-            removed = Counter(e.shard for e in self._events[:count])
-            for shard, n in removed.items():  # the oldest of each shard: a prefix of it
-                self._pruned[shard] = self._by_shard[shard][n - 1].shard_pos
-                del self._by_shard[shard][:n]
-            del self._events[:count]
+            self._remove(self._events[:count])
         return count
+
+    def _prune_by_shard(self, before: float, limit: int) -> int:
+        """At most ``limit`` of the oldest events created before ``before`` that every
+        per-shard consumer has read: an event held in one shard holds no other shard's
+        (in each shard what goes is a prefix of its positions: the floor and the clock
+        both rise with them)."""
+        shard_floors = floors(self.shard_consumers.values())
+        doomed: list[Event] = []
+        for event in self._events:
+            if event.created_at >= before or len(doomed) >= max(0, limit):
+                break
+            if not holds(shard_floors, event.shard, event.shard_pos):
+                doomed.append(event)
+        self._remove(doomed)
+        return len(doomed)
+
+    def _remove(self, doomed: list[Event]) -> None:
+        """Remove ``doomed`` (in id order, in each shard its oldest events), raising
+        ``pruned_through`` and each shard's highest position removed first."""
+        if not doomed:
+            return
+        self.pruned_through = max(self.pruned_through, doomed[-1].id)
+        removed = Counter(e.shard for e in doomed)
+        for shard, n in removed.items():  # the oldest of each shard: a prefix of it
+            self._pruned[shard] = self._by_shard[shard][n - 1].shard_pos
+            del self._by_shard[shard][:n]
+        gone = {e.id for e in doomed}
+        self._events = [e for e in self._events if e.id not in gone]
 
 
 class MemoryAuditLog:

@@ -15,6 +15,7 @@ from courtier.archive.warc import WarcWriter
 from courtier.cli.admin import run_admin
 from courtier.cli.main import build_parser, main
 from courtier.core.outcome import Outcome
+from courtier.core.shard_cursor import ShardCursor
 from courtier.fetch.transport import FetchResponse
 from courtier.store.base import FetchCommit, NewUrl
 from courtier.store.sqlite import SqliteStore
@@ -137,3 +138,35 @@ def test_gc_needs_a_rule(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     (tmp_path / "courtier.db").write_bytes(b"")
     assert main(["archive", "gc", "--data", str(tmp_path)]) == 2
     assert "--keep-last" in capsys.readouterr().err
+
+
+async def _cursor_at(data: Path, position: int) -> ShardCursor:
+    store = SqliteStore(data / "courtier.db")
+    await store.open()
+    try:
+        return await store.shard_cursor_at(position)
+    finally:
+        await store.close()
+
+
+def test_gc_takes_the_per_shard_cursor_file_of_courtier_index(tmp_path: Path) -> None:
+    """``courtier index --cursor-file`` writes a per-shard token: an event above it in its
+    shard is unconsumed. Checked by breaking it: with per-shard cursors ignored
+    (archive/retention.py, Consumed.read) the empty token let a.test v1's file go."""
+    data = tmp_path / "data"
+    caps = asyncio.run(build_crawl(data))
+    cursor_c = caps["http://c.test/ v1"][0] - 1  # c v1 is not consumed by this consumer
+    token = tmp_path / "index.cursor"
+    token.write_text(asyncio.run(_cursor_at(data, cursor_c)).token() + "\n")
+    dry = gc(data, "--keep-last", "1", "--cursor-file", str(token), "--dry-run")
+    assert dry["files_deleted"] == [caps["http://a.test/ v1"][1]], (dry, caps)
+    assert dry["kept_unconsumed"] == 1
+    token.write_text(ShardCursor().token() + "\n")  # nothing read yet: nothing goes
+    assert gc(data, "--keep-last", "1", "--cursor-file", str(token))["files_deleted"] == []
+    integer = tmp_path / "events.cursor"  # with an event-id file too: the stricter wins
+    integer.write_text(f"{cursor_c}\n")
+    token.write_text(asyncio.run(_cursor_at(data, 10**6)).token() + "\n")
+    both = gc(data, "--keep-last", "1", "--cursor-file", str(token), "--cursor-file",
+              str(integer), "--dry-run")
+    assert both["files_deleted"] == [caps["http://a.test/ v1"][1]]
+    assert both["kept_unconsumed"] == 1

@@ -30,12 +30,12 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from courtier.core.shard_cursor import ShardCursor
 from courtier.core.urls import canonicalize
 from courtier.crawl.app import crawl
 from courtier.store.open import open_store
 from courtier.testweb import TestWebServer, default_web
 from tests.integration.crawl.test_crawl_testweb import config_for
-from tests.integration.outbox import outbox_events
 
 #: a hang guard only: how long a consumer may take before the test gives up on it
 GUARD = 120.0
@@ -45,7 +45,12 @@ GUARD = 120.0
 class Crawled:
     data: Path
     html: dict[str, str]                 # URL answered 200 text/html -> its model's title
-    events: list[tuple[int, str]]        # (event id, URL) of the outbox, in order
+    events: list[tuple[int, int, int, str]]  # (id, shard, shard_pos, URL), in feed order
+    end: ShardCursor                     # the feed's cursor after every event
+
+    def taken(self, cursor: ShardCursor) -> set[str]:
+        """The URLs of the events at or below ``cursor``."""
+        return {url for _, shard, pos, url in self.events if pos <= cursor.position(shard)}
 
 
 async def _crawl(data: Path, n_hosts: int = 4, pages: int = 8,
@@ -65,15 +70,13 @@ async def _crawl(data: Path, n_hosts: int = 4, pages: int = 8,
             model = web.html_model(record.host, urlsplit(record.path_qs).path)
             assert model is not None, record
             html[canonicalize(server.url(record.host, record.path_qs)).url] = model.title
-    if store is None:
-        events = await outbox_events(data)
-    else:
-        opened = await open_store(store, data, must_exist=True)
-        try:
-            events = await opened.read_events(0, 100_000)
-        finally:
-            await opened.close()
-    return Crawled(data, html, [(e.id, e.payload["url"]) for e in events])
+    opened = await open_store(store, data, must_exist=True)
+    try:
+        page = await opened.read_events_by_shard(ShardCursor(), 100_000)
+    finally:
+        await opened.close()
+    return Crawled(data, html, [(e.id, e.shard, e.shard_pos, e.payload["url"])
+                                for e in page.events], page.cursor)
 
 
 @pytest.fixture(scope="module")
@@ -87,14 +90,15 @@ def courtier(*args: str) -> list[str]:
     return [sys.executable, "-m", "courtier", *args]
 
 
-def index_rows(path: Path) -> tuple[list[tuple[str, str]], int, set[str], int]:
+def index_rows(path: Path) -> tuple[list[tuple[str, str]], int, set[str], ShardCursor]:
     """(url, title) of every page row, FTS rows, URLs waiting for a payload, cursor."""
     db = sqlite3.connect(path)
     try:
         pages = db.execute("SELECT url, title FROM pages ORDER BY url").fetchall()
         texts = db.execute("SELECT count(*) FROM page_text").fetchone()[0]
         waiting = {row[0] for row in db.execute("SELECT url FROM waiting")}
-        cursor = int(db.execute("SELECT value FROM meta WHERE key = 'cursor'").fetchone()[0])
+        cursor = ShardCursor.from_token(
+            db.execute("SELECT value FROM meta WHERE key = 'cursor'").fetchone()[0])
     finally:
         db.close()
     return pages, texts, waiting, cursor
@@ -108,7 +112,7 @@ def assert_every_page_once(crawled: Crawled, path: Path) -> None:
                                             sorted(set(urls) - set(crawled.html)))
     assert dict(pages) == crawled.html  # each under its own title
     assert waiting == set()
-    assert cursor == crawled.events[-1][0]
+    assert cursor == crawled.end
 
 
 @pytest.mark.timeout(300)
@@ -121,7 +125,7 @@ def test_index_holds_every_fetched_html_page_once_and_search_finds_it(
     assert done.returncode == 0, done.stderr
     assert_every_page_once(crawled, index)
     assert f"{len(crawled.html)} pages in the index" in done.stdout
-    assert cursor_file.read_text() == f"{crawled.events[-1][0]}\n"  # for archive gc
+    assert cursor_file.read_text() == f"{crawled.end.token()}\n"  # for archive gc
     # run again: nothing new, nothing twice (and the cursor file written all the same)
     cursor_file.unlink()
     again = subprocess.run(courtier("index", "--data", str(crawled.data), "--index",
@@ -129,7 +133,7 @@ def test_index_holds_every_fetched_html_page_once_and_search_finds_it(
                            capture_output=True, text=True, timeout=GUARD)
     assert again.returncode == 0, again.stderr
     assert "0 events read" in again.stdout
-    assert cursor_file.read_text() == f"{crawled.events[-1][0]}\n"
+    assert cursor_file.read_text() == f"{crawled.end.token()}\n"
     assert_every_page_once(crawled, index)
     # the about page and its mirror (a revisit record: same bytes) of every host
     found = subprocess.run(courtier("search", "about", "--index", str(index), "--limit", "50"),
@@ -142,10 +146,10 @@ def test_index_holds_every_fetched_html_page_once_and_search_finds_it(
     assert all(title == crawled.html[url] for url, title in hits)
 
 
-def read_cursor(path: Path) -> int:
-    """The index's cursor as another process sees it (0 while it is being made)."""
+def read_cursor(path: Path) -> ShardCursor:
+    """The index's cursor as another process sees it (empty while it is being made)."""
     if not path.exists():
-        return 0
+        return ShardCursor()
     try:
         db = sqlite3.connect(path, timeout=0.5)
         try:
@@ -153,17 +157,17 @@ def read_cursor(path: Path) -> int:
         finally:
             db.close()
     except sqlite3.OperationalError:  # no table yet, or locked for a moment
-        return 0
-    return int(row[0]) if row else 0
+        return ShardCursor()
+    return ShardCursor.from_token(row[0]) if row else ShardCursor()
 
 
-def kill_after_first_commit(args: list[str], path: Path) -> int | None:
+def kill_after_first_commit(args: list[str], path: Path) -> ShardCursor | None:
     """Start the consumer, SIGKILL it once its index shows a committed batch; the cursor
     at the kill, or None when it finished before the kill could land."""
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + GUARD
-        while read_cursor(path) == 0:
+        while read_cursor(path) == ShardCursor():
             assert proc.poll() is None, proc.stderr.read() if proc.stderr else b""
             assert time.monotonic() < deadline, "no batch committed"
             time.sleep(0.005)  # polling interval, not an ordering
@@ -184,20 +188,19 @@ def kill_after_first_commit(args: list[str], path: Path) -> int | None:
 @pytest.mark.timeout(300)
 def test_a_consumer_killed_mid_run_and_restarted_indexes_every_page_once(
         crawled: Crawled, tmp_path: Path) -> None:
-    last = crawled.events[-1][0]
     for attempt in range(5):  # a run that ends before the kill lands is tried again
         index = tmp_path / f"search-{attempt}.db"
         args = courtier("index", "--data", str(crawled.data), "--index", str(index),
                         "--batch", "2")
         cursor = kill_after_first_commit(args, index)
-        if cursor is not None and cursor < last:
+        if cursor is not None and cursor != crawled.end:
             break
     else:
         pytest.fail("the consumer finished before every one of 5 kills")
     # at the kill: exactly the pages of the events up to the cursor, no more, no fewer
     pages, texts, waiting, at_kill = index_rows(index)
     assert at_kill == cursor
-    taken = {url for event_id, url in crawled.events if event_id <= cursor}
+    taken = crawled.taken(cursor)
     urls = {url for url, _ in pages}
     assert len(pages) == texts
     assert urls | waiting == taken & set(crawled.html), (
@@ -228,8 +231,10 @@ def test_worker_folders_are_found_and_an_unreadable_archive_stops_without_skippi
     assert failed.stderr.count("\n") == 1, failed.stderr
     assert failed.stderr.startswith("courtier: failed: record ")
     assert str(wrong) in failed.stderr and "--archive" in failed.stderr
-    first_page = min(event_id for event_id, url in crawled.events if url in crawled.html)
-    assert index_rows(index)[3] == first_page - 1  # the events before it are taken in
+    first_page = next(i for i, (*_, url) in enumerate(crawled.events) if url in crawled.html)
+    before = ShardCursor().advanced({shard: pos for _, shard, pos, _ in
+                                     crawled.events[:first_page]})
+    assert index_rows(index)[3] == before  # the events before it are taken in
     done = subprocess.run(courtier("index", "--data", str(data), "--index", str(index)),
                           capture_output=True, text=True, timeout=GUARD)
     assert done.returncode == 0, done.stderr
@@ -263,13 +268,13 @@ def test_follow_keeps_running_until_sigterm_then_ends_between_batches(
                                      "--cursor-file", str(cursor_file)),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
-    def cursor_saved() -> int:  # the file a follower keeps for archive gc, batch by batch
+    def cursor_saved() -> ShardCursor:  # the file a follower keeps for archive gc
         text = cursor_file.read_text() if cursor_file.exists() else ""
-        return int(text) if text.strip() else 0
+        return ShardCursor.from_token(text) if text.strip() else ShardCursor()
 
     try:
         deadline = time.monotonic() + GUARD
-        while cursor_saved() < crawled.events[-1][0]:
+        while cursor_saved() != crawled.end:
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "the follower did not catch up"
             time.sleep(0.01)
@@ -282,7 +287,7 @@ def test_follow_keeps_running_until_sigterm_then_ends_between_batches(
             proc.communicate()
     assert proc.returncode == 0, err
     lines = out.splitlines()
-    assert lines[0].startswith("courtier: index: 50 events read, up to event 50")
+    assert lines[0].startswith("courtier: index: 50 events read: ")
     assert lines[-2].startswith(f"courtier: index {index}: {len(crawled.events)} events read")
     assert lines[-1] == f"search it: courtier search WORDS --index {index}"
     assert_every_page_once(crawled, index)
@@ -322,10 +327,11 @@ async def test_index_over_the_admin_api(crawled: Crawled, tmp_path: Path) -> Non
     assert out.decode().splitlines()[-1] == f"search it: courtier search WORDS --index {index}"
 
 
-async def _registered(data: Path, name: str) -> int | None:
+async def _registered(data: Path, name: str) -> tuple[int | None, ShardCursor | None]:
+    """(crawl-wide position, per-shard cursor) of consumer ``name``."""
     store = await open_store(None, data, must_exist=True)
     try:
-        return await store.consumer_position(name)
+        return await store.consumer_position(name), await store.shard_consumer_position(name)
     finally:
         await store.close()
 
@@ -341,8 +347,67 @@ def test_index_advances_its_registered_consumer_cursor(crawled: Crawled, tmp_pat
                           capture_output=True, text=True, timeout=GUARD)
     assert done.returncode == 0, done.stderr
     assert_every_page_once(crawled, index)
-    assert asyncio.run(_registered(crawled.data, "indexer")) == crawled.events[-1][0]
+    assert asyncio.run(_registered(crawled.data, "indexer")) == (None, crawled.end)
     refused = subprocess.run(courtier("index", "--api", "127.0.0.1:9", "--index", str(index),
                                       "--archive", str(tmp_path), "--consumer", "indexer"),
                              capture_output=True, text=True, timeout=GUARD)
     assert refused.returncode == 2 and "--consumer: give it without --api" in refused.stderr
+
+
+async def _old_consumer(data: Path, name: str, position: int) -> None:
+    store = await open_store(None, data, must_exist=True)
+    try:
+        await store.advance_consumer(name, position)
+    finally:
+        await store.close()
+
+
+async def _consumers(data: Path) -> tuple[dict[str, int], dict[str, ShardCursor]]:
+    store = await open_store(None, data, must_exist=True)
+    try:
+        return await store.consumers(), await store.shard_consumers()
+    finally:
+        await store.close()
+
+
+@pytest.mark.timeout(300)
+def test_an_index_and_a_consumer_from_the_crawl_wide_feed_are_converted(
+        crawled: Crawled, tmp_path: Path) -> None:
+    """An index file of format 1 (a crawl-wide cursor, event N) and a ``--consumer``
+    registered at N: the run converts both (Store.shard_cursor_at) and indexes every page
+    of the events after N, none at or before it (SQLite commits in order: the conversion
+    is exact), leaving the consumer per shard at the end and no hold behind. Over --api
+    the same file is refused with what to do. Checked by breaking it: with the
+    conversion taking the store's heads (everything read) the pages after N were missing;
+    with the hold not forgotten the last assertion failed."""
+    data = tmp_path / "data"
+    shutil.copytree(crawled.data, data, ignore=shutil.ignore_patterns("search.db*"))
+    ids = sorted(e[0] for e in crawled.events)
+    middle = ids[len(ids) // 2]
+    asyncio.run(_old_consumer(data, "search", middle))
+    index = tmp_path / "search.db"
+    from courtier.consumer.index_db import FORMAT_CRAWL_WIDE, SearchIndex
+
+    SearchIndex.open(index, create=True).close()
+    db = sqlite3.connect(index)
+    with db:
+        db.execute("UPDATE meta SET value = ? WHERE key = 'format'", (FORMAT_CRAWL_WIDE,))
+        db.execute("UPDATE meta SET value = ? WHERE key = 'cursor'", (str(middle),))
+    db.close()
+    refused = subprocess.run(courtier("index", "--api", "127.0.0.1:9", "--index", str(index),
+                                      "--archive", str(data / "warc")),
+                             capture_output=True, text=True, timeout=GUARD)
+    assert refused.returncode == 1
+    assert f"crawl-wide cursor (event {middle})" in refused.stderr
+    assert "--data or --store, not --api" in refused.stderr
+    done = subprocess.run(courtier("index", "--data", str(data), "--index", str(index),
+                                   "--consumer", "search", "--batch", "5"),
+                          capture_output=True, text=True, timeout=GUARD)
+    assert done.returncode == 0, done.stderr
+    pages, _, waiting, cursor = index_rows(index)
+    after = {url for event_id, *_, url in crawled.events if event_id > middle}
+    assert {url for url, _ in pages} | waiting == after & set(crawled.html)
+    assert cursor == crawled.end
+    crawl_wide, by_shard = asyncio.run(_consumers(data))
+    assert "search" not in crawl_wide and by_shard["search"] == crawled.end
+    assert "search~converting" not in by_shard  # the hold is gone

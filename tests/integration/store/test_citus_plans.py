@@ -54,7 +54,7 @@ import pytest
 from courtier.core.clock import VirtualClock
 from courtier.core.records import HostStatsDelta
 from courtier.core.shard_cursor import ShardCursor
-from courtier.store.base import NewUrl
+from courtier.store.base import UNPLACED, NewUrl
 from courtier.store.cluster import DayReservation, HostClock, TrapStats
 from courtier.store.postgres import PostgresStore, _event_counts, _rows
 from courtier.store.postgres._cluster import STILL_OWNED
@@ -465,3 +465,46 @@ async def test_a_retried_citus_commit_indexes_the_payloads_its_first_try_applied
     assert await citus_store.payload_location("sha256:old") is None
     assert len(await citus_store.read_events(0, 10)) == 1
     assert [r["fetched_at"] for r in await citus_store.fetch_log()] == [fetched]
+
+
+async def test_the_retention_by_shard_pulls_no_row_and_places_no_event(
+        citus_store: PostgresStore) -> None:
+    """With only per-shard consumers the retention (``_retention._prune_by_shard``) runs
+    no sequencer and pulls no row: its row DELETE (of a day partition kept whole for a
+    shard still held) and its partition drop are planned by Citus and push down. The
+    events kept stay unplaced (``read_pos`` NULL: ``events_by_url`` says UNPLACED), so the
+    sequencer never ran.
+
+    Seen red: a scratch ``_MARK_BY_SHARD`` taking its rows from ``e.shard_pos IN (SELECT
+    shard_pos FROM events ORDER BY shard_pos LIMIT 100000)`` failed (``Pull(op=
+    'prune_events', table='events', via='subquery')``); with the crawl-wide way taken
+    whatever the consumers (``prune_events`` without its test of ``consumer_cursors``) it
+    failed at the first prune (``assert 0 > 0``: the day partition holding the unread
+    shard stays whole, and nothing else is removed)."""
+    from courtier.store.postgres._retention import DAY
+
+    later = T0 + 30 * DAY
+    assert await citus_store.prune_events(T0 - 10 * DAY, 10) == 0  # partitions ahead
+    rows = [url_row(f"http://h{i % 20}.example/p{i}", due=T0 - 10) for i in range(60)]
+    await citus_store.add_urls(rows)
+    shards = sorted({r.shard for r in rows})
+    epochs = await citus_store.acquire_shards("w1", shards, T0, 30)
+    due = await citus_store.read_due(shards, T0, 60, 60, epochs=epochs)
+    result = await citus_store.commit([finished(url_row(d.url), epochs[d.shard])
+                                       for d in due])
+    assert result.applied == 60
+    everything = await citus_store.read_events_by_shard(ShardCursor(), 1000)
+    held = shards[0]  # one shard unread: its day partition must stay whole
+    await citus_store.register_shard_consumer("ix")
+    await citus_store.advance_shard_consumer("ix", ShardCursor(
+        {s: p for s, p in everything.cursor.items() if s != held}))
+    messages = watching(citus_store)
+    assert await citus_store.prune_events(later, 10_000) > 0
+    kept = await citus_store.events_by_url(None, 1000)
+    assert kept and {e.shard for e in kept} == {held}
+    assert {e.id for e in kept} == {UNPLACED}  # never placed: no sequencer ran
+    await citus_store.advance_shard_consumer("ix", everything.cursor)
+    assert await citus_store.prune_events(later, 10_000) > 0  # the partition is dropped
+    assert await citus_store.events_by_url(None, 1000) == []
+    assert planned(messages, "prune_events")
+    assert {p for p in pulls(messages) if p.op == "prune_events"} == set()

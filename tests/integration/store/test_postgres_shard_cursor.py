@@ -114,9 +114,10 @@ async def test_the_retention_runs_no_sequencer_while_nothing_is_old_enough(
 ) -> None:
     """A crawl younger than the retention never places its events crawl-wide (the
     sequencer's UPDATE of every event): the per-shard read needs no placing, and the
-    retention sequences only when it has something to remove. Seen red: with the early
-    return removed from ``_retention.prune_events``, the first run placed all three
-    events (unplaced 0, not 3)."""
+    retention sequences only when it has something to remove and a crawl-wide consumer
+    is registered (without one it removes by shard: docs/scale-out.md, "By shard alone").
+    Seen red: with the early return removed from ``_retention.prune_events``, the first
+    run placed all three events (unplaced 0, not 3)."""
     rows = [url_row(f"http://r{i}.test/") for i in range(3)]
     await store.add_urls(rows)
     await store.commit([finished(r) for r in rows])
@@ -127,9 +128,20 @@ async def test_the_retention_runs_no_sequencer_while_nothing_is_old_enough(
         assert await conn.fetchval(unplaced) == 3
         page = await store.read_events_by_shard(ShardCursor(), 10)
         assert sorted(e.url_key for e in page.events) == sorted(r.url_key for r in rows)
-        # old enough now: the run places them (its checks need positions), then removes
+        # old enough now, no crawl-wide consumer: removed by shard, never placed; the
+        # position burnt above every one handed out (none) refuses a reader from 0
         assert await store.prune_events(T0 + 10, 100) == 3
+        assert await store.events_pruned_through() == 1
+        # with a crawl-wide consumer registered the run places the events first (its
+        # checks need positions) and keeps those above the consumer's position
+        assert await store.register_consumer("wide") == 1
+        more = [url_row(f"http://r{i}.test/more") for i in range(3)]
+        await store.add_urls(more)
+        await store.commit([finished(r) for r in more])
+        assert await store.prune_events(T0 + 10, 100) == 0
         assert await conn.fetchval(unplaced) == 0
-        assert await store.events_pruned_through() == 3
+        await store.advance_consumer("wide", 4)
+        assert await store.prune_events(T0 + 10, 100) == 3
+        assert await store.events_pruned_through() == 4
     finally:
         await conn.close()

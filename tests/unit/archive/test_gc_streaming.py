@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from courtier.archive import retention
-from courtier.archive.retention import RetentionRule, collect_garbage
+from courtier.archive.retention import Consumed, RetentionRule, collect_garbage
 from courtier.core.clock import VirtualClock
 from courtier.core.outcome import Outcome
 from courtier.store.base import Event, FetchCommit, NewUrl
@@ -65,7 +65,7 @@ async def test_a_file_a_row_points_into_stays_when_its_event_was_pruned(
     await capture(store, "y", 1, "newer.warc.gz", 0, "dy2")
     assert await store.prune_events(T0 + 1, 1) == 1  # x's event goes, its record stays
     report = await collect_garbage(store, root, RetentionRule(keep_last=1), clock.now(),
-                                   consumed_up_to=10)
+                                   Consumed(up_to=10))
     assert report.files_deleted == []
     assert (tmp_path / "warc" / "shared.warc.gz").exists()
     assert report.captures_expired == 1 and report.kept_live == 1
@@ -93,6 +93,6 @@ async def test_the_outbox_is_read_a_page_of_urls_at_a_time(
     store.events_by_url = counting  # type: ignore[method-assign]
     monkeypatch.setattr(retention, "URLS_PER_PAGE", 2)
     report = await collect_garbage(store, root, RetentionRule(keep_last=1), clock.now(),
-                                   consumed_up_to=100)
+                                   Consumed(up_to=100))
     assert sorted(report.files_deleted) == [f"{n}-1.warc.gz" for n in names]
     assert max(asked) == 2 and sum(asked) == 9

@@ -13,6 +13,7 @@ import pytest
 
 from courtier.cli.main import EXIT_USAGE, main
 from courtier.consumer.index_db import PageEntry, SearchIndex
+from courtier.core.shard_cursor import ShardCursor
 
 
 def make_index(path: Path) -> Path:
@@ -23,7 +24,7 @@ def make_index(path: Path) -> Path:
                    ("http://a.test/kitchen", "Kitchen", "tomato soup and bread"),
                    ("http://a.test/none", None, "tomato seeds"),
                    ("http://a.test/other", "Other", "nothing here")])]
-    index.apply(entries, 0, 9)
+    index.apply(entries, ShardCursor(), ShardCursor({0: 9}))
     index.close()
     return path
 

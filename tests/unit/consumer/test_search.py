@@ -14,6 +14,7 @@ import pytest
 from courtier.consumer.index_db import PageEntry, SearchIndex
 from courtier.consumer.search import Hit, Hits, match_expression, render_json, render_text, search
 from courtier.core.errors import ConfigError
+from courtier.core.shard_cursor import ShardCursor
 
 FILLER = "plain words about nothing much"
 
@@ -31,7 +32,7 @@ def index(tmp_path: Path) -> Iterator[SearchIndex]:
             *[(f"filler {k}", f"{FILLER} {FILLER}") for k in range(8)],
         ])
     ]
-    opened.apply(entries, 0, len(entries))
+    opened.apply(entries, ShardCursor(), ShardCursor({0: len(entries)}))
     yield opened
     opened.close()
 

@@ -17,6 +17,18 @@ locked in the same transaction, so a consumer registering meanwhile starts at th
 ``pruned_through`` (per shard: the new ``pruned_pos``). An event a per-shard consumer has
 not read in its shard is kept (``store/consumer_floors.py``), the same filter in the
 bounded DELETE and in the check of a whole partition.
+
+*By shard alone* (:func:`_prune_by_shard`): while no crawl-wide consumer is registered
+(``consumer_cursors`` empty, checked under its lock) nothing needs the crawl-wide order,
+so the sequencer does not run: a day partition goes once every per-shard consumer has
+read all of it, then rows (of the default partition, or of an old day partition kept for
+another shard's held rows) go by ``(shard, shard_pos)``, each shard's ``pruned_pos``
+raised first, every statement a plain filter of the row or a join of two
+tables co-located by shard (pushed down on Citus, no row to the coordinator).
+``pruned_through`` is still kept for ``read_events`` readers: the highest ``read_pos``
+removed, and when an event never placed was removed, a position burnt above every one
+handed out (``last_position + 1``), so that any reader who could have expected it is
+refused (:class:`EventsPruned`) instead of skipping it silently.
 """
 
 from __future__ import annotations
@@ -167,11 +179,15 @@ async def _drop(conn: Conn, name: str) -> None:
 async def prune_events(conn: Conn, before: float, limit: int, now: float,
                        on_citus: bool = False) -> int:
     """See ``Store.prune_events``: whole day partitions first, then at most ``limit``
-    rows of the default partition (``on_citus``: by key, see :data:`_DELETE_EVENTS_CITUS`)."""
+    rows of the default partition (``on_citus``: by key, see :data:`_DELETE_EVENTS_CITUS`);
+    by shard alone, without the sequencer, while no crawl-wide consumer is registered
+    (the module docstring)."""
     await add_partitions(conn, now, on_citus)
     old_partitions = await _has_old(conn, "events", before)
     if not old_partitions and not await conn.fetchval(_HAS_OLD_DEFAULT, before):
         return 0  # nothing old enough: no need to place the events (the sequencer)
+    if not await conn.fetchval("SELECT EXISTS (SELECT 1 FROM consumer_cursors)"):
+        return await _prune_by_shard(conn, before, limit, old_partitions)
     async with conn.transaction():
         await conn.fetchval("SELECT courtier_sequence_events()")
     removed = 0
@@ -190,6 +206,93 @@ async def prune_events(conn: Conn, before: float, limit: int, now: float,
             await conn.execute(_MARK_PRUNED.format(
                 source="unnest($1::integer[], $2::bigint[]) AS g(shard, shard_pos)"),
                 row[2], row[3])
+    return removed
+
+
+#: the shard-only prune's filter of an event ``e`` joined with its head ``h``: old enough
+#: ($1: only the partitions before it and the default one are read), read by every
+#: per-shard consumer ($2), at most at the head's ``pruned_pos`` ({window}: that plus the
+#: call's bound per shard, $3). Rows of a day partition that must stay whole (another
+#: shard's rows in it are held) go this way too.
+_BY_SHARD_ROWS = ("e.shard = h.shard AND e.created_at < $1 AND e.shard_pos <= {window}"
+                  " AND ($2::jsonb IS NULL"
+                  " OR e.shard_pos <= coalesce(($2::jsonb ->> e.shard::text)::bigint, 0))")
+#: each shard's ``pruned_pos`` rises to its highest removable row in a window of $3
+#: positions above it (a bound on one call's work in each shard)
+_MARK_BY_SHARD = (
+    "UPDATE outbox_heads t SET pruned_pos = m.top FROM (SELECT e.shard, max(e.shard_pos)"
+    " AS top FROM events e JOIN outbox_heads h ON "
+    + _BY_SHARD_ROWS.format(window="h.pruned_pos + $3") + " GROUP BY e.shard) AS m"
+    " WHERE t.shard = m.shard AND m.top > t.pruned_pos")
+_TO_REMOVE = _BY_SHARD_ROWS.format(window="h.pruned_pos")
+#: what the rows about to be removed mean for ``read_events`` readers
+_REMOVED_POSITIONS = ("SELECT max(e.read_pos), coalesce(bool_or(e.read_pos IS NULL), false)"
+                      " FROM events e JOIN outbox_heads h ON " + _TO_REMOVE)
+_DELETE_BY_SHARD = "DELETE FROM events e USING outbox_heads h WHERE " + _TO_REMOVE
+#: ``pruned_through`` after removing events up to ``read_pos`` $1, and ($2) events
+#: never placed: a position burnt above every one handed out
+_RAISE_PRUNED_THROUGH = (
+    "UPDATE outbox_sequencer SET last_position = last_position + $2::boolean::int,"
+    " pruned_through = greatest(pruned_through, coalesce($1, 0),"
+    " CASE WHEN $2 THEN last_position + 1 ELSE 0 END)")
+
+
+async def _prune_by_shard(conn: Conn, before: float, limit: int,
+                          old_partitions: bool) -> int:
+    """Whole day partitions every per-shard consumer has read, then old rows by shard
+    (module docstring); each part in a transaction of its
+    own that first checks, under the consumers' lock, that no crawl-wide consumer was
+    registered meanwhile (then it removes nothing: the next run takes the crawl-wide
+    way)."""
+    removed = 0
+    if old_partitions:
+        with contextlib.suppress(asyncpg.LockNotAvailableError):  # busy: the next run
+            removed += await _drop_partitions_by_shard(conn, before)
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock($1, $2)", *_SEQUENCER_LOCK)
+        lowest, by_shard = await _lock_consumers(conn)
+        if lowest is not None:
+            return removed
+        await conn.execute(_MARK_BY_SHARD, before, by_shard, max(1, limit))
+        row = await conn.fetchrow(_REMOVED_POSITIONS, before, by_shard)
+        top, unplaced = (row[0], bool(row[1])) if row is not None else (None, False)
+        status = await conn.execute(_DELETE_BY_SHARD, before, by_shard)
+        count = int(status.rsplit(" ", 1)[-1])
+        if count:
+            await conn.execute(_RAISE_PRUNED_THROUGH, top, unplaced)
+        removed += count
+    return removed
+
+
+async def _drop_partitions_by_shard(conn: Conn, before: float) -> int:
+    """The day partitions wholly before ``before`` that every per-shard consumer has read,
+    oldest first, under the lock no writer holds (every event in them committed); the
+    sequencer's lock too, so that it places nothing meanwhile from a stale position."""
+    removed = 0
+    async with conn.transaction():
+        await conn.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
+        await conn.execute("SELECT pg_advisory_xact_lock($1, $2)", *_SEQUENCER_LOCK)
+        lowest, by_shard = await _lock_consumers(conn)
+        if lowest is not None:
+            return 0
+        await conn.execute("LOCK TABLE events IN ACCESS EXCLUSIVE MODE")
+        top: int | None = None
+        unplaced = False
+        for name, estimate in await _old_partitions(conn, "events", before):
+            if await conn.fetchval(f'SELECT EXISTS (SELECT 1 FROM "{name}" WHERE NOT '
+                                   f'{_READ_BY_SHARD.format(floors="$1")})', by_shard):
+                break  # newer partitions wait for this one: removal stays oldest first
+            row = await conn.fetchrow(
+                f'SELECT max(read_pos), coalesce(bool_or(read_pos IS NULL), false)'
+                f' FROM "{name}"')
+            high, never = (row[0], row[1]) if row is not None else (None, False)
+            await conn.execute(_MARK_PRUNED.format(source=f'"{name}" AS g'))
+            await _drop(conn, name)
+            removed += int(estimate)
+            top = high if top is None or (high is not None and high > top) else top
+            unplaced = unplaced or bool(never)
+        if removed or top is not None or unplaced:
+            await conn.execute(_RAISE_PRUNED_THROUGH, top, unplaced)
     return removed
 
 

@@ -13,7 +13,7 @@ from courtier.core.records import Event
 from courtier.core.shard_cursor import ShardCursor, ShardPage
 from courtier.store.shard_reads import advance, check_unpruned, plan_reads
 
-__all__ = ["mark_pruned", "read_page", "take_positions"]
+__all__ = ["cursor_at", "mark_pruned", "read_page", "take_positions"]
 
 
 def take_positions(conn: sqlite3.Connection, shards: Sequence[int]) -> list[int]:
@@ -52,6 +52,16 @@ def read_page(conn: sqlite3.Connection, cursor: ShardCursor, limit: int) -> Shar
                        " WHERE shard = ? AND shard_pos > ? AND shard_pos <= ? ORDER BY shard_pos",
                        (r.shard, r.after, r.through))]
     return ShardPage(events, advance(cursor, ranges))
+
+
+def cursor_at(conn: sqlite3.Connection, position: int) -> ShardCursor:
+    """``Store.shard_cursor_at`` (the caller checks ``position`` is still readable): ids
+    are commit order here, so in each shard the events with an id above ``position``
+    are those above its first such event's position."""
+    return ShardCursor({int(r[0]): int(r[1]) for r in conn.execute(
+        "SELECT h.shard, coalesce((SELECT min(e.shard_pos) FROM events e"
+        " WHERE e.shard = h.shard AND e.id > ?) - 1, h.last_pos) FROM outbox_heads h",
+        (position,))})
 
 
 def mark_pruned(conn: sqlite3.Connection, after: int, through: int) -> None:

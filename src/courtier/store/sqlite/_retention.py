@@ -3,13 +3,17 @@ a bounded prefix of ids, each in the store's one write transaction.
 
 Event ids are handed out in commit order (one writer at a time), so "every id up to
 X" is a prefix and ``pruned_through`` (the highest id removed) tells a reader exactly
-whether it missed something. The audit log keeps its newest row, so a later row can
+whether it missed something. With no crawl-wide consumer registered the prefix is per
+shard (:func:`_prune_by_shard`): an event a per-shard consumer holds in one shard holds
+back no other shard's, and ``pruned_through`` still refuses every reader below an id
+removed. The audit log keeps its newest row, so a later row can
 never be given an id that was handed out before (``INTEGER PRIMARY KEY`` takes the
 highest id + 1).
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
 
 from courtier.core.errors import EventsPruned
@@ -38,27 +42,59 @@ def prune_events(conn: sqlite3.Connection, before: float, limit: int) -> int:
     shards by every per-shard consumer (``store/consumer_floors.py``)."""
     through = pruned_through(conn)
     lowest = conn.execute("SELECT MIN(position) FROM consumer_cursors").fetchone()[0]
-    cap = 2**63 - 1 if lowest is None else int(lowest)
-    # the floors (?3, JSON; NULL: no per-shard consumer) parsed once into a table
+    if lowest is None:
+        return _prune_by_shard(conn, before, limit, through)
+    cap = int(lowest)
+    # the floors (?3, JSON; NULL: no per-shard consumer) parsed once into a table; the
+    # window starts at the oldest event kept (a prune by shard may have kept events
+    # below pruned_through)
     window = conn.execute(
         "WITH f(shard, pos) AS MATERIALIZED"
         " (SELECT CAST(key AS INTEGER), value FROM json_each(?3))"
-        " SELECT MAX(w.id), MIN(CASE WHEN w.created_at >= ?1 OR w.id > ?2 OR"
+        " SELECT MIN(w.id), MAX(w.id), MIN(CASE WHEN w.created_at >= ?1 OR w.id > ?2 OR"
         " (?3 IS NOT NULL AND w.shard_pos > coalesce(f.pos, 0)) THEN w.id END)"
-        " FROM (SELECT id, created_at, shard, shard_pos FROM events WHERE id > ?4"
-        " ORDER BY id LIMIT ?5) AS w LEFT JOIN f ON f.shard = w.shard",
+        " FROM (SELECT id, created_at, shard, shard_pos FROM events"
+        " ORDER BY id LIMIT ?4) AS w LEFT JOIN f ON f.shard = w.shard",
         (before, cap, floors_json(floors(_shard_consumers.all_cursors(conn).values())),
-         through, max(0, limit))).fetchone()
-    last, blocked = window
+         max(0, limit))).fetchone()
+    first, last, blocked = window
     if last is None:
         return 0
     upto = int(last) if blocked is None else int(blocked) - 1
-    if upto <= through:
+    if upto < int(first):
         return 0
-    mark_pruned(conn, through, upto)
-    removed = conn.execute("DELETE FROM events WHERE id > ? AND id <= ?",
-                           (through, upto)).rowcount
-    conn.execute("UPDATE outbox_retention SET pruned_through = ?", (upto,))
+    mark_pruned(conn, 0, upto)
+    removed = conn.execute("DELETE FROM events WHERE id <= ?", (upto,)).rowcount
+    conn.execute("UPDATE outbox_retention SET pruned_through = ?", (max(through, upto),))
+    return int(removed)
+
+
+def _prune_by_shard(conn: sqlite3.Connection, before: float, limit: int,
+                    through: int) -> int:
+    """No crawl-wide consumer: at most ``limit`` of the oldest events created before
+    ``before`` that every per-shard consumer has read, an event held in one shard holding
+    no other shard's (in each shard a prefix of its positions goes: the floor and the
+    clock rise with them). ``pruned_through`` becomes the highest id removed: a
+    ``read_events`` reader below it is refused."""
+    rows = conn.execute(
+        "WITH f(shard, pos) AS MATERIALIZED"
+        " (SELECT CAST(key AS INTEGER), value FROM json_each(?2))"
+        " SELECT w.id, w.shard, w.shard_pos FROM events w LEFT JOIN f ON f.shard = w.shard"
+        " WHERE w.created_at < ?1 AND (?2 IS NULL OR w.shard_pos <= coalesce(f.pos, 0))"
+        " ORDER BY w.id LIMIT ?3",
+        (before, floors_json(floors(_shard_consumers.all_cursors(conn).values())),
+         max(0, limit))).fetchall()
+    if not rows:
+        return 0
+    tops: dict[int, int] = {}
+    for _, shard, position in rows:
+        tops[shard] = max(tops.get(shard, 0), position)
+    conn.executemany("UPDATE outbox_heads SET pruned_pos = max(pruned_pos, ?) WHERE shard = ?",
+                     [(top, shard) for shard, top in tops.items()])
+    removed = conn.execute("DELETE FROM events WHERE id IN (SELECT value FROM json_each(?))",
+                           (json.dumps([r[0] for r in rows]),)).rowcount
+    conn.execute("UPDATE outbox_retention SET pruned_through = ?",
+                 (max(through, max(r[0] for r in rows)),))
     return int(removed)
 
 

@@ -687,14 +687,22 @@ class SqliteStore:
                               lambda conn: _outbox_heads.read_page(conn, cursor, limit),
                               write=False)
 
+    async def shard_cursor_at(self, position: int) -> ShardCursor:
+        def job(conn: sqlite3.Connection) -> ShardCursor:
+            _retention.check_readable(conn, position)
+            return _outbox_heads.cursor_at(conn, position)
+
+        return await self._tx("shard_cursor_at", job, write=False)
+
     async def events_by_url(self, after: bytes | None, urls: int) -> list[Event]:
         def job(conn: sqlite3.Connection) -> list[Event]:
             rows = conn.execute(
-                "SELECT id, url_key, version, created_at, payload FROM events"
+                "SELECT id, url_key, version, created_at, payload, shard, shard_pos FROM events"
                 " WHERE url_key IN (SELECT DISTINCT url_key FROM events WHERE url_key > ?"
                 " ORDER BY url_key LIMIT ?) ORDER BY url_key, id",
                 (b"" if after is None else after, max(0, urls))).fetchall()
-            return [Event(r[0], bytes(r[1]), r[2], r[3], json.loads(r[4])) for r in rows]
+            return [Event(r[0], bytes(r[1]), r[2], r[3], json.loads(r[4]), r[5], r[6])
+                    for r in rows]
 
         return await self._tx("events_by_url", job, write=False)
 
