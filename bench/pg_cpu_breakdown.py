@@ -37,15 +37,17 @@ from pathlib import Path
 
 TICK = os.sysconf("SC_CLK_TCK")
 
-#: (kind, pattern of the ps title after "postgres: "), first match wins
+#: (kind, pattern of the ps title after "postgres: "), first match wins; else a client
+#: backend ("user database host state")
 KINDS = [
-    ("autovacuum worker", r"autovacuum worker"),
-    ("autovacuum launcher", r"autovacuum launcher"),
-    ("WAL writer", r"walwriter"),
-    ("checkpointer", r"checkpointer"),
-    ("background writer", r"background writer"),
-    ("logical replication launcher", r"logical replication launcher"),
-    ("other background", r"(archiver|stats|walsender|walreceiver|startup|parallel worker"
+    ("autovacuum worker", r"^autovacuum worker"),
+    ("autovacuum launcher", r"^autovacuum launcher"),
+    ("WAL writer", r"^walwriter"),
+    ("checkpointer", r"^checkpointer"),
+    ("background writer", r"^background writer"),
+    ("logical replication launcher", r"^logical replication launcher"),
+    # anchored: a client backend's title ends in its state, "startup" while it connects
+    ("other background", r"^(archiver|stats|walsender|walreceiver|startup|parallel worker"
                          r"|logical replication worker|TimescaleDB|Citus|citus)"),
 ]
 

@@ -30,6 +30,11 @@ def test_a_process_kind_is_read_from_its_ps_title() -> None:
         "client backend"
     assert tool.kind_of("postgres: root courtier_bench_1 127.0.0.1(5561) SELECT", False) \
         == "client backend"
+    # its title while it connects ends in "startup", which is not the startup process
+    assert tool.kind_of("postgres: root courtier_bench_1 127.0.0.1(5561) startup", False) \
+        == "client backend"
+    assert tool.kind_of("postgres: startup recovering 000000010000000000000001", False) \
+        == "other background"
 
 
 PG = "/usr/lib/postgresql/15/bin/postgres"
