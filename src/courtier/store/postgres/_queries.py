@@ -198,8 +198,19 @@ async def counts(conn: Conn) -> dict[str, int]:
             ("urls", "queued", "scheduled", "retired", "fetched", "events", "hosts")}
 
 
-async def payload_locations(conn: Conn, digests: list[str]) -> dict[str, PayloadLocation]:
+#: the payload look-up: on plain PostgreSQL a probe of the payloads key for each digest
+#: (migration 36: sequential scans off for the statement, never a scan of the table); on
+#: Citus the plain statement, which the coordinator routes to the digests' shards (its
+#: planner cannot make a distributed plan with sequential scans off)
+PAYLOAD_LOCATIONS = ("SELECT digest, warc_file, warc_offset, url, fetched_at"
+                     " FROM courtier_payload_locations($1::text[])")
+PAYLOAD_LOCATIONS_CITUS = ("SELECT digest, warc_file, warc_offset, url, fetched_at"
+                           " FROM payloads WHERE digest = ANY($1::text[])")
+
+
+async def payload_locations(conn: Conn, digests: list[str],
+                            on_citus: bool = False) -> dict[str, PayloadLocation]:
     """The stored first copies of these digests, in one statement."""
-    rows = await conn.fetch("SELECT digest, warc_file, warc_offset, url, fetched_at FROM payloads"
-                            " WHERE digest = ANY($1::text[])", digests)
+    rows = await conn.fetch(PAYLOAD_LOCATIONS_CITUS if on_citus else PAYLOAD_LOCATIONS,
+                            digests)
     return {r[0]: (r[1], int(r[2]), r[3], float(r[4])) for r in rows}

@@ -848,7 +848,8 @@ class PostgresStore:
         if not wanted:
             return {}
         return await self._run("payload_locations",
-                               lambda conn: _queries.payload_locations(conn, wanted), write=False)
+                               lambda conn: _queries.payload_locations(
+                                   conn, wanted, self._on_citus), write=False)
 
     # -- archive (issue 12): see _archive.py ------------------------------------------------
 
