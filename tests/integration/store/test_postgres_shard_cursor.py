@@ -117,13 +117,20 @@ async def test_the_retention_runs_no_sequencer_while_nothing_is_old_enough(
     retention sequences only when it has something to remove and a crawl-wide consumer
     is registered (without one it removes by shard: docs/scale-out.md, "By shard alone").
     Seen red: with the early return removed from ``_retention.prune_events``, the first
-    run placed all three events (unplaced 0, not 3)."""
-    rows = [url_row(f"http://r{i}.test/") for i in range(3)]
-    await store.add_urls(rows)
-    await store.commit([finished(r) for r in rows])
-    assert await store.prune_events(T0 - 86_400, 100) == 0  # nothing old enough
+    run placed all three events (unplaced 0, not 3).
+
+    The rows path: the events go to the default partition (the store made today's day
+    partitions when it opened; they are dropped here, as in a store older than that)."""
     conn = await asyncpg.connect(pg_module_dsn)
     try:
+        for (name,) in await conn.fetch("SELECT name FROM day_partitions"):
+            await conn.execute(f'DROP TABLE "{name}"')
+        await conn.execute("DELETE FROM day_partitions")
+        rows = [url_row(f"http://r{i}.test/") for i in range(3)]
+        await store.add_urls(rows)
+        await store.commit([finished(r) for r in rows])
+        # nothing old enough (the run makes the partitions of the days after this one)
+        assert await store.prune_events(T0 - 86_400, 100) == 0
         unplaced = "SELECT count(*) FROM events WHERE read_pos IS NULL"
         assert await conn.fetchval(unplaced) == 3
         page = await store.read_events_by_shard(ShardCursor(), 10)

@@ -74,7 +74,11 @@ async def pruned_through(conn: Conn) -> int:
 
 async def add_partitions(conn: Conn, now: float, on_citus: bool = False) -> int:
     """Make today's and :data:`DAYS_AHEAD` following days' partitions of both tables
-    (those missing); a partition whose lock is busy is left for the next run. On Citus
+    (those missing); a partition whose lock is busy is left for the next run, one another
+    process made meanwhile is taken as made. Called when the store opens (so a new
+    store's first day is a partition too: a day's rows already in the default partition
+    keep that day's partition from being made, and the retention then removes them row by
+    row instead of dropping a partition) and by every retention run. On Citus
     (``on_citus``) the new partitions get their replica identity (``_citus``)."""
     made = 0
     today = int(now // DAY)
@@ -87,8 +91,8 @@ async def add_partitions(conn: Conn, now: float, on_citus: bool = False) -> int:
                     await conn.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
                     made += bool(await conn.fetchval(
                         "SELECT courtier_add_day_partition($1, $2)", table, day))
-            except asyncpg.LockNotAvailableError:
-                continue
+            except (asyncpg.LockNotAvailableError, asyncpg.DuplicateTableError):
+                continue  # busy, or made by another process meanwhile: nothing to do
     if made and on_citus:
         await conn.execute(REPLICA_IDENTITIES)
     return made

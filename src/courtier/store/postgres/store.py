@@ -223,6 +223,8 @@ class PostgresStore:
                 if await _citus.is_citus(conn):  # a Citus coordinator: distribute (_citus)
                     await _citus.distribute(conn, _schema.MIGRATION_LOCK)
                     self._on_citus = True
+                # today's events and audit rows go to a day partition from the first commit
+                await _retention.add_partitions(conn, self._clock.now(), self._on_citus)
             if self._on_citus:  # the sessions get Citus's settings (_citus.SESSION_SETTINGS)
                 await pool.close()
                 pool = await self._create_pool(_citus.SESSION_SETTINGS)
