@@ -42,6 +42,21 @@ async def _admin(sql: str) -> None:
         await conn.close()
 
 
+async def reset(dsn: str) -> None:
+    """Bring a courtier database that other test modules used back to what a new one
+    holds once its schema is made: :func:`truncate`, and the day partitions the
+    retention made dropped (``day_partitions``, as the store's own prune drops them)."""
+    conn = await asyncpg.connect(dsn, timeout=30)
+    try:
+        if await conn.fetchval("SELECT to_regclass('day_partitions') IS NOT NULL"):
+            for name in await conn.fetch("SELECT name FROM day_partitions"):
+                await conn.execute(f'DROP TABLE IF EXISTS "{name[0]}"')
+            await conn.execute("DELETE FROM day_partitions")
+    finally:
+        await conn.close()
+    await truncate(dsn)
+
+
 def _unavailable(exc: BaseException) -> None:
     reason = f"PostgreSQL not reachable at {PG_HOST}:{PG_PORT} ({exc})"
     required_under_ci(f"{reason} (.ci/run starts it)")
