@@ -69,6 +69,29 @@ def pg_module_dsn() -> Iterator[str]:
         yield dsn
 
 
+@pytest.fixture(scope="session")
+def pg_shared_dsn() -> Iterator[str]:
+    """One PostgreSQL database of the test process that the contract modules take in
+    turn (``pg_contract_dsn``)."""
+    from tests.pg import temporary_database
+
+    with temporary_database("shared") as dsn:
+        yield dsn
+
+
+@pytest.fixture(scope="module")
+def pg_contract_dsn(pg_shared_dsn: str) -> str:
+    """The contract suites' PostgreSQL database for one module: the process's shared one
+    (``pg_shared_dsn``) reset (``tests.pg.reset``), so a module starts as on a new
+    database whose schema is made, without making the schema again."""
+    import asyncio
+
+    from tests.pg import reset
+
+    asyncio.run(reset(pg_shared_dsn))
+    return pg_shared_dsn
+
+
 @pytest.fixture
 def pg_dsn() -> Iterator[str]:
     """A PostgreSQL database of its own for one test (created, then dropped)."""
