@@ -69,6 +69,29 @@ def pg_module_dsn() -> Iterator[str]:
         yield dsn
 
 
+@pytest.fixture(scope="session")
+def pg_shared_dsn() -> Iterator[str]:
+    """One PostgreSQL database of the test process that the contract modules take in
+    turn (``pg_contract_dsn``)."""
+    from tests.pg import temporary_database
+
+    with temporary_database("shared") as dsn:
+        yield dsn
+
+
+@pytest.fixture(scope="module")
+def pg_contract_dsn(pg_shared_dsn: str) -> str:
+    """The contract suites' PostgreSQL database for one module: the process's shared one
+    (``pg_shared_dsn``) reset (``tests.pg.reset``), so a module starts as on a new
+    database whose schema is made, without making the schema again."""
+    import asyncio
+
+    from tests.pg import reset
+
+    asyncio.run(reset(pg_shared_dsn))
+    return pg_shared_dsn
+
+
 @pytest.fixture
 def pg_dsn() -> Iterator[str]:
     """A PostgreSQL database of its own for one test (created, then dropped)."""
@@ -110,18 +133,36 @@ def citus() -> Iterator[CitusCluster]:
         yield cluster
 
 
+@pytest.fixture(scope="session")
+def citus_shared_dsn(citus: CitusCluster) -> Iterator[str]:
+    """One database of the process's Citus cluster that the modules asking for
+    ``citus_module_dsn`` take in turn (docs/testing.md, "The time budget": a new
+    database and courtier's schema distributed in it cost 7 s at load 4, ~20 s at
+    load 10, once per module before)."""
+    with citus.database("mod") as dsn:
+        yield dsn
+
+
 @pytest.fixture(scope="module")
 def citus_module_dsn(request: pytest.FixtureRequest) -> Iterator[str]:
-    """A database of the Citus cluster for one test module (its coordinator's DSN).
-    ``COURTIER_TEST_CITUS_DSN`` names a database of a running coordinator to use instead
-    (nothing is started or dropped: for iterating on the Citus forms of the schema)."""
+    """A database of the Citus cluster for one test module (its coordinator's DSN): the
+    process's shared one (``citus_shared_dsn``) reset for the module
+    (``tests.pg.reset``: emptied, the retention's day partitions dropped), so a module
+    starts as on a new database whose schema is made; a module's tests empty it
+    before each test as before. ``COURTIER_TEST_CITUS_DSN`` names a database of a
+    running coordinator to use instead (nothing is started or dropped: for iterating
+    on the Citus forms of the schema)."""
     given = os.environ.get("COURTIER_TEST_CITUS_DSN")
     if given:
         yield given
         return
-    cluster: CitusCluster = request.getfixturevalue("citus")
-    with cluster.database("mod") as dsn:
-        yield dsn
+    import asyncio
+
+    from tests.pg import reset
+
+    dsn: str = request.getfixturevalue("citus_shared_dsn")
+    asyncio.run(reset(dsn))
+    yield dsn
 
 
 @pytest.fixture

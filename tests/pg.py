@@ -75,3 +75,32 @@ async def truncate(dsn: str) -> None:
             )
     finally:
         await conn.close()
+
+
+#: tables that hold rows in a new database (the migrations' own) and how they start
+KEPT_TABLES = ("schema_version", "outbox_sequencer", "cluster_counters", "day_partitions")
+
+
+async def reset(dsn: str) -> None:
+    """Bring a courtier database that other test modules used back to what a new one
+    holds once its schema is made: the day partitions the retention made dropped (as the
+    store's prune drops them), every other table emptied (those :func:`truncate` leaves
+    too: worker leases, trap statistics, archive segments, per-shard event counts), the
+    sequencer and counters at 0. Sequences are not reset (no test reads their values)."""
+    conn = await asyncpg.connect(dsn, timeout=30)
+    try:
+        if await conn.fetchval("SELECT to_regclass('day_partitions') IS NULL"):
+            return  # no schema yet
+        for row in await conn.fetch("SELECT name FROM day_partitions"):
+            await conn.execute(f'DROP TABLE IF EXISTS "{row[0]}"')
+        tables = await conn.fetch(
+            "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p')"
+            " AND NOT c.relispartition AND c.relname <> ALL($1::text[])", list(KEPT_TABLES))
+        await conn.execute(
+            "".join(f'DELETE FROM "{row[0]}";' for row in tables)
+            + "DELETE FROM day_partitions;"
+            + "UPDATE outbox_sequencer SET last_position = 0, pruned_through = 0;"
+            + "UPDATE cluster_counters SET value = 0")
+    finally:
+        await conn.close()

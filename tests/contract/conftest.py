@@ -3,8 +3,9 @@
 A backend is a factory: a function of the test's request and temp folder returning
 a zero-argument callable that builds a *new, unopened* store over the same backing
 data each time it is called (so durability can be tested by closing one instance
-and opening another). PostgreSQL uses one database per test module (tests/pg.py),
-emptied before each test; so does Citus, the same store on a database of a local
+and opening another). PostgreSQL uses one database per test process, reset at each
+module's start (``pg_contract_dsn``, tests/pg.py ``reset``) and emptied before each
+test; so does Citus (``citus_module_dsn``), the same store on a database of a local
 Citus cluster (a coordinator and two worker nodes, tests/citus_cluster.py), whose
 tables the store distributes when it opens (store/postgres/_citus.py).
 """
@@ -45,7 +46,7 @@ def _postgres_factory(request: pytest.FixtureRequest, tmp: Path,
                       clock: VirtualClock) -> StoreMaker:
     from tests.pg import truncate
 
-    dsn: str = request.getfixturevalue("pg_module_dsn")
+    dsn: str = request.getfixturevalue("pg_contract_dsn")
     asyncio.run(truncate(dsn))
     return lambda: PostgresStore(dsn, clock=clock, max_size=4)
 

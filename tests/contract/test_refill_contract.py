@@ -79,7 +79,7 @@ def make_store(request: pytest.FixtureRequest) -> Iterator[Callable[[], Store]]:
             patch.setattr(_refill, "FIRST_PAGE", 1)
             patch.setattr(_refill, "PER_SHARD_RANGES", 0)
         if request.param == "postgres":
-            dsn: str = request.getfixturevalue("pg_module_dsn")
+            dsn: str = request.getfixturevalue("pg_contract_dsn")
             yield lambda: _EmptiedPostgres(dsn)
             return
         yield FACTORIES[request.param]
