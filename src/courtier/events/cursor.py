@@ -44,9 +44,10 @@ def load_consumed(path: Path, flag: str = "--cursor-file") -> int | ShardCursor:
     """What a consumer's cursor file says it has read: an event id (``events
     --cursor-file``; 0 when there is no file yet) or a per-shard cursor (``index
     --cursor-file``)."""
-    if path.exists() and path.read_text().strip().startswith(TOKEN_PREFIX):
+    text = path.read_text().strip() if path.exists() else ""
+    if text.startswith(TOKEN_PREFIX):
         try:
-            return ShardCursor.from_token(path.read_text())
+            return ShardCursor.from_token(text)
         except ConfigError as exc:
             raise ConfigError(f"{flag} {path}: {exc}") from None
     return load_cursor(path, 0, flag)
