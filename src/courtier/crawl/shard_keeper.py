@@ -24,7 +24,12 @@ coordinator's changes at the top of each turn (:meth:`apply_changes`):
   registers one of its hosts, before any request to it;
 * **lost** (another owner holds it now) — its queued URLs are dropped from memory
   without a write (they are QUEUED: the new owner reads them), its fetches are
-  cancelled, and their late commits are rejected by the store as stale;
+  cancelled, and their late commits are rejected by the store as stale; its hosts are
+  forgotten once those fetches have ended. A shard **regained** before then (lost and
+  gained in one round, or a round later) joins the refill only after that forgetting:
+  no host of it is registered meanwhile, so the forgetting never drops the queue or the
+  politeness clock of a host of the new term, and the new term's hosts restore their
+  clocks from the store like any gained shard's;
 * **handover** (graceful) — a drain: no new leases of the shard, its queued URLs
   released, fetches in flight finish (cancelled after ``drain_timeout``), the
   batch committed, each server's clock saved, the hosts forgotten, then the lease
@@ -98,6 +103,9 @@ class ShardKeeper:
         self._draining: dict[int, float] = {}
         #: lost shards whose hosts are forgotten once their cancelled fetches have ended
         self._forgetting: set[int] = set()
+        #: shards gained again while their loss is being forgotten: they join the refill
+        #: (their state read first) once it is done
+        self._regained: set[int] = set()
         #: host → local time a drain cancelled its fetch
         self._drain_cancels: dict[str, float] = {}
         #: drained shards whose release failed (store error): retried each turn
@@ -123,8 +131,8 @@ class ShardKeeper:
     @property
     def rebuilding(self) -> bool:
         """Gained shards wait for their near-duplicate pages or their known URL keys
-        before they join the refill."""
-        return bool(self._joining)
+        (or, regained, for the forgetting of their loss) before they join the refill."""
+        return bool(self._joining or self._regained)
 
     # ---- alone ---------------------------------------------------------------------------
 
@@ -164,12 +172,11 @@ class ShardKeeper:
         if self._unreleased:
             await self.coordinator.release(self._unreleased)
             self._unreleased = set()
+        if self._forgetting:
+            self._forget_lost()  # before the drains: a regained shard may drain meanwhile
         await self._prepare_step()
         if self._draining:
             await self._progress_drains()
-        if self._forgetting and not self._fetches_of(self._forgetting):
-            self._frontier.forget_shards(self._forgetting)
-            self._forgetting.clear()
 
     async def _apply(self, changes: ShardChanges) -> None:
         if changes.lost:
@@ -208,6 +215,7 @@ class ShardKeeper:
             self._frontier.epochs.pop(shard, None)
             self._draining.pop(shard, None)
             self._gained.pop(shard, None)
+        self._regained -= lost  # lost again before it joined: its first loss goes on
         self._forget_state(lost)
         self.shards = [s for s in self.shards if s not in lost]
         self._frontier.drain_shards(lost)  # not released: the new owner reads them
@@ -217,8 +225,24 @@ class ShardKeeper:
             task.cancel()
         self._forgetting |= lost
 
+    def _forget_lost(self) -> None:
+        """Lost shards whose cancelled fetches have all ended: their hosts are dropped
+        (nothing of them was saved: the new owner restores what it saved itself), and
+        those regained meanwhile join now, with hosts registered afresh."""
+        busy = {self._shard_of(lease.host_key) for _, lease in self._fetches_of(self._forgetting)}
+        done = self._forgetting - busy
+        if not done:
+            return
+        self._frontier.forget_shards(done)
+        self._forgetting -= done
+        regained = self._regained & done
+        self._regained -= regained
+        if regained:
+            self._gain(regained)
+
     def _start_drain(self, shard: int) -> None:
         self._draining[shard] = self._clock.now()
+        self._regained.discard(shard)  # it never joined: its drain waits for the old fetches
         # its links go to the store from now on (the next owner reads its keys there)
         self._forget_state({shard})
         self.shards = [s for s in self.shards if s != shard]
@@ -275,7 +299,12 @@ class ShardKeeper:
                   shards=sorted(shards), worker=self._owner)
 
     def _gain(self, shards: Collection[int]) -> None:
-        """Gained shards: their near-duplicate pages and known URL keys are read first."""
+        """Gained shards: their near-duplicate pages and known URL keys are read first;
+        one lost earlier waits until the hosts of that loss are forgotten."""
+        regained = self._forgetting.intersection(shards)
+        if regained:
+            self._regained |= regained
+            shards = set(shards) - regained
         if self.shard_state is None and self.known_loader is None:
             self.shards = sorted(set(self.shards) | set(shards))
             return
