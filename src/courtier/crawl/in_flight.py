@@ -20,7 +20,9 @@ Invariants:
   store call's :data:`~courtier.cluster.timed_store.STORE_CALL_TIMEOUT`), so a task that
   runs far longer is held by a bug: its host stays busy and out of the refill, and the
   crawl never ends. :meth:`overdue` names each such task once, with where it waits
-  (:func:`awaiting`), for the worker to log.
+  (:func:`awaiting`), for the worker to log. It runs every turn of the loop, so it looks
+  only at the oldest tasks not named yet (kept in start order: the clock never goes
+  back), not at every fetch under way.
 """
 
 from __future__ import annotations
@@ -50,10 +52,9 @@ class InFlight:
         #: tasks whose fetch has not begun (created, their first step not run yet)
         self._not_begun: set[asyncio.Task[None]] = set()
         self._answered: set[asyncio.Task[None]] = set()
-        #: when each task started (clock time)
-        self._started: dict[asyncio.Task[None], float] = {}
-        #: tasks :meth:`overdue` has named already
-        self._named: set[asyncio.Task[None]] = set()
+        #: when each task :meth:`overdue` has not named yet started (clock time), oldest
+        #: first
+        self._unnamed: dict[asyncio.Task[None], float] = {}
 
     def __len__(self) -> int:
         return len(self._leases)
@@ -67,7 +68,7 @@ class InFlight:
         task = asyncio.create_task(self._begin(lease, fetch))
         self._leases[task] = lease
         self._not_begun.add(task)
-        self._started[task] = self._clock.now()
+        self._unnamed[task] = self._clock.now()
         task.add_done_callback(self._done)
 
     async def _begin(self, lease: Lease, fetch: Callable[[Lease], Coroutine[Any, Any, None]]
@@ -91,21 +92,26 @@ class InFlight:
             if lease is not None:
                 self._unstarted(lease)
         self._answered.discard(task)
-        self._started.pop(task, None)
-        self._named.discard(task)
+        self._unnamed.pop(task, None)
         self._wake()
         if not task.cancelled() and task.exception() is not None:
             log.error("fetch task failed", exc_info=task.exception())
 
     def overdue(self, now: float, after: float) -> list[tuple[Lease, float, bool, str]]:
         """Tasks running for ``after`` seconds or more and not named before: each one's
-        lease, seconds running, whether it has its answer, and where it waits."""
+        lease, seconds running, whether it has its answer, and where it waits. Looks at
+        the overdue tasks not named yet and at the next one only (not every fetch)."""
+        named = []
+        for task, started in self._unnamed.items():
+            if now - started < after:
+                break  # the ones after it started later
+            if not task.done():  # a done one leaves with its done-callback
+                named.append((task, started))
         out = []
-        for task, started in self._started.items():
-            if now - started >= after and task not in self._named and not task.done():
-                self._named.add(task)
-                out.append((self._leases[task], now - started, task in self._answered,
-                            awaiting(task)))
+        for task, started in named:
+            del self._unnamed[task]
+            out.append((self._leases[task], now - started, task in self._answered,
+                        awaiting(task)))
         return out
 
     def leases(self) -> Iterable[Lease]:

@@ -76,3 +76,48 @@ async def test_a_task_cancelled_before_its_first_step_gives_its_lease_back() -> 
     assert ran == ["http://begun.test"]
     assert sorted(given_back) == ["http://begun.test by the fetch", "http://unbegun.test"]
     assert not in_flight
+
+
+class _CountingNow(float):
+    """A time that counts the subtractions made from it (one a task looked at)."""
+
+    looks = 0
+
+    def __sub__(self, other: float) -> float:
+        _CountingNow.looks += 1
+        return float(self) - other
+
+
+async def test_a_turn_looks_at_the_oldest_unnamed_fetches_only() -> None:
+    """The worker asks every turn of its loop: with thousands of fetches under way, none
+    overdue, one look; overdue ones are named once each, oldest first, and a fetch that
+    ends before it is named is never named. Seen red with ``overdue`` walking every task
+    (main's): "assert 2000 <= 2" (every fetch looked at each turn)."""
+    clock = VirtualClock(1000.0)
+    in_flight = InFlight(lambda: None, clock)
+    gates = []
+    for i in range(2000):
+        gate = asyncio.Event()
+        gates.append(gate)
+        in_flight.start(_lease(f"http://h{i}.test"), lambda lease, g=gate: _held(lease, g))
+        clock.advance(0.01)  # each one starts a little later
+    await asyncio.sleep(0)
+    _CountingNow.looks = 0
+    assert in_flight.overdue(_CountingNow(clock.now()), 100.0) == []
+    assert _CountingNow.looks <= 2
+    gates[1].set()  # the second one ends before it is overdue
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert len(in_flight) == 1999
+    named = in_flight.overdue(1000.0 + 100.035, 100.0)  # the first four started by then
+    assert [lease.host_key for lease, *_ in named] == [
+        "http://h0.test", "http://h2.test", "http://h3.test"]
+    _CountingNow.looks = 0
+    assert in_flight.overdue(_CountingNow(1000.0 + 100.035), 100.0) == []  # named once
+    assert _CountingNow.looks <= 2
+    assert [lease.host_key for lease, *_ in in_flight.overdue(1000.0 + 100.045, 100.0)] == [
+        "http://h4.test"]
+    for gate in gates:
+        gate.set()
+    await in_flight.settle()
+    assert not in_flight
