@@ -103,6 +103,12 @@ class CrawlControl(Protocol):
         ``acknowledged`` (a cursor token, if given) moves its cursor forward; the events
         returned follow the cursor. Adds ``"consumer"`` and ``"position"`` (its token)."""
 
+    async def shard_cursor_at(self, position: int) -> dict[str, Any]:
+        """``{"at": position, "cursor": token}``: the per-shard cursor of a reader that has
+        read every event with an id (crawl-wide position) at or below ``position``
+        (``Store.shard_cursor_at``; :class:`~courtier.core.errors.EventsPruned` when the
+        retention removed events after it)."""
+
     async def cluster(self, worker_ttl: float) -> dict[str, Any]:
         """Workers, shards per worker, epochs, lease ages and handovers (store clock):
         :func:`courtier.cluster.report.cluster_report`."""
@@ -396,6 +402,10 @@ class StoreOnlyControl(FreshnessControl):
         page = await self.store.read_events_by_shard(cursor, limit)
         return {"events": [views.shard_event_view(e) for e in page.events],
                 "cursor": page.cursor.token()}
+
+    async def shard_cursor_at(self, position: int) -> dict[str, Any]:
+        cursor = await self.store.shard_cursor_at(position)
+        return {"at": position, "cursor": cursor.token()}
 
     async def events(self, after: int, limit: int) -> dict[str, Any]:
         if after < 0 or not 1 <= limit <= MAX_EVENTS_PER_CALL:

@@ -271,6 +271,36 @@ _DOCUMENT: dict[str, Any] = {
                 }},
             )
         },
+        "/v1/events/cursor": {
+            "get": _op(
+                "The per-shard cursor token of a reader that has read every event up to "
+                "the event id at (a crawl-wide position, GET /v1/events?after=): every "
+                "event below it has an id at or below at, some above it may have been "
+                "read already (read again, never skipped); converts an integer cursor "
+                "(docs/events.md)",
+                _ok("the cursor", {
+                    "type": "object",
+                    "required": ["at", "cursor"],
+                    "properties": {
+                        "at": {"type": "integer"},
+                        "cursor": {"type": "string", "pattern": "^c1\\.[A-Za-z0-9_-]*$"},
+                    },
+                }),
+                params=[{
+                    "name": "at",
+                    "in": "query",
+                    "required": True,
+                    "description": "an event id (crawl-wide position)",
+                    "schema": {"type": "integer", "minimum": 0},
+                }],
+                extra={"410": {
+                    "description": "events after this position were removed by the "
+                                   "retention (--events-retention): the same error as "
+                                   "GET /v1/events?after= gives",
+                    "content": {JSON: {"schema": schema_ref("Error")}},
+                }},
+            )
+        },
         "/v1/events/schema": {
             "get": _op(
                 "JSON Schema (draft 2020-12) of event payloads (docs/events.md)",

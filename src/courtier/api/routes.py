@@ -213,6 +213,14 @@ async def get_events(control: CrawlControl, call: ApiCall) -> Any:
     return await control.consumer_events(consumer, acknowledged, limit)
 
 
+async def get_event_cursor(control: CrawlControl, call: ApiCall) -> Any:
+    """The per-shard cursor token of a reader that has read every event up to the event id
+    (crawl-wide position) ``at``: what an integer cursor converts to (docs/events.md)."""
+    if "at" not in call.query:
+        raise views.ApiInputError("query parameter at (an event id) is required")
+    return await control.shard_cursor_at(int_param(call.query, "at", 0, 0, 2**63 - 1))
+
+
 async def get_event_schema(control: CrawlControl, call: ApiCall) -> Any:
     """The JSON Schema of event payloads (``courtier/events/schema/event-v1.json``)."""
     from courtier.events import load_schema
@@ -255,6 +263,7 @@ OPERATIONS: list[tuple[str, str, Operation, bool]] = [
     ("GET", "/v1/hosts/top", get_top_hosts, False),
     ("GET", "/v1/events", get_events, False),
     ("GET", "/v1/events/schema", get_event_schema, False),
+    ("GET", "/v1/events/cursor", get_event_cursor, False),
     ("GET", "/v1/cluster", get_cluster, False),
     ("GET", "/healthz", get_health, False),
 ]

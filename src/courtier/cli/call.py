@@ -23,6 +23,7 @@ from courtier.core.errors import ConfigError, CourtierError
 from courtier.store.open import STORE_HELP, data_dir_in_use, is_shared, open_store, store_url
 
 if TYPE_CHECKING:
+    from courtier.core.shard_cursor import ShardCursor
     from courtier.events.drain import PageReader, ShardPageReader
     from courtier.store.base import Store
 
@@ -181,6 +182,26 @@ def shard_page_reader(caller: Caller) -> ShardPageReader:
         return ShardFeedPage(answer["events"], ShardCursor.from_token(answer["cursor"]))
 
     return read
+
+
+def shard_cursor_finder(caller: Caller) -> Callable[[int], Awaitable[ShardCursor]]:
+    """The per-shard cursor of an event id (``GET /v1/events/cursor?at=ID``), through
+    ``caller``. An id the retention already passed raises the store's own message
+    (the one ``Store.shard_cursor_at`` gives in process); another failure names the
+    route and its status."""
+    from courtier.core.shard_cursor import ShardCursor
+
+    async def cursor_at(position: int) -> ShardCursor:
+        status, answer = await caller("GET", f"/v1/events/cursor?at={position}", None)
+        if status == 410 and isinstance(answer, dict) and answer.get("error"):
+            raise CourtierError(str(answer["error"]))
+        if not 200 <= status < 300:
+            text = answer.get("error") if isinstance(answer, dict) else None
+            raise CourtierError(f"events/cursor: answered {status}: "
+                                f"{text or json.dumps(answer)}")
+        return ShardCursor.from_token(answer["cursor"])
+
+    return cursor_at
 
 
 def check_consumer_name(name: str) -> str:

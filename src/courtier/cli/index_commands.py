@@ -7,9 +7,9 @@ reads each HTML page from the crawl's WARC files and keeps a local SQLite FTS5 i
 ``search`` answers from that file: URL and title per hit.
 
 An index file or a ``--consumer`` name from before the per-shard feed holds a crawl-wide
-(integer) position; over the store it is converted in place (:func:`convert_legacy`),
-over ``--api`` the command refuses with what to do (docs/events.md, "Feed a search
-index").
+(integer) position; it is converted in place (:func:`convert_legacy`), over the store or
+over ``--api`` alike, by the API operation ``GET /v1/events/cursor?at=N``
+(docs/events.md, "Feed a search index").
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -156,20 +156,31 @@ def index_settings(args: argparse.Namespace) -> tuple[Path, list[str], Path]:
     return path, roots, data or Path("crawl-data")
 
 
+CursorAt = Callable[[int], Awaitable["ShardCursor"]]
+
+
 @contextlib.asynccontextmanager
-async def open_feed(args: argparse.Namespace) -> AsyncIterator[tuple[Any, Any]]:
+async def open_feed(args: argparse.Namespace) -> AsyncIterator[tuple[Any, Any, CursorAt]]:
     """The feed as a :data:`courtier.events.drain.ShardPageReader`: over ``--api``, else
     over the store (``--store``, or the SQLite database under ``--data``) in this process;
-    and that store (None over ``--api``), where a ``--consumer`` is kept and an old
-    crawl-wide cursor is converted."""
-    from courtier.cli.call import open_args_store, open_caller, shard_page_reader, store_caller
+    that store (None over ``--api``), where a ``--consumer`` is kept; and the per-shard
+    cursor of an event id (``GET /v1/events/cursor``, either way), which converts an old
+    crawl-wide cursor."""
+    from courtier.cli.call import (
+        open_args_store,
+        open_caller,
+        shard_cursor_finder,
+        shard_page_reader,
+        store_caller,
+    )
 
     if not getattr(args, "api", None):
         async with open_args_store(args) as store:
-            yield shard_page_reader(store_caller(store)), store
+            caller = store_caller(store)
+            yield shard_page_reader(caller), store, shard_cursor_finder(caller)
         return
     async with open_caller(args) as caller:
-        yield shard_page_reader(caller), None
+        yield shard_page_reader(caller), None, shard_cursor_finder(caller)
 
 
 #: the suffix of the per-shard consumer that holds the outbox while ``--consumer NAME`` is
@@ -182,20 +193,16 @@ def hold_name(name: str) -> str:
     return name[:100 - len(HOLD_SUFFIX)] + HOLD_SUFFIX
 
 
-async def convert_legacy(index: SearchIndex, store: Store | None) -> None:
+async def convert_legacy(index: SearchIndex, cursor_at: CursorAt) -> None:
     """An index file holding a crawl-wide position N (format 1): replace it by
-    ``store.shard_cursor_at(N)``, the per-shard cursor below which every event was read
-    at N (some above it may be read again: the index applies a URL's version at most
-    once as newest, so a repeat changes nothing). Over ``--api`` (no store) a
-    :class:`LegacyCursor` says what to do."""
-    from courtier.consumer.index_db import LegacyCursor
-
+    ``cursor_at(N)`` (``Store.shard_cursor_at`` through the API operation, over the
+    store or ``--api``), the per-shard cursor below which every event was read at N
+    (some above it may be read again: the index applies a URL's version at most once as
+    newest, so a repeat changes nothing). N already pruned: the retention's error."""
     position = index.legacy_position()
     if position is None:
         return
-    if store is None:
-        raise LegacyCursor(index.path, position)
-    await asyncio.to_thread(index.convert, position, await store.shard_cursor_at(position))
+    await asyncio.to_thread(index.convert, position, await cursor_at(position))
 
 
 async def convert_consumer(store: Store, name: str, cursor: ShardCursor) -> None:
@@ -224,12 +231,12 @@ async def index_crawl(args: argparse.Namespace, path: Path, roots: list[str],
     from courtier.events.cursor import save_shard_cursor
     from courtier.parse.offload import OffLoopParser
 
-    async with open_feed(args) as (feed, store):  # first: a bad --data makes no index file
+    async with open_feed(args) as (feed, store, cursor_at):  # first: a bad --data: no file
         consumer: str | None = getattr(args, "consumer", None)
         index = SearchIndex.open(path, create=True)
         parser = OffLoopParser()
         try:
-            await convert_legacy(index, store)
+            await convert_legacy(index, cursor_at)
             if store is not None and consumer is not None:
                 await convert_consumer(store, consumer, index.cursor())
             indexer = Indexer(feed, ArchivedPages(roots, parser), index, args.batch)

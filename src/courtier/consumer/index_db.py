@@ -24,7 +24,8 @@ payload the index has not seen yet: they take its text when it arrives), ``meta`
 Format 1 (courtier before issue 30's per-shard index feed) kept a crawl-wide cursor, the
 integer position of ``read_events``. Such a file opens; :meth:`SearchIndex.legacy_position`
 names its position, and :meth:`SearchIndex.convert` replaces it by the per-shard cursor the
-store computes for it (``Store.shard_cursor_at``) and marks the file format 2, in one
+store computes for it (``Store.shard_cursor_at``, in process or through the admin API's
+``GET /v1/events/cursor``) and marks the file format 2, in one
 transaction. Until then :meth:`SearchIndex.cursor` refuses (:class:`LegacyCursor`). A
 format-1 file whose cursor is 0 (nothing read) is simply the empty per-shard cursor.
 """
@@ -128,8 +129,8 @@ class LegacyCursor(CourtierError):
     def __init__(self, path: Path, position: int) -> None:
         super().__init__(
             f"the index {path} holds a crawl-wide cursor (event {position}) from an older "
-            "courtier; the feed is read by shard now: run `courtier index` once with the "
-            "crawl's store (--data or --store, not --api), which converts it in place")
+            "courtier; the feed is read by shard now: `courtier index` converts it in "
+            "place as it starts (over --data, --store or --api)")
         self.position = position
 
 
