@@ -17,6 +17,7 @@ process inside the transaction instead.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import signal
@@ -24,8 +25,10 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -293,38 +296,59 @@ def test_follow_keeps_running_until_sigterm_then_ends_between_batches(
     assert_every_page_once(crawled, index)
 
 
-@pytest.mark.timeout(300)
-async def test_index_over_the_admin_api(crawled: Crawled, tmp_path: Path) -> None:
-    """``courtier index --api HOST:PORT --archive ROOT --index FILE``: the feed from a
-    crawl's admin API (with its token), the pages from the archive named."""
+@dataclass
+class Api:
+    """A crawl's admin API on a loopback port, with a token, over its SQLite store."""
+
+    store: Any
+    port: int
+    token_file: Path
+
+    async def index(self, *args: str) -> tuple[int | None, str, str]:
+        """``courtier index --api`` with the token and ``args``: (exit, stdout, stderr)."""
+        proc = await asyncio.create_subprocess_exec(
+            *courtier("index", "--api", f"127.0.0.1:{self.port}", "--api-token-file",
+                      str(self.token_file), *args),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(proc.communicate(), GUARD)
+        return proc.returncode, out.decode(), err.decode()
+
+
+@contextlib.asynccontextmanager
+async def api_over(data: Path, tmp_path: Path) -> AsyncIterator[Api]:
     from aiohttp import web
 
     from courtier.api.control import StoreOnlyControl
     from courtier.api.server import make_app
     from courtier.store.sqlite import SqliteStore
 
-    store = SqliteStore(crawled.data / "courtier.db")
+    store = SqliteStore(data / "courtier.db")
     await store.open()
     runner = web.AppRunner(make_app(StoreOnlyControl(store), None, token="s3cret"))
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    token = tmp_path / "token"
-    token.write_text("s3cret\n")
-    index = tmp_path / "search.db"
     try:
-        proc = await asyncio.create_subprocess_exec(
-            *courtier("index", "--api", f"127.0.0.1:{port}", "--api-token-file", str(token),
-                      "--archive", str(crawled.data / "warc"), "--index", str(index)),
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-        out, err = await asyncio.wait_for(proc.communicate(), GUARD)
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        token = tmp_path / "token"
+        token.write_text("s3cret\n")
+        yield Api(store, port, token)
     finally:
         await runner.cleanup()
         await store.close()
-    assert proc.returncode == 0, err.decode()
+
+
+@pytest.mark.timeout(300)
+async def test_index_over_the_admin_api(crawled: Crawled, tmp_path: Path) -> None:
+    """``courtier index --api HOST:PORT --archive ROOT --index FILE``: the feed from a
+    crawl's admin API (with its token), the pages from the archive named."""
+    index = tmp_path / "search.db"
+    async with api_over(crawled.data, tmp_path) as api:
+        returncode, out, err = await api.index("--archive", str(crawled.data / "warc"),
+                                               "--index", str(index))
+    assert returncode == 0, err
     assert_every_page_once(crawled, index)
-    assert out.decode().splitlines()[-1] == f"search it: courtier search WORDS --index {index}"
+    assert out.splitlines()[-1] == f"search it: courtier search WORDS --index {index}"
 
 
 async def _registered(data: Path, name: str) -> tuple[int | None, ShardCursor | None]:
@@ -370,44 +394,106 @@ async def _consumers(data: Path) -> tuple[dict[str, int], dict[str, ShardCursor]
         await store.close()
 
 
+def old_index_file(path: Path, position: int) -> None:
+    """An index file as a courtier before the per-shard feed left it: format 1, its cursor
+    the crawl-wide position (event id) ``position``."""
+    from courtier.consumer.index_db import FORMAT_CRAWL_WIDE, SearchIndex
+
+    SearchIndex.open(path, create=True).close()
+    db = sqlite3.connect(path)
+    with db:
+        db.execute("UPDATE meta SET value = ? WHERE key = 'format'", (FORMAT_CRAWL_WIDE,))
+        db.execute("UPDATE meta SET value = ? WHERE key = 'cursor'", (str(position),))
+    db.close()
+
+
+def index_format(path: Path) -> str:
+    db = sqlite3.connect(path)
+    try:
+        return str(db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()[0])
+    finally:
+        db.close()
+
+
+def assert_converted_at(crawled: Crawled, path: Path, position: int) -> None:
+    """The index converted from event ``position`` holds every page of the events after
+    it and none at or before it (SQLite commits in order: the conversion is exact), in
+    format 2, at the feed's end."""
+    from courtier.consumer.index_db import FORMAT
+
+    pages, _, waiting, cursor = index_rows(path)
+    after = {url for event_id, *_, url in crawled.events if event_id > position}
+    assert {url for url, _ in pages} | waiting == after & set(crawled.html)
+    assert cursor == crawled.end
+    assert index_format(path) == FORMAT
+
+
 @pytest.mark.timeout(300)
 def test_an_index_and_a_consumer_from_the_crawl_wide_feed_are_converted(
         crawled: Crawled, tmp_path: Path) -> None:
     """An index file of format 1 (a crawl-wide cursor, event N) and a ``--consumer``
-    registered at N: the run converts both (Store.shard_cursor_at) and indexes every page
-    of the events after N, none at or before it (SQLite commits in order: the conversion
-    is exact), leaving the consumer per shard at the end and no hold behind. Over --api
-    the same file is refused with what to do. Checked by breaking it: with the
-    conversion taking the store's heads (everything read) the pages after N were missing;
-    with the hold not forgotten the last assertion failed."""
+    registered at N: the run converts both (Store.shard_cursor_at, through the API
+    operation run in process) and indexes every page of the events after N, none at or
+    before it, leaving the consumer per shard at the end and no hold behind. Checked by
+    breaking it: with the conversion taking the store's heads (everything read) the
+    pages after N were missing; with the hold not forgotten the last assertion failed."""
     data = tmp_path / "data"
     shutil.copytree(crawled.data, data, ignore=shutil.ignore_patterns("search.db*"))
     ids = sorted(e[0] for e in crawled.events)
     middle = ids[len(ids) // 2]
     asyncio.run(_old_consumer(data, "search", middle))
     index = tmp_path / "search.db"
-    from courtier.consumer.index_db import FORMAT_CRAWL_WIDE, SearchIndex
-
-    SearchIndex.open(index, create=True).close()
-    db = sqlite3.connect(index)
-    with db:
-        db.execute("UPDATE meta SET value = ? WHERE key = 'format'", (FORMAT_CRAWL_WIDE,))
-        db.execute("UPDATE meta SET value = ? WHERE key = 'cursor'", (str(middle),))
-    db.close()
-    refused = subprocess.run(courtier("index", "--api", "127.0.0.1:9", "--index", str(index),
-                                      "--archive", str(data / "warc")),
-                             capture_output=True, text=True, timeout=GUARD)
-    assert refused.returncode == 1
-    assert f"crawl-wide cursor (event {middle})" in refused.stderr
-    assert "--data or --store, not --api" in refused.stderr
+    old_index_file(index, middle)
     done = subprocess.run(courtier("index", "--data", str(data), "--index", str(index),
                                    "--consumer", "search", "--batch", "5"),
                           capture_output=True, text=True, timeout=GUARD)
     assert done.returncode == 0, done.stderr
-    pages, _, waiting, cursor = index_rows(index)
-    after = {url for event_id, *_, url in crawled.events if event_id > middle}
-    assert {url for url, _ in pages} | waiting == after & set(crawled.html)
-    assert cursor == crawled.end
+    assert_converted_at(crawled, index, middle)
     crawl_wide, by_shard = asyncio.run(_consumers(data))
     assert "search" not in crawl_wide and by_shard["search"] == crawled.end
     assert "search~converting" not in by_shard  # the hold is gone
+
+
+@pytest.mark.timeout(300)
+async def test_an_old_index_file_is_converted_over_the_admin_api(
+        crawled: Crawled, tmp_path: Path) -> None:
+    """``courtier index --api`` with an index file of format 1 (event N): the run asks the
+    crawl's API for the cursor of N (``GET /v1/events/cursor``, a real loopback server
+    with a token) and converts the file as a run over the store does: format 2, every
+    page of the events after N indexed, none skipped. An N the retention already passed
+    stops the run with the store's own error, the file left as it was. Seen red on
+    main (the file refused over --api: exit 1, "not --api"), and with the command asking
+    for the cursor of N + 3 (three events skipped: pages missing)."""
+    from courtier.consumer.index_db import FORMAT_CRAWL_WIDE
+    from courtier.core.errors import EventsPruned
+
+    data = tmp_path / "data"
+    shutil.copytree(crawled.data, data, ignore=shutil.ignore_patterns("search.db*"))
+    ids = sorted(e[0] for e in crawled.events)
+    middle = ids[len(ids) // 3]
+    index, pruned_index = tmp_path / "search.db", tmp_path / "pruned.db"
+    old_index_file(index, middle)
+    warc = ("--archive", str(data / "warc"), "--batch", "5")
+    async with api_over(data, tmp_path) as api:
+        returncode, _, err = await api.index(*warc, "--index", str(index))
+        assert returncode == 0, err
+        assert_converted_at(crawled, index, middle)
+
+        removed = 0
+        for _ in range(10):  # the retention passes the first events (every one is old)
+            removed += await api.store.prune_events(time.time() + 10**7, 1000)
+            if removed:
+                break
+        through = await api.store.events_pruned_through()
+        assert removed and through >= ids[0]
+        try:
+            await api.store.shard_cursor_at(through - 1)
+        except EventsPruned as exc:  # the store's own error, as a run in process gives it
+            in_process = str(exc)
+        else:
+            raise AssertionError("the store converted a pruned id")
+        old_index_file(pruned_index, through - 1)
+        returncode, _, err = await api.index(*warc, "--index", str(pruned_index))
+    assert returncode == 1
+    assert err.strip() == f"courtier: failed: {in_process}"
+    assert index_format(pruned_index) == FORMAT_CRAWL_WIDE
