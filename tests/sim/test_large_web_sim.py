@@ -13,8 +13,14 @@ one file): ``--dist loadfile`` runs them in different test processes (docs/testi
 
 from __future__ import annotations
 
+import pytest
+
 from courtier.sim.run import sim_config, simulate
 from tests.sim.random_webs import allowed_pages, fetched_pages, random_web
+
+#: a hang guard, not a bound on speed: the thousand hosts' run is CPU alone and took 33 s
+#: at load 5-16, 109 s at load ~10 and over the suite's 120 s at load 24 (2026-12-07)
+pytestmark = pytest.mark.timeout(600)
 
 
 def test_thousands_of_hosts_with_hours_of_virtual_time() -> None:
