@@ -3,15 +3,15 @@ it, every one by graceful handover, none to an old worker, and politeness holds 
 the move.
 
 Judged by the test web's request log and by store rows (owners, handover counters, the
-outbox). At the 3 s lease of plain PostgreSQL the join on Citus failed at load 15-17 (its
-lease rounds took 2-7 s, measured in the workers: the acquisition's part), with 648 and
-3,200 takeovers where none may be; at load 5-9 it passed 3 of 4 runs and once refetched
-a page cut by a fence, which the judgement now allows (a refetch after its sender logged
-a fence or a lost shard).
+outbox).
 
-The test runs on plain PostgreSQL and on a database of the session's local Citus cluster
-(issue 30: "the 3-worker kill/join tests on Citus"), there with the lease TTL of
-:data:`~tests.integration.cluster.harness.CITUS_TTL`.
+The test runs on plain PostgreSQL and on the process's database of the session's local
+Citus cluster (issue 30: "the 3-worker kill/join tests on Citus"), there with the lease
+TTL of :data:`~tests.integration.cluster.harness.CITUS_TTL`. At the 3 s lease of plain
+PostgreSQL the join on Citus failed at load 15-17 (its lease rounds took 2-7 s, measured
+in the workers: the acquisition's part), with 648 and 3,200 takeovers where none may be;
+at load 5-9 it passed 3 of 4 runs and once refetched a page cut by a fence, which the
+judgement now allows (a refetch after its sender logged a fence or a lost shard).
 """
 
 from __future__ import annotations

@@ -5,9 +5,9 @@ lost result.
 Judged by the test web's request log (politeness, who fetched what, refetches) and by
 store rows (lease owners, their expiry and acquisition times, the outbox).
 
-The test runs on plain PostgreSQL and on a database of the session's local Citus cluster
-(issue 30: "the 3-worker kill/join tests on Citus"), there with the lease TTL of
-:data:`~tests.integration.cluster.harness.CITUS_TTL`.
+The test runs on plain PostgreSQL and on the process's database of the session's local
+Citus cluster (issue 30: "the 3-worker kill/join tests on Citus"), there with the lease
+TTL of :data:`~tests.integration.cluster.harness.CITUS_TTL`.
 
 Once ``test_crash_and_join.py`` with the join (``test_worker_join.py``) and the pause
 (``test_worker_pause.py``): one file a scenario, so that ``--dist loadfile`` runs them in
