@@ -42,8 +42,10 @@ class Mutation:
     why: str           # the behaviour it breaks
 
 
-_POLITENESS_TESTS = ("tests/unit/politeness", "tests/sim/test_politeness_sim.py")
-_FRONTIER_TESTS = ("tests/unit/frontier", "tests/sim/test_politeness_sim.py")
+_SIM_POLITENESS_TESTS = ("tests/sim/test_politeness_sim.py", "tests/sim/test_random_webs_sim.py",
+                         "tests/sim/test_large_web_sim.py")
+_POLITENESS_TESTS = ("tests/unit/politeness", *_SIM_POLITENESS_TESTS)
+_FRONTIER_TESTS = ("tests/unit/frontier", *_SIM_POLITENESS_TESTS)
 _CLUSTER_TESTS = ("tests/unit/cluster",)
 
 MUTATIONS: tuple[Mutation, ...] = (

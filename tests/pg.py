@@ -77,6 +77,20 @@ async def truncate(dsn: str) -> None:
         await conn.close()
 
 
+async def end_other_sessions(dsn: str) -> int:
+    """End every other session on ``dsn``'s database (what ``DROP DATABASE … WITH (FORCE)``
+    does before the drop): a database the next test shares starts without a session of
+    the last one's processes. Returns how many were ended."""
+    conn = await asyncpg.connect(dsn, timeout=30)
+    try:
+        rows = await conn.fetch(
+            "SELECT pg_terminate_backend(pid) AS ended FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()")
+    finally:
+        await conn.close()
+    return sum(1 for row in rows if row["ended"])
+
+
 #: tables that hold rows in a new database (the migrations' own) and how they start
 KEPT_TABLES = ("schema_version", "outbox_sequencer", "cluster_counters", "day_partitions")
 

@@ -1,80 +1,24 @@
-"""The real worker and frontier on a simulated web, in virtual time.
+"""The real worker and frontier on small simulated webs, in virtual time: one politeness
+rule each (unreachable robots.txt, its recovery, Retry-After, a slowing host, one IP's
+cap).
 
 Every run is judged by the independent observer: zero requests over a host's
 or an IP's in-flight cap, zero gaps shorter than the delay in force, zero
 requests to disallowed paths, during back-off, or while robots.txt is
 unreachable; and every allowed URL eventually fetched.
+
+One file of three (with ``test_random_webs_sim.py`` and ``test_large_web_sim.py``, once
+one file): ``--dist loadfile`` runs them in different test processes (docs/testing.md,
+"The time budget").
 """
 
 from __future__ import annotations
 
 import itertools
-import random
-
-import pytest
 
 from courtier.sim.run import sim_config, simulate
 from courtier.sim.web import SimHost, SimWeb
-
-
-def fetched_pages(report: object) -> set[tuple[str, str]]:
-    return {(r.host, r.path) for r in report.requests  # type: ignore[attr-defined]
-            if r.path != "/robots.txt" and r.status == 200}
-
-
-def allowed_pages(web: SimWeb, skip_robots_blocked: bool = True) -> set[tuple[str, str]]:
-    out = set()
-    for host in web.hosts:
-        if host.robots_status >= 500 or host.robots_status == 0:
-            continue
-        out.add((host.name, "/"))
-        out.update((host.name, f"/p/{i}") for i in range(host.pages))
-    return out
-
-
-def random_web(seed: int, n_hosts: int) -> SimWeb:
-    rng = random.Random(seed)
-    hosts = []
-    for i in range(n_hosts):
-        kind = rng.random()
-        ip = f"192.0.2.{i % max(1, n_hosts // 4)}"  # several hosts per IP
-        robots_status = 200
-        if kind < 0.05:
-            robots_status = 404
-        elif kind < 0.08:
-            robots_status = 503
-        body = b"User-agent: *\nDisallow: /private/\n"
-        if rng.random() < 0.2:
-            body += f"Crawl-delay: {rng.choice([2, 5, 10])}\n".encode()
-        hosts.append(SimHost(
-            name=f"h{i}.sim", ip=ip, pages=rng.randint(3, 15),
-            latency=rng.choice([0.05, 0.2, 1.0]), robots_status=robots_status,
-            robots_body=body, failure_rate=rng.choice([0.0, 0.0, 0.1]),
-            retry_after=rng.choice([None, "30", "120"]),
-        ))
-    return SimWeb(hosts, seed=seed)
-
-
-@pytest.mark.parametrize("seed", range(6))
-def test_random_webs_have_zero_violations_and_full_coverage(seed: int) -> None:
-    web = random_web(seed, n_hosts=150)
-    config = sim_config(delay=1.0, max_in_flight_per_ip=3, max_retries=20)
-    report = simulate(web, config)
-    assert report.violations == []
-    missing = allowed_pages(web) - fetched_pages(report)
-    assert missing == set(), sorted(missing)[:10]
-    obeyed = {h.name for h in web.hosts if h.robots_status == 200}
-    assert not any(path.startswith("/private/") for host, path in fetched_pages(report)
-                   if host in obeyed)
-    assert any(path.startswith("/private/") for _, path in fetched_pages(report))  # 404 hosts
-
-
-def test_thousands_of_hosts_with_hours_of_virtual_time() -> None:
-    web = random_web(99, n_hosts=1000)
-    report = simulate(web, sim_config(delay=2.0, max_in_flight_per_ip=4, max_retries=20))
-    assert report.violations == []
-    assert allowed_pages(web) <= fetched_pages(report)
-    assert report.virtual_seconds > 60
+from tests.sim.random_webs import allowed_pages, fetched_pages
 
 
 def test_unreachable_robots_means_no_page_is_fetched() -> None:
@@ -127,13 +71,3 @@ def test_many_hosts_on_one_ip_share_its_cap() -> None:
         level += step
         peak = max(peak, level)
     assert peak <= 2
-
-
-def test_due_urls_are_handed_out_within_ten_minutes_with_capacity() -> None:
-    web = random_web(7, n_hosts=300)
-    report = simulate(web, sim_config(delay=1.0, max_in_flight_per_ip=0, concurrency=512))
-    lags = sorted(report.due_lags)
-    p99 = lags[int(0.99 * (len(lags) - 1))]
-    print(f"due-to-lease lag: p50 {lags[len(lags) // 2]:.1f}s p99 {p99:.1f}s over {len(lags)}")
-    assert report.violations == []
-    assert p99 <= 600.0

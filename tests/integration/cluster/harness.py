@@ -283,6 +283,13 @@ class OutboxReader:
             await asyncio.sleep(0.2)
 
 
+def has_fetched(cluster: Cluster, worker_id: str, n: int) -> Callable[[], Awaitable[bool]]:
+    """Whether the test web has seen at least ``n`` requests of ``worker_id``."""
+    async def check() -> bool:
+        return len(cluster.requests_by(worker_id)) >= n
+    return check
+
+
 def all_fetched(cluster: Cluster, expected: set[str]) -> Callable[[], Awaitable[bool]]:
     async def check() -> bool:
         return expected <= cluster.fetched()
