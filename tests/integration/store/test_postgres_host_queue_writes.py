@@ -11,8 +11,10 @@ from __future__ import annotations
 import dataclasses
 
 import asyncpg
+import pytest
 
 from courtier.core.clock import VirtualClock
+from courtier.store.base import FetchCommit
 from courtier.store.postgres import PostgresStore, _rows
 from tests.integration.store.rows import T0, finished, url_row
 from tests.integration.store.test_postgres_store import _assert_host_queue_exact
@@ -24,7 +26,8 @@ WRITES = ("SELECT relname, n_tup_ins, n_tup_upd, n_tup_del FROM pg_stat_xact_use
           " WHERE relname IN ('host_queue', 'host_levels') ORDER BY relname")
 
 
-async def _commit_counting(dsn: str, commits: list, now: float) -> dict[str, tuple[int, ...]]:
+async def _commit_counting(dsn: str, commits: list[FetchCommit],
+                           now: float) -> dict[str, tuple[int, ...]]:
     """Commit ``commits`` in one transaction; the rows it wrote to the two tables."""
     conn = await asyncpg.connect(dsn)
     try:
@@ -81,4 +84,43 @@ async def test_a_commit_that_changes_no_level_writes_no_host_queue_row(
     assert len(same) == 2
     written = await _commit_counting(pg_module_dsn, same, T0 + 4)
     assert written["host_queue"] == (0, 1, 0)
+    await _assert_host_queue_exact(pg_module_dsn)
+
+
+async def test_the_commit_still_holds_the_host_queue_rows_it_does_not_rewrite(
+        pg_module_dsn: str) -> None:
+    await truncate(pg_module_dsn)
+    store = PostgresStore(pg_module_dsn, clock=VirtualClock(T0))
+    await store.open()
+    try:
+        pages = [url_row(f"http://held.example/p{i}", due=T0 - 5) for i in range(2)]
+        await store.add_urls(pages)
+        read = await store.read_due(range(1024), T0, 10, 1)
+        assert len(read) == 1
+        first = next(p for p in pages if p.url_key == read[0].url_key)
+        committing, other = await asyncpg.connect(pg_module_dsn), await asyncpg.connect(
+            pg_module_dsn)
+        try:
+            tx = committing.transaction()
+            await tx.start()
+            await committing.fetchval(COMMIT, _rows.commit_rows([finished(first)]), [], [],
+                                      T0 + 1)
+            assert await committing.fetchval(
+                "SELECT n_tup_upd FROM pg_stat_xact_user_tables"
+                " WHERE relname = 'host_queue'") == 0
+            # the row the commit did not rewrite is locked until it ends: an intake of
+            # the host (which writes the row) cannot slip between its read and its write
+            with pytest.raises(asyncpg.exceptions.LockNotAvailableError):
+                await other.execute(
+                    "SELECT 1 FROM host_queue WHERE shard = $1 AND host_key = $2"
+                    " FOR NO KEY UPDATE NOWAIT", first.shard, first.host_key)
+            await tx.commit()
+            assert await other.fetchval(
+                "SELECT 1 FROM host_queue WHERE shard = $1 AND host_key = $2"
+                " FOR NO KEY UPDATE NOWAIT", first.shard, first.host_key) == 1
+        finally:
+            await committing.close()
+            await other.close()
+    finally:
+        await store.close()
     await _assert_host_queue_exact(pg_module_dsn)
