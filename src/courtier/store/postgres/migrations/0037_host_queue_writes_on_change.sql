@@ -12,7 +12,7 @@
 -- 1. the lock is the same upsert with `DO UPDATE ... WHERE false`: PostgreSQL locks a
 --    conflicting row before it tests the update's WHERE, so the row is held exactly as
 --    before (the same tuple lock mode, the same key order, a missing row still made
---    and held), but no row version is written;
+--    and held), but no row version is written (only the lock's small WAL record);
 -- 2. the commit's two host_levels statements return the hosts whose levels they
 --    inserted, changed or deleted; with the hosts whose queue row the lock had to
 --    make, those are the only ones recomputed from their levels. A host's queue row is
