@@ -26,7 +26,9 @@
 -- before.
 
 -- (a router VALUES list, not INSERT … SELECT of unnest: Citus runs that through the
--- coordinator by COPY, which always asks for two-phase commit; citus/commit.sql)
+-- coordinator by COPY, which always asks for two-phase commit; citus/commit.sql). The
+-- update's `WHERE false` keeps the lock and writes no row version: PostgreSQL locks a
+-- conflicting row before it tests that WHERE (plain form: migration 37).
 CREATE OR REPLACE FUNCTION courtier_queue_lock(p_shards integer[], p_hosts text[])
 RETURNS void LANGUAGE plpgsql SET plan_cache_mode = force_custom_plan AS $$
 DECLARE
@@ -39,7 +41,8 @@ BEGIN
         RETURN;
     END IF;
     EXECUTE 'INSERT INTO host_queue AS q (shard, host_key, next_due_at, best_priority) VALUES '
-        || v_rows || ' ON CONFLICT (shard, host_key) DO UPDATE SET best_priority = q.best_priority';
+        || v_rows || ' ON CONFLICT (shard, host_key) DO UPDATE SET best_priority = q.best_priority'
+        || ' WHERE false';  -- locked, not rewritten (migration 37)
 END;
 $$;
 
