@@ -145,21 +145,29 @@ RENEW_WORKER_LEASE = (
     " SELECT $1, 0, NULL, t.now, '{}', t.now + $2 FROM t"
     " ON CONFLICT (worker_id) DO UPDATE SET lease_expires_at = EXCLUDED.lease_expires_at")
 
-#: a heartbeat (``$1`` id, ``$2`` weight, ``$3`` info), and with a lease length ``$4`` the
-#: renewal of the worker's lease, in one statement writing one row (migration 0039): one
-#: reading of the clock for every column (Citus would read it once a column otherwise).
-#: ``started_at`` is kept from the first heartbeat (a lease-only row has none yet).
-HEARTBEAT = (
-    "INSERT INTO workers AS w (worker_id, weight, heartbeat_at, started_at, info,"
-    " lease_expires_at) WITH t AS MATERIALIZED (SELECT courtier_now() AS now)"
-    " SELECT $1, $2, t.now, t.now, $3::jsonb, coalesce(t.now + $4::float8, 0) FROM t"
-    " ON CONFLICT (worker_id) DO UPDATE SET weight = EXCLUDED.weight,"
-    " heartbeat_at = EXCLUDED.heartbeat_at, info = EXCLUDED.info,"
-    " started_at = CASE WHEN w.heartbeat_at IS NULL THEN EXCLUDED.started_at"
-    " ELSE w.started_at END,"
-    " lease_expires_at = CASE WHEN $4::float8 IS NULL THEN w.lease_expires_at"
-    " ELSE EXCLUDED.lease_expires_at END"
-    " RETURNING heartbeat_at")
+def heartbeat_sql(renew: bool) -> str:
+    """A heartbeat (``$1`` id, ``$2`` weight, ``$3`` info, ``$4`` lease length), and when
+    ``renew`` the renewal of the worker's lease until the same store now + ``$4``, in one
+    statement writing one row (migration 0039); one reading of the clock for every column
+    (Citus would read it once a column otherwise). ``started_at`` is kept from the first
+    heartbeat (a lease row has none yet); a new row's lease is 0 (none) when ``$4`` is
+    minus infinity. Two texts rather than a parameter in the
+    conflict clause: Citus plans this INSERT … SELECT through the coordinator and cannot
+    type a parameter there."""
+    lease = ", lease_expires_at = EXCLUDED.lease_expires_at" if renew else ""
+    return (
+        "INSERT INTO workers AS w (worker_id, weight, heartbeat_at, started_at, info,"
+        " lease_expires_at) WITH t AS MATERIALIZED (SELECT courtier_now() AS now)"
+        " SELECT $1::text, $2::float8, t.now, t.now, $3::jsonb,"
+        " greatest(t.now + $4::float8, 0) FROM t"
+        " ON CONFLICT (worker_id) DO UPDATE SET weight = EXCLUDED.weight,"
+        " heartbeat_at = EXCLUDED.heartbeat_at, info = EXCLUDED.info,"
+        " started_at = CASE WHEN w.heartbeat_at IS NULL THEN EXCLUDED.started_at"
+        f" ELSE w.started_at END{lease} RETURNING heartbeat_at")
+
+
+HEARTBEAT = heartbeat_sql(renew=False)
+HEARTBEAT_RENEWING = heartbeat_sql(renew=True)
 
 #: a graceful exit: the row goes, or stays a lease row (no heartbeat) while its lease is
 #: live (the contract: leaving leaves the leases alone; release them first)

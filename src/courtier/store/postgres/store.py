@@ -509,13 +509,15 @@ class PostgresStore:
     async def heartbeat(self, worker_id: str, weight: float, info: Mapping[str, Any],
                         now: float, lease_seconds: float | None = None) -> float:
         text = json.dumps(dict(info), separators=(",", ":"))
-        lease = None if lease_seconds is None else float(lease_seconds)
+        renew = lease_seconds is not None
+        # a new row without a renewal gets no lease (its expiry 0)
+        lease = float(lease_seconds) if lease_seconds is not None else float("-inf")
 
         async def job(conn: Conn) -> float:
-            if lease is not None:
+            if renew:
                 await _cluster.lock_for_renewal(conn, self._on_citus)
-            return float(await conn.fetchval(_cluster.HEARTBEAT, worker_id, weight, text,
-                                             lease))
+            sql = _cluster.HEARTBEAT_RENEWING if renew else _cluster.HEARTBEAT
+            return float(await conn.fetchval(sql, worker_id, weight, text, lease))
 
         return await self._run("heartbeat", job)
 
