@@ -23,9 +23,10 @@ fenced even before anyone takes the shard). Acquiring a free shard takes the
 stored epoch as it is (1 for a shard never held); re-acquiring or renewing a
 lease you hold — even one that expired, as long as nobody took it — keeps it.
 **One lease a worker.** A shard's lease is its owner's worker lease: a shard is held
-while its owner's one lease (its ``expires_at``) is unexpired. :meth:`~ClusterStore.acquire_shards`
-and :meth:`~ClusterStore.renew_shards` renew the caller's worker lease, and so every shard
-it owns, named in the call or not; a shard an owner no longer wants must be released
+while its owner's one lease (its ``expires_at``) is unexpired. :meth:`~ClusterStore.acquire_shards`,
+:meth:`~ClusterStore.renew_shards` and :meth:`~ClusterStore.heartbeat` given
+``lease_seconds`` renew the caller's worker lease, and so every shard it owns, named in
+the call or not; a shard an owner no longer wants must be released
 (the coordinator names every shard under its id each round). ``LeaseRecord.expires_at``
 is the owner's lease expiry.
 
