@@ -48,8 +48,9 @@ async def test_a_woken_worker_with_requests_ready_sends_none_after_its_fence(
     """The sleeper (w1) is stopped while the test web holds one of its requests open, and
     once its shards are taken over its heartbeat is made to wait on a row lock (so it
     cannot learn of the takeover when it wakes); the held answer is sent after the
-    SIGCONT, and every host of its queue is long due by then. The lock stays until the held request has ended and a window of
-    ``WINDOW`` seconds has passed: a correct worker sends nothing however long it is.
+    SIGCONT, and every host of its queue is long due by then. The lock stays until the
+    held request has ended and a window of ``WINDOW`` seconds has passed: a correct
+    worker sends nothing however long it is.
 
     Seen red on a scratch copy with self-fencing off (``ShardCoordinator.may_start``
     always true and ``_fence_reached`` doing nothing), in 3 runs of 4: e.g. "h08…/p/1.html
