@@ -255,3 +255,61 @@ async def test_the_read_only_refill_is_fenced_and_a_new_owner_reads_what_the_old
     assert [d.url_key for d in again] == [d.url_key for d in read]
     assert (await store.commit([done(again[0].url, epoch=new_epochs[1])])).applied == 1
     assert len(await store.read_due([1], T0, 10, 10, epochs=new_epochs)) == 2
+
+
+async def test_a_heartbeat_with_a_lease_renews_every_shard_its_worker_owns(store: Store) -> None:
+    """A coordinator round's heartbeat is its renewal (``lease_seconds``): every shard the
+    worker owns, live or expired but not taken, is held again at its epoch, and another
+    worker's take is refused; a heartbeat without it renews nothing. Seen red with the
+    memory store's heartbeat ignoring ``lease_seconds`` (the view showed A's leases
+    expired)."""
+    assert await take(store, "A", [1, 2], EXPIRED) == {1: 1, 2: 1}
+    await store.heartbeat("A", 1.0, {}, await store.store_now(), HELD)
+    view = await store.cluster_view([1, 2])
+    assert [(lease.owner, lease.epoch) for lease in view.leases] == [("A", 1), ("A", 1)]
+    assert all(lease.expires_at > view.now for lease in view.leases)
+    assert await take(store, "B", [1, 2]) == {}
+    assert await take(store, "C", [3], EXPIRED) == {3: 1}
+    await store.heartbeat("C", 1.0, {}, await store.store_now())
+    assert await take(store, "B", [3]) == {3: 2}  # C's heartbeat renewed nothing
+    assert await handovers(store) == {"graceful": 0, "takeover": 1}
+
+
+async def test_prune_forgets_the_leases_of_owners_long_dead_with_their_membership(
+        store: Store) -> None:
+    """``prune_workers`` deletes the lease of an owner silent for the age given once it
+    has ended (a worker's, or one renewed without heartbeats), so the lease rows of dead
+    workers do not pile up; the shards they still name are no different (takeable). A
+    live lease stays, and so does its owner's row. Seen red with the memory store's
+    prune leaving its lease entries alone (A's shard still showed its old expiry)."""
+    now = await store.store_now()
+    await store.heartbeat("A", 1.0, {}, now, EXPIRED)
+    assert await take(store, "A", [1], EXPIRED) == {1: 1}
+    assert await take(store, "single", [2], EXPIRED) == {2: 1}  # no heartbeat: a lease only
+    assert await take(store, "live", [3]) == {3: 1}
+    before = {lease.shard: lease.expires_at for lease in (await store.cluster_view()).leases}
+    assert before[1] > 0 and before[2] > 0
+    later = await store.store_now() + 1.0
+    assert await store.prune_workers(0.0, later) == ["A"]  # members only
+    view = await store.cluster_view()
+    assert {lease.shard: (lease.owner, lease.expires_at > 0) for lease in view.leases} == {
+        1: ("A", False), 2: ("single", False), 3: ("live", True)}
+    assert view.workers == []
+    assert await take(store, "B", [1, 2, 3]) == {1: 2, 2: 2}
+    assert await handovers(store) == {"graceful": 0, "takeover": 2}
+
+
+async def test_leave_keeps_a_live_lease_and_a_new_heartbeat_starts_afresh(store: Store) -> None:
+    """After ``leave`` the worker is no member, but its unreleased shards stay its own
+    until its lease ends; a later heartbeat registers it again with a new ``started_at``.
+    Seen red with PostgreSQL's ``leave`` deleting the row whatever its lease (A's shard
+    showed an expiry of 0)."""
+    first = await store.heartbeat("A", 1.0, {}, await store.store_now(), HELD)
+    assert await take(store, "A", [1]) == {1: 1}
+    await store.leave("A")
+    view = await store.cluster_view([1])
+    assert view.workers == [] and view.leases[0].expires_at > view.now
+    assert await take(store, "B", [1]) == {}
+    again = await store.heartbeat("A", 1.0, {}, await store.store_now() + 1.0)
+    (record,) = (await store.cluster_view()).workers
+    assert record.started_at == again > first

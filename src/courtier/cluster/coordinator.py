@@ -3,14 +3,15 @@
 A task of its own, so that a worker loop busy retrying a commit never delays a
 renewal. Every ``renew_every`` seconds one round:
 
-1. heartbeat (the ``workers`` row, store clock);
+1. heartbeat, which is also the renewal (the worker's one row, store clock: its
+   heartbeat and its lease, and so every shard it owns, in one write);
 2. :meth:`~courtier.store.cluster.ClusterStore.cluster_view` — store now, live
-   workers, leases — and :func:`~courtier.cluster.membership.plan_shards`;
-3. one ``acquire_shards`` call for every shard it keeps, should acquire, is
-   still draining or owns in the store: re-acquiring a lease we hold keeps its
-   epoch, so this call is also the renewal (of the worker's one lease row, which
-   renews every shard it owns: a shard it owns is always named, so none stays
-   its own unseen);
+   workers, leases — and :func:`~courtier.cluster.membership.plan_shards`; the
+   shards the view shows under its id are the ones it holds (the view is read
+   after the renewal, so none of them can change hands before that lease ends);
+3. only when the plan wants a shard it does not own, one ``acquire_shards`` call
+   for those: a round that takes nothing writes nothing more than its heartbeat
+   (on Citus one reference-table row, one two-phase commit);
 4. the differences become :class:`ShardChanges` for the worker loop: shards
    *gained* (with their epochs and whether they were taken over from a dead
    owner), shards *lost* (someone else holds them now: drop, never write), and
@@ -222,7 +223,9 @@ class ShardCoordinator:
                           freed, self.worker_id, worker=self.worker_id, slots=freed)
             self._slots_freed = True
         sent = self.clock.now()
-        await store.heartbeat(self.worker_id, settings.weight, self.info, sent)
+        # the heartbeat renews our worker lease, and with it every shard we own
+        await store.heartbeat(self.worker_id, settings.weight, self.info, sent,
+                              settings.lease_seconds)
         # asked before the view is read: a gate seen open means that every sibling's
         # heartbeat is in the store, and so in the view the plan is made from
         gated = self._awaiting_siblings()
@@ -235,20 +238,21 @@ class ShardCoordinator:
         plan = plan_shards(self.worker_id, view.worker_views(), view.lease_views(),
                            self.shards, view.now, settings.worker_ttl)
         leases = {lease.shard: lease for lease in view.leases}
-        acquire = set(plan.acquire)
+        # every shard under our id, live or expired, held by this process or an earlier
+        # one: the heartbeat renewed them all, and the view, read after it, is the truth
+        # about them until that lease ends; one the plan gives another worker is handed
+        # over below
+        epochs = {lease.shard: lease.epoch for lease in view.leases
+                  if lease.owner == self.worker_id}
+        acquire = set(plan.acquire) - set(epochs)
         if self.crawl_over is not None and self.crawl_over():
             # what siblings leave at the crawl's end holds nothing due: not ours to take
             acquire &= set(self.held)
-        # every shard under our id too, live or expired, held by this process or an earlier
-        # one: the call renews our one worker lease, and with it every shard we own, so a
-        # shard we stopped naming would stay ours, unreleased, for as long as we live;
-        # named, it is ours again at its epoch (unless taken meanwhile) and is handed over
-        # once the plan gives it to another worker
-        ours = {lease.shard for lease in view.leases if lease.owner == self.worker_id}
-        want = sorted(set(plan.keep) | acquire | self.draining | ours)
-        renew_sent = self.clock.now()
-        epochs = await store.acquire_shards(self.worker_id, want, renew_sent,
-                                            settings.lease_seconds)
+        renewed = sent
+        if acquire:
+            renewed = self.clock.now()
+            epochs.update(await store.acquire_shards(self.worker_id, sorted(acquire),
+                                                     renewed, settings.lease_seconds))
         self.rounds += 1
         if self.rounds % PRUNE_EVERY_ROUNDS == 1:
             await self._prune(view.now)
@@ -274,7 +278,7 @@ class ShardCoordinator:
                 self.draining.add(shard)
                 changes.handover.add(shard)
         if self.held:
-            self._fence_from(renew_sent)
+            self._fence_from(renewed)
         self._log_changes(changes)
         self._merge(changes)
         return changes

@@ -23,9 +23,10 @@ fenced even before anyone takes the shard). Acquiring a free shard takes the
 stored epoch as it is (1 for a shard never held); re-acquiring or renewing a
 lease you hold — even one that expired, as long as nobody took it — keeps it.
 **One lease a worker.** A shard's lease is its owner's worker lease: a shard is held
-while its owner's one lease (its ``expires_at``) is unexpired. :meth:`~ClusterStore.acquire_shards`
-and :meth:`~ClusterStore.renew_shards` renew the caller's worker lease, and so every shard
-it owns, named in the call or not; a shard an owner no longer wants must be released
+while its owner's one lease (its ``expires_at``) is unexpired. :meth:`~ClusterStore.acquire_shards`,
+:meth:`~ClusterStore.renew_shards` and :meth:`~ClusterStore.heartbeat` given
+``lease_seconds`` renew the caller's worker lease, and so every shard it owns, named in
+the call or not; a shard an owner no longer wants must be released
 (the coordinator names every shard under its id each round). ``LeaseRecord.expires_at``
 is the owner's lease expiry.
 
@@ -216,19 +217,26 @@ class ClusterStore(Protocol):
     # ---- membership ----------------------------------------------------------------------
 
     async def heartbeat(self, worker_id: str, weight: float, info: Mapping[str, Any],
-                        now: float) -> float:
+                        now: float, lease_seconds: float | None = None) -> float:
         """Register or refresh a worker: upsert its row with ``heartbeat_at`` = store now
         (``now`` in memory/SQLite), ``weight`` and ``info`` (JSON-able, replaces the old);
-        ``started_at`` is kept from the first heartbeat. Returns the stamped time."""
+        ``started_at`` is kept from the first heartbeat. With ``lease_seconds``, also renew
+        the worker's lease (every shard it owns, as :meth:`renew_shards` does) until the
+        same store now + ``lease_seconds``, in the same write: a coordinator round that
+        takes no shard writes nothing else (PostgreSQL: one row, one statement). Returns
+        the stamped time."""
 
     async def leave(self, worker_id: str) -> None:
-        """Delete the worker's row (a graceful exit, after releasing its shards). Its
-        leases are untouched: release them first. Unknown ids are ignored."""
+        """Remove the worker from the membership (a graceful exit, after releasing its
+        shards). Its leases are untouched: release them first. Unknown ids are ignored."""
 
     async def prune_workers(self, max_age: float, now: float) -> list[str]:
-        """Delete the rows of workers silent for more than ``max_age`` seconds (store
-        clock; ``now`` in memory/SQLite) that hold no unexpired lease: crashed workers
-        that never came back. Returns their ids, sorted."""
+        """Forget workers long dead: those silent for more than ``max_age`` seconds (store
+        clock; ``now`` in memory/SQLite) whose worker lease has ended, their membership
+        and their lease with it (an owner that renewed without heartbeats, e.g. a single
+        process, is forgotten once its lease ended more than ``max_age`` ago; a worker
+        lease that ended is no different from none). Returns the ids of the workers
+        forgotten (members only), sorted."""
 
     async def cluster_view(self, shards: Collection[int] | None = None) -> ClusterView:
         """Store now, every worker row (live or not: compare ``heartbeat_at`` with a TTL),

@@ -509,20 +509,26 @@ class MemoryStore:
     # ---- membership ----------------------------------------------------------------------
 
     async def heartbeat(self, worker_id: str, weight: float, info: Mapping[str, Any],
-                        now: float) -> float:
+                        now: float, lease_seconds: float | None = None) -> float:
         old = self._workers.get(worker_id)
         self._workers[worker_id] = WorkerRecord(
             worker_id, weight, now, old.started_at if old else now, dict(info))
+        if lease_seconds is not None:
+            self._worker_leases[worker_id] = now + lease_seconds
         return now
 
     async def leave(self, worker_id: str) -> None:
         self._workers.pop(worker_id, None)
 
     async def prune_workers(self, max_age: float, now: float) -> list[str]:
-        holding = {owner for owner, _ in self.shards.values()
-                   if owner is not None and self._lease_expiry(owner) > now}
-        gone = sorted(w for w, record in self._workers.items()
-                      if record.heartbeat_at < now - max_age and w not in holding)
+        def silent(owner: str) -> bool:
+            record = self._workers.get(owner)
+            last = self._lease_expiry(owner) if record is None else record.heartbeat_at
+            return last < now - max_age and self._lease_expiry(owner) <= now
+
+        gone = sorted(w for w in self._workers if silent(w))
+        for owner in [o for o in self._worker_leases if silent(o)]:
+            del self._worker_leases[owner]
         for worker_id in gone:
             del self._workers[worker_id]
         return gone

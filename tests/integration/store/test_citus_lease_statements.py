@@ -1,5 +1,7 @@
 """A lease acquisition on Citus sends the nodes a fixed number of statements, however many
-shards it takes (migration 0031).
+shards it takes (migration 0031); a renewal writes the worker's one row, and a coordinator
+round that takes nothing writes that row once, by its heartbeat, in one two-phase commit
+(migration 0039).
 
 ``shards`` and ``cluster_counters`` are reference tables: every statement that writes them
 is sent to each worker node (Citus's ``citus.log_remote_commands``, read through
@@ -15,6 +17,10 @@ from __future__ import annotations
 
 import re
 
+import asyncpg
+
+from courtier.cluster.coordinator import LeaseSettings, ShardCoordinator
+from courtier.core.clock import VirtualClock
 from courtier.store.postgres import PostgresStore
 from tests.integration.store.citus_watch import watching
 from tests.integration.store.rows import T0
@@ -52,12 +58,12 @@ async def test_taking_64_released_shards_sends_as_many_writes_as_taking_2(
 
 _RENEWAL_WRITE = re.compile(
     r"^\[(?:acquire_shards|renew_shards)\] issuing .*\b(?:UPDATE|INSERT INTO)"
-    r" public\.(shards|worker_leases)_\d+", re.S)
+    r" public\.(shards|workers)_\d+", re.S)
 
 
 def _renewal_writes(messages: list[str]) -> dict[str, int]:
     """Statements sent to the nodes that write each lease table."""
-    found: dict[str, int] = {"shards": 0, "worker_leases": 0}
+    found: dict[str, int] = {"shards": 0, "workers": 0}
     for line in messages:
         match = _RENEWAL_WRITE.match(line)
         if match:
@@ -68,7 +74,8 @@ def _renewal_writes(messages: list[str]) -> dict[str, int]:
 async def test_a_renewal_writes_the_worker_lease_row_and_no_shard_row(
         citus_store: PostgresStore) -> None:
     """A round's renewal (an acquisition of held shards) and a single worker's
-    (``renew_shards``) write the owner's one ``worker_leases`` row (migration 0034), the
+    (``renew_shards``) write the owner's one lease row (migration 0034; its ``workers`` row
+    since 0039), the
     same statements for 64 held shards as for 2, and nothing of ``shards``. Seen red with
     a per-shard write of the held rows put back in the function on a scratch copy (as
     migration 0031's renewal did): "renewals wrote shards: {'few': {'shards': 2, ...}"."""
@@ -81,5 +88,51 @@ async def test_a_renewal_writes_the_worker_lease_row_and_no_shard_row(
                                               30) == set(shards)
         counts[owner] = _renewal_writes(messages)
     assert counts["many"]["shards"] == 0, f"renewals wrote shards: {counts}"
-    assert counts["few"]["worker_leases"] > 0, "no write of the renewal seen"
+    assert counts["few"]["workers"] > 0, "no write of the renewal seen"
     assert counts["many"] == counts["few"]
+
+
+_ISSUED = re.compile(r"^\[(\w+)\] issuing (?:INSERT INTO|UPDATE|DELETE FROM)"
+                     r" public\.(\w+?)_\d+\b")
+
+#: Citus's record of its two-phase commits: (distributed transaction, worker group) for
+#: each node a transaction was prepared on (gid ``citus_<group>_<pid>_<tx>_<n>``)
+_PREPARED = ("SELECT split_part(gid, '_', 3) || '_' || split_part(gid, '_', 4), groupid"
+             " FROM pg_dist_transaction")
+
+
+async def test_a_round_that_takes_nothing_writes_one_row_in_one_two_phase_commit(
+        citus_store: PostgresStore, citus_module_dsn: str) -> None:
+    """A coordinator round of a worker that holds its shards and takes none: its
+    heartbeat renews the lease with its membership row, one statement sent to each node,
+    one distributed transaction prepared on each (``pg_dist_transaction``, recovery off
+    for the test), and nothing else is written (migration 0039; before it, the
+    heartbeat's write of ``workers`` and the acquisition's renewal of ``worker_leases``:
+    two of each). Seen red with the coordinator naming its kept shards to
+    ``acquire_shards`` every round as before: the acquisition's writes of ``workers``
+    and two transactions prepared."""
+    conn = await asyncpg.connect(citus_module_dsn)
+    try:
+        await conn.execute("ALTER SYSTEM SET citus.recover_2pc_interval = -1")
+        await conn.execute("SELECT pg_reload_conf()")
+        clock = VirtualClock()
+        worker = ShardCoordinator(citus_store, "w1", clock, LeaseSettings(30.0),
+                                  shards=range(64))
+        first = await worker.round()
+        assert sorted(first.gained) == list(range(64))
+        messages = watching(citus_store, remote=True)
+        before = set(await conn.fetch(_PREPARED))
+        clock.advance(5.0)
+        assert not await worker.round()
+        prepared = {tuple(r) for r in await conn.fetch(_PREPARED)} - {
+            tuple(r) for r in before}
+    finally:
+        await conn.execute("ALTER SYSTEM RESET citus.recover_2pc_interval")
+        await conn.execute("SELECT pg_reload_conf()")
+        await conn.close()
+    writes = [m.groups() for line in messages if (m := _ISSUED.match(line))]
+    nodes = len(writes)
+    assert nodes >= 2, f"the watch saw {writes}"
+    assert writes == [("heartbeat", "workers")] * nodes
+    assert len({tx for tx, _ in prepared}) == 1 and len(prepared) == nodes, prepared
+    assert worker.held == first.gained and worker.may_start()

@@ -106,7 +106,7 @@ async def _hot_path(dsn: str) -> list[str]:
         shards = sorted({r.shard for r in rows})
         messages = watching(store)
         epochs = await store.acquire_shards("w1", shards, T0, 30)
-        await store.heartbeat("w1", 1.0, {}, T0)
+        await store.heartbeat("w1", 1.0, {}, T0, 30)  # a round's: the renewal with it
         assert await store.renew_shards("w1", epochs, T0, 30) == set(shards)
         await store.cluster_view()
         await store.prune_workers(60, T0)

@@ -1,4 +1,5 @@
-"""A shard's lease is its owner's worker lease (migration 0034), on plain PostgreSQL.
+"""A shard's lease is its owner's worker lease (migration 0034; in its ``workers`` row since
+0039), on plain PostgreSQL.
 
 The renewal writes one row however many shards the worker holds; and the race of an owner
 whose lease expired renewing it while another worker takes its shards leaves each shard
@@ -21,7 +22,7 @@ from courtier.store.postgres._cluster import RENEW_WORKER_LEASE, STILL_OWNED
 from tests.integration.store.rows import T0
 
 _ROW_STAMPS = "SELECT shard, xmin::text, xmax::text FROM shards ORDER BY shard"
-_LEASE_STAMPS = "SELECT owner, xmin::text, xmax::text FROM worker_leases ORDER BY owner"
+_LEASE_STAMPS = "SELECT worker_id, xmin::text, xmax::text FROM workers ORDER BY worker_id"
 
 
 async def _stamps(dsn: str, sql: str) -> dict[object, tuple[str, str]]:
@@ -52,6 +53,37 @@ async def test_a_renewal_writes_one_row_however_many_shards_are_held(
                          _changed(leases, await _stamps(pg_module_dsn, _LEASE_STAMPS)))
     assert counts["many"][0] == 0, f"{counts['many'][0]} shard rows written or locked"
     assert counts == {"few": (0, 1), "many": (0, 1)}
+
+
+async def test_a_heartbeat_that_renews_writes_its_one_row_and_nothing_else(
+        store: PostgresStore, pg_module_dsn: str) -> None:
+    """A coordinator round that takes nothing: its heartbeat renews the lease of every
+    shard the worker owns by writing the worker's one row (migration 0039). Seen red with
+    the heartbeat's renewal sent as ``renew_shards``'s statement after the heartbeat's,
+    in the same transaction (two row versions: ``{'w': 2}``)."""
+    shards = list(range(100, 164))
+    await store.heartbeat("w", 1.0, {}, T0)
+    assert sorted(await store.acquire_shards("w", shards, T0, 0)) == shards  # expired
+    rows = await _stamps(pg_module_dsn, _ROW_STAMPS)
+    conn = await asyncpg.connect(pg_module_dsn)
+    try:
+        xmin = "SELECT xmin::text FROM workers WHERE worker_id = 'w'"
+        before = await conn.fetchval(xmin)
+        tx_before = int(await conn.fetchval("SELECT txid_current()"))
+        await store.heartbeat("w", 1.0, {"api": "x"}, T0, 30.0)
+        after = await conn.fetchval(xmin)
+        # one transaction wrote it, once (a second write of the row in that transaction
+        # would show as a command id above 0)
+        cmax = await conn.fetchval("SELECT cmin::text FROM workers WHERE worker_id = 'w'")
+        assert int(after) > tx_before and after != before
+        assert {"w": int(cmax) + 1} == {"w": 1}
+    finally:
+        await conn.close()
+    assert _changed(rows, await _stamps(pg_module_dsn, _ROW_STAMPS)) == 0
+    view = await store.cluster_view(shards)
+    assert all(x.owner == "w" and x.epoch == 1 and x.expires_at > view.now
+               for x in view.leases)
+    assert await store.acquire_shards("taker", shards, T0, 30) == {}
 
 
 async def _blocked_by(conn: asyncpg.Connection, blocker: int, task: asyncio.Task[object]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 from courtier.cluster.coordinator import LeaseSettings, ShardChanges, ShardCoordinator
 from courtier.cluster.rendezvous import target_owners
@@ -71,6 +71,47 @@ async def test_a_restart_names_every_shard_still_under_its_id_and_hands_over_the
     assert set(changes.gained) == set(SHARDS)  # ours at their epochs, taken over
     assert changes.handover == theirs  # drained, then released for w2
     assert restarted.draining == theirs
+
+
+class _Recording:
+    """A store whose calls are listed by name (with the heartbeat's lease length)."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self._store = store
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        call = getattr(self._store, name)
+
+        async def recorded(*args: Any, **kwargs: Any) -> Any:
+            self.calls.append(f"{name}{args[4:]}" if name == "heartbeat" else name)
+            return await call(*args, **kwargs)
+
+        return recorded
+
+
+async def test_a_round_that_takes_nothing_writes_only_its_heartbeat_which_renews() -> None:
+    """The heartbeat is the round's renewal (its lease length given): a round whose plan
+    wants no shard it does not own calls no ``acquire_shards``, keeps every shard at its
+    epoch, and moves the fence from the heartbeat. Seen red with the coordinator naming
+    its kept shards to ``acquire_shards`` every round as before (its calls read
+    ``[..., 'acquire_shards']``) and with the heartbeat sent without the lease length
+    (``'heartbeat()'``; and the restart tests above then lost shards they owned)."""
+    clock = VirtualClock()
+    store = MemoryStore(clock)
+    recording = _Recording(store)
+    worker = ShardCoordinator(cast(Any, recording), "w1", clock, LeaseSettings(30.0),
+                              shards=SHARDS)
+    first = await worker.round()
+    assert recording.calls == ["release_ip_slots_of", "heartbeat(30.0,)", "cluster_view",
+                               "acquire_shards", "prune_workers"]
+    for _ in range(3):  # each round past the lease the round before it renewed
+        clock.advance(40.0)
+        recording.calls.clear()
+        assert not await worker.round()
+        assert recording.calls == ["heartbeat(30.0,)", "cluster_view"]
+        assert worker.held == first.gained and worker.may_start()
+        assert await store.acquire_shards("w2", list(SHARDS), clock.now(), 30.0) == {}
 
 
 async def test_shards_released_by_a_graceful_stop_are_gained_with_their_clocks() -> None:

@@ -103,7 +103,7 @@ PLAN: tuple[Placement, ...] = (
     *(_reference(t) for t in (
         "shards", "workers", "cluster_counters", "day_counts", "ip_gaps", "ip_slots",
         "scope_rules", "host_tiers", "archive_segments", "consumer_cursors",
-        "outbox_sequencer", "shard_consumers", "worker_leases")),
+        "outbox_sequencer", "shard_consumers")),
     _by_shard("urls"),
     _by_shard("host_queue"),
     _by_shard("host_levels"),

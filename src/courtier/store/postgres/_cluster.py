@@ -27,11 +27,11 @@ VIEW_SQL = """
 SELECT courtier_now() AS now,
   (SELECT coalesce(jsonb_agg(jsonb_build_array(worker_id, weight, heartbeat_at, started_at,
                                                info) ORDER BY worker_id), '[]')
-     FROM workers) AS workers,
+     FROM workers WHERE heartbeat_at IS NOT NULL) AS workers,
   (SELECT coalesce(jsonb_agg(jsonb_build_array(s.shard, s.owner, s.epoch,
-                                               coalesce(l.expires_at, 0), s.acquired_at)
+                                               coalesce(w.lease_expires_at, 0), s.acquired_at)
                              ORDER BY s.shard), '[]')
-     FROM shards s LEFT JOIN worker_leases l ON l.owner = s.owner
+     FROM shards s LEFT JOIN workers w ON w.worker_id = s.owner
     WHERE $1::integer[] IS NULL OR s.shard = ANY($1::integer[])) AS leases,
   (SELECT jsonb_object_agg(name, value) FROM cluster_counters) AS counters
 """
@@ -110,8 +110,8 @@ async def lock_for_acquisition(conn: Conn, owner: str, shards: Sequence[int],
         return wanted
     rows = await conn.fetch(
         "SELECT s.shard, s.owner = $2 AS mine, s.owner IS NULL"
-        " OR coalesce(l.expires_at, 0) <= courtier_now() AS takeable"
-        " FROM shards s LEFT JOIN worker_leases l ON l.owner = s.owner"
+        " OR coalesce(w.lease_expires_at, 0) <= courtier_now() AS takeable"
+        " FROM shards s LEFT JOIN workers w ON w.worker_id = s.owner"
         " WHERE s.shard = ANY($1::integer[])", wanted, owner)
     known = {int(r["shard"]): (bool(r["mine"]), bool(r["takeable"])) for r in rows}
     takeable = [s for s in wanted
@@ -124,7 +124,8 @@ async def lock_for_acquisition(conn: Conn, owner: str, shards: Sequence[int],
 
 
 async def lock_for_renewal(conn: Conn, on_citus: bool = False) -> None:
-    """Before a renewal (of the owner's one worker lease, migration 0034). Plain
+    """Before a renewal (of the owner's one worker lease, migrations 0034 and 0039: by
+    ``renew_shards`` or by a heartbeat). Plain
     PostgreSQL: nothing; the renewal's update of the lease row is its lock, and a taker
     reads that row only FOR SHARE (the migration says how the two serialise). On Citus
     the lease changes' one lock: under it a renewal and any acquisition run one after
@@ -136,10 +137,51 @@ async def lock_for_renewal(conn: Conn, on_citus: bool = False) -> None:
         await conn.execute("SELECT pg_advisory_xact_lock($1, 0)", LEASE_LOCK)
 
 
-#: the renewal of an owner's worker lease (migration 0034), every shard it owns with it
+#: the renewal of an owner's worker lease (its ``workers`` row, migration 0039), every
+#: shard it owns with it; an owner without a row gets a lease row (no heartbeat: no member)
 RENEW_WORKER_LEASE = (
-    "INSERT INTO worker_leases AS l (owner, expires_at) VALUES ($1, courtier_now() + $2)"
-    " ON CONFLICT (owner) DO UPDATE SET expires_at = EXCLUDED.expires_at")
+    "INSERT INTO workers AS w (worker_id, weight, heartbeat_at, started_at, info,"
+    " lease_expires_at) WITH t AS MATERIALIZED (SELECT courtier_now() AS now)"
+    " SELECT $1, 0, NULL, t.now, '{}', t.now + $2 FROM t"
+    " ON CONFLICT (worker_id) DO UPDATE SET lease_expires_at = EXCLUDED.lease_expires_at")
+
+def heartbeat_sql(renew: bool) -> str:
+    """A heartbeat (``$1`` id, ``$2`` weight, ``$3`` info, ``$4`` lease length), and when
+    ``renew`` the renewal of the worker's lease until the same store now + ``$4``, in one
+    statement writing one row (migration 0039); one reading of the clock for every column
+    (Citus would read it once a column otherwise). ``started_at`` is kept from the first
+    heartbeat (a lease row has none yet); a new row's lease is 0 (none) when ``$4`` is
+    minus infinity. Two texts rather than a parameter in the
+    conflict clause: Citus plans this INSERT … SELECT through the coordinator and cannot
+    type a parameter there."""
+    lease = ", lease_expires_at = EXCLUDED.lease_expires_at" if renew else ""
+    return (
+        "INSERT INTO workers AS w (worker_id, weight, heartbeat_at, started_at, info,"
+        " lease_expires_at) WITH t AS MATERIALIZED (SELECT courtier_now() AS now)"
+        " SELECT $1::text, $2::float8, t.now, t.now, $3::jsonb,"
+        " greatest(t.now + $4::float8, 0) FROM t"
+        " ON CONFLICT (worker_id) DO UPDATE SET weight = EXCLUDED.weight,"
+        " heartbeat_at = EXCLUDED.heartbeat_at, info = EXCLUDED.info,"
+        " started_at = CASE WHEN w.heartbeat_at IS NULL THEN EXCLUDED.started_at"
+        f" ELSE w.started_at END{lease} RETURNING heartbeat_at")
+
+
+HEARTBEAT = heartbeat_sql(renew=False)
+HEARTBEAT_RENEWING = heartbeat_sql(renew=True)
+
+#: a graceful exit: the row goes, or stays a lease row (no heartbeat) while its lease is
+#: live (the contract: leaving leaves the leases alone; release them first)
+LEAVE = (
+    "UPDATE workers SET heartbeat_at = NULL WHERE worker_id = $1",
+    "DELETE FROM workers WHERE worker_id = $1 AND lease_expires_at <= courtier_now()",
+)
+
+#: rows silent for more than ``$1`` seconds (heartbeat; a lease row: its lease's end)
+#: whose lease has ended: workers long dead, their membership and lease at once
+PRUNE = (
+    "DELETE FROM workers w WHERE coalesce(w.heartbeat_at, w.lease_expires_at)"
+    " < courtier_now() - $1 AND w.lease_expires_at <= courtier_now()"
+    " RETURNING w.worker_id, w.heartbeat_at IS NOT NULL AS member")
 
 #: after :data:`RENEW_WORKER_LEASE`, in a statement of its own: the shards of the renewal
 #: (``$1``, at the epochs ``$2``) the owner ``$3`` still owns

@@ -507,36 +507,31 @@ class PostgresStore:
         return await self._run("store_now", job, write=False)
 
     async def heartbeat(self, worker_id: str, weight: float, info: Mapping[str, Any],
-                        now: float) -> float:
+                        now: float, lease_seconds: float | None = None) -> float:
         text = json.dumps(dict(info), separators=(",", ":"))
+        renew = lease_seconds is not None
+        # a new row without a renewal gets no lease (its expiry 0)
+        lease = float(lease_seconds) if lease_seconds is not None else float("-inf")
 
         async def job(conn: Conn) -> float:
-            # one reading of the clock for both columns (Citus would read it twice)
-            return float(await conn.fetchval(
-                "INSERT INTO workers AS w (worker_id, weight, heartbeat_at, started_at, info)"
-                " WITH t AS MATERIALIZED (SELECT courtier_now() AS now)"
-                " SELECT $1, $2, t.now, t.now, $3::jsonb FROM t"
-                " ON CONFLICT (worker_id) DO UPDATE SET weight = EXCLUDED.weight,"
-                " heartbeat_at = EXCLUDED.heartbeat_at, info = EXCLUDED.info"
-                " RETURNING heartbeat_at", worker_id, weight, text))
+            if renew:
+                await _cluster.lock_for_renewal(conn, self._on_citus)
+            sql = _cluster.HEARTBEAT_RENEWING if renew else _cluster.HEARTBEAT
+            return float(await conn.fetchval(sql, worker_id, weight, text, lease))
 
         return await self._run("heartbeat", job)
 
     async def leave(self, worker_id: str) -> None:
         async def job(conn: Conn) -> None:
-            await conn.execute("DELETE FROM workers WHERE worker_id = $1", worker_id)
+            for statement in _cluster.LEAVE:
+                await conn.execute(statement, worker_id)
 
         await self._run("leave", job)
 
     async def prune_workers(self, max_age: float, now: float) -> list[str]:
         async def job(conn: Conn) -> list[str]:
-            rows = await conn.fetch(
-                "DELETE FROM workers w WHERE w.heartbeat_at < courtier_now() - $1"
-                " AND NOT EXISTS (SELECT 1 FROM shards s JOIN worker_leases l"
-                " ON l.owner = s.owner WHERE s.owner = w.worker_id"
-                " AND l.expires_at > courtier_now()) RETURNING w.worker_id",
-                float(max_age))
-            return sorted(str(r["worker_id"]) for r in rows)
+            rows = await conn.fetch(_cluster.PRUNE, float(max_age))
+            return sorted(str(r["worker_id"]) for r in rows if r["member"])
 
         return await self._run("prune_workers", job)
 

@@ -61,6 +61,21 @@ def renew(conn: sqlite3.Connection, owner: str, now: float, lease: float) -> Non
                  " ON CONFLICT (owner) DO UPDATE SET expires_at = ?2", (owner, now + lease))
 
 
+def prune(conn: sqlite3.Connection, silent_since: float, now: float) -> list[str]:
+    """Forget the owners silent since before ``silent_since`` (their heartbeat; the end
+    of their lease when they never beat) whose lease has ended: the lease rows first,
+    then the membership rows; the ids of the workers (members) forgotten, sorted."""
+    conn.execute(
+        "DELETE FROM worker_leases WHERE expires_at <= ?2 AND coalesce((SELECT"
+        " w.heartbeat_at FROM workers w WHERE w.worker_id = owner), expires_at) < ?1",
+        (silent_since, now))
+    rows = conn.execute(
+        "DELETE FROM workers WHERE heartbeat_at < ?1 AND NOT EXISTS (SELECT 1 FROM"
+        " worker_leases l WHERE l.owner = workers.worker_id AND l.expires_at > ?2)"
+        " RETURNING worker_id", (silent_since, now)).fetchall()
+    return sorted(str(r[0]) for r in rows)
+
+
 def acquire(conn: sqlite3.Connection, owner: str, shards: Sequence[int], now: float,
              lease: float) -> dict[int, int]:
     """The shards of ``shards`` held by ``owner`` after its worker lease is renewed and the

@@ -385,12 +385,18 @@ class SqliteStore:
         return self._clock.now()
 
     async def heartbeat(self, worker_id: str, weight: float, info: Mapping[str, Any],
-                        now: float) -> float:
+                        now: float, lease_seconds: float | None = None) -> float:
         text = json.dumps(dict(info), separators=(",", ":"))
-        await self._tx("heartbeat", lambda conn: conn.execute(
-            "INSERT INTO workers (worker_id, weight, heartbeat_at, started_at, info)"
-            " VALUES (?1, ?2, ?3, ?3, ?4) ON CONFLICT (worker_id) DO UPDATE SET weight = ?2,"
-            " heartbeat_at = ?3, info = ?4", (worker_id, weight, now, text)))
+
+        def job(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO workers (worker_id, weight, heartbeat_at, started_at, info)"
+                " VALUES (?1, ?2, ?3, ?3, ?4) ON CONFLICT (worker_id) DO UPDATE SET"
+                " weight = ?2, heartbeat_at = ?3, info = ?4", (worker_id, weight, now, text))
+            if lease_seconds is not None:
+                _cluster.renew(conn, worker_id, now, lease_seconds)
+
+        await self._tx("heartbeat", job)
         return now
 
     async def leave(self, worker_id: str) -> None:
@@ -398,15 +404,8 @@ class SqliteStore:
             "DELETE FROM workers WHERE worker_id = ?", (worker_id,)))
 
     async def prune_workers(self, max_age: float, now: float) -> list[str]:
-        def job(conn: sqlite3.Connection) -> list[str]:
-            rows = conn.execute(
-                "DELETE FROM workers WHERE heartbeat_at < ?1 AND NOT EXISTS (SELECT 1 FROM"
-                " shards s JOIN worker_leases l ON l.owner = s.owner"
-                " WHERE s.owner = workers.worker_id AND l.expires_at > ?2)"
-                " RETURNING worker_id", (now - max_age, now)).fetchall()
-            return sorted(str(r[0]) for r in rows)
-
-        return await self._tx("prune_workers", job)
+        return await self._tx("prune_workers",
+                              lambda conn: _cluster.prune(conn, now - max_age, now))
 
     async def cluster_view(self, shards: Collection[int] | None = None) -> ClusterView:
         now = self._clock.now()
