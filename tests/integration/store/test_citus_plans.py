@@ -194,7 +194,7 @@ def pulled_tables(messages: list[str]) -> set[str]:
         if match is None or not match.group(1).lstrip("( ").upper().startswith("SELECT"):
             continue
         for table in DISTRIBUTED:
-            if re.search(rf"\b(?:FROM|JOIN) public\.{table}\b", match.group(1)):
+            if re.search(rf"\b(?:FROM|JOIN) \(*public\.{table}\b", match.group(1)):
                 pulled.add(table)
     return pulled
 
