@@ -104,7 +104,8 @@ END;
 $$;
 
 -- One day partition of events or fetch_log (migration 28's), now without the partial
--- index of unplaced events.
+-- index of unplaced events, and with a BRIN index on the audit rows' id instead of a
+-- B-tree (see the end of this file).
 CREATE OR REPLACE FUNCTION courtier_add_day_partition(p_parent text, p_day bigint) RETURNS boolean
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -143,10 +144,33 @@ BEGIN
             NULL;
         END;
     ELSE
-        EXECUTE format('CREATE INDEX %I ON %I (id)', v_name || '_id', v_name);
+        EXECUTE format('CREATE INDEX %I ON %I USING brin (id)', v_name || '_id', v_name);
         EXECUTE format('CREATE INDEX %I ON %I (shard, url_key, id)', v_name || '_url', v_name);
     END IF;
     INSERT INTO day_partitions (parent, name, lo, hi) VALUES (p_parent, v_name, v_lo, v_hi);
     RETURN true;
 END;
 $$;
+
+-- The audit log's id order (Store.fetch_log without a URL: `courtier export --audit`)
+-- is its only reader by id; the per-URL history reads (shard, url_key, id), the
+-- retention (fetched_at). Ids come from one sequence and a day partition's rows are
+-- appended in about that order, so a BRIN index (a min/max of each 128 heap pages) finds
+-- an id window in a few page ranges, and an insert costs it next to nothing (a page range
+-- beyond the last summarised one has no entry until VACUUM summarises it) where the
+-- B-tree took an entry a row. The reader asks for bounded id windows
+-- (store/postgres/_queries.py). The day partitions made so far and still empty get the
+-- BRIN index now; those holding rows keep their B-tree until the retention drops them.
+DO $$
+DECLARE
+    r record;
+    v_empty boolean;
+BEGIN
+    FOR r IN SELECT t.name FROM day_partitions t WHERE t.parent = 'fetch_log' ORDER BY t.name LOOP
+        CONTINUE WHEN to_regclass(quote_ident(r.name || '_id')) IS NULL;
+        EXECUTE format('SELECT NOT EXISTS (SELECT 1 FROM %I)', r.name) INTO v_empty;
+        CONTINUE WHEN NOT v_empty;
+        EXECUTE format('DROP INDEX %I', r.name || '_id');
+        EXECUTE format('CREATE INDEX %I ON %I USING brin (id)', r.name || '_id', r.name);
+    END LOOP;
+END $$;
