@@ -146,3 +146,4 @@ async def test_no_event_has_an_index_entry_for_the_sequencer(
         ids = {r["name"]: r["amname"] for r in indexes
                if r["name"].endswith("_id") and re.fullmatch(r"fetch_log_d\d+", r["part"])}
         assert ids and set(ids.values()) == {"brin"}, ids
+

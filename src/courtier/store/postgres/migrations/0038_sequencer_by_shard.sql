@@ -81,12 +81,16 @@ BEGIN
     IF v_shards IS NULL THEN
         RETURN 0;
     END IF;
+    -- one range of each shard's (shard, shard_pos) index in every partition: a LATERAL
+    -- subquery run once a shard (OFFSET 0 keeps the planner from flattening it into a
+    -- join, which it ran as a scan of whole partitions, trusting the statistics that
+    -- few events are unplaced)
     WITH ready AS (
-        SELECT e.shard, e.shard_pos, row_number() OVER (ORDER BY e.id) AS rn
-        FROM events e
-        JOIN unnest(v_shards, v_from, v_to) AS r(s, lo, hi)
-            ON e.shard = r.s AND e.shard_pos > r.lo AND e.shard_pos <= r.hi
-        WHERE e.read_pos IS NULL AND e.shard = ANY(v_shards)
+        SELECT x.shard, x.shard_pos, row_number() OVER (ORDER BY x.id) AS rn
+        FROM unnest(v_shards, v_from, v_to) AS r(s, lo, hi),
+        LATERAL (SELECT e.shard, e.shard_pos, e.id FROM events e
+                 WHERE e.shard = r.s AND e.shard_pos > r.lo AND e.shard_pos <= r.hi
+                   AND e.read_pos IS NULL OFFSET 0) AS x
     ), placed AS (
         UPDATE events e SET read_pos = v_last + r.rn FROM ready r
         WHERE e.shard = r.shard AND e.shard_pos = r.shard_pos AND e.read_pos IS NULL
