@@ -28,6 +28,7 @@ import pytest
 
 from courtier.store.base import NewUrl
 from courtier.store.postgres import PostgresStore, _rows
+from courtier.store.postgres._schema import load_migrations, migrate
 from tests.integration.store.rows import T0, finished, url_row
 
 #: shards written, hosts a shard, writers (connections), transactions a writer
@@ -147,3 +148,46 @@ async def test_no_event_has_an_index_entry_for_the_sequencer(
                if r["name"].endswith("_id") and re.fullmatch(r"fetch_log_d\d+", r["part"])}
         assert ids and set(ids.values()) == {"brin"}, ids
 
+
+
+#: events of a commit's shape: $2 events from number $1 over 64 shards, positions from
+#: the heads (courtier_commit's statement since migration 0032)
+_EVENTS = (
+    "WITH done AS (SELECT g % 64 AS shard, sha256(g::text::bytea) AS url_key"
+    " FROM generate_series($1::integer, $1::integer + $2 - 1) g),"
+    " counted AS (SELECT d.shard, count(*) AS n FROM done d GROUP BY d.shard),"
+    " heads AS (INSERT INTO outbox_heads AS h (shard, last_pos) SELECT c.shard, c.n"
+    " FROM counted c ORDER BY c.shard ON CONFLICT (shard) DO UPDATE"
+    " SET last_pos = h.last_pos + EXCLUDED.last_pos RETURNING h.shard, h.last_pos)"
+    " INSERT INTO events (shard, url_key, version, created_at, payload, shard_pos)"
+    " SELECT d.shard, d.url_key, 1, $3, '{}', hd.last_pos - c.n + row_number()"
+    " OVER (PARTITION BY d.shard ORDER BY d.url_key) FROM done d"
+    " JOIN counted c ON c.shard = d.shard JOIN heads hd ON hd.shard = d.shard")
+
+
+async def test_the_migration_starts_each_shard_below_its_first_unplaced_event(
+    pg_dsn: str,
+) -> None:
+    """A crawl at version 37 with events placed by the old sequencer and events not yet
+    placed: after migration 38 the sequencer places exactly the unplaced ones, above the
+    positions handed out, and the partial index is gone from every partition (here the
+    default one). Seen red: with the migration starting every shard at its head
+    (``h.last_pos`` alone), the 300 unplaced events stayed unplaced (0 placed)."""
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        steps = load_migrations()
+        assert steps[37].version == 38
+        await migrate(conn, steps[:37])
+        await conn.execute(_EVENTS, 0, 500, T0)
+        assert await conn.fetchval("SELECT courtier_sequence_events()") == 500
+        await conn.execute(_EVENTS, 500, 300, T0)
+        await migrate(conn, steps[:38])
+        assert await conn.fetchval("SELECT count(*) FROM outbox_placed") == 64
+        assert await conn.fetchval(
+            "SELECT count(*) FROM pg_indexes WHERE indexdef LIKE '%read_pos IS NULL%'") == 0
+        assert await conn.fetchval("SELECT courtier_sequence_events()") == 300
+        rows = await conn.fetch("SELECT read_pos FROM events ORDER BY read_pos")
+        assert [r[0] for r in rows] == list(range(1, 801))
+        assert await conn.fetchval("SELECT courtier_sequence_events()") == 0
+    finally:
+        await conn.close()
