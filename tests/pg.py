@@ -27,7 +27,7 @@ ADMIN_DSN = f"postgresql://{PG_USER}@{PG_HOST}:{PG_PORT}/postgres"
 DATA_TABLES = ("urls", "host_queue", "host_levels", "hosts", "shards", "events", "payloads",
                "fetch_log", "day_counts", "workers", "host_clocks", "ip_gaps", "ip_slots",
                "scope_rules", "host_tiers", "event_counts", "consumer_cursors",
-               "outbox_heads", "shard_consumers")
+               "outbox_heads", "outbox_placed", "shard_consumers")
 
 
 def dsn_of(database: str) -> str:

@@ -82,7 +82,7 @@ def watching(store: PostgresStore, level: str = "debug2", remote: bool = False) 
 
 
 def _reads_distributed(sql: str) -> set[str]:
-    return {t for t in DISTRIBUTED if re.search(rf"\b(?:FROM|JOIN) public\.{t}\b", sql)}
+    return {t for t in DISTRIBUTED if re.search(rf"\b(?:FROM|JOIN) \(*public\.{t}\b", sql)}
 
 
 def _writes_distributed(sql: str) -> set[str]:

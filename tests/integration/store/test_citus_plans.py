@@ -88,8 +88,9 @@ KNOWN_PULLS = {
     # both nodes, as here (a one-node batch runs it once per Citus shard, one router
     # statement each, no subplan: courtier_commit_routed)
     Pull("commit", "urls", "subquery"),
-    # the outbox sequencer: every unsequenced event id numbered by one window on the
-    # coordinator, then the UPDATE of events from it
+    # the outbox sequencer: the unplaced events of the shards' ranges above outbox_placed
+    # (citus/sequencer.sql) numbered by one window on the coordinator, then the UPDATE of
+    # events from it
     Pull("read_events", "events", "subquery"),
 }
 
@@ -194,7 +195,7 @@ def pulled_tables(messages: list[str]) -> set[str]:
         if match is None or not match.group(1).lstrip("( ").upper().startswith("SELECT"):
             continue
         for table in DISTRIBUTED:
-            if re.search(rf"\b(?:FROM|JOIN) public\.{table}\b", match.group(1)):
+            if re.search(rf"\b(?:FROM|JOIN) \(*public\.{table}\b", match.group(1)):
                 pulled.add(table)
     return pulled
 

@@ -112,6 +112,7 @@ PLAN: tuple[Placement, ...] = (
     _by_shard("trap_stats"),
     _by_shard("event_counts"),  # the outbox's tallies, per shard (migration 29)
     _by_shard("outbox_heads"),  # each shard's last event position (migration 32)
+    _by_shard("outbox_placed"),  # how far the crawl-wide sequencer placed each shard (38)
     # the keys of migration 1; a schema whose events and fetch_log have no such key (time
     # partitions) needs no change
     _by_shard(
