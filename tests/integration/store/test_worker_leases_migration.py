@@ -47,8 +47,10 @@ async def _sqlite_age(path: Path) -> None:
              for s, o, e, live, last in OLD_LEASES])
 
 
-#: PostgreSQL 0039 first (the lease moved into the ``workers`` row): back to 0034's table
-_PG_BACK_0039 = ("DELETE FROM workers WHERE heartbeat_at IS NULL",
+#: PostgreSQL 0039 first (the lease moved into the ``workers`` row): back to 0034's table;
+#: 0038's table too, which the runner makes again (0035-0037 replace functions only)
+_PG_BACK_0039 = ("DROP TABLE outbox_placed",
+                 "DELETE FROM workers WHERE heartbeat_at IS NULL",
                  "ALTER TABLE workers DROP COLUMN lease_expires_at",
                  "ALTER TABLE workers ALTER COLUMN heartbeat_at SET NOT NULL",
                  "CREATE TABLE worker_leases (owner text PRIMARY KEY)")
