@@ -14,7 +14,11 @@ PostgreSQL test left two events unplaced (``[None, None] == []``); with the sequ
 advisory lock removed, the two readers handed out the same positions twice (34, 22, 29
 distinct positions for 36 events in 3 runs of 3). The Citus variant stayed green under
 both breaks (its readers' passes rarely fall between two commits of a shard): it checks
-that the Citus planner runs the sequencer, not that it never skips.
+that the Citus planner runs the sequencer, not that it never skips. The never-skip case
+on Citus is ``test_each_commit_is_placed_by_the_next_read_on_citus`` (one shard's commits
+with a read after each, every time): red with ``r.hi + 1`` in ``citus/sequencer.sql`` and
+in the migration (both stores' forms, a scratch edit, 2026-12-07: the event committed
+after the first read never placed).
 """
 
 from __future__ import annotations
@@ -121,6 +125,36 @@ async def test_the_sequencer_places_every_event_once_on_citus(
     citus_store: PostgresStore, citus_module_dsn: str,
 ) -> None:
     await places_every_event_once(citus_store, citus_module_dsn)
+
+
+async def places_each_commit_between_reads(store: PostgresStore, dsn: str) -> None:
+    """One shard's events committed one at a time with a read after each: the case the
+    concurrent test above meets only by chance on Citus (a read between two commits of a
+    shard), here every time."""
+    rows = [r for r in rows_on_few_shards() if r.shard == rows_on_few_shards()[0].shard]
+    await store.add_urls(rows)
+    await store.load_due(range(1024), T0, 1000, 100)
+    got: list[bytes] = []
+    last = 0
+    for row in rows:
+        await _writer(dsn, [[row]], seed=0)
+        page = await store.read_events(last, 100)
+        got += [e.url_key for e in page]
+        last = page[-1].id if page else last
+        assert row.url_key in got  # placed by the read that follows its commit
+    assert sorted(got) == sorted(r.url_key for r in rows)  # each once
+
+
+async def test_each_commit_is_placed_by_the_next_read(
+    store: PostgresStore, pg_module_dsn: str,
+) -> None:
+    await places_each_commit_between_reads(store, pg_module_dsn)
+
+
+async def test_each_commit_is_placed_by_the_next_read_on_citus(
+    citus_store: PostgresStore, citus_module_dsn: str,
+) -> None:
+    await places_each_commit_between_reads(citus_store, citus_module_dsn)
 
 
 @pytest.mark.parametrize("table", ["events", "fetch_log"])
