@@ -131,7 +131,8 @@ async def places_each_commit_between_reads(store: PostgresStore, dsn: str) -> No
     """One shard's events committed one at a time with a read after each: the case the
     concurrent test above meets only by chance on Citus (a read between two commits of a
     shard), here every time."""
-    rows = [r for r in rows_on_few_shards() if r.shard == rows_on_few_shards()[0].shard]
+    few = rows_on_few_shards()
+    rows = [r for r in few if r.shard == few[0].shard]
     await store.add_urls(rows)
     await store.load_due(range(1024), T0, 1000, 100)
     got: list[bytes] = []
