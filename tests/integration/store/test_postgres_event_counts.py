@@ -12,7 +12,8 @@ import asyncpg
 
 from courtier.core.outcome import Outcome
 from courtier.store.event_counts import EventCounts
-from courtier.store.postgres import PostgresStore
+from courtier.store.base import NewUrl
+from courtier.store.postgres import PostgresStore, _event_counts, _rows
 from courtier.store.postgres._schema import load_migrations, migrate
 from tests.integration.store.rows import T0, finished, url_row
 
@@ -95,3 +96,59 @@ async def test_concurrent_commits_add_up(store: PostgresStore, pg_module_dsn: st
         first = min(c.shard for c in batch)
         expected[first] = expected.get(first, 0) + len(batch)
     assert per_shard == expected
+
+
+def _on_distinct_shards(n: int) -> list[NewUrl]:
+    rows: dict[int, NewUrl] = {}
+    i = 0
+    while len(rows) < n:
+        row = url_row(f"http://s{i}.test/p")
+        rows.setdefault(row.shard, row)
+        i += 1
+    return list(rows.values())
+
+
+#: the index scans of the outbox's partitions in this transaction so far
+_EVENTS_INDEX_SCANS = (
+    "SELECT coalesce(sum(pg_stat_get_xact_numscans(i.indexrelid)), 0) FROM pg_index i"
+    " JOIN pg_inherits p ON p.inhrelid = i.indrelid WHERE p.inhparent = 'events'::regclass")
+
+
+async def test_a_commits_tally_descends_the_outbox_index_once_a_commit(
+        store: PostgresStore, pg_module_dsn: str) -> None:
+    """The tally after ``courtier_commit`` looks each commit's event up by its key: one
+    index descent a commit, however many shards the batch spans. Seen red with
+    ``e.shard = ANY(batch's shards)`` beside the join (issue #29): 40,000 descents for
+    200 commits over 200 shards, the array an index condition of the inner scan. The
+    plan is the generic one, the plan a pooled connection's prepared statement settles
+    on after its fifth run, over a day partition of a crawl's size."""
+    n = 200
+    rows = _on_distinct_shards(n)
+    await store.add_urls(rows)
+    assert len(await store.load_due(range(1024), T0 + 1, 1000, 1000)) == n
+    commits = [finished(r) for r in rows]
+    for c in commits:
+        c.event = {"status": 200}
+    now = T0 + 2
+    conn = await asyncpg.connect(pg_module_dsn)
+    try:
+        # the events of a crawl's day so far, in the partition of the commit's day
+        await conn.execute(
+            "INSERT INTO events (shard, url_key, version, created_at, payload, shard_pos)"
+            " SELECT g % 1024, decode(md5(g::text), 'hex'), 1, $1, '{}', g"
+            " FROM generate_series(1, 30000) g", now - 60)
+        await conn.execute("ANALYZE events")
+        async with conn.transaction():
+            await conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+            xid = await conn.fetchval(
+                "SELECT pg_current_xact_id() FROM courtier_commit($1::courtier_commit[],"
+                " '{}'::courtier_new_url[], '{}'::courtier_host_delta[], $2)",
+                _rows.commit_rows(commits), now)
+            before = await conn.fetchval(_EVENTS_INDEX_SCANS)
+            await _event_counts.add_commit_counts(conn, commits, now, xid)
+            scans = await conn.fetchval(_EVENTS_INDEX_SCANS) - before
+    finally:
+        await conn.close()
+    assert scans <= 2 * n
+    counted = await store.event_counts()
+    assert counted.events == n and counted.outcomes == {"ok": n}
