@@ -91,6 +91,7 @@ from courtier.store.postgres import (
     _rows,
     _schema,
     _shard_consumers,
+    _shard_ranges,
 )
 from courtier.store.postgres._rows import Conn
 from courtier.store.postgres.dsn import STALLED_TRANSACTION_TIMEOUT, describe_dsn
@@ -909,16 +910,8 @@ class PostgresStore:
             ranges = plan_reads(cursor, heads, limit)
             if not ranges:
                 return ShardPage([], cursor)
-            rows = await conn.fetch(
-                "SELECT coalesce(e.read_pos, $4) AS pos, e.url_key, e.version, e.created_at,"
-                " e.payload, e.shard, e.shard_pos FROM events e"
-                " JOIN unnest($1::integer[], $2::bigint[], $3::bigint[]) AS r(s, lo, hi)"
-                " ON e.shard = r.s AND e.shard_pos > r.lo AND e.shard_pos <= r.hi"
-                " WHERE e.shard = ANY($1::integer[]) ORDER BY e.shard, e.shard_pos",
-                [r.shard for r in ranges], [r.after for r in ranges],
-                [r.through for r in ranges], UNPLACED)
-            return ShardPage([Event(int(r[0]), bytes(r[1]), r[2], r[3], json.loads(r[4]),
-                                    r[5], r[6]) for r in rows], advance(cursor, ranges))
+            return ShardPage(await _shard_ranges.read_ranges(conn, ranges, self._on_citus),
+                             advance(cursor, ranges))
 
         return await self._run("read_events_by_shard", job, write=False)
 
