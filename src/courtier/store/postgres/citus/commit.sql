@@ -329,13 +329,17 @@ $$;
 -- single-task router statement: the batch's join with urls and the UPDATE of urls
 -- included, whose rows never pass through the coordinator. When those Citus shards sit on
 -- one node the node commits without two-phase commit; a batch over several nodes is one
--- transaction prepared on each (atomic, as before). Lock orders stay total: the fence
--- first for every shard of the batch in shard order (each call takes its own again: held
--- already), then the rows and host-queue rows by (Citus shard, shard, key), for every
--- batch. Multi-shard statements would run over one connection a node
--- (citus.multi_shard_modify_mode sequential, for the transaction). Returns [applied,
--- stale, new URLs] and then the ords of the batch rows whose payload the index must get
--- (courtier_payload_ords).
+-- transaction prepared on each (atomic, as before). Lock order: the fence first for
+-- every shard of the batch in shard order (each call takes its own again: held already),
+-- then every row lock by Citus shard, in Citus shard order, and within one by the plain
+-- form's order, for every batch; the intake (citus/intake.sql) goes the same way, so
+-- commits and intakes never wait for each other in a cycle
+-- (tests/integration/store/test_citus_commit_lock_order.py; docs/scale-out.md, "A commit
+-- batch without two-phase commit", says why the other writers close none either, and
+-- what is left to Citus's deadlock detection). Multi-shard statements would run over one
+-- connection a node (citus.multi_shard_modify_mode sequential, for the transaction).
+-- Returns [applied, stale, new URLs] and then the ords of the batch rows whose payload
+-- the index must get (courtier_payload_ords).
 CREATE OR REPLACE FUNCTION courtier_commit_routed(p_commits courtier_commit[],
                                                   p_new courtier_new_url[],
                                                   p_stats courtier_host_delta[],
