@@ -26,7 +26,10 @@ What is checked:
   outbox read's final ``ORDER BY read_pos LIMIT``;
 - a commit batch on one worker node is no two-phase commit at all (Citus's record of
   them, ``pg_dist_transaction``), one over both nodes is prepared on both; the payload
-  index rows written after the commit are written by a retry too.
+  index rows written after the commit are written by a retry too;
+- the commit pulls no row, a batch over both nodes included: it is committed one Citus
+  shard at a time, each statement a router statement (the only pull left is the
+  crawl-wide outbox sequencer's, which per-shard readers never run).
 
 The classification of every call: docs/scale-out.md, "Citus: as built" (the table of
 hot-path statements).
@@ -83,11 +86,6 @@ HOT_PATH = (
 #: the pulls of the hot path as built (docs/scale-out.md, "Citus: as built", says why
 #: each is there and what would remove it)
 KNOWN_PULLS = {
-    # courtier_commit's batch joined with urls (the rows' old state and level: `fenced`),
-    # collected as a subplan, then the UPDATE of urls from it, routed per row: a batch over
-    # both nodes, as here (a one-node batch runs it once per Citus shard, one router
-    # statement each, no subplan: courtier_commit_routed)
-    Pull("commit", "urls", "subquery"),
     # the outbox sequencer: the unplaced events of the shards' ranges above outbox_placed
     # (citus/sequencer.sql) numbered by one window on the coordinator, then the UPDATE of
     # events from it
@@ -247,10 +245,11 @@ async def test_the_intake_pulls_no_stored_row_to_the_coordinator(
     finally:
         await conn.close()
     assert added == 150
-    # the inserts are router VALUES lists (citus/intake.sql), the known keys' read
-    # multi-shard: Citus plans both, and no subplan at all
+    # one Citus shard at a time (citus/intake.sql): the inserts router VALUES lists, the
+    # known keys' read a router query too (multi-shard when the batch was taken whole:
+    # red with main's form), and no subplan at all
     assert "Creating router plan" in messages, "Citus said nothing about its plans"
-    assert "Router planner cannot handle multi-shard select queries" in messages
+    assert "Router planner cannot handle multi-shard select queries" not in messages
     assert pulled_tables(messages) == set()
 
 

@@ -321,21 +321,25 @@ BEGIN
 END;
 $$;
 
--- The store's commit on Citus. When every Citus shard of urls that the batch's rows,
--- links or host statistics name sits on one node: courtier_commit (the Citus form above)
--- once per such Citus shard, in Citus shard order, each call given that Citus shard's
--- part of each array (in the batch's order), then the event tallies of that part
--- (migration 29's upsert, counted here first and written as a router VALUES list); every
--- write is then a single-task router statement and the node commits without two-phase
--- commit. A batch over several nodes is prepared on each whatever its statements look
--- like, so it is one part (one call, its statements multi-shard as before: fewer round
--- trips than a call per Citus shard). One transaction either way, the caller's. Lock
--- orders stay total: the fence first for every shard of the batch in shard order (each
--- call takes its own again: held already), then the rows and host-queue rows by (Citus
--- shard, shard, key). Multi-shard statements of a one-node batch would run over one
--- connection (citus.multi_shard_modify_mode sequential, for the transaction). Returns
--- [applied, stale, new URLs] and then the ords of the batch rows whose payload the index
--- must get (courtier_payload_ords).
+-- The store's commit on Citus: courtier_commit (the Citus form above) once per Citus shard
+-- of urls that the batch's rows, links or host statistics name, in Citus shard order, each
+-- call given that Citus shard's part of each array (in the batch's order), then the event
+-- tallies of that part (migration 29's upsert, counted here first and written as a router
+-- VALUES list). Every statement of a call names one Citus shard, so Citus plans each as a
+-- single-task router statement: the batch's join with urls and the UPDATE of urls
+-- included, whose rows never pass through the coordinator. When those Citus shards sit on
+-- one node the node commits without two-phase commit; a batch over several nodes is one
+-- transaction prepared on each (atomic, as before). Lock order: the fence first for
+-- every shard of the batch in shard order (each call takes its own again: held already),
+-- then every row lock by Citus shard, in Citus shard order, and within one by the plain
+-- form's order, for every batch; the intake (citus/intake.sql) goes the same way, so
+-- commits and intakes never wait for each other in a cycle
+-- (tests/integration/store/test_citus_commit_lock_order.py; docs/scale-out.md, "A commit
+-- batch without two-phase commit", says why the other writers close none either, and
+-- what is left to Citus's deadlock detection). Multi-shard statements would run over one
+-- connection a node (citus.multi_shard_modify_mode sequential, for the transaction).
+-- Returns [applied, stale, new URLs] and then the ords of the batch rows whose payload
+-- the index must get (courtier_payload_ords).
 CREATE OR REPLACE FUNCTION courtier_commit_routed(p_commits courtier_commit[],
                                                   p_new courtier_new_url[],
                                                   p_stats courtier_host_delta[],
@@ -349,7 +353,6 @@ DECLARE
     v_xid xid8 := pg_current_xact_id();
     v_shards integer[];
     v_citus_shards bigint[];
-    v_one_node boolean;
     v_group record;
     v_part integer[];
     v_applied integer := 0;
@@ -365,18 +368,11 @@ BEGIN
     FROM (SELECT x.shard FROM unnest(p_commits) AS x
           UNION SELECT n.shard FROM unnest(p_new) AS n
           UNION SELECT d.shard FROM unnest(p_stats) AS d) AS t(s);
-    -- the nodes those Citus shards sit on now (a shard moved meanwhile only costs a
-    -- two-phase commit: the transaction is atomic whatever it spans)
-    v_one_node := (SELECT count(DISTINCT p.groupid) FROM pg_dist_placement p
-                   WHERE p.shardid = ANY(v_citus_shards)) <= 1;
-    IF v_one_node THEN
-        PERFORM set_config('citus.multi_shard_modify_mode', 'sequential', true);
-    END IF;
-    FOR v_group IN  -- one part per Citus shard on one node, else the whole batch at once
-        SELECT CASE WHEN v_one_node THEN m.c ELSE 0 END AS c,
-               array_agg(m.s ORDER BY m.s) AS shards
+    PERFORM set_config('citus.multi_shard_modify_mode', 'sequential', true);
+    FOR v_group IN  -- one part per Citus shard
+        SELECT m.c, array_agg(m.s ORDER BY m.s) AS shards
         FROM unnest(v_shards, v_citus_shards) AS m(s, c)
-        GROUP BY 1 ORDER BY 1
+        GROUP BY m.c ORDER BY m.c
     LOOP
         v_part := courtier_commit(
             ARRAY(SELECT p_commits[i] FROM generate_subscripts(p_commits, 1) AS i

@@ -19,23 +19,42 @@
 --   commits whose pages linked to each other's rows deadlocked ("deadlock detected" in
 --   a 2-worker crawl on Citus, CI of 2026-12-06; migration 15 says why plain PostgreSQL
 --   never waits). What can still wait: two transactions inserting the same new key.
+-- * One Citus shard of urls at a time, in Citus shard order (the batch's rows of that
+--   Citus shard, in batch order), each part inserted and entered in the host queue before
+--   the next: the commit's lock order (citus/commit.sql, courtier_commit_routed). Taken
+--   whole, the batch's new keys were locked in every Citus shard before its host-queue
+--   rows (Citus runs a multi-row INSERT one Citus shard after another), and a commit
+--   holding a host-queue row of a lower Citus shard, about to insert one of those keys (a
+--   link to the same new URL) in a higher one, closed a cycle with it
+--   (tests/integration/store/test_citus_commit_lock_order.py).
 CREATE OR REPLACE FUNCTION courtier_add_urls(p_urls courtier_new_url[])
 RETURNS integer LANGUAGE plpgsql SET jit = off SET plan_cache_mode = force_custom_plan AS $$
 DECLARE
+    v_group record;
+    v_added integer := 0;
     v_shards integer[];
     v_hosts text[];
     v_due double precision[];
     v_priority integer[];
 BEGIN
-    SELECT o_shards, o_hosts, o_due, o_priority INTO v_shards, v_hosts, v_due, v_priority
-    FROM courtier_insert_urls(p_urls);
-    IF v_shards IS NULL THEN
-        RETURN 0;
-    END IF;
-    -- the host-queue upkeep of any intake (migration 24's courtier_queue_add, which calls
-    -- courtier_queue_enter: its Citus form below)
-    PERFORM courtier_queue_add(v_shards, v_hosts, v_due, v_priority);
-    RETURN cardinality(v_shards);
+    FOR v_group IN
+        SELECT get_shard_id_for_distribution_column('urls', t.s) AS c,
+               array_agg(t.s ORDER BY t.s) AS shards
+        FROM (SELECT DISTINCT n.shard FROM unnest(p_urls) AS n) AS t(s)
+        GROUP BY 1 ORDER BY 1
+    LOOP
+        SELECT o_shards, o_hosts, o_due, o_priority INTO v_shards, v_hosts, v_due, v_priority
+        FROM courtier_insert_urls(ARRAY(SELECT p_urls[i] FROM generate_subscripts(p_urls, 1) AS i
+                                        WHERE (p_urls[i]).shard = ANY(v_group.shards)
+                                        ORDER BY i));
+        IF v_shards IS NOT NULL THEN
+            -- the host-queue upkeep of any intake (migration 24's courtier_queue_add,
+            -- which calls courtier_queue_enter: its Citus form below)
+            PERFORM courtier_queue_add(v_shards, v_hosts, v_due, v_priority);
+            v_added := v_added + cardinality(v_shards);
+        END IF;
+    END LOOP;
+    RETURN v_added;
 END;
 $$;
 
