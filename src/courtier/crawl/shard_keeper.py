@@ -107,7 +107,7 @@ class ShardKeeper:
         #: (their state read first) once it is done
         self._regained: set[int] = set()
         #: host → local time a drain cancelled its fetch
-        self._drain_cancels: dict[str, float] = {}
+        self._drain_cancels: set[str] = set()
         #: drained shards whose release failed (store error): retried each turn
         self._unreleased: set[int] = set()
         #: streams the known URL keys of gained shards into the owner-local set
@@ -261,8 +261,9 @@ class ShardKeeper:
             late = {s for s, began in self._draining.items() if now - began >= self.drain_timeout}
             cutting = 0
             for task, lease in self._fetches_of(late):
-                # the request may have reached the server: its end is counted as now
-                self._drain_cancels[lease.host_key] = now
+                # the request may have reached the server: its end is counted when the
+                # drain completes (below), after the cancelled fetch closed its connection
+                self._drain_cancels.add(lease.host_key)
                 if not task.done() and not task.cancelling():
                     cutting += 1  # counted and logged once a request
                 task.cancel()
@@ -280,8 +281,13 @@ class ShardKeeper:
         await self._releaser.release_returned()
         coordinator = self.coordinator
         assert coordinator is not None
-        cut = {h.host_key: self._drain_cancels.pop(h.host_key) for h in hosts
-               if h.host_key in self._drain_cancels}
+        # every cut fetch has ended and closed its connection by now: the server saw those
+        # requests end before this moment, not before the cancel (a loaded loop takes a
+        # while to unwind a cancelled request; the server then saw its end that much
+        # later than the cancel, and a clock counted from the cancel was short by it)
+        ended = self._clock.now()
+        cut = {h.host_key: ended for h in hosts if h.host_key in self._drain_cancels}
+        self._drain_cancels.difference_update(cut)
         saved = await self._save_clocks(hosts, cut, "of a handover")
         if self.shard_state is not None:
             await self.shard_state.hand_over(shards)  # before the release, like the clocks
