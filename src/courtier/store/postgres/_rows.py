@@ -11,6 +11,7 @@ where no lookup by key would find it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from typing import Any, TypeAlias
 
@@ -21,7 +22,15 @@ from courtier.core.errors import StoreError
 from courtier.core.outcome import Outcome
 from courtier.core.urls import shard_of, shard_of_key
 from courtier.dedup.fingerprint64 import from_signed64, to_signed64
-from courtier.store.base import DueUrl, FetchCommit, HostRecord, HostStatsDelta, NewUrl, UrlState
+from courtier.store.base import (
+    DueUrl,
+    Event,
+    FetchCommit,
+    HostRecord,
+    HostStatsDelta,
+    NewUrl,
+    UrlState,
+)
 
 #: a connection, or the pool's proxy of one
 Conn: TypeAlias = "asyncpg.Connection[Any] | PoolConnectionProxy[Any]"
@@ -188,3 +197,9 @@ def host_record(r: Any) -> HostRecord:
         robots_error_since=r["robots_error_since"],
         robots_error_at=r["robots_error_at"],
     )
+
+
+def event_of(r: Any) -> Event:
+    """An outbox event from a row read as (position, url_key, version, created_at,
+    payload, shard, shard_pos)."""
+    return Event(int(r[0]), bytes(r[1]), r[2], r[3], json.loads(r[4]), r[5], r[6])

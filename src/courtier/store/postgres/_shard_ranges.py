@@ -11,10 +11,10 @@ generic plan a pooled connection's prepared statement settles on)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 from courtier.store.base import UNPLACED, Event
+from courtier.store.postgres import _rows
 from courtier.store.postgres._rows import Conn
 from courtier.store.shard_reads import ShardRange
 
@@ -38,5 +38,4 @@ async def read_ranges(conn: Conn, ranges: Sequence[ShardRange], on_citus: bool
     rows = await conn.fetch(ranges_query(on_citus), [r.shard for r in ranges],
                             [r.after for r in ranges], [r.through for r in ranges],
                             UNPLACED)
-    return [Event(int(r[0]), bytes(r[1]), r[2], r[3], json.loads(r[4]), r[5], r[6])
-            for r in rows]
+    return [_rows.event_of(r) for r in rows]

@@ -952,8 +952,7 @@ class PostgresStore:
                 " ON e.shard = k.shard AND e.url_key = k.url_key"
                 " ORDER BY e.shard, e.url_key, pos",
                 shard, key, max(0, urls), UNPLACED)
-            return [Event(int(r[0]), bytes(r[1]), r[2], r[3], json.loads(r[4]), r[5], r[6])
-                    for r in rows]
+            return [_rows.event_of(r) for r in rows]
 
         return await self._run("events_by_url", job, write=False)
 
