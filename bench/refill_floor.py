@@ -60,7 +60,7 @@ ORDER BY q.best_priority DESC, q.next_due_at, q.host_key, q.shard LIMIT $2
 _ROW_COLUMNS = """u.shard, u.url_key, u.url, u.host_key, u.depth, u.priority, u.version,
          u.next_fetch_at, u.redirect_hops, u.etag, u.last_modified, u.failure_count,
          u.payload_digest, u.change_stats, u.last_fetch_at, u.warc_file, u.simhash,
-         u.sitemap_changefreq, u.sitemap_lastmod, u.redirect_chain"""
+         u.sitemap_changefreq, u.sitemap_lastmod, u.redirect_chain, u.value"""
 
 _ONE_STATEMENT = f"""
 WITH hosts AS ({_HOSTS_ONLY})
@@ -106,7 +106,7 @@ def without_writes(definition: str) -> str:
                u.version, u.next_fetch_at, u.redirect_hops, u.etag, u.last_modified,
                u.failure_count, u.payload_digest, u.change_stats, u.last_fetch_at,
                u.warc_file, u.simhash, u.sitemap_changefreq, u.sitemap_lastmod,
-               u.redirect_chain
+               u.redirect_chain, u.value
         FROM found c JOIN urls u ON u.tableoid = c.toid AND u.ctid = c.tid
     )
     """

@@ -41,8 +41,11 @@ async def prepare_target(spec: str) -> None:
         await admin.close()
     conn = await asyncpg.connect(spec)
     try:
-        known = await conn.fetchval("SELECT to_regclass('urls') IS NOT NULL"
-                                    " AND EXISTS (SELECT 1 FROM urls)")
+        # two statements: a reference to a missing table fails at parse time, so an
+        # empty database given by name could not be filled in one
+        known = await conn.fetchval("SELECT to_regclass('urls') IS NOT NULL")
+        if known:
+            known = await conn.fetchval("SELECT EXISTS (SELECT 1 FROM urls)")
     finally:
         await conn.close()
     if known:
