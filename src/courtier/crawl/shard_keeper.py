@@ -106,7 +106,7 @@ class ShardKeeper:
         #: shards gained again while their loss is being forgotten: they join the refill
         #: (their state read first) once it is done
         self._regained: set[int] = set()
-        #: host → local time a drain cancelled its fetch
+        #: hosts whose fetch a drain cancelled (their end is counted when the drain completes)
         self._drain_cancels: set[str] = set()
         #: drained shards whose release failed (store error): retried each turn
         self._unreleased: set[int] = set()
