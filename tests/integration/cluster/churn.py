@@ -31,6 +31,10 @@ Judged afterwards from the test web's log and the store (:meth:`SoakReport.probl
 * no duplicate event: one event per (url_key, version), each URL's versions 1…n;
 * every shard owned again after each fault: :attr:`Outage.seen` (until the first read
   that saw every shard owned by an up worker) at most the caller's bound;
+* no shard without an up owner while no fault is going on, unless a worker's
+  coordinator went longer than the lease TTL between two rounds when it began (the
+  machine kept the worker from renewing: the leases lapse by design) — such a lapse
+  must end within the caller's bound too (:meth:`SoakReport.stall_behind`);
 * graceful exits (the leaves, the final stop) with status 0;
 * memory (:meth:`SoakReport.rss_problems`): each worker's RSS, sampled every
   ``rss_every`` seconds, at its end within 10 % of its first sample after ``warm_up``
@@ -90,6 +94,9 @@ WARM_UP = 300.0
 WARM_UP_PAGES = 20
 #: a worker's RSS at its end within this share of its RSS after the warm-up
 RSS_FLAT = 0.10
+#: seconds after a long round (its second heartbeat first seen) in which a lapse still
+#: counts as behind it: five of the watch's reads (every 0.2 s)
+STALL_SLACK = 1.0
 
 
 def churn_web() -> WebSpec:
@@ -171,6 +178,7 @@ class SoakReport:
     outages: list[Outage]
     quiet_lapses: list[Episode]  # shards without an up owner while no fault was going on
     round_gap: RoundGap  # the longest between two coordinator rounds of a worker, no fault on
+    long_rounds: list[RoundGap]  # gaps between two rounds longer than the lease TTL, no fault on
     requests: int
     pages: int
     events: int
@@ -184,9 +192,21 @@ class SoakReport:
     rss: list[RssFigures]
     stopped_early: str | None = None  # why faults stopped before the end, if they did
 
-    def problems(self, outage_bound: Callable[[Outage], float]) -> list[str]:
+    def stall_behind(self, lapse: Episode) -> RoundGap | None:
+        """The round gap longer than the lease TTL that ``lapse`` began in, or just
+        after (:data:`STALL_SLACK`: the watch runs on the same machine and may have been
+        held up too): a worker's coordinator could not renew its leases in time, so they
+        lapsed as the protocol says they must. None: the lapse has no such excuse."""
+        return next((gap for gap in self.long_rounds
+                     if gap.seen - gap.seconds <= lapse.first <= gap.seen + STALL_SLACK),
+                    None)
+
+    def problems(self, outage_bound: Callable[[Outage], float],
+                 stall_bound: float) -> list[str]:
         """Everything that went wrong (empty: the soak passed); an outage is a problem
-        when its ``seen`` is above ``outage_bound(outage)``."""
+        when its ``seen`` is above ``outage_bound(outage)``, a lapse with no fault going
+        on when no long round is behind it or it lasted (first uncovered read to the end
+        of the first covered one) more than ``stall_bound`` seconds."""
         found = []
         if self.stopped_early:
             found.append(self.stopped_early)
@@ -197,8 +217,19 @@ class SoakReport:
                 found.append(f"{outage.moment.label}: shards owned again after {seen}, "
                              f"bound {bound:.2f} s")
         for lapse in self.quiet_lapses:
-            found.append(f"{lapse.worst} shards without an up owner with no fault going on, "
-                         f"{lapse.first - self.began:.1f} s into the soak")
+            what = (f"{lapse.worst} shards without an up owner with no fault going on, "
+                    f"{lapse.first - self.began:.1f} s into the soak"
+                    + (f" ({lapse.failed} reads of the store failed)" if lapse.failed else ""))
+            stall = self.stall_behind(lapse)
+            if stall is None:
+                found.append(what)
+                continue
+            lasted = None if lapse.owned_by is None else lapse.owned_by - lapse.first
+            if lasted is None or lasted > stall_bound:
+                owned = "never" if lasted is None else f"after {lasted:.2f} s"
+                found.append(f"{what}, behind a round of {stall.seconds:.2f} s "
+                             f"({stall.worker}): owned again {owned}, bound "
+                             f"{stall_bound:.2f} s")
         named = [("politeness violations", self.violations),
                  ("expected URLs never fetched", self.never_fetched),
                  ("expected URLs without an event", self.without_event),
@@ -489,12 +520,13 @@ class Soak:
         with_event = set(url_of.values())
         fetched = cluster.fetched()
         outages, lapses = self._outages(ended)
-        quiet = self._quiet_spans(ended)
+        rounds = round_gaps(self.watch.reads, self._quiet_spans(ended))
         return SoakReport(
             began=self.began, ended=ended, faults=self.faults, outages=outages,
             quiet_lapses=lapses,
-            round_gap=max(round_gaps(self.watch.reads, quiet), key=lambda g: g.seconds,
+            round_gap=max(rounds, key=lambda g: g.seconds,
                           default=RoundGap(0.0, "", self.began)),
+            long_rounds=[g for g in rounds if g.seconds > self.cluster.lease_ttl],
             requests=len(cluster.log()), pages=len(cluster.page_log()), events=len(events),
             violations=cluster.violations(), never_fetched=sorted(expected - fetched),
             without_event=sorted(expected - with_event), not_recrawled=not_recrawled,

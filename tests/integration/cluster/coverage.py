@@ -54,6 +54,7 @@ class Episode:
     last: float
     owned_by: float | None
     worst: int  # most shards uncovered in one read (SHARD_COUNT for a failed read)
+    failed: int = 0  # reads that failed (the store could not be read)
 
 
 @dataclass
@@ -95,13 +96,16 @@ def episodes(reads: Iterable[Read]) -> list[Episode]:
             run.append(read)
             continue
         if run:
-            found.append(Episode(run[0].before, run[0].after, run[-1].before, read.after,
-                                 max(r.uncovered for r in run)))
+            found.append(_episode(run, read.after))
             run = []
     if run:
-        found.append(Episode(run[0].before, run[0].after, run[-1].before, None,
-                             max(r.uncovered for r in run)))
+        found.append(_episode(run, None))
     return found
+
+
+def _episode(run: list[Read], owned_by: float | None) -> Episode:
+    return Episode(run[0].before, run[0].after, run[-1].before, owned_by,
+                   max(r.uncovered for r in run), sum(1 for r in run if r.covered is None))
 
 
 @dataclass(frozen=True, slots=True)

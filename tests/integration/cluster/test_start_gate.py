@@ -9,7 +9,8 @@ three workers (the placement is the usual one). The bound is exact: 0 handovers.
 launcher's start gate (cluster/start_gate.py) lets no worker take a shard before every
 worker has registered, so each worker's first plan counts all three; the only way left
 to a handover is a registered worker whose heartbeat goes stale in that moment (no
-heartbeat for a whole lease TTL, 3 s here, while the others heartbeat every 0.2 s).
+heartbeat for a whole lease TTL, 10 s here — ``harness.GATE_TTL`` — while the others
+heartbeat every 0.2 s).
 
 Seen red on a scratch copy (restored since), each run against the tests as they are:
 
