@@ -12,8 +12,9 @@ class ArchiveWriter(Protocol):
     """Writes fetched exchanges durably.
 
     ``write_exchange`` returns where the response record is and its digests;
-    the record need not be durable until ``flush`` returns. A caller commits
-    rows that reference records only after ``flush``. Errors raise
+    the record need not be durable until ``flush`` (or ``flush_off_loop``, its form
+    that runs the disk's sync in a thread) returns. A caller commits rows that
+    reference records only after one of them. Errors raise
     :class:`courtier.core.errors.ArchiveError`; a failed write leaves earlier
     records intact.
     """
@@ -26,5 +27,7 @@ class ArchiveWriter(Protocol):
                       warc_date: float | None = None) -> ArchivedRecord: ...
 
     def flush(self) -> None: ...
+
+    async def flush_off_loop(self) -> None: ...
 
     def close(self) -> None: ...

@@ -116,6 +116,9 @@ class SpooledArchive:
     def flush(self) -> None:
         self.writer.flush()
 
+    async def flush_off_loop(self) -> None:
+        await self.writer.flush_off_loop()
+
     def close(self) -> None:
         """Close the open segment (it is uploaded by :meth:`drain`)."""
         self.writer.close()

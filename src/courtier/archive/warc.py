@@ -27,6 +27,7 @@ Conventions readers of the archive rely on:
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import secrets
@@ -240,6 +241,31 @@ class WarcWriter:
             name = self._abandon()
             raise ArchiveError(f"cannot flush WARC file {name}: {exc}") from exc
 
+    async def flush_off_loop(self) -> None:
+        """:meth:`flush` without holding up the event loop on the disk: what is buffered
+        goes to the OS at once, and the fsync runs in a thread, on a duplicate of the
+        file's descriptor that the thread closes (a write, a rotation or a close meanwhile
+        leaves it alone; it makes durable at least what was written before this call).
+        A fsync of a busy disk can take hundreds of milliseconds, and on the loop it
+        stalled the fetches and the coordinator's lease renewals with it."""
+        if self._file is None:
+            return
+        handle, name = self._file, self._name
+        try:
+            handle.flush()
+            if not self._local:
+                return
+            duplicate = os.dup(handle.fileno())
+        except OSError as exc:
+            self._abandon()
+            raise ArchiveError(f"cannot flush WARC file {name}: {exc}") from exc
+        try:
+            await asyncio.to_thread(_sync_and_close, duplicate)
+        except OSError as exc:
+            if self._file is handle:
+                self._abandon()
+            raise ArchiveError(f"cannot flush WARC file {name}: {exc}") from exc
+
     def rotate(self) -> None:
         """Close the current file now (flush, fsync, marker removed); the next write
         opens a new one. Nothing happens when no file is open."""
@@ -356,3 +382,12 @@ class WarcWriter:
             with contextlib.suppress(OSError):
                 handle.close()
         return name
+
+
+def _sync_and_close(descriptor: int) -> None:
+    """fsync a descriptor of its own, then close it (in the thread, so a cancelled
+    caller never closes it under a running fsync)."""
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)

@@ -64,7 +64,7 @@ STOP_COMMIT_WAIT = 60.0
 class Flushable(Protocol):
     """What the committer needs of the archive: its records durable before the rows."""
 
-    def flush(self) -> None: ...
+    async def flush_off_loop(self) -> None: ...
 
 
 class Committer:
@@ -199,7 +199,9 @@ class Committer:
     async def _commit_until_done(self, batch: list[FetchCommit]) -> None:
         self._flushing_from = min((c.fetched_at for c in batch), default=None)
         stats, self._host_stats = list(self._host_stats.values()), {}
-        self._archive.flush()  # records must be durable before the rows that point at them
+        # records must be durable before the rows that point at them; the disk's sync
+        # runs in a thread, so the fetches and the lease renewals go on meanwhile
+        await self._archive.flush_off_loop()
         settle = getattr(self._archive, "settle", None)  # object-store archive: archive/spool.py
         while True:
             began = self._clock.now()

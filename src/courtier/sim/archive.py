@@ -28,5 +28,8 @@ class DigestOnlyArchive:
     def flush(self) -> None:
         self.flushes += 1
 
+    async def flush_off_loop(self) -> None:
+        self.flush()
+
     def close(self) -> None:
         return None
