@@ -310,6 +310,14 @@ LOST_RESULT_LINES = ("could not renew shard leases in time", "lost the lease of"
                      "handover drain timed out")
 
 
+def stall_lines(worker: WorkerProcess) -> list[str]:
+    """The worker's ``event_loop_stalled`` lines (its loop a second or more late, with the
+    CPU it used meanwhile): printed by the long tests, so a lease that lapsed under a live
+    worker can be told from a crawler fault."""
+    return [line for line in worker.stderr.read_text(errors="replace").splitlines()
+            if "the event loop ran" in line]
+
+
 def lost_result_times(worker: WorkerProcess) -> list[float]:
     """When ``worker`` logged a fence, a lost shard or a drain's cut requests
     (time.monotonic of this machine, from the log lines' local time stamps: millisecond

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.cluster.churn import KINDS, Outage, Soak, SoakReport, churn_cluster
-from tests.integration.cluster.harness import TTL
+from tests.integration.cluster.harness import TTL, stall_lines
 
 pytestmark = pytest.mark.timeout(1200)
 
@@ -88,6 +88,9 @@ async def test_three_minutes_of_churn_lose_nothing_and_stay_polite(tmp_path: Pat
           f"{report.requests}, events {report.events}, faults {dict(report.kinds())}")
     assert set(report.kinds()) == set(KINDS)
     print([(r.worker_id, round(r.lived), r.warm, r.last) for r in report.rss])
+    for worker in cluster.workers.values():
+        for line in stall_lines(worker):
+            print(f"{worker.worker_id}: {line}")
     for lapse in report.quiet_lapses:
         stall = report.stall_behind(lapse)
         print(f"lapse with no fault going on {lapse.first - report.began:.1f} s in, "

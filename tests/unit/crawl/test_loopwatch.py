@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -66,3 +67,51 @@ def test_an_idle_crawl_is_sampled_every_idle_interval() -> None:
     idle_samples, busy_samples = run_virtual(go())
     assert 9 <= idle_samples <= 11
     assert busy_samples >= 190
+
+
+def _stall_lines(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if getattr(r, "event", None) == "event_loop_stalled"]
+
+
+async def _one_sample_after(monitor: LoopLagMonitor, block: Callable[[], None]) -> None:
+    monitor.start()
+    await monitor.sampled.wait()
+    monitor.sampled.clear()
+    block()
+    await monitor.sampled.wait()
+    await monitor.stop()
+
+
+async def test_a_stall_spent_waiting_is_logged_as_waiting(
+        caplog: pytest.LogCaptureFixture) -> None:
+    monitor = LoopLagMonitor(None, interval=0.01, stall_after=0.2)
+    with caplog.at_level(logging.WARNING, logger="courtier.loop"):
+        await _one_sample_after(monitor, lambda: time.sleep(0.3))
+    (line,) = _stall_lines(caplog)
+    fields = line.event_fields  # type: ignore[attr-defined]
+    assert fields["seconds"] >= 0.29 and fields["cpu_seconds"] < 0.15, fields
+    assert "it waited" in line.getMessage() and monitor.stalls == 1
+
+
+async def test_a_stall_spent_computing_counts_the_cpu_it_used(
+        caplog: pytest.LogCaptureFixture) -> None:
+    def spin() -> None:
+        until = time.process_time() + 0.3
+        while time.process_time() < until:
+            pass
+
+    monitor = LoopLagMonitor(None, interval=0.01, stall_after=0.2)
+    with caplog.at_level(logging.WARNING, logger="courtier.loop"):
+        await _one_sample_after(monitor, spin)
+    (line,) = _stall_lines(caplog)
+    fields = line.event_fields  # type: ignore[attr-defined]
+    assert fields["seconds"] >= 0.29 and fields["cpu_seconds"] >= 0.29, fields
+
+
+async def test_a_lag_under_the_threshold_is_not_logged(
+        caplog: pytest.LogCaptureFixture) -> None:
+    monitor = LoopLagMonitor(None, interval=0.01, stall_after=30.0)
+    with caplog.at_level(logging.WARNING, logger="courtier.loop"):
+        await _one_sample_after(monitor, lambda: time.sleep(0.3))
+    assert _stall_lines(caplog) == [] and monitor.stalls == 0
+    assert monitor.longest >= 0.29
