@@ -93,6 +93,13 @@ def _events(log: Path, event: str) -> list[dict[str, object]]:
     return lines
 
 
+def _stalls(log: Path) -> str:
+    """The children's ``event_loop_stalled`` lines, for a failure's message: a stall
+    longer than the lease TTL lets a live child's leases lapse."""
+    lines = [f"{e.get('worker')}: {e.get('message')}" for e in _events(log, "event_loop_stalled")]
+    return "event loop stalls: " + ("; ".join(lines) if lines else "none logged")
+
+
 def _gains_after_the_first(log: Path) -> int:
     """Shards in the ``shards_gained`` lines of each worker after its first (the start's)."""
     seen: set[object] = set()
@@ -135,7 +142,8 @@ async def test_the_workers_of_a_crawl_leave_together_without_a_handover(
     handovers = {k: v for k, v in (await _handovers(dsn, tmp_path)).items() if v}
     assert handovers == {}, (
         f"handovers {handovers}, shards gained after the start "
-        f"{_gains_after_the_first(log)}: shards changed hands as the workers left")
+        f"{_gains_after_the_first(log)}: shards changed hands as the workers left; "
+        f"{_stalls(log)}")
     gains = _events(log, "shards_gained")
     assert len(gains) == WORKERS, "a worker gained shards after its start"
     assert sum(len(g["shards"]) for g in gains) == SHARD_COUNT  # type: ignore[arg-type]
@@ -188,7 +196,8 @@ async def test_a_child_killed_mid_crawl_has_its_shards_crawled_by_the_others(
     assert left, f"nothing of {slow} was left when its worker was killed"
     assert expected - set(counts) == set(), "expected pages not fetched"
     handovers = await _handovers(dsn, tmp_path)
-    assert handovers.get("takeover") == held and 0 < held < SHARD_COUNT, handovers
+    assert handovers.get("takeover") == held and 0 < held < SHARD_COUNT, (
+        f"handovers {handovers}, {held} shards held by the killed child; {_stalls(log)}")
     assert handovers.get("graceful") == 0, (
         f"handovers {handovers}: shards changed hands as the workers left")
     failed = _events(log, "worker_failed")
