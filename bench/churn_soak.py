@@ -74,12 +74,8 @@ def print_report(report: SoakReport, judged: float) -> list[str]:
           f"fetched again after the last fault {len(report.not_recrawled)}; duplicate events "
           f"{len(report.duplicate_events)}, URLs with versions not 1..n "
           f"{len(report.version_gaps)}; exit codes {report.exit_codes}")
-    for lapse in report.quiet_lapses:
-        stall = report.stall_behind(lapse)
-        behind = "no long round behind it" if stall is None else (
-            f"behind a round of {stall.seconds:.2f} s ({stall.worker})")
-        print(f"lapse with no fault going on {lapse.first - began:.1f} s in, "
-              f"{lapse.worst} shards out: {behind}")
+    for line in report.lapse_lines():
+        print(line)
     problems = report.problems(wall_bound, OWNED_AGAIN) + report.rss_problems(judged)
     print(f"{'worker':8} {'lived (s)':>10} {'RSS warm (MiB)':>15} {'RSS end (MiB)':>14} "
           f"{'ratio':>6}")

@@ -36,7 +36,7 @@ import time
 import zlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 from isal import isal_zlib
 
@@ -231,15 +231,14 @@ class WarcWriter:
     def flush(self) -> None:
         """Make everything written so far durable (flush + fsync on local files;
         on object stores data is durable only once the file is closed)."""
-        if self._file is None:
+        handle, name = self._file, self._name
+        duplicate = self._to_os()
+        if duplicate is None:
             return
         try:
-            self._file.flush()
-            if self._local:
-                os.fsync(self._file.fileno())
+            _sync_and_close(duplicate)
         except OSError as exc:
-            name = self._abandon()
-            raise ArchiveError(f"cannot flush WARC file {name}: {exc}") from exc
+            self._sync_failed(handle, name, exc)
 
     async def flush_off_loop(self) -> None:
         """:meth:`flush` without holding up the event loop on the disk: what is buffered
@@ -248,23 +247,33 @@ class WarcWriter:
         leaves it alone; it makes durable at least what was written before this call).
         A fsync of a busy disk can take hundreds of milliseconds, and on the loop it
         stalled the fetches and the coordinator's lease renewals with it."""
-        if self._file is None:
-            return
         handle, name = self._file, self._name
-        try:
-            handle.flush()
-            if not self._local:
-                return
-            duplicate = os.dup(handle.fileno())
-        except OSError as exc:
-            self._abandon()
-            raise ArchiveError(f"cannot flush WARC file {name}: {exc}") from exc
+        duplicate = self._to_os()
+        if duplicate is None:
+            return
         try:
             await asyncio.to_thread(_sync_and_close, duplicate)
         except OSError as exc:
-            if self._file is handle:
-                self._abandon()
+            self._sync_failed(handle, name, exc)
+
+    def _to_os(self) -> int | None:
+        """Write the buffer to the OS; a duplicate of the file's descriptor to fsync, or
+        None when there is nothing to sync (no file open, or an object store's file)."""
+        if self._file is None:
+            return None
+        try:
+            self._file.flush()
+            return os.dup(self._file.fileno()) if self._local else None
+        except OSError as exc:
+            name = self._abandon()
             raise ArchiveError(f"cannot flush WARC file {name}: {exc}") from exc
+
+    def _sync_failed(self, handle: IO[bytes] | None, name: str | None,
+                     exc: OSError) -> NoReturn:
+        """A failed fsync abandons the file it was for, if it is still the current one."""
+        if self._file is handle:
+            self._abandon()
+        raise ArchiveError(f"cannot flush WARC file {name}: {exc}") from exc
 
     def rotate(self) -> None:
         """Close the current file now (flush, fsync, marker removed); the next write

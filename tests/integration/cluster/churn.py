@@ -201,6 +201,17 @@ class SoakReport:
                      if gap.seen - gap.seconds <= lapse.first <= gap.seen + STALL_SLACK),
                     None)
 
+    def lapse_lines(self) -> list[str]:
+        """A line for each lapse with no fault going on, with the long round behind it."""
+        lines = []
+        for lapse in self.quiet_lapses:
+            stall = self.stall_behind(lapse)
+            behind = "no long round" if stall is None else (
+                f"a round of {stall.seconds:.2f} s ({stall.worker})")
+            lines.append(f"lapse with no fault going on {lapse.first - self.began:.1f} s in, "
+                         f"{lapse.worst} shards out, behind {behind}")
+        return lines
+
     def problems(self, outage_bound: Callable[[Outage], float],
                  stall_bound: float) -> list[str]:
         """Everything that went wrong (empty: the soak passed); an outage is a problem

@@ -91,12 +91,8 @@ async def test_three_minutes_of_churn_lose_nothing_and_stay_polite(tmp_path: Pat
     for worker in cluster.workers.values():
         for line in stall_lines(worker):
             print(f"{worker.worker_id}: {line}")
-    for lapse in report.quiet_lapses:
-        stall = report.stall_behind(lapse)
-        print(f"lapse with no fault going on {lapse.first - report.began:.1f} s in, "
-              f"{lapse.worst} shards out, behind "
-              + ("no long round" if stall is None else
-                 f"a round of {stall.seconds:.2f} s ({stall.worker})"))
+    for line in report.lapse_lines():
+        print(line)
     stall_bound = TTL + ROUNDS * gap.seconds
     problems = (report.problems(rounds_bound(report), stall_bound)
                 + report.rss_problems(2 * WARM_UP))
