@@ -2,7 +2,7 @@
 pending results at a time, run beside the loop.
 
 Owns: the results waiting for a commit (``pending``), the batch of the commit under way,
-the per-host counters of the next batch, the commit task, and the give-up rules of a
+the per-host counters not written yet, the commit task, and the give-up rules of a
 stopping worker.
 
 A commit is a store round trip of tens to hundreds of milliseconds on PostgreSQL
@@ -21,6 +21,13 @@ Invariants:
   While it fails, while the commit under way has taken longer than :data:`COMMIT_OVERLAP`,
   or while :data:`MAX_PENDING` results wait, :meth:`may_issue` is False: a slow, hung or
   unreachable store holds the crawl instead of letting uncommitted results pile up.
+* **Host counters ride along, not with every batch.** The per-host counters (fetched,
+  errors, bytes, time to first byte, status classes: the admin API's host figures, read
+  by nothing that decides) are added up here and written with the first batch at least
+  :data:`HOST_STATS_EVERY` after the last write, and with every :meth:`flush`. A batch
+  spans a few dozen hosts, each with one or two results, so writing them with every batch
+  cost a ``hosts`` row update for almost every result. A crash loses at most the last
+  ``HOST_STATS_EVERY`` of them (the fetch audit log and the events keep every fetch).
 * **Points that need everything durable** — a handover drain, the shutdown — call
   :meth:`flush`, which waits for the commit under way and then commits the rest.
 * **A stop is bounded.** Once a stop is asked (:meth:`bound_stop`), a commit that keeps
@@ -59,6 +66,8 @@ COMMIT_OVERLAP = 1.0
 COMMIT_RETRY = 1.0
 #: seconds a stopping worker retries a failing commit before it gives the batch up
 STOP_COMMIT_WAIT = 60.0
+#: seconds between two writes of the per-host counters (module docstring)
+HOST_STATS_EVERY = 10.0
 
 
 class Flushable(Protocol):
@@ -83,6 +92,7 @@ class Committer:
         self.pending: list[FetchCommit] = []
         self._committing: list[FetchCommit] = []   # the batch of the commit under way
         self._host_stats: dict[str, HostStatsDelta] = {}
+        self._stats_written_at = clock.now()   # local time the counters last went out
         self._flushing_from: float | None = None   # oldest fetch time of that batch
         self._task: asyncio.Task[None] | None = None
         self._failing = False
@@ -104,7 +114,7 @@ class Committer:
         self._intake.handed_in(u.url_key for u in commit.new_urls)
 
     def host_stats(self, host_key: str, shard: int) -> HostStatsDelta:
-        """The counters of ``host_key`` written with the next batch."""
+        """The counters of ``host_key`` not written yet (added to by the caller)."""
         stats = self._host_stats.get(host_key)
         if stats is None:
             stats = self._host_stats[host_key] = HostStatsDelta(host_key, shard)
@@ -184,21 +194,31 @@ class Committer:
         """Everything handed in so far durable: the commit under way, then the rest."""
         await self._settle()
         if self.pending or self._host_stats:
-            await self._commit_batch()
+            await self._commit_batch(every_counter=True)
 
-    async def _commit_batch(self) -> None:
+    async def _commit_batch(self, every_counter: bool = False) -> None:
         batch, self.pending = self.pending, []
         self._committing = batch  # held until applied or given up (the refill's skip set)
         generation = self._intake.batch_started()
         try:
-            await self._commit_until_done(batch)
+            await self._commit_until_done(batch, self._counters_due(every_counter))
         finally:
             self._committing = []
             self._intake.batch_ended(generation)
 
-    async def _commit_until_done(self, batch: list[FetchCommit]) -> None:
-        self._flushing_from = min((c.fetched_at for c in batch), default=None)
+    def _counters_due(self, every_counter: bool) -> list[HostStatsDelta]:
+        """The host counters this batch writes: all of them at a flush or once
+        ``HOST_STATS_EVERY`` has passed since the last write, else none."""
+        now = self._clock.now()
+        if not every_counter and now - self._stats_written_at < HOST_STATS_EVERY:
+            return []
+        self._stats_written_at = now
         stats, self._host_stats = list(self._host_stats.values()), {}
+        return stats
+
+    async def _commit_until_done(self, batch: list[FetchCommit],
+                                 stats: list[HostStatsDelta]) -> None:
+        self._flushing_from = min((c.fetched_at for c in batch), default=None)
         # records must be durable before the rows that point at them; the disk's sync
         # runs in a thread, so the fetches and the lease renewals go on meanwhile
         await self._archive.flush_off_loop()
