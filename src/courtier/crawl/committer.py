@@ -24,7 +24,8 @@ Invariants:
 * **Host counters ride along, not with every batch.** The per-host counters (fetched,
   errors, bytes, time to first byte, status classes: the admin API's host figures, read
   by nothing that decides) are added up here and written with the first batch at least
-  :data:`HOST_STATS_EVERY` after the last write, and with every :meth:`flush`. A batch
+  :data:`HOST_STATS_EVERY` after the last write (by a commit of their own when no result
+  waits), and with every :meth:`flush`. A batch
   spans a few dozen hosts, each with one or two results, so writing them with every batch
   cost a ``hosts`` row update for almost every result. A crash loses at most the last
   ``HOST_STATS_EVERY`` of them (the fetch audit log and the events keep every fetch).
@@ -160,12 +161,17 @@ class Committer:
 
     def maybe_start(self, now: float, fetches_running: bool) -> None:
         """Start a commit when a batch is full, ``COMMIT_EVERY`` has passed since the last
-        one, or no fetch runs any more."""
-        if self.pending and self._task is None and (
+        one, or no fetch runs any more; with no result waiting, when host counters are
+        due (a quiet worker's counters are not held back until its next result)."""
+        if self._task is not None:
+            return
+        if self.pending and (
                 len(self.pending) >= COMMIT_BATCH or now - self._last_start >= COMMIT_EVERY
                 or not fetches_running):
             self.start()
             self._last_start = now
+        elif self._host_stats and now - self._stats_written_at >= HOST_STATS_EVERY:
+            self.start()
 
     def start(self) -> None:
         """Commit the pending results in a task of its own (one at a time)."""

@@ -91,3 +91,25 @@ async def test_counters_alone_are_written_by_a_flush() -> None:
     await committer.flush()
     assert [(rows, _totals(stats)) for _, rows, stats in store.committed] == [
         (0, {"a.test": (1, 100, 1)})]
+
+
+async def test_a_quiet_worker_writes_its_counters_once_they_are_due() -> None:
+    clock, store = ManualClock(), RecordingStore()
+    committer = _committer(clock, store)
+    committer.add(result(1))
+    _fetched(committer, "a.test", 1)
+    committer.maybe_start(clock.now(), fetches_running=False)
+    await _committed(committer)
+    _fetched(committer, "a.test", 2)  # then nothing more to commit: the crawl is quiet
+    clock.at += HOST_STATS_EVERY / 2
+    committer.maybe_start(clock.now(), fetches_running=False)
+    await _committed(committer)
+    assert len(store.committed) == 1  # not due yet: no commit for the counters alone
+    clock.at += HOST_STATS_EVERY / 2
+    committer.maybe_start(clock.now(), fetches_running=False)
+    await _committed(committer)
+    assert [(rows, _totals(stats)) for _, rows, stats in store.committed] == [
+        (1, {}), (0, {"a.test": (3, 300, 3)})]
+    committer.maybe_start(clock.now() + HOST_STATS_EVERY, fetches_running=False)
+    await _committed(committer)
+    assert len(store.committed) == 2  # nothing left to write
