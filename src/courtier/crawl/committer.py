@@ -25,10 +25,10 @@ Invariants:
   errors, bytes, time to first byte, status classes: the admin API's host figures, read
   by nothing that decides) are added up here and written with the first batch at least
   :data:`HOST_STATS_EVERY` after the last write (by a commit of their own when no result
-  waits), and with every :meth:`flush`. A batch
-  spans a few dozen hosts, each with one or two results, so writing them with every batch
-  cost a ``hosts`` row update for almost every result. A crash loses at most the last
-  ``HOST_STATS_EVERY`` of them (the fetch audit log and the events keep every fetch).
+  waits), and with every :meth:`flush`. A batch spans a few dozen hosts, each with one
+  or two results, so writing them with every batch cost a ``hosts`` row update for
+  almost every result. A crash loses at most the last ``HOST_STATS_EVERY`` of them (the
+  fetch audit log and the events keep every fetch).
 * **Points that need everything durable** — a handover drain, the shutdown — call
   :meth:`flush`, which waits for the commit under way and then commits the rest.
 * **A stop is bounded.** Once a stop is asked (:meth:`bound_stop`), a commit that keeps
