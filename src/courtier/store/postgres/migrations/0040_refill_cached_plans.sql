@@ -1,5 +1,5 @@
 -- courtier PostgreSQL schema, migration 40 (issue 29): the refill's per-host probe keeps
--- its plan for the session, and its host range stops estimating the shard list.
+-- its plan for the session.
 --
 -- courtier_read_due runs with force_custom_plan (its host range needs the walk's
 -- constants: with a generic plan, the range's `NOT v_late OR next_due_at < p_overdue`
@@ -15,11 +15,12 @@
 --   either way. It moves, unchanged, into courtier_due_rows, which keeps a generic plan
 --   for the session (hash and merge joins off, as in the caller: the one plan left is the
 --   custom plans' nested loop of one-partition index probes);
--- * the host range (`WITH r`), ~2 ms a call, about half of it the planner's estimate of
---   `shard = ANY(p_shards)` element by element (up to 1,024 shards a call). The shard
---   and skip lists are now read through a scalar subquery: the planner sees a parameter
---   and estimates it once; the plan is the same (an index range of host_queue_level,
---   those two lists a filter).
+-- * the host range (`WITH r`), ~2 ms a call, ~0.4 ms of it the planner's estimate of
+--   `shard = ANY(p_shards)` element by element (up to 1,024 shards a call), stays as it
+--   was, planned at every batch. Read through a scalar subquery, the lists were one
+--   parameter to the planner, which then chose a sort of the whole range over the index
+--   order (slower: bench/README.md, "Host counters every 10 s and the refill probe's
+--   cached plan").
 --
 -- Same rows, same order (`walk`). Plain PostgreSQL only: a Citus coordinator replaces
 -- courtier_read_due with citus/refill.sql's form, after the migrations.
