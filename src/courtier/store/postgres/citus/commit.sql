@@ -69,7 +69,7 @@ DECLARE
         || E'            SELECT c.shard, c.n FROM counted c ORDER BY c.shard\n'
         || E'            ON CONFLICT (shard) DO UPDATE SET last_pos = h.last_pos + EXCLUDED.last_pos\n'
         || E'            RETURNING h.shard, h.last_pos\n'
-        || E'        ), head_list AS (  -- one row: no join of the events with the heads\n'
+        || E'        ), head_list AS MATERIALIZED (  -- one row, made once: no join of the events with the heads\n'
         || E'            SELECT array_agg(hd.shard) AS s, array_agg(hd.last_pos) AS l FROM heads hd\n'
         || E'        ), logged_events AS (\n'
         || E'            INSERT INTO events (shard, url_key, version, created_at, payload, shard_pos)\n'
