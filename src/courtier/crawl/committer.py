@@ -170,7 +170,7 @@ class Committer:
                 or not fetches_running):
             self.start()
             self._last_start = now
-        elif self._host_stats and now - self._stats_written_at >= HOST_STATS_EVERY:
+        elif self._host_stats and self._counters_are_due(now):
             self.start()
 
     def start(self) -> None:
@@ -216,11 +216,15 @@ class Committer:
         """The host counters this batch writes: all of them at a flush or once
         ``HOST_STATS_EVERY`` has passed since the last write, else none."""
         now = self._clock.now()
-        if not every_counter and now - self._stats_written_at < HOST_STATS_EVERY:
+        if not every_counter and not self._counters_are_due(now):
             return []
         self._stats_written_at = now
         stats, self._host_stats = list(self._host_stats.values()), {}
         return stats
+
+    def _counters_are_due(self, now: float) -> bool:
+        """``HOST_STATS_EVERY`` has passed since the counters last went out."""
+        return now - self._stats_written_at >= HOST_STATS_EVERY
 
     async def _commit_until_done(self, batch: list[FetchCommit],
                                  stats: list[HostStatsDelta]) -> None:
